@@ -1,0 +1,3 @@
+from deltakeeper.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""The one grammar for file names inside `_delta_log`.
+
+Every other module asks this one what a name means or how to spell one; none parses names itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+LOG_DIR = "_delta_log"
+SIDECAR_DIR = "_sidecars"
+STAGED_DIRS = ("_staged_commits", "_commits")  # catalog-managed (current) and managed-commits (older)
+LAST_CHECKPOINT = "_last_checkpoint"
+
+
+class Kind(str, Enum):
+    COMMIT = "commit"
+    CHECKPOINT = "checkpoint"  # classic single file, V1 or V2 content
+    MULTIPART_CHECKPOINT = "multipart_checkpoint"
+    UUID_CHECKPOINT = "uuid_checkpoint"  # V2 spec, json or parquet
+    COMPACTED = "compacted"
+    CRC = "crc"
+    LAST_CHECKPOINT = "last_checkpoint"
+    SIDECAR = "sidecar"
+    STAGED_COMMIT = "staged_commit"
+
+
+@dataclass(frozen=True)
+class LogName:
+    """What a name in `_delta_log` (relative to it) means."""
+
+    name: str
+    kind: Kind
+    version: int = -1
+    end_version: int = -1  # compacted files: last version covered
+    part: int = 0  # multi-part checkpoints: 1-based part number
+    parts: int = 1
+    uuid: str = ""
+    fmt: str = "json"  # json or parquet
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.kind in (Kind.CHECKPOINT, Kind.MULTIPART_CHECKPOINT, Kind.UUID_CHECKPOINT)
+
+
+_V = r"(\d{20})"
+_UUID = r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+_PATTERNS: list[tuple[re.Pattern[str], Kind]] = [
+    (re.compile(rf"^{_V}\.json$"), Kind.COMMIT),
+    (re.compile(rf"^{_V}\.checkpoint\.parquet$"), Kind.CHECKPOINT),
+    (re.compile(rf"^{_V}\.checkpoint\.(\d{{10}})\.(\d{{10}})\.parquet$"), Kind.MULTIPART_CHECKPOINT),
+    (re.compile(rf"^{_V}\.checkpoint\.{_UUID}\.(json|parquet)$"), Kind.UUID_CHECKPOINT),
+    (re.compile(rf"^{_V}\.{_V}\.compacted\.json$"), Kind.COMPACTED),
+    (re.compile(rf"^{_V}\.crc$"), Kind.CRC),
+    (re.compile(rf"^(?:_staged_commits|_commits)/{_V}\.{_UUID}\.json$"), Kind.STAGED_COMMIT),
+    (re.compile(r"^_sidecars/([^/]+\.parquet)$"), Kind.SIDECAR),
+]
+
+
+def parse(name: str) -> LogName | None:
+    """Parse a name relative to `_delta_log`; None for anything the protocol does not define."""
+    if name == LAST_CHECKPOINT:
+        return LogName(name, Kind.LAST_CHECKPOINT)
+    for pattern, kind in _PATTERNS:
+        m = pattern.match(name)
+        if not m:
+            continue
+        g = m.groups()
+        if kind is Kind.COMMIT or kind is Kind.CRC:
+            return LogName(name, kind, version=int(g[0]))
+        if kind is Kind.CHECKPOINT:
+            return LogName(name, kind, version=int(g[0]), fmt="parquet")
+        if kind is Kind.MULTIPART_CHECKPOINT:
+            part, parts = int(g[1]), int(g[2])
+            if not 1 <= part <= parts:
+                return None
+            return LogName(name, kind, version=int(g[0]), part=part, parts=parts, fmt="parquet")
+        if kind is Kind.UUID_CHECKPOINT:
+            return LogName(name, kind, version=int(g[0]), uuid=g[1].lower(), fmt=g[2])
+        if kind is Kind.COMPACTED:
+            start, end = int(g[0]), int(g[1])
+            if end <= start:
+                return None
+            return LogName(name, kind, version=start, end_version=end)
+        if kind is Kind.STAGED_COMMIT:
+            return LogName(name, kind, version=int(g[0]), uuid=g[1].lower())
+        return LogName(name, kind)  # sidecar
+    return None
+
+
+def version_prefix(version: int) -> str:
+    return f"{version:020d}"
+
+
+def commit(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def checkpoint(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
+def multipart_checkpoint(version: int, part: int, parts: int) -> str:
+    return f"{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet"
+
+
+def uuid_checkpoint(version: int, uuid: str, fmt: str = "parquet") -> str:
+    return f"{version:020d}.checkpoint.{uuid}.{fmt}"
+
+
+def compacted(start: int, end: int) -> str:
+    return f"{start:020d}.{end:020d}.compacted.json"
+
+
+def crc(version: int) -> str:
+    return f"{version:020d}.crc"
+
+
+def sidecar(name: str) -> str:
+    return f"{SIDECAR_DIR}/{name}"
+
+
+def staged_commit(version: int, uuid: str) -> str:
+    return f"{STAGED_DIRS[0]}/{version:020d}.{uuid}.json"
