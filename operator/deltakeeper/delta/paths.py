@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 LOG_DIR = "_delta_log"
 SIDECAR_DIR = "_sidecars"
-STAGED_DIRS = ("_staged_commits", "_commits")  # catalog-managed (current) and managed-commits (older)
+STAGED_DIRS = (
+    "_staged_commits",
+    "_commits",
+)  # catalog-managed (current) and managed-commits (older)
 LAST_CHECKPOINT = "_last_checkpoint"
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     COMMIT = "commit"
     CHECKPOINT = "checkpoint"  # classic single file, V1 or V2 content
     MULTIPART_CHECKPOINT = "multipart_checkpoint"
@@ -50,7 +53,10 @@ _UUID = r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-
 _PATTERNS: list[tuple[re.Pattern[str], Kind]] = [
     (re.compile(rf"^{_V}\.json$"), Kind.COMMIT),
     (re.compile(rf"^{_V}\.checkpoint\.parquet$"), Kind.CHECKPOINT),
-    (re.compile(rf"^{_V}\.checkpoint\.(\d{{10}})\.(\d{{10}})\.parquet$"), Kind.MULTIPART_CHECKPOINT),
+    (
+        re.compile(rf"^{_V}\.checkpoint\.(\d{{10}})\.(\d{{10}})\.parquet$"),
+        Kind.MULTIPART_CHECKPOINT,
+    ),
     (re.compile(rf"^{_V}\.checkpoint\.{_UUID}\.(json|parquet)$"), Kind.UUID_CHECKPOINT),
     (re.compile(rf"^{_V}\.{_V}\.compacted\.json$"), Kind.COMPACTED),
     (re.compile(rf"^{_V}\.crc$"), Kind.CRC),

@@ -1,0 +1,177 @@
+"""`deltakeeper ...`: the command line. Exit codes: 0 ok, 1 unexpected, 2 bad input or not a
+Delta table, 3 unsupported protocol, 4 storage unreachable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from deltakeeper import __version__
+from deltakeeper.delta.errors import DeltaError, InvalidInputError
+from deltakeeper.delta.summary import summarize
+from deltakeeper.delta.table import open_table
+from deltakeeper.maintenance import policy
+from deltakeeper.units import format_bytes, format_ms, parse_size, parse_timestamp_ms
+
+
+def _storage_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--storage-option expects KEY=VALUE, got {pair!r}")
+        lowered = value.lower()
+        options[key] = lowered == "true" if lowered in ("true", "false") else value
+    return options
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("uri", help="table location: a path, file://, s3://, gs://, abfss:// or az://")
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec option for the store (repeatable), e.g. endpoint_url=http://127.0.0.1:9000",
+    )
+
+
+def _at_version(p: argparse.ArgumentParser, timestamps: bool) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--version", type=int, metavar="N", help="read the table as of version N")
+    if timestamps:
+        g.add_argument(
+            "--timestamp",
+            metavar="T",
+            help="read the table as of time T (epoch ms or ISO-8601, e.g. 2024-05-01T12:00:00Z)",
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deltakeeper",
+        description="Keep Delta Lake tables healthy: inspect, checkpoint, clean up, vacuum.",
+        epilog="Exit codes: 0 ok, 1 unexpected failure, 2 bad input or not a Delta table, "
+        "3 unsupported protocol, 4 storage unreachable.",
+    )
+    parser.add_argument("--version-info", action="version", version=f"deltakeeper {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("inspect", help="show a table's version, protocol, files and log health")
+    _common(p)
+    _at_version(p, timestamps=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object (stable keys)")
+    p.add_argument(
+        "--small-file-size",
+        default=str(policy.SMALL_FILE_BYTES),
+        metavar="SIZE",
+        help="files below this count as small (bytes or 16Mi, 1Gi; default 32Mi)",
+    )
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("files", help="list the live files of a table")
+    _common(p)
+    _at_version(p, timestamps=False)
+    p.add_argument("--json", action="store_true", help="one JSON object a line")
+    p.set_defaults(func=cmd_files)
+    return parser
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    try:
+        small = parse_size(args.small_file_size)
+        ts = parse_timestamp_ms(args.timestamp) if args.timestamp else None
+    except ValueError as e:
+        raise InvalidInputError(str(e)) from e
+    table = open_table(args.uri, _storage_options(args.storage_option))
+    snap = table.snapshot(version=args.version, timestamp_ms=ts)
+    report = summarize(table, snap, small)
+    if args.json:
+        print(json.dumps(report, sort_keys=False))
+    else:
+        _print_inspect(report)
+    return 0
+
+
+def _print_inspect(r: dict[str, Any]) -> None:
+    p = r["protocol"]
+    features = sorted(set(p["readerFeatures"] or []) | set(p["writerFeatures"] or []))
+    flagged = [f + (" (unsupported)" if f in r["unsupportedFeatures"] else "") for f in features]
+    cp = r["lastCheckpointVersion"]
+    rows = [
+        ("table", r["uri"]),
+        ("version", f"{r['version']}  committed {format_ms(r['timestamp'])}"),
+        ("protocol", f"reader {p['minReaderVersion']}, writer {p['minWriterVersion']}"),
+        ("features", ", ".join(flagged) or "-"),
+        ("table id", r["tableId"]),
+        ("partitioned by", ", ".join(r["partitionColumns"]) or "-"),
+        ("live files", f"{r['numFiles']}  ({format_bytes(r['sizeBytes'])})"),
+        ("small files", f"{r['smallFiles']}  (< {format_bytes(r['smallFileThreshold'])})"),
+        ("tombstones", str(r["numTombstones"])),
+        ("transactions", str(r["numTxns"])),
+        (
+            "last checkpoint",
+            "none" if cp is None else f"{cp}  ({r['commitsSinceCheckpoint']} commits since)",
+        ),
+        ("_last_checkpoint", r["lastCheckpointFile"]),
+        ("log", f"{r['logFiles']} files, {format_bytes(r['logBytes'])}"),
+    ]
+    if r["unpublishedCommits"]:
+        rows.append(("unpublished", f"{r['unpublishedCommits']} staged commits (ignored)"))
+    for key, value in sorted(r["configuration"].items()):
+        rows.append((f"  {key}", value))
+    if r["configuration"]:
+        rows.insert(len(rows) - len(r["configuration"]), ("configuration", ""))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    if r["unsupportedFeatures"]:
+        print(
+            f"\nwarning: this build does not support {', '.join(r['unsupportedFeatures'])}; "
+            "maintenance will refuse to write to this table",
+            file=sys.stderr,
+        )
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    table = open_table(args.uri, _storage_options(args.storage_option))
+    snap = table.snapshot(version=args.version)
+    out = sys.stdout
+    for batch in snap.files.to_batches(max_chunksize=10_000):
+        for row in batch.to_pylist():
+            if args.json:
+                dv = row.get("deletionVector")
+                line = {
+                    "path": row["path"],
+                    "size": row["size"],
+                    "partitionValues": dict(row["partitionValues"] or []),
+                    "deletionVector": {k: v for k, v in dv.items() if v is not None}
+                    if dv
+                    else None,
+                }
+                out.write(json.dumps(line) + "\n")
+            else:
+                out.write(f"{row['path']}\t{row['size']}\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except DeltaError as e:
+        print(f"deltakeeper: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # the last line of defence: say what failed, never dump secrets
+        if os.environ.get("DELTAKEEPER_DEBUG"):
+            raise
+        print(f"deltakeeper: unexpected error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,91 @@
+"""Snapshot: the state of a table at one version, with file actions held as Arrow tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltakeeper.delta.features import Protocol, unsupported_reader, unsupported_writer
+from deltakeeper.delta.log import LogSegment
+
+
+@dataclass(frozen=True)
+class Metadata:
+    id: str
+    name: str | None
+    description: str | None
+    provider: str
+    schema_string: str
+    partition_columns: tuple[str, ...]
+    configuration: dict[str, str]
+    created_time: int | None
+    raw: dict[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def from_action(cls, a: dict[str, Any]) -> Metadata:
+        fmt = a.get("format") or {}
+        return cls(
+            id=str(a.get("id")),
+            name=a.get("name"),
+            description=a.get("description"),
+            provider=str(fmt.get("provider") or "parquet"),
+            schema_string=str(a.get("schemaString") or ""),
+            partition_columns=tuple(a.get("partitionColumns") or ()),
+            configuration={str(k): str(v) for k, v in (a.get("configuration") or {}).items()},
+            created_time=a.get("createdTime"),
+            raw=a,
+        )
+
+    def flag(self, key: str) -> bool:
+        return self.configuration.get(key, "").strip().lower() == "true"
+
+
+@dataclass
+class Snapshot:
+    uri: str
+    version: int
+    timestamp_ms: int
+    protocol: Protocol
+    metadata: Metadata
+    files: pa.Table  # live adds, one row per logical file
+    tombstones: pa.Table  # removes not yet expired from the log's point of view
+    txns: dict[str, dict[str, Any]]
+    domains: dict[str, dict[str, Any]]  # live domains only (removed ones dropped)
+    segment: LogSegment
+    commit_info: dict[str, Any] | None = None
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        total = pc.sum(self.files["size"]).as_py() if self.files.num_rows else 0
+        return int(total or 0)
+
+    @property
+    def num_tombstones(self) -> int:
+        return self.tombstones.num_rows
+
+    def small_files(self, threshold_bytes: int) -> int:
+        if not self.files.num_rows:
+            return 0
+        return int(pc.sum(pc.less(self.files["size"], threshold_bytes)).as_py() or 0)
+
+    @property
+    def in_commit_timestamps(self) -> bool:
+        return self.protocol.has("inCommitTimestamp") and self.metadata.flag(
+            "delta.enableInCommitTimestamps"
+        )
+
+    @property
+    def unsupported_reader_features(self) -> list[str]:
+        return unsupported_reader(self.protocol)
+
+    @property
+    def unsupported_features(self) -> list[str]:
+        """Everything that stops deltakeeper from writing to this table."""
+        return unsupported_writer(self.protocol)

@@ -1,0 +1,50 @@
+"""A table's health at a glance: what `inspect`, status and metrics report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deltakeeper.delta import paths
+from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import Table
+
+
+def summarize(table: Table, snap: Snapshot, small_file_bytes: int) -> dict[str, Any]:
+    """The documented `inspect --json` object (keys are a contract; see README)."""
+    log_files = log_bytes = unpublished = 0
+    for info in table.storage.walk(paths.LOG_DIR):
+        log_files += 1
+        log_bytes += info.size
+        name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
+        if name is not None and name.kind is Kind.STAGED_COMMIT and name.version > snap.version:
+            unpublished += 1
+    cp = snap.segment.checkpoint
+    hint = table.read_hint()
+    m = snap.metadata
+    return {
+        "uri": snap.uri,
+        "version": snap.version,
+        "timestamp": snap.timestamp_ms,
+        "protocol": snap.protocol.to_json(),
+        "unsupportedFeatures": snap.unsupported_features,
+        "tableId": m.id,
+        "name": m.name,
+        "description": m.description,
+        "partitionColumns": list(m.partition_columns),
+        "configuration": m.configuration,
+        "createdTime": m.created_time,
+        "numFiles": snap.num_files,
+        "sizeBytes": snap.size_bytes,
+        "numTombstones": snap.num_tombstones,
+        "numTxns": len(snap.txns),
+        "numDomains": len(snap.domains),
+        "lastCheckpointVersion": cp.version if cp else None,
+        "lastCheckpointFile": hint.status,
+        "commitsSinceCheckpoint": snap.version - cp.version if cp else snap.version + 1,
+        "logFiles": log_files,
+        "logBytes": log_bytes,
+        "smallFiles": snap.small_files(small_file_bytes),
+        "smallFileThreshold": small_file_bytes,
+        "unpublishedCommits": unpublished,
+    }

@@ -1,0 +1,205 @@
+"""Open a table and build snapshots: latest, at a version, at a timestamp, or incrementally.
+
+This is where the log's I/O happens: `_last_checkpoint`, listings and reads. What the files mean
+is decided in log.py (segments) and replay.py (reconciliation).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any
+
+from deltakeeper.delta import last_checkpoint, paths, schema
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    InvalidInputError,
+    UnsupportedProtocolError,
+)
+from deltakeeper.delta.features import Protocol, unsupported_reader
+from deltakeeper.delta.log import Listing, LogSegment, earliest_version, group, segment_for
+from deltakeeper.delta.replay import Actions, read_actions, replay
+from deltakeeper.delta.snapshot import Metadata, Snapshot
+from deltakeeper.delta.storage import Storage, open_storage
+
+LOG = paths.LOG_DIR
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What `_last_checkpoint` said, and whether it could be trusted."""
+
+    status: str  # ok | missing | corrupt | stale
+    checkpoint: last_checkpoint.LastCheckpoint | None = None
+    detail: str = ""
+
+
+class Table:
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.uri = storage.uri
+
+    # -- log discovery ------------------------------------------------------------------------
+    def read_hint(self) -> Hint:
+        try:
+            data = self.storage.read(f"{LOG}/{paths.LAST_CHECKPOINT}")
+        except FileNotFoundError:
+            return Hint("missing")
+        try:
+            return Hint("ok", last_checkpoint.parse(data))
+        except last_checkpoint.InvalidLastCheckpoint as e:
+            return Hint("corrupt", detail=str(e))
+
+    def list_log(self, from_version: int | None = None) -> Listing:
+        """List `_delta_log` from `from_version` (inclusive) on, or all of it."""
+        start = f"{LOG}/{paths.version_prefix(from_version)}" if from_version else ""
+        return group(self.storage.list_from(LOG, start))
+
+    def listing_for(self, version: int | None) -> tuple[Listing, Hint]:
+        """The cheapest listing that still holds the segment for `version` (latest when None)."""
+        hint = self.read_hint()
+        cp = hint.checkpoint
+        if cp is not None and (version is None or cp.version <= version):
+            listing = self.list_log(cp.version)
+            if cp.version in listing.checkpoints:
+                return listing, hint
+            hint = Hint("stale", cp, f"no complete checkpoint at version {cp.version}")
+        return self.list_log(), hint
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def snapshot(
+        self,
+        version: int | None = None,
+        timestamp_ms: int | None = None,
+        add_cols: tuple[str, ...] = schema.LEAN_ADD,
+        remove_cols: tuple[str, ...] = schema.LEAN_REMOVE,
+    ) -> Snapshot:
+        if timestamp_ms is not None:
+            version = self.version_at(timestamp_ms)
+        listing, _ = self.listing_for(version)
+        segment = segment_for(listing, self.uri, version)
+        return self._build(segment, replay(self.storage, segment, add_cols, remove_cols))
+
+    def update(self, snap: Snapshot) -> Snapshot:
+        """The newest snapshot, reusing `snap`: one listing when nothing changed."""
+        listing = group(self.storage.list_from(LOG, f"{LOG}/{paths.commit(snap.version)}"))
+        latest = listing.latest_commit
+        if latest is None or latest <= snap.version:
+            return snap
+        new = [listing.commits.get(v) for v in range(snap.version + 1, latest + 1)]
+        if any(e is None for e in new):
+            return self.snapshot(add_cols=tuple(snap.files.column_names))
+        commits = tuple(e for e in new if e is not None)
+        segment = LogSegment(latest, None, commits, listing.commits.get(latest))
+        actions = replay(
+            self.storage,
+            segment,
+            tuple(snap.files.column_names),
+            tuple(snap.tombstones.column_names),
+            base=(snap.files, snap.tombstones),
+        )
+        return self._build(segment, actions, previous=snap)
+
+    def _build(
+        self, segment: LogSegment, actions: Actions, previous: Snapshot | None = None
+    ) -> Snapshot:
+        if actions.protocol is None and previous is None:
+            raise CorruptLogError(f"{self.uri}: no protocol action at version {segment.version}")
+        if actions.metadata is None and previous is None:
+            raise CorruptLogError(f"{self.uri}: no metaData action at version {segment.version}")
+        protocol = Protocol.from_action(actions.protocol) if actions.protocol else previous.protocol  # type: ignore[union-attr]
+        metadata = Metadata.from_action(actions.metadata) if actions.metadata else previous.metadata  # type: ignore[union-attr]
+        blocked = unsupported_reader(protocol)
+        if blocked:
+            raise UnsupportedProtocolError(
+                f"{self.uri} needs reader support for {', '.join(blocked)}, which this deltakeeper "
+                "does not have; upgrade deltakeeper before reading this table"
+            )
+        txns = {**(previous.txns if previous else {}), **actions.txns}
+        domains = {**(previous.domains if previous else {}), **actions.domains}
+        snap = Snapshot(
+            uri=self.uri,
+            version=segment.version,
+            timestamp_ms=0,
+            protocol=protocol,
+            metadata=metadata,
+            files=actions.adds,
+            tombstones=actions.removes,
+            txns=txns,
+            domains={d: a for d, a in domains.items() if not a.get("removed")},
+            segment=segment,
+            commit_info=actions.commit_info,
+        )
+        snap.timestamp_ms = self._commit_timestamp(snap)
+        return snap
+
+    # -- time ---------------------------------------------------------------------------------
+    def _commit_timestamp(self, snap: Snapshot) -> int:
+        info = snap.commit_info
+        if snap.in_commit_timestamps:
+            if info is None and snap.segment.commit_at_version is not None:
+                info = _commit_info(self.storage, snap.segment.commit_at_version)
+            if info is not None and isinstance(info.get("inCommitTimestamp"), int):
+                return int(info["inCommitTimestamp"])
+        entry = snap.segment.commit_at_version
+        if entry is not None:
+            return entry.info.mtime_ms
+        cp = snap.segment.checkpoint
+        return cp.files[0].info.mtime_ms if cp else 0
+
+    def version_at(self, timestamp_ms: int) -> int:
+        """The newest version committed at or before `timestamp_ms`."""
+        listing = self.list_log()
+        latest = segment_for(listing, self.uri).version  # raises the not-a-table error
+        earliest = earliest_version(listing) or 0
+        versions = [v for v in range(earliest, latest + 1) if v in listing.commits]
+        current = self.snapshot(latest)
+        conf = current.metadata.configuration
+        ict_version = int(conf.get("delta.inCommitTimestampEnablementVersion", "0"))
+        ict_ts = conf.get("delta.inCommitTimestampEnablementTimestamp")
+        if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= int(ict_ts)):
+            candidates = [v for v in versions if v >= ict_version]
+            # In-commit timestamps increase strictly, so a binary search reads O(log n) commits.
+            i = bisect_right(candidates, timestamp_ms, key=lambda v: _ict(self.storage, listing, v))
+        else:
+            if current.in_commit_timestamps:
+                versions = [v for v in versions if v < ict_version]
+            stamps = _monotonic([listing.commits[v].info.mtime_ms for v in versions])
+            candidates = versions
+            i = bisect_right(stamps, timestamp_ms)
+        if i == 0:
+            raise InvalidInputError(
+                f"{self.uri} has no version committed at or before {timestamp_ms} ms; the earliest "
+                f"available version is {candidates[0] if candidates else earliest}"
+            )
+        return candidates[i - 1]
+
+
+def _commit_info(storage: Storage, entry: Any) -> dict[str, Any] | None:
+    for _, action in read_actions(storage, entry):
+        if "commitInfo" in action:
+            body = action["commitInfo"]
+            return body if isinstance(body, dict) else None
+    return None
+
+
+def _ict(storage: Storage, listing: Listing, version: int) -> int:
+    info = _commit_info(storage, listing.commits[version])
+    ts = info.get("inCommitTimestamp") if info else None
+    if not isinstance(ts, int):
+        raise CorruptLogError(f"{storage.uri}: commit {version} has no inCommitTimestamp")
+    return ts
+
+
+def _monotonic(stamps: list[int]) -> list[int]:
+    # File times can go backwards (clock skew, copies); like Delta Spark, force them increasing.
+    out: list[int] = []
+    for ts in stamps:
+        out.append(max(ts, out[-1] + 1) if out else ts)
+    return out
+
+
+def open_table(uri: str, storage_options: dict[str, Any] | None = None) -> Table:
+    if not uri:
+        raise InvalidInputError("a table URI is required, e.g. s3://bucket/path or ./my-table")
+    return Table(open_storage(uri, storage_options))

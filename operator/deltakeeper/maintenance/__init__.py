@@ -1,0 +1,1 @@
+"""Policy -> plan -> execute, one table at a time. No Kubernetes here."""

@@ -1,0 +1,67 @@
+"""Human units used in flags and manifests: sizes like `128Mi`, durations like `30d`."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi|Ti|K|M|G|T|B)?\s*$")
+_SIZE_FACTORS = {
+    None: 1,
+    "B": 1,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+_DURATION = re.compile(r"^\s*(\d+)\s*(d|h|m|s)\s*$")
+_DURATION_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+
+
+def parse_size(text: str) -> int:
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a size; use bytes or a suffix like 16Mi, 1Gi, 500M")
+    return int(m.group(1)) * _SIZE_FACTORS[m.group(2)]
+
+
+def parse_duration_ms(text: str) -> int:
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a duration; use a number and d, h, m or s (e.g. 30d)")
+    return int(m.group(1)) * _DURATION_MS[m.group(2)]
+
+
+def parse_timestamp_ms(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it says otherwise)."""
+    if re.fullmatch(r"\d+", text.strip()):
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as e:
+        raise ValueError(
+            f"{text!r} is not a timestamp; use epoch milliseconds or ISO-8601 "
+            "like 2024-05-01T12:00:00Z"
+        ) from e
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def format_ms(ms: int) -> str:
+    return (
+        datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        + "Z"
+    )
+
+
+def format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
