@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "tables"
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.fail(f"conformance corpus not found at {CORPUS}; ../shared must sit beside the repo")
+    return CORPUS
+
+
+@pytest.fixture
+def corpus_copy(corpus: Path, tmp_path: Path):
+    """Copy a corpus table to a writable temp folder: corpus_copy('simple_table') -> Path."""
+
+    def copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(corpus / name, dest)
+        for p in dest.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        dest.chmod(0o755)
+        return dest
+
+    return copy

@@ -1,0 +1,205 @@
+"""Reconciliation, _last_checkpoint fallbacks, incremental updates and time travel on hand-made logs."""
+
+import pytest
+
+from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.table import open_table
+from tests.support.logbuilder import (
+    LogBuilder,
+    add,
+    commit_info,
+    dv,
+    metadata,
+    protocol,
+    remove,
+)
+
+DV_PROTOCOL = protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"])
+
+
+def live(snap) -> dict[str, int]:
+    return dict(zip(snap.files["path"].to_pylist(), snap.files["size"].to_pylist(), strict=True))
+
+
+def test_newest_action_wins_per_path(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a", 1), add("b", 2))
+    b.commit(remove("a"), add("c", 3))
+    b.commit(add("a", 4))  # re-added after removal
+    snap = open_table(str(tmp_path)).snapshot()
+    assert snap.version == 2
+    assert live(snap) == {"a": 4, "b": 2, "c": 3}
+    assert snap.num_tombstones == 0  # the re-add cancels the tombstone for ("a", None)
+    assert live(open_table(str(tmp_path)).snapshot(version=1)) == {"b": 2, "c": 3}
+
+
+def test_deletion_vectors_make_distinct_logical_files(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(DV_PROTOCOL, metadata(), add("f", 10))
+    b.commit(remove("f"), add("f", 10, dv=dv("abc")))
+    b.commit(remove("f", dv=dv("abc")), add("f", 10, dv=dv("abc", offset=9)))
+    snap = open_table(str(tmp_path)).snapshot()
+    assert snap.num_files == 1
+    row = snap.files.to_pylist()[0]
+    assert row["deletionVector"]["pathOrInlineDv"] == "abc" and row["deletionVector"]["offset"] == 9
+    # tombstones: (f, None) and (f, "uabc@1") both remain, they are different logical files
+    assert snap.num_tombstones == 2
+
+
+def test_txns_keep_the_newest_version_and_domains_honour_removal(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), {"txn": {"appId": "app", "version": 1}},
+             {"domainMetadata": {"domain": "d1", "configuration": "{}", "removed": False}},
+             {"domainMetadata": {"domain": "d2", "configuration": "{}", "removed": False}})
+    b.commit({"txn": {"appId": "app", "version": 7}},
+             {"domainMetadata": {"domain": "d1", "configuration": "{}", "removed": True}})
+    snap = open_table(str(tmp_path)).snapshot()
+    assert snap.txns["app"]["version"] == 7
+    assert set(snap.domains) == {"d2"}
+
+
+def test_metadata_and_protocol_newest_wins(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(1, 2), metadata())
+    b.commit(protocol(1, 4), metadata(("day",), **{"delta.appendOnly": "true"}))
+    snap = open_table(str(tmp_path)).snapshot()
+    assert snap.protocol.min_writer_version == 4
+    assert snap.metadata.partition_columns == ("day",)
+    assert snap.metadata.configuration == {"delta.appendOnly": "true"}
+
+
+def test_corrupt_line_names_file_and_line(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata())
+    b.raw("00000000000000000001.json", '{"add": {"path": "x", "size": 1}}\n{"add": oops}\n')
+    with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json: line 2"):
+        open_table(str(tmp_path)).snapshot()
+
+
+def test_missing_protocol_is_corruption(tmp_path):
+    LogBuilder(tmp_path).commit(metadata(), add("a"))
+    with pytest.raises(CorruptLogError, match="no protocol"):
+        open_table(str(tmp_path)).snapshot()
+
+
+def test_unknown_reader_feature_is_refused(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(3, 7, readerFeatures=["fancyNewThing"], writerFeatures=["fancyNewThing"]),
+             metadata())
+    with pytest.raises(UnsupportedProtocolError, match="fancyNewThing"):
+        open_table(str(tmp_path)).snapshot()
+
+
+def test_unknown_writer_feature_is_reported_not_refused(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(1, 7, writerFeatures=["futureWriterThing"]), metadata())
+    snap = open_table(str(tmp_path)).snapshot()
+    assert snap.unsupported_features == ["futureWriterThing"]
+    assert snap.unsupported_reader_features == []
+
+
+# -- _last_checkpoint ----------------------------------------------------------------------------
+
+
+def _expected(table) -> tuple[int, dict[str, int]]:
+    snap = open_table(str(table)).snapshot()
+    return snap.version, live(snap)
+
+
+def test_stale_last_checkpoint_falls_back_to_listing(corpus_copy):
+    t = corpus_copy("simple_table_with_checkpoint")
+    want = _expected(t)
+    (t / "_delta_log" / "00000000000000000010.checkpoint.parquet").unlink()  # hint now points nowhere
+    table = open_table(str(t))
+    assert table.read_hint().status == "ok"
+    listing, hint = table.listing_for(None)
+    assert hint.status == "stale"
+    assert _expected(t) == want
+
+
+@pytest.mark.parametrize("content", [b"{garbage", b'{"version": 10, "size": 13, "checksum": "bad"}'])
+def test_corrupt_last_checkpoint_falls_back_to_listing(corpus_copy, content):
+    t = corpus_copy("simple_table_with_checkpoint")
+    want = _expected(t)
+    (t / "_delta_log" / "_last_checkpoint").write_bytes(content)
+    assert open_table(str(t)).read_hint().status == "corrupt"
+    assert _expected(t) == want
+
+
+def test_last_checkpoint_behind_the_newest_checkpoint_still_reads_latest(corpus_copy):
+    t = corpus_copy("simple_table_with_checkpoint")
+    want = _expected(t)
+    (t / "_delta_log" / "_last_checkpoint").write_text('{"version": 0, "size": 3}')
+    assert _expected(t) == want
+
+
+# -- incremental update and cost -----------------------------------------------------------------
+
+
+def test_update_costs_one_listing_when_quiet_and_k_plus_one_with_k_commits(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a", 1))
+    table = open_table(str(tmp_path))
+    snap = table.snapshot()
+    table.storage.requests.clear()
+    assert table.update(snap) is snap
+    assert sum(table.storage.requests.values()) == 1
+    b.commit(add("b", 2))
+    b.commit(remove("a"), add("c", 3), {"txn": {"appId": "x", "version": 3}})
+    table.storage.requests.clear()
+    newer = table.update(snap)
+    assert sum(table.storage.requests.values()) == 1 + 2
+    assert newer.version == 2 and live(newer) == {"b": 2, "c": 3}
+    assert newer.txns["x"]["version"] == 3
+    assert live(newer) == live(open_table(str(tmp_path)).snapshot())
+
+
+# -- time travel by timestamp --------------------------------------------------------------------
+
+
+def test_timestamp_uses_file_times_made_monotonic(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a"), mtime_ms=1000)
+    b.commit(add("b"), mtime_ms=2000)
+    b.commit(add("c"), mtime_ms=1500)  # clock went backwards: treated as 2001
+    b.commit(add("d"), mtime_ms=5000)
+    t = open_table(str(tmp_path))
+    assert t.version_at(1000) == 0
+    assert t.version_at(1999) == 0
+    assert t.version_at(2000) == 1
+    assert t.version_at(2001) == 2
+    assert t.version_at(10**13) == 3
+    with pytest.raises(InvalidInputError, match="earliest available version is 0"):
+        t.version_at(999)
+
+
+def test_timestamp_uses_in_commit_timestamps_when_enabled(tmp_path):
+    ict = protocol(1, 7, writerFeatures=["inCommitTimestamp"])
+    conf = {"delta.enableInCommitTimestamps": "true"}
+    b = LogBuilder(tmp_path)
+    b.commit(commit_info(ict=100), ict, metadata(**conf), add("a"), mtime_ms=9_000)
+    b.commit(commit_info(ict=200), add("b"), mtime_ms=8_000)
+    b.commit(commit_info(ict=300), add("c"), mtime_ms=7_000)
+    t = open_table(str(tmp_path))
+    assert [t.version_at(x) for x in (100, 250, 300, 10**6)] == [0, 1, 2, 2]
+    assert t.snapshot(version=1).timestamp_ms == 200
+
+
+def test_in_commit_timestamps_enabled_later_splits_the_history(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a"), mtime_ms=1_000)
+    b.commit(add("b"), mtime_ms=2_000)
+    conf = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "2",
+        "delta.inCommitTimestampEnablementTimestamp": "5000",
+    }
+    b.commit(commit_info(ict=5_000), protocol(1, 7, writerFeatures=["inCommitTimestamp"]),
+             metadata(**conf), add("c"), mtime_ms=100)
+    b.commit(commit_info(ict=6_000), add("d"), mtime_ms=100)
+    t = open_table(str(tmp_path))
+    assert t.version_at(1_500) == 0
+    assert t.version_at(4_999) == 1
+    assert t.version_at(5_000) == 2
+    assert t.version_at(7_000) == 3
+
