@@ -22,7 +22,7 @@ test-unit: setup
 	$(PYTEST) tests/unit -q -p no:cacheprovider
 
 lint: setup
-	.venv/bin/ruff check operator tests benchmarks scripts
+	.venv/bin/ruff check operator
 	.venv/bin/ruff format --check operator
 	.venv/bin/mypy
 

@@ -51,7 +51,9 @@ def add(path: str, size: int = 100, dv: dict[str, Any] | None = None, **pv: str)
     return {"add": a}
 
 
-def remove(path: str, ts: int = 1_700_000_000_000, dv: dict[str, Any] | None = None) -> dict[str, Any]:
+def remove(
+    path: str, ts: int = 1_700_000_000_000, dv: dict[str, Any] | None = None
+) -> dict[str, Any]:
     r: dict[str, Any] = {"path": path, "deletionTimestamp": ts, "dataChange": True, "size": 100}
     if dv is not None:
         r["deletionVector"] = dv
@@ -59,7 +61,12 @@ def remove(path: str, ts: int = 1_700_000_000_000, dv: dict[str, Any] | None = N
 
 
 def dv(name: str, offset: int | None = 1) -> dict[str, Any]:
-    d: dict[str, Any] = {"storageType": "u", "pathOrInlineDv": name, "sizeInBytes": 10, "cardinality": 1}
+    d: dict[str, Any] = {
+        "storageType": "u",
+        "pathOrInlineDv": name,
+        "sizeInBytes": 10,
+        "cardinality": 1,
+    }
     if offset is not None:
         d["offset"] = offset
     return d

@@ -54,9 +54,13 @@ def test_complete_multipart_checkpoint_is_used_with_parts_in_order():
 
 
 def test_single_file_checkpoint_preferred_when_several_exist_for_a_version():
-    lst = listing(*commits(0, 10), paths.multipart_checkpoint(10, 1, 2),
-                  paths.multipart_checkpoint(10, 2, 2), paths.uuid_checkpoint(10, U),
-                  paths.checkpoint(10))
+    lst = listing(
+        *commits(0, 10),
+        paths.multipart_checkpoint(10, 1, 2),
+        paths.multipart_checkpoint(10, 2, 2),
+        paths.uuid_checkpoint(10, U),
+        paths.checkpoint(10),
+    )
     seg = segment_for(lst, "t")
     assert seg.checkpoint is not None and seg.checkpoint.kind is Kind.CHECKPOINT
 
@@ -86,7 +90,11 @@ def test_version_out_of_range():
 
 
 def test_sizes_and_staged_folder_are_counted():
-    lst = listing(*commits(0, 2), "_last_checkpoint", "00000000000000000001.crc",
-                  dirs=("_staged_commits", "_sidecars"))
+    lst = listing(
+        *commits(0, 2),
+        "_last_checkpoint",
+        "00000000000000000001.crc",
+        dirs=("_staged_commits", "_sidecars"),
+    )
     assert lst.files == 5 and lst.bytes == 50
     assert lst.has_staged_dir

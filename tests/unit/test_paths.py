@@ -8,7 +8,10 @@ def test_every_log_file_kind_parses():
     cases = {
         "00000000000000000042.json": (Kind.COMMIT, 42),
         "00000000000000000010.checkpoint.parquet": (Kind.CHECKPOINT, 10),
-        "00000000000000000010.checkpoint.0000000002.0000000003.parquet": (Kind.MULTIPART_CHECKPOINT, 10),
+        "00000000000000000010.checkpoint.0000000002.0000000003.parquet": (
+            Kind.MULTIPART_CHECKPOINT,
+            10,
+        ),
         f"00000000000000000010.checkpoint.{UUID}.json": (Kind.UUID_CHECKPOINT, 10),
         f"00000000000000000010.checkpoint.{UUID}.parquet": (Kind.UUID_CHECKPOINT, 10),
         "00000000000000000004.00000000000000000006.compacted.json": (Kind.COMPACTED, 4),

@@ -1,9 +1,6 @@
-"""Reconciliation, _last_checkpoint fallbacks, incremental updates and time travel on hand-made logs."""
+"""Reconciliation, _last_checkpoint fallbacks, updates and time travel on hand-made logs."""
 
 import pytest
-
-from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
-from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import (
     LogBuilder,
     add,
@@ -13,6 +10,9 @@ from tests.support.logbuilder import (
     protocol,
     remove,
 )
+
+from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.table import open_table
 
 DV_PROTOCOL = protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"])
 
@@ -48,11 +48,17 @@ def test_deletion_vectors_make_distinct_logical_files(tmp_path):
 
 def test_txns_keep_the_newest_version_and_domains_honour_removal(tmp_path):
     b = LogBuilder(tmp_path)
-    b.commit(protocol(), metadata(), {"txn": {"appId": "app", "version": 1}},
-             {"domainMetadata": {"domain": "d1", "configuration": "{}", "removed": False}},
-             {"domainMetadata": {"domain": "d2", "configuration": "{}", "removed": False}})
-    b.commit({"txn": {"appId": "app", "version": 7}},
-             {"domainMetadata": {"domain": "d1", "configuration": "{}", "removed": True}})
+    b.commit(
+        protocol(),
+        metadata(),
+        {"txn": {"appId": "app", "version": 1}},
+        {"domainMetadata": {"domain": "d1", "configuration": "{}", "removed": False}},
+        {"domainMetadata": {"domain": "d2", "configuration": "{}", "removed": False}},
+    )
+    b.commit(
+        {"txn": {"appId": "app", "version": 7}},
+        {"domainMetadata": {"domain": "d1", "configuration": "{}", "removed": True}},
+    )
     snap = open_table(str(tmp_path)).snapshot()
     assert snap.txns["app"]["version"] == 7
     assert set(snap.domains) == {"d2"}
@@ -84,8 +90,10 @@ def test_missing_protocol_is_corruption(tmp_path):
 
 def test_unknown_reader_feature_is_refused(tmp_path):
     b = LogBuilder(tmp_path)
-    b.commit(protocol(3, 7, readerFeatures=["fancyNewThing"], writerFeatures=["fancyNewThing"]),
-             metadata())
+    b.commit(
+        protocol(3, 7, readerFeatures=["fancyNewThing"], writerFeatures=["fancyNewThing"]),
+        metadata(),
+    )
     with pytest.raises(UnsupportedProtocolError, match="fancyNewThing"):
         open_table(str(tmp_path)).snapshot()
 
@@ -109,15 +117,19 @@ def _expected(table) -> tuple[int, dict[str, int]]:
 def test_stale_last_checkpoint_falls_back_to_listing(corpus_copy):
     t = corpus_copy("simple_table_with_checkpoint")
     want = _expected(t)
-    (t / "_delta_log" / "00000000000000000010.checkpoint.parquet").unlink()  # hint now points nowhere
+    (
+        t / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    ).unlink()  # hint now points nowhere
     table = open_table(str(t))
     assert table.read_hint().status == "ok"
-    listing, hint = table.listing_for(None)
+    _listing, hint = table.listing_for(None)
     assert hint.status == "stale"
     assert _expected(t) == want
 
 
-@pytest.mark.parametrize("content", [b"{garbage", b'{"version": 10, "size": 13, "checksum": "bad"}'])
+@pytest.mark.parametrize(
+    "content", [b"{garbage", b'{"version": 10, "size": 13, "checksum": "bad"}']
+)
 def test_corrupt_last_checkpoint_falls_back_to_listing(corpus_copy, content):
     t = corpus_copy("simple_table_with_checkpoint")
     want = _expected(t)
@@ -194,12 +206,16 @@ def test_in_commit_timestamps_enabled_later_splits_the_history(tmp_path):
         "delta.inCommitTimestampEnablementVersion": "2",
         "delta.inCommitTimestampEnablementTimestamp": "5000",
     }
-    b.commit(commit_info(ict=5_000), protocol(1, 7, writerFeatures=["inCommitTimestamp"]),
-             metadata(**conf), add("c"), mtime_ms=100)
+    b.commit(
+        commit_info(ict=5_000),
+        protocol(1, 7, writerFeatures=["inCommitTimestamp"]),
+        metadata(**conf),
+        add("c"),
+        mtime_ms=100,
+    )
     b.commit(commit_info(ict=6_000), add("d"), mtime_ms=100)
     t = open_table(str(tmp_path))
     assert t.version_at(1_500) == 0
     assert t.version_at(4_999) == 1
     assert t.version_at(5_000) == 2
     assert t.version_at(7_000) == 3
-
