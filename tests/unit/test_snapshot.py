@@ -219,3 +219,25 @@ def test_in_commit_timestamps_enabled_later_splits_the_history(tmp_path):
     assert t.version_at(4_999) == 1
     assert t.version_at(5_000) == 2
     assert t.version_at(7_000) == 3
+
+
+def test_latest_version_reads_no_commit(corpus):
+    table = open_table(str(corpus / "simple_table_with_checkpoint"))
+    assert table.latest_version() == 10
+    assert dict(table.storage.requests) == {"read": 1, "list": 1}  # _last_checkpoint + listing
+
+
+def test_staged_commits_are_reported_but_never_read(tmp_path):
+    from deltakeeper.delta.summary import summarize
+
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a"))
+    b.staged(0)  # already published
+    b.staged(1)  # not published: must not become version 1
+    b.raw("_staged_commits/00000000000000000002.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json", "{bad")
+    table = open_table(str(tmp_path))
+    snap = table.snapshot()
+    assert snap.version == 0
+    report = summarize(table, snap, 1024)
+    assert report["unpublishedCommits"] == 2
+    assert report["logFiles"] == 4

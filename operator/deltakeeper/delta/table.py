@@ -66,6 +66,15 @@ class Table:
             hint = Hint("stale", cp, f"no complete checkpoint at version {cp.version}")
         return self.list_log(), hint
 
+    def latest_version(self) -> int:
+        """The newest published version, without reading any checkpoint or commit.
+
+        Costs one read of `_last_checkpoint` and one listing from its version on (more only
+        when the hint is missing, stale or corrupt).
+        """
+        listing, _ = self.listing_for(None)
+        return segment_for(listing, self.uri).version
+
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(
         self,
