@@ -8,6 +8,7 @@ from deltakeeper.delta.errors import (
     StorageUnreachableError,
     UnsupportedProtocolError,
 )
+from deltakeeper.delta.table import Table, open_table
 
 __all__ = [
     "CorruptLogError",
@@ -15,5 +16,7 @@ __all__ = [
     "InvalidInputError",
     "NotADeltaTableError",
     "StorageUnreachableError",
+    "Table",
     "UnsupportedProtocolError",
+    "open_table",
 ]
