@@ -241,3 +241,35 @@ def test_staged_commits_are_reported_but_never_read(tmp_path):
     report = summarize(table, snap, 1024)
     assert report["unpublishedCommits"] == 2
     assert report["logFiles"] == 4
+
+
+def test_truncated_checkpoint_is_a_clear_error_naming_the_file(corpus_copy):
+    t = corpus_copy("simple_table_with_checkpoint")
+    cp = t / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    cp.write_bytes(cp.read_bytes()[:200])
+    with pytest.raises(CorruptLogError, match=r"00000000000000000010\.checkpoint\.parquet"):
+        open_table(str(t)).snapshot()
+
+
+def test_a_file_deleted_after_listing_is_retried_then_reported(tmp_path, monkeypatch):
+    from deltakeeper.delta.errors import MissingLogFileError
+    from deltakeeper.delta.storage import LocalStorage
+
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a"))
+    real_read = LocalStorage._read
+    calls = {"n": 0}
+
+    def flaky(self, key):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first read of the commit after _last_checkpoint: gone
+            raise FileNotFoundError(key)
+        return real_read(self, key)
+
+    monkeypatch.setattr(LocalStorage, "_read", flaky)
+    assert open_table(str(tmp_path)).snapshot().num_files == 1  # retried with a fresh listing
+    monkeypatch.setattr(
+        LocalStorage, "_read", lambda self, key: (_ for _ in ()).throw(FileNotFoundError(key))
+    )
+    with pytest.raises(MissingLogFileError, match="was listed but is gone"):
+        open_table(str(tmp_path)).snapshot()

@@ -25,6 +25,10 @@ class CorruptLogError(DeltaError):
     exit_code = 2
 
 
+class MissingLogFileError(CorruptLogError):
+    """A log file that was listed or referenced is not there (deleted underneath us?)."""
+
+
 class UnsupportedProtocolError(DeltaError):
     """The table needs a reader or writer feature this build does not understand."""
 

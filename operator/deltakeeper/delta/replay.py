@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths, schema
-from deltakeeper.delta.errors import CorruptLogError
+from deltakeeper.delta.errors import CorruptLogError, MissingLogFileError
 from deltakeeper.delta.log import Checkpoint, LogEntry, LogSegment
 from deltakeeper.delta.storage import Storage
 
@@ -69,10 +69,13 @@ def dv_unique_ids(table: pa.Table) -> pa.Array:
 
 def _open_parquet(storage: Storage, key: str) -> pq.ParquetFile:
     local = storage.local_path(key)
-    if local is not None:
-        storage.requests["read"] += 1
-        return pq.ParquetFile(local)
-    return pq.ParquetFile(pa.BufferReader(storage.read(key)))
+    try:
+        if local is not None:
+            storage.requests["read"] += 1
+            return pq.ParquetFile(local)
+        return pq.ParquetFile(pa.BufferReader(storage.read(key)))
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"{storage.uri}/{key} is missing") from e
 
 
 def _project(struct: pa.ChunkedArray, wanted: tuple[str, ...], target: pa.Schema) -> pa.Table:
@@ -214,7 +217,10 @@ def _rows_to_table(rows: list[dict[str, Any]], cols: tuple[str, ...], action: st
 
 def read_actions(storage: Storage, entry: LogEntry) -> list[tuple[int, dict[str, Any]]]:
     """(line number, action) pairs of a JSON log file; a bad line is a CorruptLogError naming it."""
-    data = storage.read(entry.key)
+    try:
+        data = storage.read(entry.key)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"{storage.uri}/{entry.key} was listed but is gone") from e
     out = []
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():

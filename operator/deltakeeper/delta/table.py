@@ -14,6 +14,7 @@ from deltakeeper.delta import last_checkpoint, paths, schema
 from deltakeeper.delta.errors import (
     CorruptLogError,
     InvalidInputError,
+    MissingLogFileError,
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.features import Protocol, unsupported_reader
@@ -85,9 +86,17 @@ class Table:
     ) -> Snapshot:
         if timestamp_ms is not None:
             version = self.version_at(timestamp_ms)
-        listing, _ = self.listing_for(version)
-        segment = segment_for(listing, self.uri, version)
-        return self._build(segment, replay(self.storage, segment, add_cols, remove_cols))
+        for attempt in (1, 2):
+            listing, _ = self.listing_for(version)
+            segment = segment_for(listing, self.uri, version)
+            try:
+                return self._build(segment, replay(self.storage, segment, add_cols, remove_cols))
+            except MissingLogFileError:
+                # A cleanup may have deleted old files between our listing and our reads;
+                # a fresh listing finds the newer checkpoint it kept.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def update(self, snap: Snapshot) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed."""
