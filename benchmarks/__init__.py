@@ -1,0 +1,1 @@
+"""Reproducible benchmarks against peers; results go to BENCHMARKS.md."""
