@@ -273,3 +273,16 @@ def test_a_file_deleted_after_listing_is_retried_then_reported(tmp_path, monkeyp
     )
     with pytest.raises(MissingLogFileError, match="was listed but is gone"):
         open_table(str(tmp_path)).snapshot()
+
+
+def test_a_field_of_the_wrong_type_names_file_and_line(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a"))
+    b.raw(
+        "00000000000000000001.json",
+        '{"add": {"path": "b", "size": "big", "partitionValues": {}}}\n',
+    )
+    with pytest.raises(
+        CorruptLogError, match=r"00000000000000000001\.json: line 1: add has a field"
+    ):
+        open_table(str(tmp_path)).snapshot()

@@ -6,11 +6,11 @@ few, are parsed row by row. Newer actions win per (path, deletionVector.uniqueId
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -207,9 +207,23 @@ def _split_json_checkpoint(
     )
 
 
-def _rows_to_table(rows: list[dict[str, Any]], cols: tuple[str, ...], action: str) -> pa.Table:
+def _rows_to_table(
+    rows: list[dict[str, Any]], cols: tuple[str, ...], action: str, where: list[str] | None = None
+) -> pa.Table:
+    """Rows to Arrow; `where[i]` ("file: line n") names row i when a field has the wrong type."""
     target = schema.add_schema(cols) if action == "add" else schema.remove_schema(cols)
-    return pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows], schema=target)
+    try:
+        return pa.Table.from_pylist(rows, schema=target)  # keys outside `cols` are ignored
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        for i, row in enumerate(rows):  # slow path, errors only: find the offending row
+            try:
+                pa.Table.from_pylist([row], schema=target)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as row_error:
+                place = where[i] if where else f"{action} action {row.get('path')!r}"
+                raise CorruptLogError(
+                    f"{place}: {action} has a field of the wrong type: {row_error}"
+                ) from e
+        raise CorruptLogError(f"{action} actions could not be converted: {e}") from e
 
 
 # -- commits -------------------------------------------------------------------------------------
@@ -226,8 +240,8 @@ def read_actions(storage: Storage, entry: LogEntry) -> list[tuple[int, dict[str,
         if not line.strip():
             continue
         try:
-            action = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            action = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
             raise CorruptLogError(
                 f"{storage.uri}/{entry.key}: line {lineno}: not valid JSON: {e}"
             ) from e
@@ -259,17 +273,17 @@ def replay(
     `base` (files, tombstones) of an earlier snapshot stands in for the checkpoint when the
     segment's commits follow that snapshot directly (incremental update).
     """
-    newest: dict[tuple[str, str | None], tuple[str, dict[str, Any]]] = {}
+    newest: dict[tuple[str, str | None], tuple[str, dict[str, Any], str]] = {}
     result = Actions(
         schema.add_schema(add_cols).empty_table(), schema.remove_schema(remove_cols).empty_table()
     )
     for entry in reversed(segment.commits):
-        for _, action in read_actions(storage, entry):
+        for lineno, action in read_actions(storage, entry):
             kind, body = next(iter(action.items()))
             if kind in ("add", "remove"):
-                newest.setdefault(
-                    (body["path"], dv_unique_id(body.get("deletionVector"))), (kind, body)
-                )
+                key = (body["path"], dv_unique_id(body.get("deletionVector")))
+                if key not in newest:
+                    newest[key] = (kind, body, f"{storage.uri}/{entry.key}: line {lineno}")
             elif kind == "commitInfo" and entry.name.version == segment.version:
                 result.commit_info = result.commit_info or body
             else:
@@ -286,10 +300,10 @@ def replay(
             kind, body = next(iter(action.items()))
             _take_table_action(result, kind, body)
     touched = set(newest)
-    new_adds = [body for kind, body in newest.values() if kind == "add"]
-    new_removes = [body for kind, body in newest.values() if kind == "remove"]
-    result.adds = _merge(cp_adds, touched, new_adds, add_cols, "add")
-    result.removes = _merge(cp_removes, touched, new_removes, remove_cols, "remove")
+    adds = [v for v in newest.values() if v[0] == "add"]
+    removes = [v for v in newest.values() if v[0] == "remove"]
+    result.adds = _merge(cp_adds, touched, adds, add_cols, "add")
+    result.removes = _merge(cp_removes, touched, removes, remove_cols, "remove")
     return result
 
 
@@ -310,13 +324,13 @@ def _take_table_action(result: Actions, kind: str, body: Any) -> None:
 def _merge(
     checkpoint_parts: list[pa.Table],
     touched: set[tuple[str, str | None]],
-    newer: list[dict[str, Any]],
+    newer: list[tuple[str, dict[str, Any], str]],
     cols: tuple[str, ...],
     action: str,
 ) -> pa.Table:
-    """Checkpoint rows whose key no newer commit touched, plus the newer actions of this kind."""
+    """Checkpoint rows whose key no newer commit touched, plus the newer (kind, body, where)."""
     kept = [_drop_keys(t, touched) for t in checkpoint_parts]
-    kept.append(_rows_to_table(newer, cols, action))
+    kept.append(_rows_to_table([b for _, b, _ in newer], cols, action, [w for _, _, w in newer]))
     return pa.concat_tables(kept) if len(kept) > 1 else kept[0]
 
 
