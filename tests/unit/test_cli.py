@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from tests.support.logbuilder import LogBuilder, add, metadata, protocol
 
 from deltakeeper.cli import main
+from tests.support.logbuilder import LogBuilder, add, metadata, protocol
 
 INSPECT_KEYS = {
     "uri",

@@ -1,6 +1,9 @@
 """Reconciliation, _last_checkpoint fallbacks, updates and time travel on hand-made logs."""
 
 import pytest
+
+from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import (
     LogBuilder,
     add,
@@ -10,9 +13,6 @@ from tests.support.logbuilder import (
     protocol,
     remove,
 )
-
-from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
-from deltakeeper.delta.table import open_table
 
 DV_PROTOCOL = protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"])
 

@@ -4,8 +4,9 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from benchmarks.synth import Params, generate
 from deltalake import DeltaTable
+
+from benchmarks.synth import Params, generate
 
 
 @pytest.fixture(scope="module")

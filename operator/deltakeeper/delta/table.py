@@ -125,6 +125,15 @@ class Table:
             raise CorruptLogError(f"{self.uri}: no protocol action at version {segment.version}")
         if actions.metadata is None and previous is None:
             raise CorruptLogError(f"{self.uri}: no metaData action at version {segment.version}")
+        if actions.metadata is not None:
+            missing = [
+                k for k in ("id", "schemaString") if not isinstance(actions.metadata.get(k), str)
+            ]
+            if missing:
+                raise CorruptLogError(
+                    f"{self.uri}: the metaData action in effect at version {segment.version} lacks "
+                    f"the required {', '.join(missing)}"
+                )
         protocol = Protocol.from_action(actions.protocol) if actions.protocol else previous.protocol  # type: ignore[union-attr]
         metadata = Metadata.from_action(actions.metadata) if actions.metadata else previous.metadata  # type: ignore[union-attr]
         blocked = unsupported_reader(protocol)
