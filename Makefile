@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 DEMO := demo-lake/events
 
-.PHONY: setup run test test-fast test-unit test-conformance test-integration lint bench clean
+.PHONY: setup run test test-deps test-fast test-unit lint bench clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -12,11 +12,17 @@ run: setup
 	@$(PY) scripts/demo_table.py $(DEMO)
 	@.venv/bin/deltakeeper inspect $(DEMO)
 
-test: setup
-	$(PYTEST) tests -q -p no:cacheprovider
+# Everything the suite starts (MinIO, Azurite, fake-gcs-server, Spark with Delta jars) is
+# installed by these scripts and cached under ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
+test-deps: setup
+	@scripts/stores/install.sh >/dev/null
+	@scripts/spark/install.sh >/dev/null
+
+test: test-deps
+	$(PYTEST) tests -q -p no:cacheprovider -rfE
 
 test-fast: setup
-	$(PYTEST) tests/unit tests/conformance -q -p no:cacheprovider
+	$(PYTEST) tests/unit tests/conformance -q -p no:cacheprovider -m "not spark"
 
 test-unit: setup
 	$(PYTEST) tests/unit -q -p no:cacheprovider
