@@ -1,21 +1,40 @@
-"""One object-store interface over the local disk and fsspec (s3://, gs://, abfss://, az://).
+"""One object-store interface over the local disk, S3, GCS and Azure Blob (s3://, gs://, az://).
 
-Keys are '/'-separated paths relative to the table root, e.g. `_delta_log/00000000000000000000.json`.
-Every backend counts its requests by operation in `requests`, so metrics and tests can see cost.
+Keys are "/"-separated paths relative to the table root, as `_delta_log/00000000000000000001.json`.
+Every backend counts its requests by operation in `requests` ("list", "read", "head", "put",
+"delete"): one per HTTP request sent, retries included, so metrics and tests can see cost.
+
+The object stores are opened through fsspec (s3fs, gcsfs, adlfs), which turns user options and
+ambient credentials into a client; the operations use that client's native calls, so each costs
+a known number of requests:
+
+- list_from:     S3 ListObjectsV2 StartAfter; GCS objects.list startOffset; Azure startFrom (1)
+- put_if_absent: S3 If-None-Match: *; GCS ifGenerationMatch=0; Azure If-None-Match: *
+- delete_many:   S3 DeleteObjects of 1000; GCS JSON batch of 100; Azure Blob Batch of 256
+
+(1) startFrom is new in the Blob API (2026); Azurite 3.37 honours it. A service that ignores it
+still gives correct answers, because results are filtered here too, at the cost of a full
+listing; one that rejects it (HTTP 400) is listed in full from then on.
+The libraries' own retries are switched off: `with_retries` is the one place that retries, so a
+count is the number of requests really sent and backoff is not multiplied.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import os
+import re
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
 
@@ -26,7 +45,7 @@ SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "abfss", "abfs", "az")
 
 @dataclass(frozen=True)
 class FileInfo:
-    key: str  # relative to the table root
+    key: str  # relative to the table root; folders end with '/'
     size: int
     mtime_ms: int
     is_dir: bool = False
@@ -36,8 +55,13 @@ class FileInfo:
         return self.key.rstrip("/").rsplit("/", 1)[-1]
 
 
+def _folder(prefix: str) -> str:
+    prefix = prefix.strip("/")
+    return prefix + "/" if prefix else ""
+
+
 class Storage(ABC):
-    """A table root on some store. Subclasses implement the `_` methods; the public ones count."""
+    """A table root on some store. Subclasses implement the `_` methods and count requests."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
@@ -47,32 +71,36 @@ class Storage(ABC):
     def list_from(self, prefix: str, start_after: str = "") -> list[FileInfo]:
         """Direct children of folder `prefix` whose key sorts after `start_after`, sorted by key.
 
-        Sub-folders come back once each with `is_dir=True`. Cost is proportional to what sorts
-        after `start_after` on stores that can start a listing there.
+        Sub-folders come back once each with `is_dir=True` and a key ending in '/'. Cost is
+        proportional to what sorts after `start_after` on stores that can start a listing there.
         """
-        prefix = prefix.rstrip("/") + "/"
-        return sorted(self._list_from(prefix, start_after), key=lambda f: f.key)
+        folder = _folder(prefix)
+        if start_after and not start_after.startswith(folder):
+            if start_after > folder:
+                return []  # every key in the folder sorts before it
+            start_after = ""
+        found = {f.key: f for f in self._list_from(folder, start_after)}
+        return sorted(
+            (f for k, f in found.items() if k > start_after and k != folder),
+            key=lambda f: f.key,
+        )
 
     def walk(self, prefix: str = "") -> Iterator[FileInfo]:
         """Every file below `prefix` (recursively), in no promised order."""
-        yield from self._walk(prefix.strip("/"))
+        yield from self._walk(_folder(prefix))
 
     def read(self, key: str) -> bytes:
         """The whole object; FileNotFoundError when it is missing."""
-        self.requests["read"] += 1
         return self._read(key)
 
     def head(self, key: str) -> FileInfo | None:
-        self.requests["head"] += 1
         return self._head(key)
 
     def put_if_absent(self, key: str, data: bytes) -> None:
         """Create `key` atomically; FileExistsError if anything is already there."""
-        self.requests["put"] += 1
         self._put_if_absent(key, data)
 
     def overwrite(self, key: str, data: bytes) -> None:
-        self.requests["put"] += 1
         self._overwrite(key, data)
 
     def delete_many(self, keys: Iterable[str]) -> int:
@@ -85,10 +113,11 @@ class Storage(ABC):
 
     # -- backend hooks ------------------------------------------------------------------------
     @abstractmethod
-    def _list_from(self, prefix: str, start_after: str) -> Iterable[FileInfo]: ...
+    def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
+        """Children of `folder` ('' or ending in '/'); may include some not after start_after."""
 
     @abstractmethod
-    def _walk(self, prefix: str) -> Iterator[FileInfo]: ...
+    def _walk(self, folder: str) -> Iterator[FileInfo]: ...
 
     @abstractmethod
     def _read(self, key: str) -> bytes: ...
@@ -107,41 +136,40 @@ class Storage(ABC):
 
 
 class LocalStorage(Storage):
-    """The local file system, used directly (no fsspec) because it is the hot path in tests."""
+    """The local file system, used directly (no fsspec) because it is the hot path in tests.
+
+    Counts one request per system call that stands in for one: a directory scan is a "list".
+    """
 
     def __init__(self, uri: str, root: str) -> None:
         super().__init__(uri)
         self.root = os.path.abspath(root)
 
     def local_path(self, key: str) -> str:
-        return os.path.join(self.root, *key.split("/")) if key else self.root
+        return os.path.join(self.root, *key.strip("/").split("/")) if key.strip("/") else self.root
 
-    def _list_from(self, prefix: str, start_after: str) -> Iterable[FileInfo]:
+    def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
         self.requests["list"] += 1
-        folder = self.local_path(prefix.rstrip("/"))
         try:
-            entries = list(os.scandir(folder))
-        except FileNotFoundError:
-            return []
-        except NotADirectoryError:
+            entries = list(os.scandir(self.local_path(folder)))
+        except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError as e:
-            raise StorageUnreachableError(f"cannot list {self.uri}/{prefix}: permission denied") from e
+            raise StorageUnreachableError(
+                f"cannot list {self.uri}/{folder}: permission denied"
+            ) from e
         out = []
         for entry in entries:
-            key = prefix + entry.name
-            if key <= start_after:
-                continue
+            key = folder + entry.name
             if entry.is_dir():
                 out.append(FileInfo(key + "/", 0, 0, is_dir=True))
-            else:
+            elif key > start_after:
                 st = entry.stat()
                 out.append(FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000))
         return out
 
-    def _walk(self, prefix: str) -> Iterator[FileInfo]:
-        base = self.local_path(prefix)
-        for dirpath, _dirs, files in os.walk(base):
+    def _walk(self, folder: str) -> Iterator[FileInfo]:
+        for dirpath, _dirs, files in os.walk(self.local_path(folder)):
             self.requests["list"] += 1
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             rel = "" if rel == "." else rel + "/"
@@ -150,6 +178,7 @@ class LocalStorage(Storage):
                 yield FileInfo(rel + name, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def _read(self, key: str) -> bytes:
+        self.requests["read"] += 1
         try:
             with open(self.local_path(key), "rb") as f:
                 return f.read()
@@ -159,6 +188,7 @@ class LocalStorage(Storage):
             raise StorageUnreachableError(f"cannot read {self.uri}/{key}: permission denied") from e
 
     def _head(self, key: str) -> FileInfo | None:
+        self.requests["head"] += 1
         try:
             st = os.stat(self.local_path(key))
         except FileNotFoundError:
@@ -168,7 +198,9 @@ class LocalStorage(Storage):
     def _write_temp(self, key: str, data: bytes) -> str:
         final = self.local_path(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(
+            os.path.dirname(final), f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp"
+        )
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
@@ -178,6 +210,7 @@ class LocalStorage(Storage):
     def _put_if_absent(self, key: str, data: bytes) -> None:
         # Write aside, then hard-link into place: link(2) refuses an existing name atomically,
         # and readers never see a partial file.
+        self.requests["put"] += 1
         tmp = self._write_temp(key, data)
         try:
             os.link(tmp, self.local_path(key))
@@ -185,6 +218,7 @@ class LocalStorage(Storage):
             os.unlink(tmp)
 
     def _overwrite(self, key: str, data: bytes) -> None:
+        self.requests["put"] += 1
         tmp = self._write_temp(key, data)
         os.replace(tmp, self.local_path(key))
 
@@ -198,155 +232,441 @@ class LocalStorage(Storage):
         return deleted
 
 
-class FsspecStorage(Storage):
-    """Object stores through fsspec. Scheme-specific listing lives in `_list_from`."""
+class ObjectStorage(Storage):
+    """What the object stores share: bucket + root key mapping, counting and retries.
 
-    DELETE_BATCH = 1000
+    Subclasses list through `_pages`, one request per page, with or without a '/' delimiter.
+    """
 
-    def __init__(self, uri: str, protocol: str, path: str, options: dict[str, Any]) -> None:
+    def __init__(
+        self, uri: str, fs_class: str, bucket: str, root: str, options: dict[str, Any]
+    ) -> None:
         super().__init__(uri)
-        import fsspec
-
-        self.protocol = protocol
-        self.base = path.strip("/")
+        self.bucket = bucket
+        self.root = root.strip("/")
+        module, _, name = fs_class.partition(":")
         try:
-            self.fs = fsspec.filesystem(protocol, **options)
+            cls = getattr(importlib.import_module(module), name)
+            self.fs = cls(skip_instance_cache=True, **options)
         except (ImportError, ValueError, TypeError) as e:
-            raise InvalidInputError(f"cannot open {uri}: {type(e).__name__}: {e}") from e
+            raise InvalidInputError(f"cannot open {_safe(uri)}: {type(e).__name__}") from e
 
-    def _full(self, key: str) -> str:
-        return f"{self.base}/{key}" if key else self.base
+    def _key(self, key: str) -> str:
+        """The object name in the bucket for a table-relative key ('' gives the root folder)."""
+        return f"{self.root}/{key}" if self.root else key
 
-    def _rel(self, full: str) -> str:
-        full = full.strip("/")
-        return full[len(self.base) + 1 :] if full.startswith(self.base + "/") else full
+    def _rel(self, name: str) -> str:
+        return name[len(self.root) + 1 :] if self.root else name
 
-    def _call(self, op: str, fn: Callable[[], T]) -> T:
-        return with_retries(self.uri, op, fn)
+    def _call(self, op: str, fn: Callable[[], T], key: str = "") -> T:
+        """Run one request through `with_retries`, counting every attempt; errors name `key`."""
 
-    def _info(self, d: dict[str, Any]) -> FileInfo:
-        is_dir = d.get("type") == "directory"
-        key = self._rel(d["name"]) + ("/" if is_dir else "")
-        return FileInfo(key, int(d.get("size") or 0), _mtime_ms(d), is_dir=is_dir)
+        def attempt() -> T:
+            self.requests[op] += 1
+            return fn()
 
-    def _list_from(self, prefix: str, start_after: str) -> Iterable[FileInfo]:
-        self.requests["list"] += 1
-        full = self._full(prefix.rstrip("/"))
+        return with_retries(f"{self.uri.rstrip('/')}/{key}" if key else self.uri, op, attempt)
+
+    @abstractmethod
+    def _pages(self, folder: str, start_after: str, recursive: bool) -> Iterator[list[FileInfo]]:
+        """Listing pages of `folder` (files, and sub-folders unless recursive), one request each."""
+
+    def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
+        for page in self._pages(folder, start_after, recursive=False):
+            yield from page
+
+    def _walk(self, folder: str) -> Iterator[FileInfo]:
+        for page in self._pages(folder, "", recursive=True):
+            yield from (f for f in page if not f.is_dir)
+
+    def _put_if_absent(self, key: str, data: bytes) -> None:
+        sent = self.requests["put"]
         try:
-            entries = self._call("list", lambda: self.fs.ls(full, detail=True, refresh=True))
-        except FileNotFoundError:
-            return []
-        infos = (self._info(e) for e in entries)
-        return [i for i in infos if i.key.rstrip("/") > start_after and i.key != prefix]
+            self._create(key, data)
+        except FileExistsError:
+            # A retried create can meet its own first attempt, done but not heard (a timeout,
+            # a 5xx after the write). If what is there is what we sent, the create succeeded.
+            if self.requests["put"] - sent > 1 and self._read(key) == data:
+                return
+            raise
 
-    def _walk(self, prefix: str) -> Iterator[FileInfo]:
-        self.requests["list"] += 1
-        found = self._call("list", lambda: self.fs.find(self._full(prefix), detail=True))
-        for d in found.values():
-            if d.get("type") != "directory":
-                yield self._info(d)
+    @abstractmethod
+    def _create(self, key: str, data: bytes) -> None:
+        """One create-only write; FileExistsError when the key exists."""
+
+    def _entry(self, name: str, size: int, mtime: Any) -> FileInfo:
+        """A listed object as a FileInfo; zero-byte folder markers ('a/b/') become folders."""
+        key = self._rel(name)
+        if key.endswith("/"):
+            return FileInfo(key, 0, 0, is_dir=True)
+        return FileInfo(key, int(size or 0), _mtime_ms(mtime))
+
+    def _folders(self, names: Iterable[str]) -> list[FileInfo]:
+        return [FileInfo(self._rel(n), 0, 0, is_dir=True) for n in names]
+
+
+class S3Storage(ObjectStorage):
+    """S3 and S3-compatible stores (MinIO) through s3fs's botocore client."""
+
+    DELETE_BATCH = 1000  # DeleteObjects limit
+
+    def __init__(self, uri: str, bucket: str, root: str, options: dict[str, Any]) -> None:
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"total_max_attempts": 1})  # botocore: no own retries
+        super().__init__(
+            uri, "s3fs:S3FileSystem", bucket, root, {**options, "config_kwargs": config}
+        )
+        self.fs.retries = 1  # s3fs: no own retries either
+
+    def _s3(self, op: str, method: str, key: str = "", **kwargs: Any) -> Any:
+        if key:
+            kwargs["Key"] = self._key(key)
+        call = functools.partial(self.fs.call_s3, method, Bucket=self.bucket, **kwargs)
+        return self._call(op, call, key)
+
+    def _pages(self, folder: str, start_after: str, recursive: bool) -> Iterator[list[FileInfo]]:
+        kw: dict[str, Any] = {"Prefix": self._key(folder)}
+        if start_after:
+            kw["StartAfter"] = self._key(start_after)
+        if not recursive:
+            kw["Delimiter"] = "/"
+        while True:
+            page = self._s3("list", "list_objects_v2", **kw)
+            files = (
+                self._entry(o["Key"], o["Size"], o["LastModified"])
+                for o in page.get("Contents", [])
+            )
+            yield [*files, *self._folders(p["Prefix"] for p in page.get("CommonPrefixes", []))]
+            if not page.get("IsTruncated"):
+                return
+            kw["ContinuationToken"] = page["NextContinuationToken"]
 
     def _read(self, key: str) -> bytes:
-        data = self._call("read", lambda: self.fs.cat_file(self._full(key)))
-        return bytes(data)
+        def get() -> bytes:
+            return bytes(self.fs.cat_file(f"{self.bucket}/{self._key(key)}"))
+
+        return self._call("read", get, key)
 
     def _head(self, key: str) -> FileInfo | None:
         try:
-            d = self._call("head", lambda: self.fs.info(self._full(key)))
+            d = self._s3("head", "head_object", key)
         except FileNotFoundError:
             return None
-        return self._info(d)
+        return FileInfo(key, int(d["ContentLength"]), _mtime_ms(d["LastModified"]))
 
-    def _put_if_absent(self, key: str, data: bytes) -> None:
-        self._call("put", lambda: self.fs.pipe_file(self._full(key), data, mode="create"))
+    def _create(self, key: str, data: bytes) -> None:
+        self._s3("put", "put_object", key, Body=data, IfNoneMatch="*")
 
     def _overwrite(self, key: str, data: bytes) -> None:
-        self._call("put", lambda: self.fs.pipe_file(self._full(key), data))
+        self._s3("put", "put_object", key, Body=data)
 
     def _delete_many(self, keys: list[str]) -> int:
         deleted = 0
         for i in range(0, len(keys), self.DELETE_BATCH):
-            batch = [self._full(k) for k in keys[i : i + self.DELETE_BATCH]]
-            self.requests["delete"] += 1
-            self._call("delete", lambda b=batch: self.fs.rm(b))  # type: ignore[misc]
-            deleted += len(batch)
+            objects = [{"Key": self._key(k)} for k in keys[i : i + self.DELETE_BATCH]]
+
+            def send(objects: list[dict[str, str]] = objects) -> int:
+                delete = {"Objects": objects, "Quiet": True}  # answers with failures only
+                out = self.fs.call_s3("delete_objects", Bucket=self.bucket, Delete=delete)
+                if errors := out.get("Errors"):
+                    codes = " ".join(str(e.get("Code")) for e in errors)
+                    status = 503 if _has(codes, _TRANSIENT_MARKERS) else 403
+                    raise _BatchError(status, f"batch delete: {len(errors)} keys failed")
+                return len(objects)  # S3 reports a missing key as deleted
+
+            deleted += self._call("delete", send)
         return deleted
 
 
-def _mtime_ms(d: dict[str, Any]) -> int:
-    for field in ("LastModified", "mtime", "updated", "last_modified", "created"):
-        v = d.get(field)
-        if v is None:
-            continue
-        if hasattr(v, "timestamp"):
-            return int(v.timestamp() * 1000)
-        if isinstance(v, int | float):
-            return int(v * 1000)
-        if isinstance(v, str):
-            from datetime import datetime
+class GcsStorage(ObjectStorage):
+    """Google Cloud Storage through gcsfs's JSON-API session."""
 
-            with contextlib.suppress(ValueError):
-                return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() * 1000)
+    DELETE_BATCH = 100  # JSON batch limit
+
+    def __init__(self, uri: str, bucket: str, root: str, options: dict[str, Any]) -> None:
+        # The plain GCSFileSystem: gcsfs's default "extended" one asks a gRPC control API for
+        # the bucket type before many calls, and waits 60 s for it on non-Google endpoints.
+        super().__init__(uri, "gcsfs.core:GCSFileSystem", bucket, root, options)
+        # gcsfs retries inside `_request` (up to 6 times, 30 s of sleeps); use the bare method.
+        raw = getattr(type(self.fs)._request, "__wrapped__", None)
+        if raw is not None:
+            self.fs._request = functools.partial(raw, self.fs)
+
+    def _gcs(self, op: str, method: str, path: str, *args: str, key: str = "", **kw: Any) -> Any:
+        return self._call(op, functools.partial(self.fs.call, method, path, *args, **kw), key)
+
+    def _pages(self, folder: str, start_after: str, recursive: bool) -> Iterator[list[FileInfo]]:
+        params: dict[str, Any] = {"prefix": self._key(folder), "maxResults": 1000}
+        if start_after:
+            params["startOffset"] = self._key(start_after)  # inclusive; filtered by list_from
+        if not recursive:
+            params["delimiter"] = "/"
+        while True:
+            page = self._gcs("list", "GET", "b/{}/o", self.bucket, json_out=True, **params)
+            files = (
+                self._entry(o["name"], o.get("size", 0), o.get("updated"))
+                for o in page.get("items", [])
+            )
+            yield [*files, *self._folders(page.get("prefixes", []))]
+            if not page.get("nextPageToken"):
+                return
+            params["pageToken"] = page["nextPageToken"]
+
+    def _read(self, key: str) -> bytes:
+        _headers, data = self._gcs(
+            "read", "GET", "b/{}/o/{}", self.bucket, self._key(key), key=key, alt="media"
+        )
+        return bytes(data)
+
+    def _head(self, key: str) -> FileInfo | None:
+        try:
+            d = self._gcs(
+                "head", "GET", "b/{}/o/{}", self.bucket, self._key(key), key=key, json_out=True
+            )
+        except FileNotFoundError:
+            return None
+        return FileInfo(key, int(d.get("size", 0)), _mtime_ms(d.get("updated")))
+
+    def _upload(self, key: str, data: bytes, **conditions: str) -> None:
+        url = f"{self.fs._location}/upload/storage/v1/b/{quote(self.bucket, safe='')}/o"
+        headers = {"Content-Type": "application/octet-stream"}
+        params = {"uploadType": "media", "name": self._key(key), **conditions}
+        self._gcs("put", "POST", url, key=key, data=data, headers=headers, **params)
+
+    def _create(self, key: str, data: bytes) -> None:
+        self._upload(key, data, ifGenerationMatch="0")  # 412 -> FileExistsError
+
+    def _overwrite(self, key: str, data: bytes) -> None:
+        self._upload(key, data)
+
+    def _delete_many(self, keys: list[str]) -> int:
+        deleted = 0
+        for i in range(0, len(keys), self.DELETE_BATCH):
+            deleted += self._delete_batch(keys[i : i + self.DELETE_BATCH])
+        return deleted
+
+    def _delete_batch(self, keys: list[str]) -> int:
+        """One multipart/mixed request of DELETEs; any 429/5xx part fails (and retries) it all."""
+        boundary = f"deltakeeper-{uuid.uuid4().hex}"
+        bucket = quote(self.bucket, safe="")
+        # Each part is a whole HTTP request, blank line included (fake-gcs-server parses it
+        # strictly), then the CRLF that belongs to the next boundary.
+        parts = [
+            f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <{n}>\r\n\r\n"
+            f"DELETE /storage/v1/b/{bucket}/o/{quote(self._key(k), safe='')} HTTP/1.1\r\n"
+            "Content-Length: 0\r\n\r\n\r\n"
+            for n, k in enumerate(keys)
+        ]
+        body = "".join(parts) + f"--{boundary}--\r\n"
+
+        def send() -> int:
+            headers = {"Content-Type": f"multipart/mixed; boundary={boundary}"}
+            _h, out = self.fs.call("POST", self.fs.batch_url_base, headers=headers, data=body)
+            codes = [int(c) for c in re.findall(r"^HTTP/1\.[01] (\d{3})", out.decode(), re.M)]
+            bad = [c for c in codes if c not in (200, 204, 404)]
+            if len(codes) != len(keys) or bad:
+                raise _BatchError(max(bad, default=500), f"batch delete: {len(bad)} parts failed")
+            return codes.count(200) + codes.count(204)
+
+        return self._call("delete", send)
+
+
+class AzureStorage(ObjectStorage):
+    """Azure Blob Storage (and ADLS Gen2 through its blob endpoint) with adlfs's async client."""
+
+    DELETE_BATCH = 256  # Blob Batch limit
+    NO_RETRY = {"retry_total": 0}  # azure-core retries 10 times by default
+
+    def __init__(self, uri: str, container: str, root: str, options: dict[str, Any]) -> None:
+        super().__init__(uri, "adlfs:AzureBlobFileSystem", container, root, options)
+        self.container = self.fs.service_client.get_container_client(container)
+        self._start_from = True  # until the service says it does not know the parameter
+
+    def _az(self, op: str, fn: Callable[[], Awaitable[T]], key: str = "") -> T:
+        from fsspec.asyn import sync
+
+        return self._call(op, lambda: sync(self.fs.loop, fn), key)
+
+    def _pages(self, folder: str, start_after: str, recursive: bool) -> Iterator[list[FileInfo]]:
+        kw: dict[str, Any] = {"name_starts_with": self._key(folder), "include": ["metadata"]}
+        if not recursive:
+            kw["delimiter"] = "/"
+        if start_after and self._start_from:
+            # Inclusive; a delimited listing may only start one level below its prefix.
+            level = start_after if recursive else folder + start_after[len(folder) :].split("/")[0]
+            kw["start_from"] = self._key(level)
+        list_fn = self.container.list_blobs if recursive else self.container.walk_blobs
+        token: str | None = None
+        while True:
+
+            async def page(kw: dict[str, Any] = kw, token: str | None = token) -> tuple[list, Any]:
+                pages = list_fn(**kw, **self.NO_RETRY).by_page(continuation_token=token)
+                return [x async for x in await pages.__anext__()], pages.continuation_token
+
+            try:
+                items, token = self._az("list", page)
+            except Exception as e:
+                if "start_from" not in kw or _status(e) != 400:
+                    raise
+                self._start_from = False  # a service without startFrom: list all, filter here
+                del kw["start_from"]
+                continue
+            yield [self._blob(x) for x in items]
+            if not token:
+                return
+
+    def _blob(self, item: Any) -> FileInfo:
+        from azure.storage.blob import BlobProperties
+
+        if not isinstance(item, BlobProperties):  # a BlobPrefix: a sub-folder
+            return FileInfo(self._rel(item.name), 0, 0, is_dir=True)
+        if (item.metadata or {}).get("hdi_isfolder") == "true":  # an ADLS Gen2 folder
+            return FileInfo(self._rel(item.name).rstrip("/") + "/", 0, 0, is_dir=True)
+        return self._entry(item.name, item.size, item.last_modified)
+
+    def _read(self, key: str) -> bytes:
+        async def get() -> bytes:
+            stream = await self.container.download_blob(self._key(key), **self.NO_RETRY)
+            return bytes(await stream.readall())
+
+        return self._az("read", get, key)
+
+    def _head(self, key: str) -> FileInfo | None:
+        async def props() -> Any:
+            return await self.container.get_blob_client(self._key(key)).get_blob_properties(
+                **self.NO_RETRY
+            )
+
+        try:
+            p = self._az("head", props, key)
+        except FileNotFoundError:
+            return None
+        return FileInfo(key, int(p.size), _mtime_ms(p.last_modified))
+
+    def _upload(self, key: str, data: bytes, overwrite: bool) -> None:
+        # overwrite=False sends If-None-Match: *; the service answers 409 BlobAlreadyExists.
+        async def put() -> None:
+            blob = self.container.get_blob_client(self._key(key))
+            await blob.upload_blob(data, overwrite=overwrite, **self.NO_RETRY)
+
+        self._az("put", put, key)
+
+    def _create(self, key: str, data: bytes) -> None:
+        self._upload(key, data, overwrite=False)
+
+    def _overwrite(self, key: str, data: bytes) -> None:
+        self._upload(key, data, overwrite=True)
+
+    def _delete_many(self, keys: list[str]) -> int:
+        deleted = 0
+        for i in range(0, len(keys), self.DELETE_BATCH):
+            names = [self._key(k) for k in keys[i : i + self.DELETE_BATCH]]
+
+            async def batch(names: list[str] = names) -> int:
+                results = await self.container.delete_blobs(
+                    *names, raise_on_any_failure=False, **self.NO_RETRY
+                )
+                codes = [r.status_code async for r in results]
+                bad = [c for c in codes if c not in (200, 202, 404)]
+                if bad:
+                    raise _BatchError(max(bad), f"batch delete: {len(bad)} parts failed")
+                return len(codes) - codes.count(404)
+
+            deleted += self._az("delete", batch)
+        return deleted
+
+
+class _BatchError(OSError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _mtime_ms(v: Any) -> int:
+    if isinstance(v, datetime):
+        return int(v.timestamp() * 1000)
+    if isinstance(v, str) and v:
+        with contextlib.suppress(ValueError):
+            return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() * 1000)
     return 0
 
 
-_TRANSIENT_MARKERS = ("SlowDown", "Throttl", "TooManyRequests", "ServiceUnavailable", "InternalError")
+def _safe(uri: str) -> str:
+    """The URI without a password, query or fragment: where keys and SAS tokens could hide."""
+    p = urlparse(uri)
+    if not p.scheme or not p.netloc:
+        return uri
+    netloc = p.netloc.rsplit("@", 1)[-1] if p.password is not None else p.netloc
+    return f"{p.scheme}://{netloc}{p.path}"
+
+
+_TRANSIENT_MARKERS = (
+    "SlowDown",
+    "Throttl",
+    "TooManyRequests",
+    "ServiceUnavailable",
+    "InternalError",
+    "RequestTimeout",
+    "ConditionalRequestConflict",  # S3: a concurrent conditional write; retry to learn who won
+)
+_CONNECTION_MARKERS = ("Connect", "Timeout", "ServerDisconnected", "ServiceRequest")
+_REFUSED_MARKERS = ("NoCredentials", "Forbidden", "AccessDenied", "ClientAuthentication")
 
 
 def with_retries(uri: str, op: str, fn: Callable[[], T], attempts: int = 5) -> T:
-    """Run `fn`, retrying throttling and 5xx with exponential backoff.
+    """Run `fn`, retrying throttling, 5xx and connection failures with exponential backoff.
 
-    Connection failures become StorageUnreachableError naming the URI (never the credentials).
+    A missing object becomes FileNotFoundError, a failed create-only condition FileExistsError;
+    a refusal, a missing bucket or a failure that outlasts the retries StorageUnreachableError.
+    Messages name the URI (without secrets), never credentials.
     """
     delay = 0.2
     for attempt in range(attempts):
         try:
             return fn()
-        except (FileNotFoundError, FileExistsError):
+        except FileExistsError:
             raise
-        except PermissionError as e:
-            raise StorageUnreachableError(f"{op} on {uri} was refused: access denied") from e
         except Exception as e:
-            transient = _is_transient(e)
-            if transient and attempt + 1 < attempts:
+            status, names = _status(e), _names(e)
+            if status == 404 or isinstance(e, FileNotFoundError):
+                if op == "list":  # listing a missing prefix is not an error; a missing bucket is
+                    raise StorageUnreachableError(
+                        f"list on {_safe(uri)} failed: bucket or container not found"
+                    ) from e
+                raise FileNotFoundError(f"{_safe(uri)}: not found ({op})") from e
+            if status == 412 or (status == 409 and "Exist" in names):
+                raise FileExistsError(f"{_safe(uri)}: already exists ({op})") from e
+            if (
+                status in (401, 403)
+                or isinstance(e, PermissionError)
+                or _has(names, _REFUSED_MARKERS)
+            ):
+                raise StorageUnreachableError(
+                    f"{op} on {_safe(uri)} was refused ({status or type(e).__name__}): "
+                    "check the credentials and permissions"
+                ) from e
+            transient = (status is not None and (status in (408, 429) or status >= 500)) or _has(
+                names, _TRANSIENT_MARKERS
+            )
+            connection = isinstance(e, ConnectionError | TimeoutError) or _has(
+                names, _CONNECTION_MARKERS
+            )
+            if not (transient or connection):
+                raise
+            if attempt + 1 < attempts:
                 time.sleep(delay)
                 delay *= 2
                 continue
-            if transient or _is_connection_error(e):
-                raise StorageUnreachableError(
-                    f"{op} on {uri} failed: {type(e).__name__}; check the endpoint and credentials"
-                ) from e
-            raise
+            what = f"HTTP {status}" if status else type(e).__name__
+            raise StorageUnreachableError(
+                f"{op} on {_safe(uri)} failed after {attempts} attempts ({what}): "
+                "check the endpoint and the network"
+            ) from e
     raise AssertionError("unreachable")
 
 
-def _status(e: BaseException) -> int | None:
-    for attr in ("status", "status_code", "code"):
-        v = getattr(e, attr, None)
-        if isinstance(v, int):
-            return v
-    resp = getattr(e, "response", None)
-    if isinstance(resp, dict):
-        code = resp.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if isinstance(code, int):
-            return code
-    return None
-
-
-def _is_transient(e: BaseException) -> bool:
-    status = _status(e)
-    if status is not None and (status == 429 or status >= 500):
-        return True
-    text = f"{type(e).__name__} {e}"
-    return any(m in text for m in _TRANSIENT_MARKERS)
-
-
-def _is_connection_error(e: BaseException) -> bool:
-    names = {type(x).__name__ for x in _chain(e)}
-    markers = ("Connect", "Timeout", "EndpointConnection", "ServerDisconnected", "NoCredentials")
-    return isinstance(e, ConnectionError | TimeoutError) or any(
-        m in n for n in names for m in markers
-    )
+def _has(text: str, markers: Iterable[str]) -> bool:
+    return any(m in text for m in markers)
 
 
 def _chain(e: BaseException) -> Iterator[BaseException]:
@@ -358,6 +678,33 @@ def _chain(e: BaseException) -> Iterator[BaseException]:
         cur = cur.__cause__ or cur.__context__
 
 
+def _names(e: BaseException) -> str:
+    """Exception class names and error codes along the chain, for matching."""
+    out = []
+    for x in _chain(e):
+        out.append(type(x).__name__)
+        resp = getattr(x, "response", None)
+        if isinstance(resp, dict):
+            out.append(str(resp.get("Error", {}).get("Code", "")))
+        out.append(str(getattr(x, "error_code", "") or ""))
+    return " ".join(out)
+
+
+def _status(e: BaseException) -> int | None:
+    """The HTTP status of the first exception in the chain that carries one."""
+    for x in _chain(e):
+        resp = getattr(x, "response", None)
+        if isinstance(resp, dict):
+            code = resp.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(code, int):
+                return code
+        for attr in ("status", "status_code", "code"):
+            v = getattr(x, attr, None)
+            if isinstance(v, int) and 100 <= v < 600:
+                return v
+    return None
+
+
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
     """Storage for a table URI: a plain path, file://, s3://, gs://, abfss:// or az://."""
     options = dict(options or {})
@@ -367,19 +714,20 @@ def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
     scheme = parsed.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidInputError(
-            f"unsupported URI scheme {scheme!r} in {uri}; use one of file://, s3://, gs://, "
-            "abfss://, az://"
+            f"unsupported URI scheme {scheme!r} in {_safe(uri)}; use one of file://, s3://, "
+            "gs://, abfss://, az://"
         )
     if scheme == "file":
         return LocalStorage(uri, unquote(parsed.path))
     if not parsed.netloc:
-        raise InvalidInputError(f"{uri} names no bucket or container")
+        raise InvalidInputError(f"{_safe(uri)} names no bucket or container")
+    root = unquote(parsed.path)
     if scheme in ("s3", "s3a"):
-        return FsspecStorage(uri, "s3", parsed.netloc + parsed.path, options)
+        return S3Storage(uri, parsed.netloc, root, options)
     if scheme in ("gs", "gcs"):
-        return FsspecStorage(uri, "gcs", parsed.netloc + parsed.path, options)
+        return GcsStorage(uri, parsed.netloc, root, options)
     # abfss://container@account.dfs.core.windows.net/path  or  az://container/path
-    container = parsed.netloc.split("@", 1)[0]
-    if "@" in parsed.netloc and "account_name" not in options:
-        options["account_name"] = parsed.netloc.split("@", 1)[1].split(".", 1)[0]
-    return FsspecStorage(uri, "abfs", container + parsed.path, options)
+    container, _, host = parsed.netloc.partition("@")
+    if host and "account_name" not in options and "connection_string" not in options:
+        options["account_name"] = host.split(".", 1)[0]
+    return AzureStorage(uri, container, root, options)

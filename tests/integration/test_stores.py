@@ -1,0 +1,446 @@
+"""deltakeeper's Storage against the real emulators (MinIO, Azurite, fake-gcs-server) and the
+local disk: same answers everywhere, atomic create-only puts, and request counts as promised.
+"""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper.delta.errors import StorageUnreachableError
+from deltakeeper.delta.storage import LocalStorage, Storage, open_storage
+from tests.support import stores
+
+# store_binaries: the emulators are installed before the first test (see conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("store_binaries")]
+
+STORES = ["local", "minio", "azurite", "fake_gcs"]
+REMOTE = ["minio", "azurite", "fake_gcs"]
+
+
+@dataclass
+class Target:
+    name: str
+    root: str  # table-root URI, unique to the test
+    options: dict[str, Any]
+    upload: Callable[[Path, str], object]
+
+    def open(self) -> Storage:
+        return open_storage(self.root, self.options)
+
+
+def _copy_folder(local: Path, dest: str) -> None:
+    shutil.copytree(local, dest, dirs_exist_ok=True)
+
+
+@pytest.fixture(params=STORES)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    name = request.param
+    if name == "local":
+        return Target(name, str(tmp_path / "table"), {}, _copy_folder)
+    emu: stores.Emulator = request.getfixturevalue(name)
+    root = emu.uri(f"t-{uuid.uuid4().hex[:12]}/table")
+    return Target(name, root, dict(emu.storage_options), emu.upload_folder)
+
+
+def v(n: int) -> str:
+    return f"_delta_log/{n:020d}"
+
+
+def write_files(root: Path, files: dict[str, bytes]) -> Path:
+    for key, data in files.items():
+        path = root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+def table_folder(root: Path) -> Path:
+    """A table-shaped folder: commits, checkpoints, sub-folders in and around `_delta_log`."""
+    files = {f"{v(n)}.json": b"{}\n" * (n + 1) for n in range(13)}
+    files[f"{v(10)}.checkpoint.parquet"] = b"PAR1" * 10
+    files["_delta_log/_last_checkpoint"] = b'{"version":10,"size":3}'
+    files[f"_delta_log/_staged_commits/{v(13)[11:]}.3a0d65cd.json"] = b"{}"
+    files["_delta_log/_sidecars/016ae953.parquet"] = b"PAR1"
+    files[f"{v(3)}.crc"] = b"{}"
+    for day in ("2024-01-01", "2024-01-02"):
+        for i in range(3):
+            files[f"day={day}/part-{i:05d}.parquet"] = b"x" * (100 + i)
+    files["part-00000.parquet"] = b"y" * 7
+    return write_files(root, files)
+
+
+def entries(listing: list[Any]) -> list[tuple[str, int, bool]]:
+    return [(f.key, f.size, f.is_dir) for f in listing]
+
+
+# -- put_if_absent ----------------------------------------------------------------------------
+
+
+def test_put_if_absent_refuses_a_second_writer(target: Target) -> None:
+    s = target.open()
+    key = f"{v(0)}.json"
+    s.put_if_absent(key, b"first")
+    with pytest.raises(FileExistsError):
+        s.put_if_absent(key, b"second")
+    assert s.read(key) == b"first"
+    assert s.requests["put"] == 2  # no retries hidden behind a refusal
+
+
+def test_put_if_absent_race_has_exactly_one_winner(target: Target) -> None:
+    writers, rounds = 4, 8
+    clients = [target.open() for _ in range(writers)]  # separate clients, like separate writers
+    for n in range(rounds):
+        key = f"{v(n)}.json"
+        barrier = threading.Barrier(writers)
+
+        def attempt(i: int, key: str = key, barrier: threading.Barrier = barrier) -> int | None:
+            barrier.wait()
+            try:
+                clients[i].put_if_absent(key, f"writer {i}".encode())
+            except FileExistsError:
+                return None
+            return i
+
+        with ThreadPoolExecutor(writers) as pool:
+            winners = [w for w in pool.map(attempt, range(writers)) if w is not None]
+        assert len(winners) == 1, f"round {n}: winners {winners}"
+        assert clients[0].read(key) == f"writer {winners[0]}".encode()
+
+
+# -- list_from and walk -----------------------------------------------------------------------
+
+LISTINGS = [
+    ("_delta_log", ""),
+    ("_delta_log", f"{v(5)}.json"),
+    ("_delta_log", v(10)),  # a version prefix: inclusive of version 10's files
+    ("_delta_log", f"{v(10)}.json"),
+    ("_delta_log", f"{v(12)}.json"),
+    ("_delta_log", "_delta_log/_sidecars"),
+    ("_delta_log", "_delta_log/_staged_commits/x"),  # inside a sub-folder
+    ("_delta_log", "_delta_log/~"),  # after everything
+    ("_delta_log", "_delta"),  # before the folder
+    ("_delta_log", "zzz"),  # after the folder
+    ("", ""),
+    ("/day=2024-01-01/", ""),
+    ("missing", ""),
+]
+
+
+def test_list_from_gives_the_same_entries_as_local(target: Target, tmp_path: Path) -> None:
+    folder = table_folder(tmp_path / "src")
+    target.upload(folder, target.root)
+    local, remote = LocalStorage(str(folder), str(folder)), target.open()
+    for prefix, start_after in LISTINGS:
+        expected = entries(local.list_from(prefix, start_after))
+        assert entries(remote.list_from(prefix, start_after)) == expected, (prefix, start_after)
+    assert sorted(entries(remote.walk())) == sorted(entries(local.walk()))
+    assert sorted(entries(remote.walk("_delta_log"))) == sorted(entries(local.walk("_delta_log")))
+
+
+def test_start_after(target: Target, tmp_path: Path) -> None:
+    target.upload(table_folder(tmp_path / "src"), target.root)
+    s = target.open()
+    keys = [f.key for f in s.list_from("_delta_log", f"{v(10)}.json")]
+    assert keys == [
+        f"{v(11)}.json",
+        f"{v(12)}.json",
+        "_delta_log/_last_checkpoint",
+        "_delta_log/_sidecars/",
+        "_delta_log/_staged_commits/",
+    ]
+    keys = [f.key for f in s.list_from("_delta_log", v(10))]
+    assert keys[:3] == [f"{v(10)}.checkpoint.parquet", f"{v(10)}.json", f"{v(11)}.json"]
+    assert [f.key for f in s.list_from("_delta_log", "_delta_log/_sidecars/")] == [
+        "_delta_log/_staged_commits/"
+    ]
+    dirs = [f for f in s.list_from("") if f.is_dir]
+    assert [d.key for d in dirs] == ["_delta_log/", "day=2024-01-01/", "day=2024-01-02/"]
+    assert all(d.size == 0 for d in dirs)
+
+
+# -- delete_many ------------------------------------------------------------------------------
+
+DELETE_COST = {"local": 2500, "minio": 3, "fake_gcs": 25, "azurite": 10}
+
+
+def test_delete_many_batches(target: Target, tmp_path: Path) -> None:
+    files = {f"part-{i:05d}.parquet": b"d" for i in range(2500)}
+    files["keep.parquet"] = b"k"
+    target.upload(write_files(tmp_path / "src", files), target.root)
+    s = target.open()
+    doomed = sorted(k for k in files if k != "keep.parquet")
+    assert s.delete_many(doomed) == 2500
+    assert s.requests["delete"] == DELETE_COST[target.name]
+    assert [f.key for f in s.list_from("")] == ["keep.parquet"]
+    s.delete_many(doomed[:10])  # already gone: not an error
+    assert s.delete_many([]) == 0
+
+
+# What a listing of a 10,000-object folder costs, in list requests: after its last key, and
+# from the start. S3 pages hold 1000 keys, GCS pages (as asked) 1000, Azure pages 5000. Azure
+# starts at a key with the Blob API's new startFrom, which Azurite 3.37 honours.
+LIST_COST = {
+    "local": (1, 1),
+    "minio": (1, 10),
+    "fake_gcs": (1, 10),
+    "azurite": (1, 2),
+}
+
+
+def test_listing_cost_follows_what_is_new(target: Target, tmp_path: Path) -> None:
+    n = 10_000
+    files = {f"{v(i)}.json": b"{}" for i in range(n)}
+    target.upload(write_files(tmp_path / "src", files), target.root)
+    s = target.open()
+    tail_cost, full_cost = LIST_COST[target.name]
+
+    assert s.list_from("_delta_log", f"{v(n - 1)}.json") == []
+    assert s.requests["list"] == tail_cost
+
+    s.requests.clear()
+    new = s.list_from("_delta_log", f"{v(n - 3)}.json")
+    assert [f.key for f in new] == [f"{v(n - 2)}.json", f"{v(n - 1)}.json"]
+    assert s.requests["list"] == tail_cost
+
+    s.requests.clear()
+    everything = s.list_from("_delta_log")
+    assert len(everything) == n and everything[0].key == f"{v(0)}.json"
+    assert s.requests["list"] == full_cost
+
+    if target.name == "azurite":  # a service without startFrom: same answer, full listing
+        s = target.open()
+        s._start_from = False  # type: ignore[attr-defined]
+        assert [f.key for f in s.list_from("_delta_log", f"{v(n - 3)}.json")] == [
+            f.key for f in new
+        ]
+        assert s.requests["list"] == 2
+
+
+# -- the other operations and their counts ----------------------------------------------------
+
+
+def test_read_head_overwrite_count_one_request_each(target: Target) -> None:
+    s = target.open()
+    key = "_delta_log/_last_checkpoint"
+    assert s.head(key) is None
+    with pytest.raises(FileNotFoundError):
+        s.read(key)
+    s.overwrite(key, b"one")
+    s.overwrite(key, b"three")
+    info = s.head(key)
+    assert info is not None and info.size == 5 and info.key == key and info.mtime_ms > 0
+    assert s.read(key) == b"three"
+    assert dict(s.requests) == {"head": 2, "read": 2, "put": 2}
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+def _with_dead_endpoint(emu: stores.Emulator) -> dict[str, Any]:
+    dead = f"127.0.0.1:{stores.free_port()}"  # nothing listens there
+    live = emu.endpoint.split("://", 1)[1].split("/", 1)[0]
+    return {
+        k: v.replace(live, dead) if isinstance(v, str) else v
+        for k, v in emu.storage_options.items()
+    }
+
+
+def _chain_text(e: BaseException) -> str:
+    out, cur, seen = [], e, set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out += [str(cur), repr(cur)]
+        cur = cur.__cause__ or cur.__context__
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("name", REMOTE)
+def test_unreachable_endpoint_names_the_uri_not_the_secret(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    emu: stores.Emulator = request.getfixturevalue(name)
+    uri = emu.uri("events")
+    s = open_storage(uri, _with_dead_endpoint(emu))
+    started = time.monotonic()
+    for op in (lambda: s.list_from("_delta_log"), lambda: s.read("_delta_log/_last_checkpoint")):
+        with pytest.raises(StorageUnreachableError) as caught:
+            op()
+        assert uri in str(caught.value)
+        if emu.secret:
+            assert emu.secret not in _chain_text(caught.value)
+    assert time.monotonic() - started < 30  # backoff is bounded, libraries do not add theirs
+    assert s.requests["list"] == 5  # every attempt counted
+
+
+@pytest.mark.parametrize("name", ["minio", "azurite"])
+def test_wrong_credentials_are_refused_without_echoing_them(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    emu: stores.Emulator = request.getfixturevalue(name)
+    wrong = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXk="
+    options = {
+        k: v.replace(emu.secret, wrong) if isinstance(v, str) else v
+        for k, v in emu.storage_options.items()
+    }
+    s = open_storage(emu.uri("events"), options)
+    with pytest.raises(StorageUnreachableError) as caught:
+        s.list_from("_delta_log")
+    assert wrong not in _chain_text(caught.value) and emu.secret not in str(caught.value)
+    assert s.requests["list"] == 1  # a refusal is not retried
+
+
+@pytest.mark.parametrize("name", REMOTE)
+def test_missing_bucket_is_a_storage_error(name: str, request: pytest.FixtureRequest) -> None:
+    emu: stores.Emulator = request.getfixturevalue(name)
+    s = open_storage(emu.uri("events", bucket="no-such-bucket"), emu.storage_options)
+    with pytest.raises(StorageUnreachableError, match="not found"):
+        s.list_from("_delta_log")
+
+
+# An endpoint that throttles: answers 503 to the first `failures` requests, then an empty
+# listing in the store's own format. The clients are the real ones; nothing is patched.
+EMPTY_LISTING = {
+    "s3": (
+        "application/xml",
+        "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>",
+    ),
+    "gs": ("application/json", '{"kind": "storage#objects"}'),
+    "az": (
+        "application/xml",
+        '<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs /><NextMarker />'
+        "</EnumerationResults>",
+    ),
+}
+SECRET = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="
+
+
+def _throttling_server(scheme: str, failures: int) -> tuple[ThreadingHTTPServer, list[int]]:
+    seen: list[int] = []
+    content_type, body = EMPTY_LISTING[scheme]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(1)
+            if len(seen) <= failures:
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def _options(scheme: str, endpoint: str) -> dict[str, Any]:
+    if scheme == "s3":
+        return {"endpoint_url": endpoint, "key": "deltakeeper", "secret": SECRET}
+    if scheme == "gs":
+        return {"endpoint_url": endpoint, "token": "anon"}
+    return {
+        "connection_string": f"DefaultEndpointsProtocol=http;AccountName=acct;"
+        f"AccountKey={SECRET};BlobEndpoint={endpoint}/acct;"
+    }
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs", "az"])
+@pytest.mark.parametrize("failures", [2, 99])
+def test_throttling_is_retried_with_backoff_and_counted(scheme: str, failures: int) -> None:
+    server, seen = _throttling_server(scheme, failures)
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        s = open_storage(f"{scheme}://lake/events", _options(scheme, endpoint))
+        if failures < 5:
+            assert s.list_from("_delta_log", f"{v(3)}.json") == []
+        else:
+            with pytest.raises(StorageUnreachableError, match="HTTP 503") as caught:
+                s.list_from("_delta_log")
+            assert SECRET not in _chain_text(caught.value)
+        assert s.requests["list"] == len(seen) == min(failures + 1, 5)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _lossy_proxy(target: str, lose: Callable[[str, str], bool]) -> ThreadingHTTPServer:
+    """Forwards every request to `target`; when `lose(method, path)`, the request is done but
+    its answer is replaced by a 503, as when a response is lost after the write happened."""
+    host, port = target.split("://", 1)[1].split("/", 1)[0].split(":")
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def forward(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            skip = ("host", "connection", "content-length")
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data, status = resp.read(), resp.status
+            conn.close()
+            if lose(self.command, self.path):
+                data, status = b"", 503
+            self.send_response(status)
+            for k, val in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, val)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = forward
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_put_if_absent_retry_recognises_its_own_lost_write(fake_gcs: stores.Emulator) -> None:
+    lost: list[str] = []
+
+    def lose_first_upload_of_each_key(method: str, path: str) -> bool:
+        if method == "POST" and "/upload/" in path and path not in lost:
+            lost.append(path)
+            return True
+        return False
+
+    proxy = _lossy_proxy(fake_gcs.endpoint, lose_first_upload_of_each_key)
+    try:
+        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+        options = {**fake_gcs.storage_options, "endpoint_url": endpoint}
+        s = open_storage(fake_gcs.uri(f"t-{uuid.uuid4().hex[:12]}/table"), options)
+        key = f"{v(0)}.json"
+        s.put_if_absent(key, b"mine")  # written, answer lost, retried: 412, and it is ours
+        assert dict(s.requests) == {"put": 2, "read": 1}
+        assert s.read(key) == b"mine"
+        lost.clear()
+        with pytest.raises(FileExistsError):  # someone else's commit stays a conflict
+            s.put_if_absent(key, b"theirs")
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
