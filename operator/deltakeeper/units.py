@@ -53,10 +53,7 @@ def parse_timestamp_ms(text: str) -> int:
 
 
 def format_ms(ms: int) -> str:
-    return (
-        datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        + "Z"
-    )
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
 def format_bytes(n: int) -> str:
