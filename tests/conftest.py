@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,18 @@ def corpus_copy(corpus: Path, tmp_path: Path):
         return dest
 
     return copy
+
+
+# What the conformance and store tests compared, printed at the end of the run.
+TALLY: Counter[str] = Counter()
+
+
+@pytest.fixture
+def tally() -> Counter[str]:
+    return TALLY
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if TALLY:
+        parts = ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items()))
+        terminalreporter.write_line(f"compared: {parts}")

@@ -9,7 +9,6 @@ is skipped.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -69,16 +68,3 @@ def azurite(
     yield emu
     emu.stop()
 
-
-_STORE_TALLY: Counter[str] = Counter()
-
-
-@pytest.fixture
-def tally_store() -> Counter[str]:
-    return _STORE_TALLY
-
-
-def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
-    if _STORE_TALLY:
-        parts = ", ".join(f"{k} {v}" for k, v in sorted(_STORE_TALLY.items()))
-        terminalreporter.write_line(f"object stores: table-versions matching local disk: {parts}")
