@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected failure, 2 bad input or not a Delta table, "
         "3 unsupported protocol, 4 storage unreachable.",
     )
-    parser.add_argument("--version-info", action="version", version=f"deltakeeper {__version__}")
+    parser.add_argument("--version", action="version", version=f"deltakeeper {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("inspect", help="show a table's version, protocol, files and log health")

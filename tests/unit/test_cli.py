@@ -154,3 +154,11 @@ def test_help(argv, capsys):
         main(argv)
     assert e.value.code == 0
     assert "usage" in capsys.readouterr().out
+
+
+def test_version_flag_and_version_option_do_not_clash(capsys, corpus):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("deltakeeper ")
+    code, out, _ = run(capsys, "inspect", str(corpus / "simple_table"), "--version", "2", "--json")
+    assert code == 0 and json.loads(out)["version"] == 2
