@@ -1,0 +1,497 @@
+"""Delta schema types as Arrow types, and the typed columns a checkpoint can carry.
+
+With `delta.checkpoint.writeStatsAsStruct=true` a checkpoint's `add` struct holds
+`partitionValues_parsed` and `stats_parsed` next to the `partitionValues` map and the `stats`
+JSON string. This module builds both from those raw columns. Neither function raises on bad
+data: a value that does not parse becomes null, and the raw columns stay as they are, so
+nothing a reader could still use is lost.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal, InvalidOperation, localcontext
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from deltakeeper.delta.errors import CorruptLogError, UnsupportedProtocolError
+
+DeltaType = str | dict[str, Any]
+
+PRIMITIVES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "int": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
+}
+
+VARIANT = pa.struct([("value", pa.binary()), ("metadata", pa.binary())])
+
+# Types Delta keeps min/max statistics for (Spark's SkippingEligibleDataType; delta-rs agrees).
+# Boolean and binary get a nullCount only.
+MIN_MAX_TYPES = {
+    "byte",
+    "short",
+    "integer",
+    "int",
+    "long",
+    "float",
+    "double",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+    "string",
+}
+
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)")
+
+
+# ---------------------------------------------------------------------------- types and schemas
+
+
+def arrow_type(delta_type: DeltaType) -> pa.DataType:
+    """The Arrow type a checkpoint uses for a Delta schema type (logical field names)."""
+    return _arrow_type(delta_type, physical=False)
+
+
+def physical_schema(schema_string: str, column_mapping_mode: str | None) -> pa.Schema:
+    """The table schema with physical names at every level when column mapping is on."""
+    physical = mapping_on(column_mapping_mode)
+    return pa.schema([_arrow_field(f, physical) for f in schema_fields(schema_string)])
+
+
+def mapping_on(column_mapping_mode: str | None) -> bool:
+    return (column_mapping_mode or "none").strip().lower() in ("name", "id")
+
+
+def schema_fields(schema_string: str) -> list[dict[str, Any]]:
+    """The top-level struct fields of a Delta schema string."""
+    try:
+        schema = json.loads(schema_string)
+    except ValueError as e:
+        raise CorruptLogError(f"schemaString is not JSON: {e}") from e
+    if not isinstance(schema, dict) or not isinstance(schema.get("fields"), list):
+        raise CorruptLogError("schemaString is not a struct with fields")
+    return list(schema["fields"])
+
+
+def field_name(field: dict[str, Any], physical: bool) -> str:
+    """A struct field's physical name when asked for and present, else its name."""
+    if physical:
+        name = (field.get("metadata") or {}).get(PHYSICAL_NAME)
+        if isinstance(name, str) and name:
+            return name
+    return str(field["name"])
+
+
+def _arrow_field(field: dict[str, Any], physical: bool) -> pa.Field:
+    t = _arrow_type(field["type"], physical)
+    return pa.field(field_name(field, physical), t, nullable=bool(field.get("nullable", True)))
+
+
+def _arrow_type(delta_type: DeltaType, physical: bool) -> pa.DataType:
+    if isinstance(delta_type, str):
+        return _primitive(delta_type)
+    kind = delta_type.get("type")
+    if kind == "struct":
+        return pa.struct([_arrow_field(f, physical) for f in delta_type.get("fields", [])])
+    if kind == "array":
+        element = _arrow_type(delta_type["elementType"], physical)
+        nullable = bool(delta_type.get("containsNull", True))
+        return pa.list_(pa.field("element", element, nullable=nullable))
+    if kind == "map":
+        key = _arrow_type(delta_type["keyType"], physical)
+        value = _arrow_type(delta_type["valueType"], physical)
+        nullable = bool(delta_type.get("valueContainsNull", True))
+        return pa.map_(pa.field("key", key, nullable=False), pa.field("value", value, nullable))
+    if isinstance(kind, str):
+        return _primitive(kind)
+    raise UnsupportedProtocolError(f"unknown Delta type {delta_type!r}")
+
+
+def _primitive(name: str) -> pa.DataType:
+    if name in PRIMITIVES:
+        return PRIMITIVES[name]
+    if name == "variant":
+        return VARIANT
+    if name == "decimal":
+        return pa.decimal128(10, 0)
+    m = _DECIMAL.fullmatch(name)
+    if m:
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    raise UnsupportedProtocolError(f"unknown Delta type {name!r}")
+
+
+# ---------------------------------------------------------------------------- value parsers
+
+
+def parse_int(text: str, bits: int) -> int | None:
+    s = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", s):
+        return None
+    v = int(s)
+    return v if -(1 << (bits - 1)) <= v < (1 << (bits - 1)) else None
+
+
+def parse_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_bool(text: str) -> bool | None:
+    return {"true": True, "false": False}.get(text.strip().lower())
+
+
+def parse_date(text: str) -> dt.date | None:
+    m = re.fullmatch(r"(\d{4})-(\d{1,2})-(\d{1,2})", text.strip())
+    if not m:
+        return None
+    try:
+        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    except ValueError:
+        return None
+
+
+def parse_timestamp(text: str) -> dt.datetime | None:
+    """`YYYY-MM-DD HH:MM:SS[.ffffff]` (read as UTC) or ISO-8601 with an offset, as naive UTC."""
+    try:
+        v = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if v.tzinfo is not None:
+        v = v.astimezone(dt.UTC).replace(tzinfo=None)
+    return v
+
+
+def parse_decimal(value: str | Decimal | int, precision: int, scale: int) -> Decimal | None:
+    """The value at exactly `scale` digits, or None if that would round or overflow."""
+    with localcontext() as ctx:
+        ctx.prec = 100
+        try:
+            v = Decimal(value.strip() if isinstance(value, str) else value)
+            if not v.is_finite():
+                return None
+            q = v.quantize(Decimal(1).scaleb(-scale))
+        except InvalidOperation:
+            return None
+        if q != v or abs(q) >= Decimal(10) ** (precision - scale):
+            return None
+    return q
+
+
+def text_parser(t: pa.DataType) -> Callable[[str], Any] | None:
+    """A str -> value parser for one Arrow type, None for types text cannot hold."""
+    if pa.types.is_integer(t):
+        return lambda s: parse_int(s, t.bit_width)
+    if pa.types.is_floating(t):
+        return parse_float
+    if pa.types.is_boolean(t):
+        return parse_bool
+    if pa.types.is_date32(t):
+        return parse_date
+    if pa.types.is_timestamp(t):
+        return parse_timestamp
+    if pa.types.is_decimal(t):
+        return lambda s: parse_decimal(s, t.precision, t.scale)
+    return None
+
+
+# ---------------------------------------------------------------------------- partition values
+
+
+def partition_values_parsed(
+    partition_values: pa.Array | pa.ChunkedArray,
+    schema_string: str,
+    partition_columns: Sequence[str],
+    column_mapping_mode: str | None,
+) -> pa.StructArray:
+    """`partitionValues_parsed`: one typed field per partition column, in partition order.
+
+    `partition_values` is the `partitionValues` map<string,string> column. Under column mapping
+    its keys and the struct's field names are physical names. Per the spec an empty string or a
+    missing/null value is null. Timestamps without an offset are read as UTC. A value that does
+    not parse as its column's type (a bad number, date, decimal that would round, ...) becomes
+    null; this never raises on data. Types a partition column cannot have become all-null.
+    """
+    values = _combined(partition_values)
+    physical = mapping_on(column_mapping_mode)
+    by_name = {str(f["name"]): f for f in schema_fields(schema_string)}
+    by_lower = {k.lower(): f for k, f in by_name.items()}
+    arrays: list[pa.Array] = []
+    fields: list[pa.Field] = []
+    for column in partition_columns:
+        field = by_name.get(column) or by_lower.get(column.lower())
+        name = field_name(field, physical) if field else column
+        t = _arrow_type(field["type"], physical) if field else pa.string()
+        raw = pc.map_lookup(values, pa.scalar(name), "first")
+        arrays.append(parse_text_column(raw, t))
+        fields.append(pa.field(name, t))
+    if not fields:
+        return pa.Array.from_buffers(pa.struct([]), len(values), [None])
+    return pa.StructArray.from_arrays(arrays, fields=fields)
+
+
+def parse_text_column(raw: pa.Array, t: pa.DataType) -> pa.Array:
+    """Strings to `t`; empty and unparsable strings become null."""
+    raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
+    if pa.types.is_string(t):
+        return raw
+    if pa.types.is_binary(t):
+        return pc.cast(raw, t)
+    parse = text_parser(t)
+    if parse is None:
+        return pa.nulls(len(raw), t)
+    # Partition values repeat: parse each distinct string once, then spread by index.
+    encoded = raw.dictionary_encode()
+    distinct = [parse(s) for s in encoded.dictionary.to_pylist()]
+    return pc.take(pa.array(distinct, t), encoded.indices)
+
+
+def _combined(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(array, pa.ChunkedArray):
+        return array.combine_chunks() if array.num_chunks else pa.array([], array.type)
+    return array
+
+
+# ---------------------------------------------------------------------------- stats
+
+
+def stats_type(
+    schema_string: str,
+    column_mapping_mode: str | None,
+    partition_columns: Sequence[str] = (),
+) -> pa.StructType:
+    """The `stats_parsed` struct for a table: numRecords, minValues, maxValues, nullCount,
+    tightBounds, with physical names under column mapping.
+
+    Partition columns have no stats. minValues/maxValues hold the types Delta keeps bounds for
+    (numbers, dates, timestamps, strings, decimals; struct fields recurse); boolean, binary,
+    array, map and variant columns get a nullCount only. void columns get nothing, and a struct
+    left with no fields is dropped, as are minValues/maxValues/nullCount when empty.
+    """
+    physical = mapping_on(column_mapping_mode)
+    skip = {c.lower() for c in partition_columns}
+    data = [f for f in schema_fields(schema_string) if str(f["name"]).lower() not in skip]
+    bounds = _struct_of(data, physical, _bound_type)
+    counts = _struct_of(data, physical, _count_type)
+    fields = [pa.field("numRecords", pa.int64())]
+    if bounds is not None:
+        fields += [pa.field("minValues", bounds), pa.field("maxValues", bounds)]
+    if counts is not None:
+        fields.append(pa.field("nullCount", counts))
+    fields.append(pa.field("tightBounds", pa.bool_()))
+    return pa.struct(fields)
+
+
+LeafRule = Callable[[DeltaType, bool], pa.DataType | None]
+
+
+def _struct_of(
+    fields: Iterable[dict[str, Any]], physical: bool, leaf: LeafRule
+) -> pa.StructType | None:
+    out = []
+    for f in fields:
+        t = leaf(f.get("type", ""), physical)
+        if t is not None:
+            out.append(pa.field(field_name(f, physical), t))
+    return pa.struct(out) if out else None
+
+
+def _bound_type(delta_type: DeltaType, physical: bool) -> pa.DataType | None:
+    if isinstance(delta_type, dict):
+        if delta_type.get("type") != "struct":
+            return None
+        return _struct_of(delta_type.get("fields", []), physical, _bound_type)
+    if delta_type in MIN_MAX_TYPES or _DECIMAL.fullmatch(delta_type) or delta_type == "decimal":
+        return _primitive(delta_type)
+    return None
+
+
+def _count_type(delta_type: DeltaType, physical: bool) -> pa.DataType | None:
+    if isinstance(delta_type, dict) and delta_type.get("type") == "struct":
+        return _struct_of(delta_type.get("fields", []), physical, _count_type)
+    if delta_type == "void":
+        return None
+    return pa.int64()
+
+
+def stats_parsed(
+    stats: pa.Array | pa.ChunkedArray,
+    schema_string: str,
+    column_mapping_mode: str | None,
+    partition_columns: Sequence[str] = (),
+) -> pa.StructArray:
+    """`stats_parsed` for the `stats` JSON strings, typed by `stats_type`.
+
+    A null, empty or malformed stats string, or one that is not a JSON object, gives a null
+    row. A field whose value does not fit its type (a string where a number belongs, an int
+    that overflows, a decimal that would round, a struct where a leaf belongs, ...) is null
+    in that row; the rest of the row is kept. Unknown fields are ignored. Never raises on data.
+
+    Rows are parsed in bulk by Arrow's JSON reader; only blocks it rejects are split in half
+    until the offending rows are found, and those rows alone go through `coerce_row`.
+    """
+    out_type = stats_type(schema_string, column_mapping_mode, partition_columns)
+    text = _combined(stats)
+    if len(text) == 0:
+        return pa.array([], out_type)
+    text = pc.cast(text, pa.large_string())
+    valid = pc.fill_null(pc.match_substring_regex(text, r"\S"), False)
+    # Raw newlines in valid JSON can only be whitespace between tokens, so blank them out.
+    flat = pc.replace_substring_regex(text, r"[\r\n]", " ")
+    lines = pc.if_else(valid, flat, pa.scalar("{}", pa.large_string()))
+    newline = pa.scalar("\n", pa.large_string())
+    lines = pc.binary_join_element_wise(lines, newline, pa.scalar("", pa.large_string()))
+    reader = _BlockReader(lines, out_type)
+    parts: list[pa.Array] = []
+    block = 1 << 16
+    for lo in range(0, len(lines), block):
+        reader.parse(lo, min(lo + block, len(lines)), parts)
+    rows = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    keep = pc.and_(valid, pc.is_valid(rows))
+    return pa.StructArray.from_arrays(rows.flatten(), fields=list(out_type), mask=pc.invert(keep))
+
+
+class _BlockReader:
+    """Arrow's JSON reader over slices of one newline-terminated buffer, bisecting failures."""
+
+    def __init__(self, lines: pa.Array, out_type: pa.StructType) -> None:
+        self.out_type = out_type
+        self.read_schema = pa.schema(list(_read_type(out_type)))
+        self.buffer = lines.buffers()[2]
+        offsets = pa.Array.from_buffers(
+            pa.int64(), len(lines) + 1, [None, lines.buffers()[1]], offset=lines.offset
+        )
+        self.offsets: list[int] = offsets.to_pylist()
+        longest = pc.max(pc.binary_length(lines)).as_py() or 0
+        self.read_options = pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 1))
+        self.parse_options = pj.ParseOptions(
+            explicit_schema=self.read_schema, unexpected_field_behavior="ignore"
+        )
+
+    def parse(self, lo: int, hi: int, out: list[pa.Array]) -> None:
+        rows = self.read(lo, hi)
+        if rows is not None:
+            out.append(rows)
+        elif hi - lo <= 8:
+            out.append(self.fallback(lo, hi))
+        else:
+            mid = (lo + hi) // 2
+            self.parse(lo, mid, out)
+            self.parse(mid, hi, out)
+
+    def read(self, lo: int, hi: int) -> pa.Array | None:
+        start, end = self.offsets[lo], self.offsets[hi]
+        try:
+            table = pj.read_json(
+                pa.BufferReader(self.buffer.slice(start, end - start)),
+                read_options=self.read_options,
+                parse_options=self.parse_options,
+            )
+            if table.num_rows != hi - lo:  # blank lines or two objects on one line
+                return None
+            rows = table.to_struct_array().combine_chunks()
+            return rows.cast(self.out_type, safe=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+
+    def fallback(self, lo: int, hi: int) -> pa.Array:
+        start, end = self.offsets[lo], self.offsets[hi]
+        text = self.buffer.slice(start, end - start).to_pybytes().decode("utf-8", "replace")
+        rows = [coerce_row(line, self.out_type) for line in text.split("\n")[: hi - lo]]
+        return pa.array(rows, self.out_type)
+
+
+def _read_type(t: pa.DataType) -> pa.DataType:
+    """What Arrow's JSON reader is asked for: dates come in as timestamps (it cannot read
+    date32 from strings) and are cast back."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _read_type(f.type)) for f in t])
+    if pa.types.is_date32(t):
+        return pa.timestamp("s")
+    return t
+
+
+def coerce_row(line: str, t: pa.StructType) -> dict[str, Any] | None:
+    """One stats JSON string as a row of `t`, fields that do not fit set to None."""
+    try:
+        value = json.loads(line, parse_float=Decimal)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    row = coerce(value, t)
+    try:
+        pa.array([row], t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
+        return {f.name: _checked(row.get(f.name), f.type) for f in t}
+    return row
+
+
+def _checked(value: Any, t: pa.DataType) -> Any:
+    try:
+        pa.array([value], t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
+        return None
+    return value
+
+
+def coerce(value: Any, t: pa.DataType) -> Any:
+    """A decoded JSON value as a Python value of Arrow type `t`, or None if it does not fit."""
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        if not isinstance(value, dict):
+            return None
+        return {f.name: coerce(value.get(f.name), f.type) for f in t}
+    if pa.types.is_boolean(t):
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if pa.types.is_integer(t):
+        return _coerce_int(value, t.bit_width)
+    if pa.types.is_floating(t):
+        return _coerce_float(value)
+    if pa.types.is_decimal(t):
+        if isinstance(value, str | int | Decimal):
+            return parse_decimal(value, t.precision, t.scale)
+        return None
+    if not isinstance(value, str):
+        return None
+    if pa.types.is_string(t):
+        return value
+    parse = text_parser(t)
+    return parse(value) if parse else None
+
+
+def _coerce_int(value: Any, bits: int) -> int | None:
+    if isinstance(value, int) and -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        return value
+    return None
+
+
+def _coerce_float(value: Any) -> float | None:
+    if isinstance(value, int | float | Decimal):
+        return float(value)
+    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+        return float(value)
+    return None
