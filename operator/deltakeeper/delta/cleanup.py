@@ -1,0 +1,327 @@
+"""Metadata cleanup (log retention) as a plan: which `_delta_log` files may go, and why.
+
+Pure: no I/O and no clock. The caller lists the log, supplies commit timestamps, the time now
+and what it read from checkpoints; the executor deletes `CleanupPlan.delete`. The steps are
+those of "Metadata Cleanup" in the Delta protocol:
+
+1. cutOffTimestamp is midnight UTC of the day of `now - retention`; the cutoffCommit is the
+   newest published commit whose timestamp is not newer than it (exactly midnight qualifies).
+2. The cutOffCheckpoint is the newest complete checkpoint not newer than the cutoffCommit. If
+   there is none, nothing is deleted. It (every file of it, and any other complete or partial
+   checkpoint at its version), the commit JSON at its version and everything after stay.
+3. Commits, checkpoints (classic, multi-part, complete or not, UUID) and `.crc` files before
+   the cutOffCheckpoint go, as do compacted files with startVersion <= its version and staged
+   commits (`_staged_commits/` or `_commits/`) with version <= its version.
+4. Sidecars in `_sidecars/` go when no remaining checkpoint references them and they are older
+   than the sidecar cut-off (see `sidecar_cutoff_ms`).
+
+Timestamps. `commit_time(version)` is whatever the table uses for time travel: the file
+modification time, or the in-commit timestamp for versions that have one. Like Delta Spark,
+the planner first makes the times strictly increasing in version order (a time not later than
+the previous one becomes previous + 1 ms); in-commit timestamps already are, so they are
+unchanged. The adjusted times choose the cutoffCommit. A checkpoint is only eligible as the
+cutOffCheckpoint when the first commit kept (the one at its version, or the next one listed) did
+not need adjusting: otherwise deleting the older commits would change the adjusted time of the
+commits kept, and a time-travel query could answer a different version than before. This is
+the rule Delta Spark's BufferingLogDeletionIterator enforces; when file times never go
+backwards it changes nothing.
+
+Checkpoint protection (`delta.requireCheckpointProtectionBeforeVersion` = P, passed only when
+the `checkpointProtection` writer feature is in the protocol) follows Delta Spark's
+`MetadataCleanup.metadataCleanupAllowed`: let E be the newest deleted commit below P. The
+cleanup is allowed when no commit below P is deleted, when E >= P - 1 (all history before P
+goes in one cleanup), or when a complete checkpoint exists at E + 1 (the cleanup stops at a
+checkpoint and creates none). Here that checkpoint must be the cutOffCheckpoint, which stays;
+Delta only asks that one exists at E + 1, which differs when commits just before the
+cutOffCheckpoint are already missing. Otherwise Delta would have to check it supports every
+protocol in the range; this planner does not, and deletes nothing.
+
+Catalog-managed tables: only published commits (`_delta_log/<v>.json`) count, and with
+`published_up_to` nothing newer than that version is a cutoff candidate or deleted. The catalog
+must permit metadata cleanup; that check is the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from urllib.parse import unquote
+
+from deltakeeper.delta import paths
+from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group
+from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.storage import FileInfo
+
+DAY_MS = 86_400_000
+
+
+@dataclass
+class KindTotal:
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class CleanupPlan:
+    """What a metadata cleanup would delete, and why. Plain data; nothing deletes here."""
+
+    now_ms: int
+    retention_ms: int
+    cutoff_ms: int  # cutOffTimestamp: midnight UTC of the day of now - retention
+    sidecar_cutoff_ms: int
+    cutoff_commit: int | None = None
+    cutoff_checkpoint: int | None = None
+    delete: list[FileInfo] = field(default_factory=list)  # sorted by key
+    by_kind: dict[Kind, KindTotal] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> int:
+        return len(self.delete)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.delete)
+
+    def reasons(self) -> list[str]:
+        lines = [
+            f"now {_when(self.now_ms)}, retention {_duration(self.retention_ms)}: "
+            f"cutOffTimestamp {_when(self.cutoff_ms)}",
+            _commit_line(self.cutoff_commit),
+            _checkpoint_line(self.cutoff_checkpoint),
+            *self.notes,
+        ]
+        if not self.delete:
+            return [*lines, "nothing to delete"]
+        lines.append(f"delete {self.files} files, {self.bytes} bytes:")
+        lines += [f"  {k}: {t.files} files, {t.bytes} bytes" for k, t in self.by_kind.items()]
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.reasons())
+
+
+def plan_cleanup(
+    files: Iterable[FileInfo],
+    commit_time: Callable[[int], int],
+    retention_ms: int,
+    now_ms: int,
+    *,
+    sidecar_refs: Mapping[str, Collection[str]] | None = None,
+    protect_before_version: int | None = None,
+    published_up_to: int | None = None,
+) -> CleanupPlan:
+    """Plan a metadata cleanup.
+
+    `files`: everything listed under `_delta_log/`, including `_staged_commits/`, `_commits/`
+    and `_sidecars/` (keys relative to the table root). `commit_time(v)`: the timestamp of
+    published commit v in ms; asked only for commits in `files`. `sidecar_refs`: for each
+    single-file checkpoint the caller read, its key and the sidecar paths it references; a
+    sidecar is deleted only when every single-file checkpoint that stays is in it.
+    `protect_before_version`: `delta.requireCheckpointProtectionBeforeVersion` when the
+    `checkpointProtection` feature is supported. `published_up_to`: for catalog-managed
+    tables, the newest published version the catalog reports.
+    """
+    if retention_ms < 0:
+        raise ValueError(f"retention must not be negative, got {retention_ms} ms")
+    infos = [f for f in files if not f.is_dir]
+    listing = group(infos)
+    cutoff_ms = midnight_utc(now_ms - retention_ms)
+    plan = CleanupPlan(now_ms, retention_ms, cutoff_ms, sidecar_cutoff(now_ms, cutoff_ms))
+    versions = published(listing, published_up_to)
+    raw = {v: commit_time(v) for v in versions}
+    adjusted = monotonic(raw)
+    plan.cutoff_commit = cutoff_commit(adjusted, cutoff_ms)
+    if plan.cutoff_commit is None:
+        return plan
+    checkpoint = cutoff_checkpoint(listing, plan.cutoff_commit, raw, adjusted)
+    if checkpoint is None:
+        return plan
+    plan.cutoff_checkpoint = checkpoint.version
+    entries = log_entries(infos)
+    doomed = log_deletions(entries, checkpoint.version)
+    blocked = protection_blocks(doomed, checkpoint.version, protect_before_version)
+    if blocked:
+        plan.notes.append(blocked)
+        return plan
+    gone = {e.key for e in doomed}
+    kept_checkpoints = [e for e in entries if e.name.is_checkpoint and e.key not in gone]
+    sidecars = [e for e in entries if e.name.kind is Kind.SIDECAR]
+    doomed_sidecars, note = sidecar_deletions(
+        sidecars, kept_checkpoints, sidecar_refs or {}, plan.sidecar_cutoff_ms
+    )
+    if note:
+        plan.notes.append(note)
+    fill(plan, doomed + doomed_sidecars)
+    return plan
+
+
+# -- time -------------------------------------------------------------------------------------
+def midnight_utc(ms: int) -> int:
+    """The start (00:00 UTC) of the day that `ms` falls in."""
+    return ms // DAY_MS * DAY_MS
+
+
+def sidecar_cutoff(now_ms: int, cutoff_ms: int) -> int:
+    """Sidecars modified at or after this stay: a day old as of midnight UTC, and never younger
+    than the log cut-off (Delta Spark uses the log cut-off; the protocol asks for one day)."""
+    return min(midnight_utc(now_ms) - DAY_MS, cutoff_ms)
+
+
+def monotonic(times: Mapping[int, int]) -> dict[int, int]:
+    """Commit times made strictly increasing in version order, as Delta Spark does."""
+    out: dict[int, int] = {}
+    previous: int | None = None
+    for version in sorted(times):
+        ts = times[version] if previous is None else max(times[version], previous + 1)
+        out[version] = previous = ts
+    return out
+
+
+# -- cut-off ----------------------------------------------------------------------------------
+def published(listing: Listing, up_to: int | None) -> list[int]:
+    return sorted(v for v in listing.commits if up_to is None or v <= up_to)
+
+
+def cutoff_commit(adjusted: Mapping[int, int], cutoff_ms: int) -> int | None:
+    """The newest commit whose (adjusted) timestamp is not newer than `cutoff_ms`."""
+    old = [v for v, ts in adjusted.items() if ts <= cutoff_ms]
+    return max(old) if old else None
+
+
+def cutoff_checkpoint(
+    listing: Listing, commit: int, raw: Mapping[int, int], adjusted: Mapping[int, int]
+) -> Checkpoint | None:
+    """The newest usable complete checkpoint at or before `commit` whose first kept commit's
+    time did not need adjusting (so cleanup leaves every kept commit's time as it was)."""
+    for version in sorted((v for v in listing.checkpoints if v <= commit), reverse=True):
+        if not any(usable(c) for c in listing.checkpoints[version]):
+            continue
+        first_kept = min((v for v in raw if v >= version), default=None)
+        if first_kept is None or raw[first_kept] == adjusted[first_kept]:
+            return next(c for c in listing.checkpoints[version] if usable(c))
+    return None
+
+
+def usable(checkpoint: Checkpoint) -> bool:
+    # An empty file is a checkpoint still being written (or a broken one); Delta skips it too.
+    return all(f.info.size > 0 for f in checkpoint.files)
+
+
+# -- what goes --------------------------------------------------------------------------------
+def log_entries(infos: Iterable[FileInfo]) -> list[LogEntry]:
+    """Every file whose name the protocol defines, incomplete multi-part checkpoints included."""
+    prefix = paths.LOG_DIR + "/"
+    out = []
+    for info in infos:
+        name = paths.parse(info.key.removeprefix(prefix))
+        if name is not None:
+            out.append(LogEntry(name, info))
+    return out
+
+
+def log_deletions(entries: Iterable[LogEntry], version: int) -> list[LogEntry]:
+    """Step 3 of the protocol's metadata cleanup for a cutOffCheckpoint at `version`."""
+    return [e for e in entries if expired(e, version)]
+
+
+def expired(entry: LogEntry, version: int) -> bool:
+    name = entry.name
+    if name.kind in (Kind.COMMIT, Kind.CRC) or name.is_checkpoint:
+        return name.version < version
+    if name.kind in (Kind.COMPACTED, Kind.STAGED_COMMIT):
+        return name.version <= version  # a compacted file's version is its startVersion
+    return False  # _last_checkpoint, sidecars (step 4)
+
+
+def protection_blocks(
+    doomed: Iterable[LogEntry], checkpoint: int, protect_before: int | None
+) -> str | None:
+    """Why checkpoint protection forbids this cleanup, or None when it allows it."""
+    if protect_before is None or protect_before <= 0:
+        return None
+    below = [e.name.version for e in doomed if e.name.kind is Kind.COMMIT]
+    below = [v for v in below if v < protect_before]
+    if not below:
+        return None
+    end = max(below)
+    if end >= protect_before - 1:
+        return None  # all history before the protected version goes at once
+    if end + 1 == checkpoint:
+        return None  # the cleanup stops at a checkpoint that stays (and creates none)
+    return (
+        f"checkpoint protection: delta.requireCheckpointProtectionBeforeVersion is "
+        f"{protect_before}; deleting commits up to {end} would neither remove all history "
+        f"before it nor stop at a checkpoint (none at version {end + 1}), so nothing is deleted"
+    )
+
+
+def sidecar_deletions(
+    sidecars: Iterable[LogEntry],
+    kept_checkpoints: Iterable[LogEntry],
+    refs: Mapping[str, Collection[str]],
+    cutoff_ms: int,
+) -> tuple[list[LogEntry], str]:
+    """Steps 4 and 5: unreferenced sidecars older than `cutoff_ms`, and a note when sidecars
+    are kept because a checkpoint's references are unknown."""
+    old = [s for s in sidecars if s.info.mtime_ms < cutoff_ms]
+    if not old:
+        return [], ""
+    unread = sorted(
+        c.key
+        for c in kept_checkpoints
+        if c.name.kind in (Kind.CHECKPOINT, Kind.UUID_CHECKPOINT) and c.key not in refs
+    )
+    if unread:
+        return [], (
+            f"sidecars kept: the sidecar references of {len(unread)} remaining checkpoints "
+            f"were not read (first {unread[0]})"
+        )
+    kept = {c.key for c in kept_checkpoints}
+    referenced = {ref for key, names in refs.items() if key in kept for ref in bare(names)}
+    return [s for s in old if s.info.name not in referenced], ""
+
+
+def bare(refs: Iterable[str]) -> set[str]:
+    """File names of sidecar paths (a sidecar action's path is a URI-encoded name or path)."""
+    out = set()
+    for ref in refs:
+        name = ref.rstrip("/").rsplit("/", 1)[-1]
+        out |= {name, unquote(name)}
+    return out
+
+
+def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
+    entries = sorted(doomed, key=lambda e: e.key)
+    plan.delete = [e.info for e in entries]
+    for e in entries:
+        total = plan.by_kind.setdefault(e.name.kind, KindTotal())
+        total.files += 1
+        total.bytes += e.info.size
+    plan.by_kind = dict(sorted(plan.by_kind.items()))
+
+
+# -- text -------------------------------------------------------------------------------------
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _duration(ms: int) -> str:
+    days, rest = divmod(ms, DAY_MS)
+    return f"{days} days" if rest == 0 else f"{ms} ms"
+
+
+def _commit_line(version: int | None) -> str:
+    if version is None:
+        return "cutoffCommit: none (no published commit is that old), nothing to clean"
+    return f"cutoffCommit: version {version}, the newest commit not newer than the cut-off"
+
+
+def _checkpoint_line(version: int | None) -> str:
+    if version is None:
+        return "cutOffCheckpoint: none at or before the cutoffCommit, nothing to clean"
+    return (
+        f"cutOffCheckpoint: version {version}; it, its commit and everything after it stay, "
+        "older commits, checkpoints and checksums go"
+    )
