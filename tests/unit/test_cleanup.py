@@ -183,7 +183,9 @@ def test_empty_checkpoint_file_is_not_a_cutoff() -> None:
         fi(paths.checkpoint(10), size=0),
         fi(paths.checkpoint(6)),
     ]
-    assert plan(files).cutoff_checkpoint == 6
+    p = plan(files)
+    assert p.cutoff_checkpoint == 6
+    assert "checkpoint 10 skipped: a file of it is empty" in str(p)
 
 
 def test_every_checkpoint_before_the_cutoff_goes_in_every_naming() -> None:
@@ -370,6 +372,7 @@ def test_checkpoint_whose_commit_time_was_adjusted_is_not_a_cutoff() -> None:
     p = plan(files)
     assert p.cutoff_commit == 9
     assert p.cutoff_checkpoint == 3
+    assert "checkpoint 6 skipped: commit 6's time went backwards" in str(p)
 
 
 def test_caller_supplied_times_are_used_not_file_times() -> None:

@@ -43,6 +43,7 @@ must permit metadata cleanup; that check is the caller's.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -135,11 +136,12 @@ def plan_cleanup(
     plan.cutoff_commit = cutoff_commit(adjusted, cutoff_ms)
     if plan.cutoff_commit is None:
         return plan
-    checkpoint = cutoff_checkpoint(listing, plan.cutoff_commit, raw, adjusted)
+    checkpoint, skipped = cutoff_checkpoint(listing, plan.cutoff_commit, raw, adjusted)
+    plan.notes += skipped
     if checkpoint is None:
         return plan
     plan.cutoff_checkpoint = checkpoint.version
-    entries = log_entries(infos)
+    entries = log_entries(listing, infos)
     doomed = log_deletions(entries, checkpoint.version)
     blocked = protection_blocks(doomed, checkpoint.version, protect_before_version)
     if blocked:
@@ -192,16 +194,27 @@ def cutoff_commit(adjusted: Mapping[int, int], cutoff_ms: int) -> int | None:
 
 def cutoff_checkpoint(
     listing: Listing, commit: int, raw: Mapping[int, int], adjusted: Mapping[int, int]
-) -> Checkpoint | None:
+) -> tuple[Checkpoint | None, list[str]]:
     """The newest usable complete checkpoint at or before `commit` whose first kept commit's
-    time did not need adjusting (so cleanup leaves every kept commit's time as it was)."""
+    time did not need adjusting (so cleanup leaves every kept commit's time as it was), and
+    why newer ones were passed over."""
+    versions = sorted(raw)
+    skipped: list[str] = []
     for version in sorted((v for v in listing.checkpoints if v <= commit), reverse=True):
-        if not any(usable(c) for c in listing.checkpoints[version]):
+        found = [c for c in listing.checkpoints[version] if usable(c)]
+        if not found:
+            skipped.append(f"checkpoint {version} skipped: a file of it is empty")
             continue
-        first_kept = min((v for v in raw if v >= version), default=None)
-        if first_kept is None or raw[first_kept] == adjusted[first_kept]:
-            return next(c for c in listing.checkpoints[version] if usable(c))
-    return None
+        i = bisect_left(versions, version)
+        first = versions[i] if i < len(versions) else None
+        if first is not None and raw[first] != adjusted[first]:
+            skipped.append(
+                f"checkpoint {version} skipped: commit {first}'s time went backwards and was "
+                "adjusted; deleting older commits would change it"
+            )
+            continue
+        return found[0], skipped
+    return None, skipped
 
 
 def usable(checkpoint: Checkpoint) -> bool:
@@ -210,15 +223,23 @@ def usable(checkpoint: Checkpoint) -> bool:
 
 
 # -- what goes --------------------------------------------------------------------------------
-def log_entries(infos: Iterable[FileInfo]) -> list[LogEntry]:
-    """Every file whose name the protocol defines, incomplete multi-part checkpoints included."""
+def log_entries(listing: Listing, infos: Iterable[FileInfo]) -> list[LogEntry]:
+    """Every file whose name the protocol defines, incomplete multi-part checkpoints included
+    (`group` leaves those out; only what it left out is parsed again)."""
+    grouped = [
+        *listing.commits.values(),
+        *(f for found in listing.checkpoints.values() for c in found for f in c.files),
+        *listing.others,
+    ]
+    seen = {e.key for e in grouped}
     prefix = paths.LOG_DIR + "/"
-    out = []
     for info in infos:
+        if info.key in seen:
+            continue
         name = paths.parse(info.key.removeprefix(prefix))
         if name is not None:
-            out.append(LogEntry(name, info))
-    return out
+            grouped.append(LogEntry(name, info))
+    return grouped
 
 
 def log_deletions(entries: Iterable[LogEntry], version: int) -> list[LogEntry]:
