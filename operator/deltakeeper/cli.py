@@ -7,15 +7,23 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from deltakeeper import __version__
+from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import policy
-from deltakeeper.units import format_bytes, format_ms, parse_size, parse_timestamp_ms
+from deltakeeper.units import (
+    format_bytes,
+    format_ms,
+    parse_duration_ms,
+    parse_size,
+    parse_timestamp_ms,
+)
 
 
 def _storage_options(pairs: list[str]) -> dict[str, Any]:
@@ -78,6 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
     _at_version(p, timestamps=False)
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.set_defaults(func=cmd_files)
+
+    p = sub.add_parser(
+        "checkpoint",
+        help="write a classic checkpoint and move _last_checkpoint (expired tombstones dropped)",
+    )
+    _common(p)
+    _at_version(p, timestamps=False)
+    p.add_argument(
+        "--deleted-file-retention",
+        metavar="D",
+        help="keep tombstones younger than D (30d, 12h, ...; default 7d, never below the "
+        "table's delta.deletedFileRetentionDuration)",
+    )
+    p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
+    p.add_argument("--dry-run", action="store_true", help="compute the checkpoint, write nothing")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=cmd_checkpoint)
     return parser
 
 
@@ -156,6 +181,54 @@ def cmd_files(args: argparse.Namespace) -> int:
                 out.write(json.dumps(line) + "\n")
             else:
                 out.write(f"{row['path']}\t{row['size']}\n")
+    return 0
+
+
+def _ms(flag: str, text: str | None, parse: Any) -> int | None:
+    try:
+        return None if text is None else int(parse(text))
+    except ValueError as e:
+        raise InvalidInputError(f"{flag}: {e}") from e
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    now = _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+    retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
+    table = open_table(args.uri, _storage_options(args.storage_option))
+    snap = load_for_checkpoint(table, args.version)
+    try:
+        pol = policy.effective(snap.metadata.configuration, deleted_file_retention_ms=retention)
+    except policy.PolicyError as e:
+        raise InvalidInputError(f"{args.uri}: {e}") from e
+    result = write_checkpoint(
+        table, snap, now, pol.deleted_file_retention_ms, pol.txn_retention_ms, args.dry_run
+    )
+    report = {
+        "operation": "checkpoint",
+        "version": snap.version,
+        "dryRun": args.dry_run,
+        "checkpointVersion": result.version,
+        "checkpointFile": result.key,
+        "actions": result.rows,
+        "addFiles": result.adds,
+        "tombstones": result.tombstones,
+        "expiredTombstones": result.expired_tombstones,
+        "sizeBytes": result.size_bytes,
+        "lastCheckpointMoved": result.last_checkpoint_moved,
+        "deletedFiles": 0,
+        "deletedBytes": 0,
+        "files": [result.key] if args.dry_run else [],
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        verb = "would write" if args.dry_run else "wrote"
+        print(
+            f"{verb} {result.key}: {result.adds} files, {result.tombstones} tombstones "
+            f"({result.expired_tombstones} expired), {format_bytes(result.size_bytes)}"
+        )
+        if not args.dry_run and not result.last_checkpoint_moved:
+            print("_last_checkpoint already points at a newer checkpoint; left as it is")
     return 0
 
 

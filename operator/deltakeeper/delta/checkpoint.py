@@ -71,8 +71,12 @@ def write_checkpoint(
     now_ms: int,
     tombstone_retention_ms: int,
     txn_retention_ms: int | None = None,
+    dry_run: bool = False,
 ) -> CheckpointResult:
-    """Write `snap` as `<version>.checkpoint.parquet`; expire old tombstones and txns."""
+    """Write `snap` as `<version>.checkpoint.parquet`; expire old tombstones and txns.
+
+    With `dry_run` everything is computed and nothing is written.
+    """
     if snap.unsupported_features:
         raise UnsupportedProtocolError(
             f"{table.uri}: refusing to write a checkpoint: this build does not support "
@@ -83,9 +87,11 @@ def write_checkpoint(
     data = _build(snap, adds, removes, now_ms, txn_retention_ms)
     key = f"{paths.LOG_DIR}/{paths.checkpoint(snap.version)}"
     body = _to_parquet(data)
-    table.storage.overwrite(key, body)  # classic checkpoints: the latest writer wins (spec)
-    _verify(table, key, data)
-    moved = _move_last_checkpoint(table, snap.version, data, len(body), adds.num_rows)
+    moved = False
+    if not dry_run:
+        table.storage.overwrite(key, body)  # classic checkpoints: the latest writer wins (spec)
+        _verify(table, key, data)
+        moved = _move_last_checkpoint(table, snap.version, data, len(body), adds.num_rows)
     return CheckpointResult(
         snap.version, key, data.num_rows, adds.num_rows, removes.num_rows, expired, len(body), moved
     )

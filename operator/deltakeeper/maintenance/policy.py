@@ -1,6 +1,97 @@
-"""Defaults and effective policy. Every default deltakeeper uses is defined here and only here."""
+"""Defaults and effective policy. Every default deltakeeper uses is defined here and only here.
+
+Precedence (DESIGN.md): the DeltaTable spec (or CLI flag), then a DeltaMaintenancePolicy that
+selects the table, then Delta Lake's defaults. The table's own retention properties are a
+floor: deltakeeper never keeps less than the table asks for.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
+DAY_MS = 86_400_000
+
 # Files below this size count as "small" in status, metrics and `inspect`.
 SMALL_FILE_BYTES = 32 * 2**20
+# Delta Lake's own defaults.
+LOG_RETENTION_MS = 30 * DAY_MS
+DELETED_FILE_RETENTION_MS = 7 * DAY_MS
+CHECKPOINT_INTERVAL = 10
+# Vacuum below this needs an explicit allowShortRetention.
+MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
+
+_UNIT_MS = {
+    "microsecond": 0.001,
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": DAY_MS,
+    "week": 7 * DAY_MS,
+}
+_PAIR = re.compile(r"(-?\d+)\s+([a-z]+?)s?\b")
+
+
+class PolicyError(ValueError):
+    pass
+
+
+def parse_interval_ms(text: str) -> int:
+    """A Delta table-property interval ("interval 30 days", "1 week", "2 days 12 hours")."""
+    s = text.strip().lower()
+    s = s[len("interval ") :] if s.startswith("interval ") else s
+    pairs = _PAIR.findall(s)
+    if not pairs or _PAIR.sub("", s).strip():
+        raise PolicyError(f"{text!r} is not an interval Delta accepts, e.g. 'interval 7 days'")
+    total = 0.0
+    for number, unit in pairs:
+        if unit not in _UNIT_MS:
+            raise PolicyError(f"{text!r}: unit {unit!r} is not allowed (months and years are not)")
+        total += int(number) * _UNIT_MS[unit]
+    return int(total)
+
+
+@dataclass(frozen=True)
+class Policy:
+    log_retention_ms: int
+    deleted_file_retention_ms: int
+    checkpoint_interval: int
+    expired_log_cleanup: bool
+    txn_retention_ms: int | None
+
+
+def effective(
+    configuration: dict[str, str],
+    log_retention_ms: int | None = None,
+    deleted_file_retention_ms: int | None = None,
+    checkpoint_interval: int | None = None,
+) -> Policy:
+    """The policy for one table: explicit values (spec, policy or flags) over Delta's defaults,
+    never below what the table's own properties ask for."""
+
+    def floor(prop: str) -> int:
+        value = configuration.get(prop)
+        try:
+            return parse_interval_ms(value) if value else 0
+        except PolicyError as e:
+            raise PolicyError(f"table property {prop}: {e}") from e
+
+    txn = configuration.get("delta.setTransactionRetentionDuration")
+    return Policy(
+        log_retention_ms=max(
+            log_retention_ms if log_retention_ms is not None else LOG_RETENTION_MS,
+            floor("delta.logRetentionDuration"),
+        ),
+        deleted_file_retention_ms=max(
+            deleted_file_retention_ms
+            if deleted_file_retention_ms is not None
+            else DELETED_FILE_RETENTION_MS,
+            floor("delta.deletedFileRetentionDuration"),
+        ),
+        checkpoint_interval=checkpoint_interval
+        or int(configuration.get("delta.checkpointInterval", CHECKPOINT_INTERVAL)),
+        expired_log_cleanup=configuration.get("delta.enableExpiredLogCleanup", "true").lower()
+        != "false",
+        txn_retention_ms=parse_interval_ms(txn) if txn else None,
+    )
