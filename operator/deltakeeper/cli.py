@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deltakeeper import __version__
+from deltakeeper.delta import cleanup
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.summary import summarize
@@ -103,6 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="compute the checkpoint, write nothing")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=cmd_checkpoint)
+
+    p = sub.add_parser(
+        "cleanup", help="delete log files older than the log retention (metadata cleanup)"
+    )
+    _common(p)
+    p.add_argument(
+        "--log-retention",
+        metavar="D",
+        help="keep the log for D (30d, 12h, ...; default 30d, never below the table's "
+        "delta.logRetentionDuration)",
+    )
+    p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be deleted, delete nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=cmd_cleanup)
     return parser
 
 
@@ -229,6 +247,49 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         )
         if not args.dry_run and not result.last_checkpoint_moved:
             print("_last_checkpoint already points at a newer checkpoint; left as it is")
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    now = _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+    retention = _ms("--log-retention", args.log_retention, parse_duration_ms)
+    table = open_table(args.uri, _storage_options(args.storage_option))
+    snap = table.snapshot()
+    try:
+        pol = policy.effective(snap.metadata.configuration, log_retention_ms=retention)
+    except policy.PolicyError as e:
+        raise InvalidInputError(f"{args.uri}: {e}") from e
+    if not pol.expired_log_cleanup:
+        plan = None
+        reasons = ["log cleanup is disabled by the table property delta.enableExpiredLogCleanup"]
+    else:
+        plan = cleanup.plan_table_cleanup(table, snap, pol.log_retention_ms, now)
+        reasons = plan.reasons()
+    deleted = 0
+    if plan is not None and not args.dry_run:
+        deleted = cleanup.execute_cleanup(table, plan)
+    report = {
+        "operation": "cleanup",
+        "version": snap.version,
+        "dryRun": args.dry_run,
+        "checkpointVersion": plan.cutoff_checkpoint if plan else None,
+        "cutoffCommit": plan.cutoff_commit if plan else None,
+        "cutoffTimestamp": plan.cutoff_ms if plan else None,
+        "deletedFiles": deleted if not args.dry_run else 0,
+        "deletedBytes": plan.bytes if plan and not args.dry_run else 0,
+        "files": [f.key for f in plan.delete] if plan and args.dry_run else [],
+        "reasons": reasons,
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print("\n".join(reasons))
+        if plan is not None and plan.delete:
+            if args.dry_run:
+                print("dry run: nothing deleted; would delete:")
+                print("\n".join(f"  {f.key}\t{f.size}" for f in plan.delete))
+            else:
+                print(f"deleted {deleted} files ({format_bytes(plan.bytes)})")
     return 0
 
 

@@ -49,10 +49,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import unquote
 
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from deltakeeper.delta import paths
+from deltakeeper.delta.errors import CorruptLogError, UnsupportedProtocolError
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group
 from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
+from deltakeeper.delta.table import Table
 
 DAY_MS = 86_400_000
 
@@ -346,3 +353,88 @@ def _checkpoint_line(version: int | None) -> str:
         f"cutOffCheckpoint: version {version}; it, its commit and everything after it stay, "
         "older commits, checkpoints and checksums go"
     )
+
+
+# -- reading what the planner needs, and carrying a plan out ------------------------------------
+
+
+def plan_table_cleanup(table: Table, snap: Snapshot, retention_ms: int, now_ms: int) -> CleanupPlan:
+    """List the log and read what `plan_cleanup` needs for this table; nothing is deleted."""
+    if snap.unsupported_features:
+        raise UnsupportedProtocolError(
+            f"{table.uri}: refusing to clean the log: this build does not support "
+            f"{', '.join(snap.unsupported_features)}"
+        )
+    infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
+    conf = snap.metadata.configuration
+    protect = None
+    if snap.protocol.has("checkpointProtection"):
+        protect = int(conf.get("delta.requireCheckpointProtectionBeforeVersion", "0"))
+    return plan_cleanup(
+        infos,
+        _commit_times(table, snap, infos),
+        retention_ms,
+        now_ms,
+        sidecar_refs=_sidecar_refs(table, infos),
+        protect_before_version=protect,
+        published_up_to=snap.version if snap.protocol.has("catalogManaged") else None,
+    )
+
+
+def _commit_times(table: Table, snap: Snapshot, infos: list[FileInfo]) -> Callable[[int], int]:
+    mtimes = {}
+    for info in infos:
+        name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
+        if name is not None and name.kind is Kind.COMMIT:
+            mtimes[name.version] = info.mtime_ms
+    ict_from = None
+    if snap.in_commit_timestamps:
+        ict_from = int(
+            snap.metadata.configuration.get("delta.inCommitTimestampEnablementVersion", "0")
+        )
+
+    def commit_time(version: int) -> int:
+        if ict_from is not None and version >= ict_from:
+            return _in_commit_timestamp(table, version)
+        return mtimes[version]
+
+    return commit_time
+
+
+def _in_commit_timestamp(table: Table, version: int) -> int:
+    first = table.storage.read(f"{paths.LOG_DIR}/{paths.commit(version)}").split(b"\n", 1)[0]
+    info = orjson.loads(first).get("commitInfo") or {}
+    ts = info.get("inCommitTimestamp")
+    if not isinstance(ts, int):
+        raise CorruptLogError(f"{table.uri}: commit {version} has no inCommitTimestamp")
+    return ts
+
+
+def _sidecar_refs(table: Table, infos: list[FileInfo]) -> dict[str, list[str]]:
+    """Sidecars referenced by each single-file checkpoint; read only when sidecars exist."""
+    prefix = f"{paths.LOG_DIR}/{paths.SIDECAR_DIR}/"
+    if not any(f.key.startswith(prefix) for f in infos):
+        return {}
+    refs: dict[str, list[str]] = {}
+    for info in infos:
+        name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
+        if name is not None and name.kind in (Kind.CHECKPOINT, Kind.UUID_CHECKPOINT):
+            refs[info.key] = _sidecars_of(table, info.key, name.fmt)
+    return refs
+
+
+def _sidecars_of(table: Table, key: str, fmt: str) -> list[str]:
+    data = table.storage.read(key)
+    if fmt == "json":
+        rows = (orjson.loads(line) for line in data.split(b"\n") if line.strip())
+        return [r["sidecar"]["path"] for r in rows if "sidecar" in r]
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    if "sidecar" not in pf.schema_arrow.names:
+        return []
+    col = pf.read(columns=["sidecar.path"])["sidecar"]
+    return [row["path"] for row in col.to_pylist() if row]
+
+
+def execute_cleanup(table: Table, plan: CleanupPlan) -> int:
+    """Delete what the plan says, oldest first (keys sort by version; sidecars come last)."""
+    return table.storage.delete_many(f.key for f in sorted(plan.delete, key=lambda f: f.key))
