@@ -60,6 +60,12 @@ def _at_version(p: argparse.ArgumentParser, timestamps: bool) -> None:
         )
 
 
+def _maintenance_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
+    p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
+    p.add_argument("--dry-run", action="store_true", help=dry_run)
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deltakeeper",
@@ -100,9 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep tombstones younger than D (30d, 12h, ...; default 7d, never below the "
         "table's delta.deletedFileRetentionDuration)",
     )
-    p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
-    p.add_argument("--dry-run", action="store_true", help="compute the checkpoint, write nothing")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _maintenance_flags(p, dry_run="compute the checkpoint, write nothing")
     p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser(
@@ -115,11 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the log for D (30d, 12h, ...; default 30d, never below the table's "
         "delta.logRetentionDuration)",
     )
-    p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
-    p.add_argument(
-        "--dry-run", action="store_true", help="list what would be deleted, delete nothing"
-    )
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _maintenance_flags(p, dry_run="list what would be deleted, delete nothing")
     p.set_defaults(func=cmd_cleanup)
     return parser
 
@@ -209,15 +209,23 @@ def _ms(flag: str, text: str | None, parse: Any) -> int | None:
         raise InvalidInputError(f"{flag}: {e}") from e
 
 
+def _now(args: argparse.Namespace) -> int:
+    return _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+
+
+def _policy(uri: str, configuration: dict[str, str], **explicit: int | None) -> policy.Policy:
+    try:
+        return policy.effective(configuration, **explicit)
+    except policy.PolicyError as e:
+        raise InvalidInputError(f"{uri}: {e}") from e
+
+
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    now = _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+    now = _now(args)
     retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = load_for_checkpoint(table, args.version)
-    try:
-        pol = policy.effective(snap.metadata.configuration, deleted_file_retention_ms=retention)
-    except policy.PolicyError as e:
-        raise InvalidInputError(f"{args.uri}: {e}") from e
+    pol = _policy(args.uri, snap.metadata.configuration, deleted_file_retention_ms=retention)
     result = write_checkpoint(
         table, snap, now, pol.deleted_file_retention_ms, pol.txn_retention_ms, args.dry_run
     )
@@ -251,14 +259,11 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    now = _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+    now = _now(args)
     retention = _ms("--log-retention", args.log_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot()
-    try:
-        pol = policy.effective(snap.metadata.configuration, log_retention_ms=retention)
-    except policy.PolicyError as e:
-        raise InvalidInputError(f"{args.uri}: {e}") from e
+    pol = _policy(args.uri, snap.metadata.configuration, log_retention_ms=retention)
     if not pol.expired_log_cleanup:
         plan = None
         reasons = ["log cleanup is disabled by the table property delta.enableExpiredLogCleanup"]
