@@ -357,18 +357,26 @@ def stats_parsed(
     text = pc.cast(text, pa.large_string())
     valid = pc.fill_null(pc.match_substring_regex(text, r"\S"), False)
     # Raw newlines in valid JSON can only be whitespace between tokens, so blank them out.
-    flat = pc.replace_substring_regex(text, r"[\r\n]", " ")
-    lines = pc.if_else(valid, flat, pa.scalar("{}", pa.large_string()))
+    for newline in ("\n", "\r"):
+        if pc.any(pc.match_substring(text, newline)).as_py():
+            text = pc.replace_substring(text, newline, " ")
+    lines = pc.if_else(valid, text, pa.scalar("{}", pa.large_string()))
     newline = pa.scalar("\n", pa.large_string())
     lines = pc.binary_join_element_wise(lines, newline, pa.scalar("", pa.large_string()))
     reader = _BlockReader(lines, out_type)
     parts: list[pa.Array] = []
-    block = 1 << 16
-    for lo in range(0, len(lines), block):
-        reader.parse(lo, min(lo + block, len(lines)), parts)
+    for lo in range(0, len(lines), BLOCK_ROWS):
+        reader.parse(lo, min(lo + BLOCK_ROWS, len(lines)), parts)
     rows = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
     keep = pc.and_(valid, pc.is_valid(rows))
     return pa.StructArray.from_arrays(rows.flatten(), fields=list(out_type), mask=pc.invert(keep))
+
+
+# Rows per Arrow JSON read; a block that fails is split SPLIT ways until pieces of at most
+# FALLBACK_ROWS rows go through Python. Small blocks keep the re-parse cost of a bad row low.
+BLOCK_ROWS = 2048
+SPLIT = 8
+FALLBACK_ROWS = 16
 
 
 class _BlockReader:
@@ -392,12 +400,12 @@ class _BlockReader:
         rows = self.read(lo, hi)
         if rows is not None:
             out.append(rows)
-        elif hi - lo <= 8:
+        elif hi - lo <= FALLBACK_ROWS:
             out.append(self.fallback(lo, hi))
         else:
-            mid = (lo + hi) // 2
-            self.parse(lo, mid, out)
-            self.parse(mid, hi, out)
+            step = -(-(hi - lo) // SPLIT)
+            for start in range(lo, hi, step):
+                self.parse(start, min(start + step, hi), out)
 
     def read(self, lo: int, hi: int) -> pa.Array | None:
         start, end = self.offsets[lo], self.offsets[hi]
@@ -418,7 +426,10 @@ class _BlockReader:
         start, end = self.offsets[lo], self.offsets[hi]
         text = self.buffer.slice(start, end - start).to_pybytes().decode("utf-8", "replace")
         rows = [coerce_row(line, self.out_type) for line in text.split("\n")[: hi - lo]]
-        return pa.array(rows, self.out_type)
+        try:
+            return pa.array(rows, self.out_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
+            return pa.array([_checked_row(r, self.out_type) for r in rows], self.out_type)
 
 
 def _read_type(t: pa.DataType) -> pa.DataType:
@@ -439,12 +450,15 @@ def coerce_row(line: str, t: pa.StructType) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict):
         return None
-    row = coerce(value, t)
-    try:
-        pa.array([row], t)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
-        return {f.name: _checked(row.get(f.name), f.type) for f in t}
+    row: dict[str, Any] = coerce(value, t)
     return row
+
+
+def _checked_row(row: dict[str, Any] | None, t: pa.StructType) -> dict[str, Any] | None:
+    """The row with any top-level field Arrow still refuses (say a float32 overflow) nulled."""
+    if row is None:
+        return None
+    return {f.name: _checked(row.get(f.name), f.type) for f in t}
 
 
 def _checked(value: Any, t: pa.DataType) -> Any:
