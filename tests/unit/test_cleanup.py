@@ -9,11 +9,10 @@ from deltakeeper.delta.cleanup import (
     DAY_MS,
     CleanupPlan,
     midnight_utc,
-    monotonic,
     plan_cleanup,
 )
 from deltakeeper.delta.errors import DeltaError
-from deltakeeper.delta.log import Listing, group, segment_for
+from deltakeeper.delta.log import Listing, group, monotonic, segment_for
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.storage import FileInfo
 

@@ -54,8 +54,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.errors import CorruptLogError, UnsupportedProtocolError
-from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group
+from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
@@ -176,16 +176,6 @@ def sidecar_cutoff(now_ms: int, cutoff_ms: int) -> int:
     """Sidecars modified at or after this stay: a day old as of midnight UTC, and never younger
     than the log cut-off (Delta Spark uses the log cut-off; the protocol asks for one day)."""
     return min(midnight_utc(now_ms) - DAY_MS, cutoff_ms)
-
-
-def monotonic(times: Mapping[int, int]) -> dict[int, int]:
-    """Commit times made strictly increasing in version order, as Delta Spark does."""
-    out: dict[int, int] = {}
-    previous: int | None = None
-    for version in sorted(times):
-        ts = times[version] if previous is None else max(times[version], previous + 1)
-        out[version] = previous = ts
-    return out
 
 
 # -- cut-off ----------------------------------------------------------------------------------
@@ -395,19 +385,10 @@ def _commit_times(table: Table, snap: Snapshot, infos: list[FileInfo]) -> Callab
 
     def commit_time(version: int) -> int:
         if ict_from is not None and version >= ict_from:
-            return _in_commit_timestamp(table, version)
+            return table.in_commit_timestamp(version)
         return mtimes[version]
 
     return commit_time
-
-
-def _in_commit_timestamp(table: Table, version: int) -> int:
-    first = table.storage.read(f"{paths.LOG_DIR}/{paths.commit(version)}").split(b"\n", 1)[0]
-    info = orjson.loads(first).get("commitInfo") or {}
-    ts = info.get("inCommitTimestamp")
-    if not isinstance(ts, int):
-        raise CorruptLogError(f"{table.uri}: commit {version} has no inCommitTimestamp")
-    return ts
 
 
 def _sidecar_refs(table: Table, infos: list[FileInfo]) -> dict[str, list[str]]:

@@ -6,7 +6,7 @@ Pure functions over a listing of `_delta_log` (no I/O here), so every rule is un
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from deltakeeper.delta import paths
@@ -165,3 +165,13 @@ def earliest_version(listing: Listing) -> int | None:
         if all(v in listing.commits for v in range(start + 1, latest + 1)):
             return start
     return None
+
+
+def monotonic(times: Mapping[int, int]) -> dict[int, int]:
+    """Commit times made strictly increasing in version order, as Delta Spark does."""
+    out: dict[int, int] = {}
+    previous: int | None = None
+    for version in sorted(times):
+        ts = times[version] if previous is None else max(times[version], previous + 1)
+        out[version] = previous = ts
+    return out

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths, schema
 from deltakeeper.delta.errors import CorruptLogError, MissingLogFileError
-from deltakeeper.delta.log import Checkpoint, LogEntry, LogSegment
+from deltakeeper.delta.log import Checkpoint, LogSegment
 from deltakeeper.delta.storage import Storage
 
 NON_FILE_ACTIONS = (
@@ -173,7 +173,7 @@ def _read_checkpoint(
     others: list[dict[str, Any]] = []
     for entry in cp.files:
         if entry.name.fmt == "json":  # UUID-named V2 checkpoint in JSON
-            actions = [a for _, a in read_actions(storage, entry)]
+            actions = [a for _, a in read_actions(storage, entry.key)]
             a, r, o = _split_json_checkpoint(actions, add_cols, remove_cols)
         else:
             a, r, o = _read_checkpoint_file(storage, entry.key, add_cols, remove_cols)
@@ -229,12 +229,12 @@ def _rows_to_table(
 # -- commits -------------------------------------------------------------------------------------
 
 
-def read_actions(storage: Storage, entry: LogEntry) -> list[tuple[int, dict[str, Any]]]:
+def read_actions(storage: Storage, key: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, action) pairs of a JSON log file; a bad line is a CorruptLogError naming it."""
     try:
-        data = storage.read(entry.key)
+        data = storage.read(key)
     except FileNotFoundError as e:
-        raise MissingLogFileError(f"{storage.uri}/{entry.key} was listed but is gone") from e
+        raise MissingLogFileError(f"{storage.uri}/{key} was listed but is gone") from e
     out = []
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
@@ -242,21 +242,17 @@ def read_actions(storage: Storage, entry: LogEntry) -> list[tuple[int, dict[str,
         try:
             action = orjson.loads(line)
         except orjson.JSONDecodeError as e:
-            raise CorruptLogError(
-                f"{storage.uri}/{entry.key}: line {lineno}: not valid JSON: {e}"
-            ) from e
+            raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: not valid JSON: {e}") from e
         if not isinstance(action, dict) or len(action) != 1:
             raise CorruptLogError(
-                f"{storage.uri}/{entry.key}: line {lineno}: expected one action object per line"
+                f"{storage.uri}/{key}: line {lineno}: expected one action object per line"
             )
         body = next(iter(action.values()))
         kind = next(iter(action))
         if kind in ("add", "remove") and not (
             isinstance(body, dict) and isinstance(body.get("path"), str)
         ):
-            raise CorruptLogError(
-                f"{storage.uri}/{entry.key}: line {lineno}: {kind} without a path"
-            )
+            raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: {kind} without a path")
         out.append((lineno, action))
     return out
 
@@ -278,7 +274,7 @@ def replay(
         schema.add_schema(add_cols).empty_table(), schema.remove_schema(remove_cols).empty_table()
     )
     for entry in reversed(segment.commits):
-        for lineno, action in read_actions(storage, entry):
+        for lineno, action in read_actions(storage, entry.key):
             kind, body = next(iter(action.items()))
             if kind in ("add", "remove"):
                 key = (body["path"], dv_unique_id(body.get("deletionVector")))

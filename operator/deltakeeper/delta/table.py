@@ -18,7 +18,14 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.features import Protocol, unsupported_reader
-from deltakeeper.delta.log import Listing, LogSegment, earliest_version, group, segment_for
+from deltakeeper.delta.log import (
+    Listing,
+    LogSegment,
+    earliest_version,
+    group,
+    monotonic,
+    segment_for,
+)
 from deltakeeper.delta.replay import Actions, read_actions, replay
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.storage import Storage, open_storage
@@ -165,7 +172,7 @@ class Table:
         info = snap.commit_info
         if snap.in_commit_timestamps:
             if info is None and snap.segment.commit_at_version is not None:
-                info = _commit_info(self.storage, snap.segment.commit_at_version)
+                info = _commit_info(self.storage, snap.segment.commit_at_version.key)
             if info is not None and isinstance(info.get("inCommitTimestamp"), int):
                 return int(info["inCommitTimestamp"])
         entry = snap.segment.commit_at_version
@@ -173,6 +180,14 @@ class Table:
             return entry.info.mtime_ms
         cp = snap.segment.checkpoint
         return cp.files[0].info.mtime_ms if cp else 0
+
+    def in_commit_timestamp(self, version: int) -> int:
+        """The `inCommitTimestamp` of a commit's commitInfo; CorruptLogError when it has none."""
+        info = _commit_info(self.storage, f"{LOG}/{paths.commit(version)}")
+        ts = info.get("inCommitTimestamp") if info else None
+        if not isinstance(ts, int):
+            raise CorruptLogError(f"{self.uri}: commit {version} has no inCommitTimestamp")
+        return ts
 
     def version_at(self, timestamp_ms: int) -> int:
         """The newest version committed at or before `timestamp_ms`."""
@@ -187,11 +202,12 @@ class Table:
         if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= int(ict_ts)):
             candidates = [v for v in versions if v >= ict_version]
             # In-commit timestamps increase strictly, so a binary search reads O(log n) commits.
-            i = bisect_right(candidates, timestamp_ms, key=lambda v: _ict(self.storage, listing, v))
+            i = bisect_right(candidates, timestamp_ms, key=self.in_commit_timestamp)
         else:
             if current.in_commit_timestamps:
                 versions = [v for v in versions if v < ict_version]
-            stamps = _monotonic([listing.commits[v].info.mtime_ms for v in versions])
+            adjusted = monotonic({v: listing.commits[v].info.mtime_ms for v in versions})
+            stamps = [adjusted[v] for v in versions]
             candidates = versions
             i = bisect_right(stamps, timestamp_ms)
         if i == 0:
@@ -202,28 +218,12 @@ class Table:
         return candidates[i - 1]
 
 
-def _commit_info(storage: Storage, entry: Any) -> dict[str, Any] | None:
-    for _, action in read_actions(storage, entry):
+def _commit_info(storage: Storage, key: str) -> dict[str, Any] | None:
+    for _, action in read_actions(storage, key):
         if "commitInfo" in action:
             body = action["commitInfo"]
             return body if isinstance(body, dict) else None
     return None
-
-
-def _ict(storage: Storage, listing: Listing, version: int) -> int:
-    info = _commit_info(storage, listing.commits[version])
-    ts = info.get("inCommitTimestamp") if info else None
-    if not isinstance(ts, int):
-        raise CorruptLogError(f"{storage.uri}: commit {version} has no inCommitTimestamp")
-    return ts
-
-
-def _monotonic(stamps: list[int]) -> list[int]:
-    # File times can go backwards (clock skew, copies); like Delta Spark, force them increasing.
-    out: list[int] = []
-    for ts in stamps:
-        out.append(max(ts, out[-1] + 1) if out else ts)
-    return out
 
 
 def open_table(uri: str, storage_options: dict[str, Any] | None = None) -> Table:
