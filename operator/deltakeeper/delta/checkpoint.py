@@ -117,10 +117,6 @@ def _live_tombstones(tombstones: pa.Table, expire_before_ms: int) -> tuple[pa.Ta
     return kept, tombstones.num_rows - kept.num_rows
 
 
-def _struct_rows(rows: list[dict[str, Any] | None], typ: pa.StructType) -> pa.Array:
-    return pa.array(rows, type=typ)
-
-
 def _build(
     snap: Snapshot, adds: pa.Table, removes: pa.Table, now_ms: int, txn_retention_ms: int | None
 ) -> pa.Table:
@@ -139,15 +135,15 @@ def _build(
     total = n_head + n_add + n_remove
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for name, typ in (("protocol", PROTOCOL), ("metaData", METADATA), ("txn", TXN)):
-        columns[name] = _struct_rows(
+        columns[name] = pa.array(
             [row if kind == name else None for kind, row in head] + [None] * (n_add + n_remove),
-            typ,
+            type=typ,
         )
     if snap.domains or snap.protocol.has("domainMetadata"):
-        columns["domainMetadata"] = _struct_rows(
+        columns["domainMetadata"] = pa.array(
             [row if kind == "domainMetadata" else None for kind, row in head]
             + [None] * (n_add + n_remove),
-            DOMAIN,
+            type=DOMAIN,
         )
     columns["add"] = _place(adds, n_head, n_remove, total)
     columns["remove"] = _place(removes, n_head + n_add, 0, total)
