@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from deltakeeper.maintenance import policy
@@ -59,3 +61,57 @@ def test_a_bad_table_property_names_itself():
 
 def test_small_file_default_is_defined_once():
     assert policy.SMALL_FILE_BYTES == 32 * 2**20
+
+
+def test_spec_settings_parse_the_manifest_fields():
+    spec = {
+        "logRetention": "14d",
+        "deletedFileRetention": "12h",
+        "checkpoint": {"interval": 25, "writeChecksum": True},
+        "vacuum": {"enabled": False, "allowShortRetention": True},
+    }
+    assert policy.from_spec(spec) == {
+        "log_retention_ms": 14 * DAY_MS,
+        "deleted_file_retention_ms": 12 * 3_600_000,
+        "checkpoint_interval": 25,
+        "write_checksum": True,
+        "vacuum_enabled": False,
+        "allow_short_retention": True,
+    }
+    assert policy.from_spec({}) == {}
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"logRetention": "30 days"}, "logRetention"),
+        ({"checkpoint": {"interval": 0}}, "checkpoint.interval"),
+        ({"checkpoint": {"interval": "10"}}, "checkpoint.interval"),
+        ({"vacuum": {"enabled": "yes"}}, "vacuum.enabled"),
+    ],
+)
+def test_bad_spec_settings_name_the_field(spec, message):
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        policy.from_spec(spec)
+
+
+def test_table_spec_wins_over_policy_then_defaults():
+    table_spec = policy.from_spec({"logRetention": "60d"})
+    policy_spec = policy.from_spec({"logRetention": "90d", "deletedFileRetention": "14d"})
+    flags = {"log_retention_ms": None, "checkpoint_interval": 5}
+    p = effective({}, **policy.layered(flags, table_spec, policy_spec))
+    assert p.log_retention_ms == 60 * DAY_MS
+    assert p.deleted_file_retention_ms == 14 * DAY_MS
+    assert p.checkpoint_interval == 5
+    assert p.vacuum_enabled and not p.allow_short_retention and not p.write_checksum
+
+
+def test_table_properties_stay_a_floor_under_layered_settings():
+    conf = {"delta.deletedFileRetentionDuration": "interval 30 days"}
+    p = effective(conf, **policy.layered(policy.from_spec({"deletedFileRetention": "7d"})))
+    assert p.deleted_file_retention_ms == 30 * DAY_MS
+
+
+def test_bad_checkpoint_interval_property_is_a_policy_error():
+    with pytest.raises(PolicyError, match=r"delta\.checkpointInterval"):
+        effective({"delta.checkpointInterval": "often"})

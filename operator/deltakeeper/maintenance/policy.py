@@ -8,7 +8,11 @@ floor: deltakeeper never keeps less than the table asks for.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from deltakeeper.units import parse_duration_ms
 
 DAY_MS = 86_400_000
 
@@ -59,6 +63,81 @@ class Policy:
     checkpoint_interval: int
     expired_log_cleanup: bool
     txn_retention_ms: int | None
+    vacuum_enabled: bool = True
+    allow_short_retention: bool = False
+    write_checksum: bool = False  # N.crc next to each checkpoint deltakeeper writes
+
+
+# The explicit settings a DeltaTable spec, a DeltaMaintenancePolicy spec or CLI flags can carry,
+# as keyword arguments of `effective`; a missing key means "not set here".
+SETTINGS = (
+    "log_retention_ms",
+    "deleted_file_retention_ms",
+    "checkpoint_interval",
+    "vacuum_enabled",
+    "allow_short_retention",
+    "write_checksum",
+)
+
+
+def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a DeltaTable or DeltaMaintenancePolicy spec sets, parsed and checked."""
+    out: dict[str, Any] = {}
+    for field, key in (
+        ("log_retention_ms", "logRetention"),
+        ("deleted_file_retention_ms", "deletedFileRetention"),
+    ):
+        if spec.get(key) is not None:
+            out[field] = _duration(key, spec[key])
+    checkpoint = spec.get("checkpoint") or {}
+    if checkpoint.get("interval") is not None:
+        out["checkpoint_interval"] = _positive("checkpoint.interval", checkpoint["interval"])
+    if checkpoint.get("writeChecksum") is not None:
+        out["write_checksum"] = _bool("checkpoint.writeChecksum", checkpoint["writeChecksum"])
+    vacuum = spec.get("vacuum") or {}
+    if vacuum.get("enabled") is not None:
+        out["vacuum_enabled"] = _bool("vacuum.enabled", vacuum["enabled"])
+    short = vacuum.get("allowShortRetention", spec.get("allowShortRetention"))
+    if short is not None:
+        out["allow_short_retention"] = _bool("allowShortRetention", short)
+    return out
+
+
+def layered(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings from the most specific layer first (flags, table spec, policy): first set wins."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if value is not None:
+                out.setdefault(key, value)
+    return out
+
+
+def _table_interval(configuration: dict[str, str]) -> int:
+    key = "table property delta.checkpointInterval"
+    value = configuration.get("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
+    if not value.strip().isdigit():
+        raise PolicyError(f"{key}: {value!r} is not a whole number")
+    return _positive(key, int(value))
+
+
+def _duration(key: str, value: Any) -> int:
+    try:
+        return parse_duration_ms(str(value))
+    except ValueError as e:
+        raise PolicyError(f"{key}: {e}") from e
+
+
+def _positive(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise PolicyError(f"{key}: expected a whole number above 0, got {value!r}")
+    return value
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise PolicyError(f"{key}: expected true or false, got {value!r}")
+    return value
 
 
 def effective(
@@ -66,6 +145,9 @@ def effective(
     log_retention_ms: int | None = None,
     deleted_file_retention_ms: int | None = None,
     checkpoint_interval: int | None = None,
+    vacuum_enabled: bool | None = None,
+    allow_short_retention: bool | None = None,
+    write_checksum: bool | None = None,
 ) -> Policy:
     """The policy for one table: explicit values (spec, policy or flags) over Delta's defaults,
     never below what the table's own properties ask for."""
@@ -89,9 +171,11 @@ def effective(
             else DELETED_FILE_RETENTION_MS,
             floor("delta.deletedFileRetentionDuration"),
         ),
-        checkpoint_interval=checkpoint_interval
-        or int(configuration.get("delta.checkpointInterval", CHECKPOINT_INTERVAL)),
+        checkpoint_interval=checkpoint_interval or _table_interval(configuration),
         expired_log_cleanup=configuration.get("delta.enableExpiredLogCleanup", "true").lower()
         != "false",
         txn_retention_ms=parse_interval_ms(txn) if txn else None,
+        vacuum_enabled=True if vacuum_enabled is None else vacuum_enabled,
+        allow_short_retention=bool(allow_short_retention),
+        write_checksum=bool(write_checksum),
     )
