@@ -22,6 +22,7 @@ count is the number of requests really sent and backoff is not multiplied.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib
 import os
@@ -211,25 +212,40 @@ class LocalStorage(Storage):
         # Write aside, then hard-link into place: link(2) refuses an existing name atomically,
         # and readers never see a partial file.
         self.requests["put"] += 1
-        tmp = self._write_temp(key, data)
-        try:
-            os.link(tmp, self.local_path(key))
-        finally:
-            os.unlink(tmp)
+        with self._writable(key):
+            tmp = self._write_temp(key, data)
+            try:
+                os.link(tmp, self.local_path(key))
+            finally:
+                os.unlink(tmp)
 
     def _overwrite(self, key: str, data: bytes) -> None:
         self.requests["put"] += 1
-        tmp = self._write_temp(key, data)
-        os.replace(tmp, self.local_path(key))
+        with self._writable(key):
+            tmp = self._write_temp(key, data)
+            os.replace(tmp, self.local_path(key))
 
     def _delete_many(self, keys: list[str]) -> int:
         deleted = 0
         for key in keys:
             self.requests["delete"] += 1
-            with contextlib.suppress(FileNotFoundError):
+            with self._writable(key), contextlib.suppress(FileNotFoundError):
                 os.unlink(self.local_path(key))
                 deleted += 1
         return deleted
+
+    @contextlib.contextmanager
+    def _writable(self, key: str) -> Iterator[None]:
+        """A write or delete the file system refuses is the store refusing, not a bug."""
+        try:
+            yield
+        except OSError as e:
+            if not isinstance(e, PermissionError) and e.errno != errno.EROFS:
+                raise
+            raise StorageUnreachableError(
+                f"cannot write {self.uri}/{key}: {e.strerror or 'permission denied'}; "
+                "deltakeeper needs write access to the table (read-only mount or permissions?)"
+            ) from e
 
 
 class ObjectStorage(Storage):
