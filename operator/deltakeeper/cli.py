@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deltakeeper import __version__
-from deltakeeper.delta import cleanup
+from deltakeeper.delta import cleanup, vacuum
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.summary import summarize
@@ -121,6 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _maintenance_flags(p, dry_run="list what would be deleted, delete nothing")
     p.set_defaults(func=cmd_cleanup)
+
+    p = sub.add_parser(
+        "vacuum", help="delete data files no version inside the retention references (VACUUM)"
+    )
+    _common(p)
+    p.add_argument(
+        "--deleted-file-retention",
+        metavar="D",
+        help="keep unreferenced files and tombstoned files younger than D (default 7d, never "
+        "below the table's delta.deletedFileRetentionDuration; below 7d needs "
+        "--allow-short-retention)",
+    )
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help="allow a retention below 7 days (jobs reading older versions may fail)",
+    )
+    _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
+    p.set_defaults(func=cmd_vacuum)
     return parser
 
 
@@ -213,7 +232,7 @@ def _now(args: argparse.Namespace) -> int:
     return _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
 
 
-def _policy(uri: str, configuration: dict[str, str], **explicit: int | None) -> policy.Policy:
+def _policy(uri: str, configuration: dict[str, str], **explicit: Any) -> policy.Policy:
     try:
         return policy.effective(configuration, **explicit)
     except policy.PolicyError as e:
@@ -296,6 +315,56 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
             else:
                 print(f"deleted {deleted} files ({format_bytes(plan.bytes)})")
     return 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    now = _now(args)
+    retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
+    table = open_table(args.uri, _storage_options(args.storage_option))
+    snap = vacuum.load_for_vacuum(table)
+    pol = _policy(
+        args.uri,
+        snap.metadata.configuration,
+        deleted_file_retention_ms=retention,
+        allow_short_retention=args.allow_short_retention or None,
+    )
+    plan = vacuum.plan_table_vacuum(
+        table, snap, pol.deleted_file_retention_ms, now, pol.allow_short_retention
+    )
+    deleted = 0
+    if not args.dry_run:
+        deleted = vacuum.execute_vacuum(table, plan, None if args.json else _progress)
+    report = {
+        "operation": "vacuum",
+        "version": plan.version,
+        "dryRun": args.dry_run,
+        "checkpointVersion": None,
+        "deletedFiles": deleted,
+        "deletedBytes": plan.bytes if not args.dry_run else 0,
+        "files": [f.key for f in plan.delete] if args.dry_run else [],
+        "filesWithSizes": [{"path": f.key, "size": f.size} for f in plan.delete]
+        if args.dry_run
+        else [],
+        "retentionMs": plan.retention_ms,
+        "cutoffTimestamp": plan.cutoff_ms,
+        "scannedFiles": plan.scanned,
+        "referencedFiles": plan.referenced,
+        "reasons": plan.reasons(),
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print("\n".join(plan.reasons()))
+    if plan.delete and args.dry_run:
+        print("dry run: nothing deleted; would delete:")
+        print("\n".join(f"  {f.key}\t{f.size}" for f in plan.delete))
+    elif plan.delete:
+        print(f"deleted {deleted} files ({format_bytes(plan.bytes)})")
+    return 0
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"vacuum: deleted {done}/{total} files", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
