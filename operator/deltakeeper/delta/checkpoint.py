@@ -1,21 +1,36 @@
-"""Write a classic (V1 spec) checkpoint, verify it, then move `_last_checkpoint`.
+"""Write a checkpoint, verify it, then move `_last_checkpoint`.
 
-Order matters for crash safety: the checkpoint is written and read back before
-`_last_checkpoint` points at it, and `_last_checkpoint` never moves backwards.
+Layouts (the spec's "checkpoint naming schemes"):
+- classic: one `<v>.checkpoint.parquet` (V1 spec; on a v2Checkpoint table, V2 spec with a
+  `checkpointMetadata` row and every file action inline, for readers that do not know V2).
+- multi-part: `<v>.checkpoint.<p>.<n>.parquet` (V1 spec), never on v2Checkpoint tables.
+- v2: `<v>.checkpoint.<uuid>.parquet` holding the non-file actions, `checkpointMetadata` and one
+  `sidecar` row per `_delta_log/_sidecars/` file; the sidecars hold the add and remove rows.
+
+Rows are clustered into parts and sidecars as Delta Spark does it (spark_hash.py), and every
+layout takes the add/remove rows as a stream of Arrow record batches, so a bounded-memory source
+can replace the in-memory snapshot later. Part counts come from counts known up front.
+
+Order matters for crash safety: checkpoint files are written and read back before
+`_last_checkpoint` points at them, and `_last_checkpoint` never moves backwards.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+import math
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import last_checkpoint, paths, schema
-from deltakeeper.delta.errors import CorruptLogError, UnsupportedProtocolError
+from deltakeeper.delta import last_checkpoint, paths, schema, spark_hash, types
+from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.replay import dv_unique_ids
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 
@@ -44,20 +59,59 @@ TXN = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated"
 DOMAIN = pa.struct(
     [("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]
 )
+CHECKPOINT_METADATA = pa.struct([("version", pa.int64()), ("tags", schema.STRING_MAP)])
+SIDECAR = pa.struct(
+    [
+        ("path", pa.string()),
+        ("sizeInBytes", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("tags", schema.STRING_MAP),
+    ]
+)
 # Removes in checkpoints are tombstones for VACUUM: no stats, no tags (spec).
 CHECKPOINT_REMOVE = tuple(c for c in schema.FULL_REMOVE if c not in ("stats", "tags"))
+
+CLASSIC, MULTIPART, V2 = "classic", "multipart", "v2"
+V2_PART_SIZE = 50_000  # Delta Spark's sidecar size when checkpoint.partSize is not set
+BATCH_ROWS = 65_536  # rows per record batch handed to a layout
+ROW_GROUP_ROWS = 65_536  # row groups cut by count alone, so bytes depend only on the rows
+LAST_CHECKPOINT_LIST_LIMIT = 30  # Delta Spark's limit for lists embedded in _last_checkpoint
+HeaderRow = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class CheckpointResult:
     version: int
-    key: str
+    key: str  # the file a reader opens first: the classic file, part 1, or the V2 file
     rows: int
     adds: int
     tombstones: int
     expired_tombstones: int
     size_bytes: int
     last_checkpoint_moved: bool
+    layout: str = CLASSIC  # classic | multipart | v2
+    keys: tuple[str, ...] = ()  # every file written (or that would be), sidecars first
+    parts: int | None = None  # multi-part only
+    sidecars: int = 0
+
+
+# -- what goes into a checkpoint -----------------------------------------------------------------
+
+
+@dataclass
+class Content:
+    """A checkpoint's rows: a few header rows, then add/remove rows as record batches.
+
+    `batches` yields batches with exactly two columns, `add` and `remove` (one of them null in
+    each row), in a deterministic order. The counts must be known before the first batch.
+    """
+
+    header: list[HeaderRow]
+    add_type: pa.StructType
+    remove_type: pa.StructType
+    num_adds: int
+    num_removes: int
+    batches: Iterator[pa.RecordBatch] = field(repr=False)
 
 
 def load_for_checkpoint(table: Table, version: int | None = None) -> Snapshot:
@@ -72,9 +126,17 @@ def write_checkpoint(
     tombstone_retention_ms: int,
     txn_retention_ms: int | None = None,
     dry_run: bool = False,
+    *,
+    part_size: int | None = None,
+    classic: bool = False,
 ) -> CheckpointResult:
-    """Write `snap` as `<version>.checkpoint.parquet`; expire old tombstones and txns.
+    """Write `snap` as a checkpoint; expire old tombstones and txns.
 
+    The layout: on a table using V2 checkpoints (see `uses_v2`), a UUID-named V2 checkpoint
+    with sidecars of at most `part_size` actions (default 50,000, as Delta Spark), or with
+    `classic=True` a classic-named V2 checkpoint that older readers recognise. Otherwise a
+    classic checkpoint, split into ceil(actions / part_size) parts when `part_size` is set
+    and that is more than one (Delta Spark writes one file unless checkpoint.partSize is set).
     With `dry_run` everything is computed and nothing is written.
     """
     if snap.unsupported_features:
@@ -82,32 +144,106 @@ def write_checkpoint(
             f"{table.uri}: refusing to write a checkpoint: this build does not support "
             f"{', '.join(snap.unsupported_features)}"
         )
-    adds = _checkpoint_adds(snap)
-    removes, expired = _live_tombstones(snap.tombstones, now_ms - tombstone_retention_ms)
-    data = _build(snap, adds, removes, now_ms, txn_retention_ms)
-    key = f"{paths.LOG_DIR}/{paths.checkpoint(snap.version)}"
-    body = _to_parquet(data)
+    if part_size is not None and part_size < 1:
+        raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
+    content, expired = snapshot_content(snap, now_ms, tombstone_retention_ms, txn_retention_ms)
+    writer = _Writer(table, snap.version, now_ms, dry_run)
+    v2 = uses_v2(snap)
+    if v2 and not classic:
+        _write_v2(writer, content, part_size or V2_PART_SIZE)
+        layout = V2
+    else:
+        if v2:
+            content.header.insert(0, ("checkpointMetadata", _checkpoint_metadata(snap.version, {})))
+        n = 1 if v2 or part_size is None else _num_parts(content, part_size)
+        _write_classic(writer, content, n)
+        layout = MULTIPART if n > 1 else CLASSIC
     moved = False
     if not dry_run:
-        table.storage.overwrite(key, body)  # classic checkpoints: the latest writer wins (spec)
-        _verify(table, key, data)
-        moved = _move_last_checkpoint(table, snap.version, data, len(body), adds.num_rows)
+        writer.verify()
+        moved = _move_last_checkpoint(table, snap.version, writer, content, layout)
     return CheckpointResult(
-        snap.version, key, data.num_rows, adds.num_rows, removes.num_rows, expired, len(body), moved
+        version=snap.version,
+        key=writer.main_key,
+        rows=writer.rows,
+        adds=content.num_adds,
+        tombstones=content.num_removes,
+        expired_tombstones=expired,
+        size_bytes=writer.size_bytes,
+        last_checkpoint_moved=moved,
+        layout=layout,
+        keys=tuple(f.key for f in [*writer.sidecars, *writer.files]),
+        parts=len(writer.files) if layout == MULTIPART else None,
+        sidecars=len(writer.sidecars),
     )
+
+
+def uses_v2(snap: Snapshot) -> bool:
+    """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
+    explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
+    policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
+    return snap.protocol.has("v2Checkpoint") and policy != "classic"
+
+
+def _num_parts(content: Content, part_size: int) -> int:
+    return max(1, math.ceil((content.num_adds + content.num_removes) / part_size))
+
+
+# -- the in-memory snapshot as a source ----------------------------------------------------------
+
+
+def snapshot_content(
+    snap: Snapshot, now_ms: int, tombstone_retention_ms: int, txn_retention_ms: int | None
+) -> tuple[Content, int]:
+    """The checkpoint rows of a loaded snapshot, and how many tombstones expired."""
+    adds = _sorted_by_key(_checkpoint_adds(snap))
+    removes, expired = _live_tombstones(snap.tombstones, now_ms - tombstone_retention_ms)
+    removes = _sorted_by_key(removes)
+    stats = StatsColumns.for_snapshot(snap)
+    add_type = stats.add_type(adds.schema)
+    remove_type = pa.struct(list(removes.schema))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for lo in range(0, adds.num_rows, BATCH_ROWS):
+            piece = stats.add_struct(adds.slice(lo, BATCH_ROWS))
+            yield _file_batch(piece, pa.nulls(len(piece), remove_type))
+        for lo in range(0, removes.num_rows, BATCH_ROWS):
+            piece = _struct(removes.slice(lo, BATCH_ROWS))
+            yield _file_batch(pa.nulls(len(piece), add_type), piece)
+
+    header = _header_rows(snap, now_ms, txn_retention_ms)
+    content = Content(header, add_type, remove_type, adds.num_rows, removes.num_rows, batches())
+    return content, expired
+
+
+def _file_batch(add: pa.Array, remove: pa.Array) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([add, remove], names=["add", "remove"])
+
+
+def _struct(table: pa.Table) -> pa.StructArray:
+    typ = pa.struct(list(table.schema))
+    if table.num_rows == 0:
+        return pa.array([], typ)
+    return table.combine_chunks().to_struct_array().combine_chunks()
+
+
+def _sorted_by_key(table: pa.Table) -> pa.Table:
+    """Rows in (path, deletion vector id) order: the same snapshot gives the same bytes no
+    matter whether it was read from commits or from an earlier checkpoint."""
+    if table.num_rows < 2:
+        return table
+    keys = pa.table({"p": table["path"], "d": pc.fill_null(dv_unique_ids(table), "")})
+    return table.take(pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("d", "ascending")]))
 
 
 def _checkpoint_adds(snap: Snapshot) -> pa.Table:
     adds = snap.files
     # dataChange has no meaning in a checkpoint; Delta Spark writes false.
-    adds = adds.set_column(
+    return adds.set_column(
         adds.schema.get_field_index("dataChange"),
         pa.field("dataChange", pa.bool_()),
         pa.repeat(pa.scalar(False, pa.bool_()), adds.num_rows),
     )
-    if snap.metadata.configuration.get("delta.checkpoint.writeStatsAsJson", "true") == "false":
-        adds = adds.drop_columns(["stats"])
-    return adds
 
 
 def _live_tombstones(tombstones: pa.Table, expire_before_ms: int) -> tuple[pa.Table, int]:
@@ -117,47 +253,17 @@ def _live_tombstones(tombstones: pa.Table, expire_before_ms: int) -> tuple[pa.Ta
     return kept, tombstones.num_rows - kept.num_rows
 
 
-def _build(
-    snap: Snapshot, adds: pa.Table, removes: pa.Table, now_ms: int, txn_retention_ms: int | None
-) -> pa.Table:
-    """One row per action: protocol, metaData, txns, domains, adds, removes."""
-    head: list[tuple[str, dict[str, Any]]] = [
-        ("protocol", _protocol_row(snap)),
-        ("metaData", _metadata_row(snap)),
-    ]
-    for txn in snap.txns.values():
+def _header_rows(snap: Snapshot, now_ms: int, txn_retention_ms: int | None) -> list[HeaderRow]:
+    """protocol, metaData, the txns still within retention, live domains."""
+    rows: list[HeaderRow] = [("protocol", _protocol_row(snap)), ("metaData", _metadata_row(snap))]
+    for app_id in sorted(snap.txns):
+        txn = snap.txns[app_id]
         last = txn.get("lastUpdated")
         if txn_retention_ms is not None and last is not None and last < now_ms - txn_retention_ms:
             continue
-        head.append(("txn", txn))
-    head += [("domainMetadata", d) for d in snap.domains.values()]
-    n_head, n_add, n_remove = len(head), adds.num_rows, removes.num_rows
-    total = n_head + n_add + n_remove
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for name, typ in (("protocol", PROTOCOL), ("metaData", METADATA), ("txn", TXN)):
-        columns[name] = pa.array(
-            [row if kind == name else None for kind, row in head] + [None] * (n_add + n_remove),
-            type=typ,
-        )
-    if snap.domains or snap.protocol.has("domainMetadata"):
-        columns["domainMetadata"] = pa.array(
-            [row if kind == "domainMetadata" else None for kind, row in head]
-            + [None] * (n_add + n_remove),
-            type=DOMAIN,
-        )
-    columns["add"] = _place(adds, n_head, n_remove, total)
-    columns["remove"] = _place(removes, n_head + n_add, 0, total)
-    return pa.table(columns)
-
-
-def _place(actions: pa.Table, before: int, after: int, total: int) -> pa.ChunkedArray:
-    """A struct column holding `actions` at rows [before, before + n) and nulls elsewhere."""
-    typ = pa.struct(list(actions.schema))
-    body = actions.combine_chunks().to_struct_array() if actions.num_rows else pa.array([], typ)
-    parts = [pa.nulls(before, typ), body, pa.nulls(after, typ)]
-    out = pa.chunked_array([p for p in parts if len(p)], type=typ)
-    assert len(out) == total
-    return out
+        rows.append(("txn", txn))
+    rows += [("domainMetadata", snap.domains[d]) for d in sorted(snap.domains)]
+    return rows
 
 
 def _protocol_row(snap: Snapshot) -> dict[str, Any]:
@@ -186,33 +292,347 @@ def _metadata_row(snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def _to_parquet(data: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(data, sink, compression="snappy")
-    return sink.getvalue()
+# -- stats and partition values as JSON and/or typed structs -------------------------------------
 
 
-def _verify(table: Table, key: str, written: pa.Table) -> None:
-    """Read the checkpoint back: same row count and schema, or it must not be used."""
+@dataclass(frozen=True)
+class StatsColumns:
+    """Which of `stats`, `partitionValues_parsed` and `stats_parsed` an add row carries.
+
+    `delta.checkpoint.writeStatsAsJson` (default true) keeps the JSON; with
+    `delta.checkpoint.writeStatsAsStruct=true` the typed columns are added (physical names
+    under column mapping). When the JSON is turned off, a stats string that does not parse
+    is still kept as JSON in that row, so no statistics are lost.
+    """
+
+    as_json: bool
+    as_struct: bool
+    schema_string: str
+    partition_columns: tuple[str, ...]
+    mapping_mode: str | None
+
+    @classmethod
+    def for_snapshot(cls, snap: Snapshot) -> StatsColumns:
+        conf = snap.metadata.configuration
+        flag = {k: v.strip().lower() for k, v in conf.items()}
+        return cls(
+            as_json=flag.get("delta.checkpoint.writeStatsAsJson", "true") != "false",
+            as_struct=flag.get("delta.checkpoint.writeStatsAsStruct", "false") == "true",
+            schema_string=snap.metadata.schema_string,
+            partition_columns=snap.metadata.partition_columns,
+            mapping_mode=conf.get("delta.columnMapping.mode"),
+        )
+
+    @property
+    def keeps_stats(self) -> bool:
+        return self.as_json or self.as_struct
+
+    def add_type(self, adds: pa.Schema) -> pa.StructType:
+        fields = [f for f in adds if f.name != "stats" or self.keeps_stats]
+        if self.as_struct:
+            if self.partition_columns:
+                fields.append(pa.field("partitionValues_parsed", self._partition_type()))
+            fields.append(pa.field("stats_parsed", self._stats_type()))
+        return pa.struct(fields)
+
+    def add_struct(self, adds: pa.Table) -> pa.StructArray:
+        if not self.as_struct:
+            return _struct(adds if self.keeps_stats else adds.drop_columns(["stats"]))
+        stats = adds["stats"]
+        parsed = types.stats_parsed(
+            stats, self.schema_string, self.mapping_mode, self.partition_columns
+        )
+        if not self.as_json:
+            unparsed = pc.and_(pc.is_valid(stats), pc.is_null(parsed))
+            kept = pc.if_else(unparsed, stats, pa.scalar(None, pa.string()))
+            adds = adds.set_column(adds.schema.get_field_index("stats"), "stats", kept)
+        if self.partition_columns:
+            pv = types.partition_values_parsed(
+                adds["partitionValues"],
+                self.schema_string,
+                self.partition_columns,
+                self.mapping_mode,
+            )
+            adds = adds.append_column("partitionValues_parsed", pv)
+        return _struct(adds.append_column("stats_parsed", parsed))
+
+    def _partition_type(self) -> pa.DataType:
+        empty = pa.array([], schema.STRING_MAP)
+        return types.partition_values_parsed(
+            empty, self.schema_string, self.partition_columns, self.mapping_mode
+        ).type
+
+    def _stats_type(self) -> pa.DataType:
+        return types.stats_type(self.schema_string, self.mapping_mode, self.partition_columns)
+
+
+# -- writing files -------------------------------------------------------------------------------
+
+
+@dataclass
+class _File:
+    key: str
+    body: bytes
+    rows: int
+    schema: pa.Schema
+    mtime_ms: int = 0
+
+
+class _ParquetBuffer:
+    """One parquet file built in memory; row groups are cut every ROW_GROUP_ROWS rows."""
+
+    def __init__(self, schema_: pa.Schema) -> None:
+        self.schema = schema_
+        self.sink = io.BytesIO()
+        self.writer = pq.ParquetWriter(self.sink, schema_, compression="snappy")
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        self.rows += table.num_rows
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        data = pa.concat_tables(self.pending) if self.pending else self.schema.empty_table()
+        whole = data.num_rows if final else data.num_rows - data.num_rows % ROW_GROUP_ROWS
+        for lo in range(0, whole, ROW_GROUP_ROWS):
+            self.writer.write_table(data.slice(lo, min(ROW_GROUP_ROWS, whole - lo)))
+        rest = data.slice(whole)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+
+    def finish(self) -> bytes:
+        self._flush(final=True)
+        self.writer.close()
+        return self.sink.getvalue()
+
+
+class _Writer:
+    """Collects the files of one checkpoint, puts them (unless a dry run) and verifies them."""
+
+    def __init__(self, table: Table, version: int, now_ms: int, dry_run: bool) -> None:
+        self.table = table
+        self.version = version
+        self.now_ms = now_ms
+        self.dry_run = dry_run
+        self.files: list[_File] = []
+        self.sidecars: list[_File] = []
+        self.main_key = ""
+
+    def put(
+        self, key: str, buf: _ParquetBuffer, *, unique: bool = False, sidecar: bool = False
+    ) -> _File:
+        """Store a file; `unique` names (UUIDs) are created once, never replaced."""
+        f = _File(key, buf.finish(), buf.rows, buf.schema, self.now_ms)
+        if not self.dry_run:
+            if unique:
+                self.table.storage.put_if_absent(key, f.body)
+            else:
+                # Classic and multi-part names: the latest writer wins (spec). Parts are
+                # deterministic, so a retry rewrites the same bytes.
+                self.table.storage.overwrite(key, f.body)
+            info = self.table.storage.head(key)
+            f.mtime_ms = info.mtime_ms if info is not None else self.now_ms
+        (self.sidecars if sidecar else self.files).append(f)
+        return f
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in [*self.sidecars, *self.files])
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(f.body) for f in [*self.sidecars, *self.files])
+
+    def verify(self) -> None:
+        for f in [*self.sidecars, *self.files]:
+            _verify(self.table, f)
+
+
+def _table_schema(columns: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema([pa.field(n, t) for n, t in columns])
+
+
+def _header_columns(content: Content, kinds: list[str]) -> list[tuple[str, pa.DataType]]:
+    """The non-file action columns of a checkpoint file, in a fixed order."""
+    types_ = {
+        "checkpointMetadata": CHECKPOINT_METADATA,
+        "sidecar": SIDECAR,
+        "protocol": PROTOCOL,
+        "metaData": METADATA,
+        "txn": TXN,
+        "domainMetadata": DOMAIN,
+    }
+    present = {kind for kind, _ in content.header} | set(kinds)
+    order = ["checkpointMetadata", "sidecar", "protocol", "metaData", "txn", "domainMetadata"]
+    return [(k, types_[k]) for k in order if k in present]
+
+
+def _rows_table(schema_: pa.Schema, rows: list[HeaderRow]) -> pa.Table:
+    """Header rows as a table of `schema_`: each row fills its own column, the rest null."""
+    arrays = [
+        pa.array([body if kind == f.name else None for kind, body in rows], type=f.type)
+        for f in schema_
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema_)
+
+
+def _batch_table(schema_: pa.Schema, batch: pa.RecordBatch) -> pa.Table:
+    """A file-action batch widened to `schema_` (header columns all null)."""
+    n = batch.num_rows
+    arrays = [
+        batch.column(f.name) if f.name in batch.schema.names else pa.nulls(n, f.type)
+        for f in schema_
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema_)
+
+
+def _route(
+    batches: Iterator[pa.RecordBatch],
+    buffers: list[_ParquetBuffer],
+    widen: Callable[[pa.RecordBatch], pa.Table],
+) -> None:
+    """Send each row to buffer pmod(hash(add.path or remove.path), n), as Delta Spark does."""
+    n = len(buffers)
+    for batch in batches:
+        table = widen(batch)
+        if n == 1:
+            buffers[0].write(table)
+            continue
+        key = pc.coalesce(
+            pc.struct_field(batch.column("add"), "path"),
+            pc.struct_field(batch.column("remove"), "path"),
+        )
+        part = spark_hash.pmod(spark_hash.hash_strings(key), n)
+        for p in pc.unique(part).to_pylist():
+            buffers[p].write(table.filter(pc.equal(part, p)))
+
+
+def _header_part(n: int) -> int:
+    # Non-file actions have a null key, which Spark hashes to the seed.
+    return spark_hash.SEED % n
+
+
+def _write_classic(writer: _Writer, content: Content, n: int) -> None:
+    """A classic file (n == 1) or n multi-part files, all with the same schema."""
+    cols = _header_columns(content, ["protocol", "metaData", "txn"])
+    schema_ = _table_schema([*cols, ("add", content.add_type), ("remove", content.remove_type)])
+    buffers = [_ParquetBuffer(schema_) for _ in range(n)]
+    buffers[_header_part(n)].write(_rows_table(schema_, content.header))
+    _route(content.batches, buffers, lambda b: _batch_table(schema_, b))
+    v = writer.version
+    for i, buf in enumerate(buffers):
+        name = paths.checkpoint(v) if n == 1 else paths.multipart_checkpoint(v, i + 1, n)
+        writer.put(f"{paths.LOG_DIR}/{name}", buf)
+    writer.main_key = writer.files[0].key
+
+
+def _write_v2(writer: _Writer, content: Content, part_size: int) -> None:
+    """Sidecars with the add/remove rows, then the UUID-named file that lists them."""
+    n = _num_parts(content, part_size)
+    file_schema = _table_schema([("add", content.add_type), ("remove", content.remove_type)])
+    buffers = [_ParquetBuffer(file_schema) for _ in range(n)]
+    _route(content.batches, buffers, lambda b: pa.Table.from_batches([b]))
+    v = writer.version
+    for i, buf in enumerate(buffers):
+        name = f"{paths.version_prefix(v)}.checkpoint.{i + 1:010d}.{n:010d}.{uuid.uuid4()}.parquet"
+        writer.put(f"{paths.LOG_DIR}/{paths.sidecar(name)}", buf, unique=True, sidecar=True)
+    tags = {
+        "sidecarNumActions": str(sum(f.rows for f in writer.sidecars)),
+        "sidecarSizeInBytes": str(sum(len(f.body) for f in writer.sidecars)),
+        "numOfAddFiles": str(content.num_adds),
+    }
+    header: list[HeaderRow] = [("checkpointMetadata", _checkpoint_metadata(v, tags))]
+    header += [("sidecar", _sidecar_row(f)) for f in writer.sidecars]
+    header += content.header
+    content.header = header
+    cols = _header_columns(content, ["protocol", "metaData", "txn"])
+    # add/remove stay in the schema (all null) for readers that expect the columns.
+    top_schema = _table_schema([*cols, ("add", content.add_type), ("remove", content.remove_type)])
+    top = _ParquetBuffer(top_schema)
+    top.write(_rows_table(top_schema, header))
+    key = f"{paths.LOG_DIR}/{paths.uuid_checkpoint(v, str(uuid.uuid4()))}"
+    writer.main_key = writer.put(key, top, unique=True).key
+
+
+def _checkpoint_metadata(version: int, tags: dict[str, str]) -> dict[str, Any]:
+    return {"version": version, "tags": tags}
+
+
+def _sidecar_row(f: _File) -> dict[str, Any]:
+    name = f.key.rsplit("/", 1)[-1]  # spec: store the name only
+    return {"path": name, "sizeInBytes": len(f.body), "modificationTime": f.mtime_ms, "tags": None}
+
+
+# -- verification and _last_checkpoint -----------------------------------------------------------
+
+
+def _verify(table: Table, f: _File) -> None:
+    """Read a written file back: same row count and schema, or it must not be used."""
     try:
-        local = table.storage.local_path(key)
-        source = local if local is not None else pa.BufferReader(table.storage.read(key))
+        local = table.storage.local_path(f.key)
+        source = local if local is not None else pa.BufferReader(table.storage.read(f.key))
         meta = pq.ParquetFile(source)
-        ok = meta.metadata.num_rows == written.num_rows and meta.schema_arrow.equals(written.schema)
+        ok = meta.metadata.num_rows == f.rows and meta.schema_arrow.equals(f.schema)
     except (OSError, pa.ArrowInvalid) as e:
-        raise CorruptLogError(f"{table.uri}/{key}: checkpoint unreadable after writing: {e}") from e
+        raise CorruptLogError(
+            f"{table.uri}/{f.key}: checkpoint unreadable after writing: {e}; nothing points at "
+            "it yet, so run the checkpoint again"
+        ) from e
     if not ok:
         raise CorruptLogError(
-            f"{table.uri}/{key}: checkpoint read back differs from what was written"
+            f"{table.uri}/{f.key}: checkpoint read back differs from what was written; nothing "
+            "points at it yet, so run the checkpoint again"
         )
 
 
-def _move_last_checkpoint(table: Table, version: int, data: pa.Table, size: int, adds: int) -> bool:
+def _move_last_checkpoint(
+    table: Table, version: int, writer: _Writer, content: Content, layout: str
+) -> bool:
     current = table.read_hint().checkpoint
     if current is not None and current.version > version:
         return False  # never move backwards
-    body = last_checkpoint.serialize(
-        {"version": version, "size": data.num_rows, "sizeInBytes": size, "numOfAddFiles": adds}
-    )
+    fields: dict[str, Any] = {
+        "version": version,
+        "size": writer.rows,
+        "parts": len(writer.files) if layout == MULTIPART else None,
+        "sizeInBytes": writer.size_bytes,
+        "numOfAddFiles": content.num_adds,
+    }
+    if layout == V2:
+        fields["v2Checkpoint"] = _v2_info(writer, content.header)
+    body = last_checkpoint.serialize(fields)
     table.storage.overwrite(f"{paths.LOG_DIR}/{paths.LAST_CHECKPOINT}", body)
     return True
+
+
+def _v2_info(writer: _Writer, header: list[HeaderRow]) -> dict[str, Any]:
+    """The `v2Checkpoint` entry of `_last_checkpoint`, as Delta Spark writes it; the embedded
+    lists are left out when long, and then readers read the V2 file itself."""
+    top = writer.files[-1]
+    info: dict[str, Any] = {
+        "path": top.key.rsplit("/", 1)[-1],
+        "sizeInBytes": len(top.body),
+        "modificationTime": top.mtime_ms,
+    }
+    actions = [{kind: _json_value(body)} for kind, body in header if kind != "sidecar"]
+    if len(actions) <= LAST_CHECKPOINT_LIST_LIMIT:
+        info["nonFileActions"] = actions
+    if len(writer.sidecars) <= LAST_CHECKPOINT_LIST_LIMIT:
+        info["sidecarFiles"] = [_json_value(_sidecar_row(f)) for f in writer.sidecars]
+    return info
+
+
+def _json_value(value: Any) -> Any:
+    """A header row as JSON for `_last_checkpoint`: null fields left out."""
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_json_value(x) for x in value]
+    return value
