@@ -4,6 +4,7 @@ Delta table, 3 unsupported protocol, 4 storage unreachable."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -14,10 +15,10 @@ from typing import Any
 from deltakeeper import __version__
 from deltakeeper.delta import cleanup, vacuum
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
-from deltakeeper.delta.errors import DeltaError, InvalidInputError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import policy
+from deltakeeper.maintenance import executor, planner, policy
 from deltakeeper.units import (
     format_bytes,
     format_ms,
@@ -140,6 +141,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
     p.set_defaults(func=cmd_vacuum)
+
+    p = sub.add_parser(
+        "maintain",
+        help="run what the policy says is due: checkpoint, then log cleanup, then vacuum",
+        description="Plan (what is due and why), then run the due steps in order: checkpoint, "
+        "log cleanup, vacuum. A failed step skips the ones after it. Exit code: the worst of "
+        "the steps (2 for a refused vacuum retention, 3 for an unsupported protocol).",
+    )
+    _common(p)
+    p.add_argument("--log-retention", metavar="D", help="log retention (default 30d)")
+    p.add_argument(
+        "--deleted-file-retention", metavar="D", help="tombstone and vacuum retention (default 7d)"
+    )
+    p.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        metavar="N",
+        help="checkpoint once N commits have passed since the last one (default: the table's "
+        "delta.checkpointInterval, else 10)",
+    )
+    p.add_argument("--allow-short-retention", action="store_true", help="allow vacuum below 7 days")
+    p.add_argument("--no-vacuum", action="store_true", help="never vacuum data files")
+    p.add_argument(
+        "--write-checksum", action="store_true", help="write N.crc next to each new checkpoint"
+    )
+    p.add_argument(
+        "--only",
+        metavar="OPS",
+        help="comma-separated subset of " + ",".join(planner.OPERATIONS),
+    )
+    _maintenance_flags(p, dry_run="print the plan and what each step would do; change nothing")
+    p.set_defaults(func=cmd_maintain)
     return parser
 
 
@@ -333,7 +366,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     )
     deleted = 0
     if not args.dry_run:
-        deleted = vacuum.execute_vacuum(table, plan, None if args.json else _progress)
+        deleted = vacuum.execute_vacuum(
+            table, plan, None if args.json else functools.partial(_progress, "vacuum")
+        )
     report = {
         "operation": "vacuum",
         "version": plan.version,
@@ -363,8 +398,66 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"vacuum: deleted {done}/{total} files", file=sys.stderr, flush=True)
+def cmd_maintain(args: argparse.Namespace) -> int:
+    now = _now(args)
+    table = open_table(args.uri, _storage_options(args.storage_option))
+    snap = table.snapshot()
+    flags = {
+        "log_retention_ms": _ms("--log-retention", args.log_retention, parse_duration_ms),
+        "deleted_file_retention_ms": _ms(
+            "--deleted-file-retention", args.deleted_file_retention, parse_duration_ms
+        ),
+        "checkpoint_interval": args.checkpoint_interval,
+        "vacuum_enabled": False if args.no_vacuum else None,
+        "allow_short_retention": args.allow_short_retention or None,
+        "write_checksum": args.write_checksum or None,
+    }
+    pol = _policy(args.uri, snap.metadata.configuration, **flags)
+    ops = _operations(args.only)
+    plan = planner.plan(table, snap, pol, now, ops)
+    if plan.refusal:
+        raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
+    if not args.json:
+        print("\n".join(plan.lines()))
+    report = executor.execute(table, plan, args.dry_run, None if args.json else _progress)
+    if args.json:
+        print(json.dumps(_maintain_json(plan, report)))
+    else:
+        print("dry run, nothing changed:" if args.dry_run else "done:")
+        print("\n".join(report.lines()))
+    return max((o.exit_code for o in report.outcomes), default=0)
+
+
+def _operations(only: str | None) -> tuple[str, ...]:
+    if not only:
+        return planner.OPERATIONS
+    ops = tuple(o.strip() for o in only.split(","))
+    unknown = [o for o in ops if o not in planner.OPERATIONS]
+    if unknown:
+        raise InvalidInputError(
+            f"--only: unknown operation {', '.join(unknown)}; use {','.join(planner.OPERATIONS)}"
+        )
+    return tuple(o for o in planner.OPERATIONS if o in ops)  # always in the safe order
+
+
+def _maintain_json(plan: planner.Plan, report: executor.Report) -> dict[str, Any]:
+    written = [o.checkpoint_version for o in report.outcomes if o.checkpoint_version is not None]
+    return {
+        "operation": "maintain",
+        "version": plan.version,
+        "dryRun": report.dry_run,
+        "checkpointVersion": written[0] if written else None,
+        "deletedFiles": report.total("deleted_files"),
+        "deletedBytes": report.total("deleted_bytes"),
+        "files": [f for o in report.outcomes for f in o.files],
+        "plan": plan.to_json(),
+        "results": [o.to_json() for o in report.outcomes],
+        "seconds": round(report.seconds, 3),
+    }
+
+
+def _progress(operation: str, done: int, total: int) -> None:
+    print(f"{operation}: deleted {done}/{total} files", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

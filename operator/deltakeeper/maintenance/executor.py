@@ -1,0 +1,152 @@
+"""Carry out a Plan through delta/ and say what changed.
+
+The only place in maintenance/ that writes or deletes. A dry run walks the same steps and stops
+before each write. After a step fails the remaining steps are skipped: a failure means the store
+or the log is not what the plan saw, and deleting on that basis is the one thing not to risk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+from deltakeeper.delta.errors import DeltaError
+from deltakeeper.delta.table import Table
+from deltakeeper.maintenance.planner import Plan, Step
+from deltakeeper.units import format_bytes
+
+Progress = Callable[[str, int, int], None]  # operation, done, total
+
+
+@dataclass
+class Outcome:
+    operation: str
+    result: str  # done | dry-run | skipped | refused | failed
+    message: str = ""
+    seconds: float = 0.0
+    deleted_files: int = 0
+    deleted_bytes: int = 0
+    checkpoint_version: int | None = None
+    files: list[str] = field(default_factory=list)  # what a dry run would write or delete
+    exit_code: int = 0  # a failed step's error class, as the CLI reports it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "result": self.result,
+            "message": self.message,
+            "seconds": round(self.seconds, 3),
+            "checkpointVersion": self.checkpoint_version,
+            "deletedFiles": self.deleted_files,
+            "deletedBytes": self.deleted_bytes,
+            "files": self.files,
+        }
+
+
+@dataclass
+class Report:
+    uri: str
+    version: int
+    dry_run: bool
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> Outcome | None:
+        return next((o for o in self.outcomes if o.result == "failed"), None)
+
+    def total(self, attr: str) -> int:
+        return sum(int(getattr(o, attr)) for o in self.outcomes)
+
+    def lines(self) -> list[str]:
+        return [f"  {o.operation}: {o.result}: {o.message}" for o in self.outcomes]
+
+
+def execute(
+    table: Table, plan: Plan, dry_run: bool = False, progress: Progress | None = None
+) -> Report:
+    """Run every due step of `plan` in order; the first failure skips the rest."""
+    report = Report(plan.uri, plan.version, dry_run)
+    started = time.monotonic()
+    for step in plan.steps:
+        if report.failed is not None:
+            outcome = Outcome(step.operation, "skipped", "an earlier step failed")
+        elif step.refused:
+            outcome = Outcome(step.operation, "refused", step.reason, exit_code=step.exit_code)
+        elif not step.due:
+            outcome = Outcome(step.operation, "skipped", step.reason)
+        else:
+            outcome = _timed(table, plan, step, dry_run, progress)
+        report.outcomes.append(outcome)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _timed(
+    table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
+) -> Outcome:
+    started = time.monotonic()
+    runners = {"checkpoint": _checkpoint, "cleanup": _cleanup, "vacuum": _vacuum}
+    try:
+        outcome = runners[step.operation](table, plan, step, dry_run, progress)
+    except DeltaError as e:
+        outcome = Outcome(step.operation, "failed", str(e), exit_code=e.exit_code)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _checkpoint(
+    table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
+) -> Outcome:
+    snap = load_for_checkpoint(table, plan.version)
+    pol = plan.policy
+    result = write_checkpoint(
+        table, snap, plan.now_ms, pol.deleted_file_retention_ms, pol.txn_retention_ms, dry_run
+    )
+    message = (
+        f"{result.key}: {result.adds} files, {result.tombstones} tombstones "
+        f"({result.expired_tombstones} expired)"
+    )
+    if not dry_run and not result.last_checkpoint_moved:
+        message += "; _last_checkpoint already pointed at a newer checkpoint"
+    return Outcome(
+        "checkpoint",
+        "dry-run" if dry_run else "done",
+        message,
+        checkpoint_version=result.version,
+        files=[result.key] if dry_run else [],
+    )
+
+
+def _cleanup(
+    table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
+) -> Outcome:
+    detail = step.detail
+    assert isinstance(detail, cleanup.CleanupPlan)
+    deleted = 0 if dry_run else cleanup.execute_cleanup(table, detail)
+    return _deleting("cleanup", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+
+
+def _vacuum(
+    table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
+) -> Outcome:
+    detail = step.detail
+    assert isinstance(detail, vacuum.VacuumPlan)
+    report = None if progress is None else (lambda done, total: progress("vacuum", done, total))
+    deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
+    return _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+
+
+def _deleting(
+    operation: str, files: int, size: int, deleted: int, planned: list[Any], dry_run: bool
+) -> Outcome:
+    if dry_run:
+        message = f"would delete {files} files ({format_bytes(size)})"
+        return Outcome(operation, "dry-run", message, files=[f.key for f in planned])
+    # Bytes are the plan's: a planned file someone else removed first is gone all the same.
+    message = f"deleted {deleted} files ({format_bytes(size)})"
+    return Outcome(operation, "done", message, deleted_files=deleted, deleted_bytes=size)

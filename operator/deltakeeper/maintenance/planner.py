@@ -1,0 +1,150 @@
+"""What maintenance is due for one table now, and why.
+
+Planning only reads: it loads the snapshot's log position, lists what cleanup and vacuum would
+delete, and returns a Plan, which is plain data. The executor carries a Plan out; a dry run
+prints it. Steps run in this order because each makes the next one cheaper or possible: a new
+checkpoint lets a later cleanup drop the commits before it, and cleanup never touches data files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import Table
+from deltakeeper.maintenance.policy import Policy
+from deltakeeper.units import format_bytes, format_ms
+
+OPERATIONS = ("checkpoint", "cleanup", "vacuum")
+
+
+@dataclass
+class Step:
+    operation: str
+    due: bool
+    reason: str
+    # What the step would delete, as planned by delta/ (cleanup and vacuum only).
+    detail: cleanup.CleanupPlan | vacuum.VacuumPlan | None = None
+    refused: bool = False  # not due because running it would be unsafe or against policy
+    exit_code: int = 0  # for a refusal: the CLI exit code of its cause
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "operation": self.operation,
+            "due": self.due,
+            "refused": self.refused,
+            "reason": self.reason,
+        }
+        if self.detail is not None:
+            out["files"] = self.detail.files
+            out["bytes"] = self.detail.bytes
+        return out
+
+
+@dataclass
+class Plan:
+    uri: str
+    version: int
+    now_ms: int
+    policy: Policy
+    steps: list[Step] = field(default_factory=list)
+    refusal: str | None = None  # the table as a whole must not be touched
+
+    @property
+    def due(self) -> list[Step]:
+        return [s for s in self.steps if s.due]
+
+    def lines(self) -> list[str]:
+        head = f"{self.uri} at version {self.version}, now {format_ms(self.now_ms)}"
+        if self.refusal:
+            return [head, f"refused: {self.refusal}"]
+        marks = {True: "due", False: "not due"}
+        body = [
+            f"  {s.operation}: {'refused' if s.refused else marks[s.due]}: {s.reason}"
+            for s in self.steps
+        ]
+        return [head, *body]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "version": self.version,
+            "now": self.now_ms,
+            "refusal": self.refusal,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+def plan(
+    table: Table,
+    snap: Snapshot,
+    policy: Policy,
+    now_ms: int,
+    operations: tuple[str, ...] = OPERATIONS,
+) -> Plan:
+    """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor)."""
+    result = Plan(table.uri, snap.version, now_ms, policy)
+    if snap.unsupported_features:
+        result.refusal = (
+            f"this build does not support {', '.join(snap.unsupported_features)}; "
+            "nothing will be written or deleted (upgrade deltakeeper)"
+        )
+        return result
+    planners = {"checkpoint": _checkpoint, "cleanup": _cleanup, "vacuum": _vacuum}
+    result.steps = [planners[op](table, snap, policy, now_ms) for op in operations]
+    return result
+
+
+def commits_since_checkpoint(snap: Snapshot) -> int:
+    cp = snap.segment.checkpoint
+    return snap.version - cp.version if cp is not None else snap.version + 1
+
+
+def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    lag, every = commits_since_checkpoint(snap), policy.checkpoint_interval
+    cp = snap.segment.checkpoint
+    since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
+    reason = f"{lag} commits {since}; the interval is {every}"
+    return Step("checkpoint", lag >= every, reason)
+
+
+def _cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    if not policy.expired_log_cleanup:
+        reason = "disabled by the table property delta.enableExpiredLogCleanup"
+        return Step("cleanup", False, reason)
+    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+    if not detail.delete:
+        return Step("cleanup", False, _why_nothing(detail), detail)
+    reason = f"{detail.files} log files ({format_bytes(detail.bytes)}) past the log retention"
+    return Step("cleanup", True, reason, detail)
+
+
+def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    if not policy.vacuum_enabled:
+        return Step("vacuum", False, "disabled by the policy (vacuum.enabled: false)")
+    try:
+        detail = vacuum.plan_table_vacuum(
+            table, snap, policy.deleted_file_retention_ms, now_ms, policy.allow_short_retention
+        )
+    except (InvalidInputError, UnsupportedProtocolError) as e:
+        return Step("vacuum", False, str(e), refused=True, exit_code=e.exit_code)
+    if not detail.delete:
+        return Step("vacuum", False, "no unreferenced data files past the retention", detail)
+    reason = f"{detail.files} unreferenced data files ({format_bytes(detail.bytes)})"
+    return Step("vacuum", True, reason, detail)
+
+
+def _why_nothing(detail: cleanup.CleanupPlan) -> str:
+    if detail.cutoff_commit is None:
+        return f"no commit is older than the log retention (cut-off {format_ms(detail.cutoff_ms)})"
+    if detail.cutoff_checkpoint is None:
+        return (
+            f"no checkpoint at or before version {detail.cutoff_commit}, the newest commit past "
+            "the log retention; a checkpoint must exist before older commits can go"
+        )
+    if detail.notes:
+        return detail.notes[-1]
+    return f"nothing older than the checkpoint at version {detail.cutoff_checkpoint}"

@@ -1,0 +1,100 @@
+"""`deltakeeper maintain`: the plan, the report, exit codes and flags."""
+
+import json
+
+from deltakeeper.cli import main
+from tests.support.logbuilder import LogBuilder, add, metadata, protocol
+from tests.unit.test_maintenance import DAY, START, daily_table, log_names, touch
+
+NOW = START + 60 * DAY
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def maintain_json(capsys, path, *flags):
+    code, out, err = run(capsys, "maintain", str(path), "--now", str(NOW), "--json", *flags)
+    return code, json.loads(out), err
+
+
+def test_json_report_has_the_contract_keys_and_per_step_results(capsys, tmp_path):
+    daily_table(tmp_path)
+    touch(tmp_path / "stray.parquet", START)
+    code, report, _ = maintain_json(capsys, tmp_path)
+    assert code == 0
+    assert report["operation"] == "maintain" and report["version"] == 11
+    assert report["dryRun"] is False and report["checkpointVersion"] == 11
+    assert report["deletedFiles"] == 2 and report["deletedBytes"] == 200  # f1 + stray
+    results = {r["operation"]: r["result"] for r in report["results"]}
+    assert results == {"checkpoint": "done", "cleanup": "skipped", "vacuum": "done"}
+    steps = {s["operation"]: s for s in report["plan"]["steps"]}
+    assert steps["vacuum"]["files"] == 2 and steps["checkpoint"]["due"]
+
+
+def test_dry_run_lists_the_files_and_changes_nothing(capsys, tmp_path):
+    daily_table(tmp_path)
+    before = log_names(tmp_path)
+    code, report, _ = maintain_json(capsys, tmp_path, "--dry-run")
+    assert code == 0 and report["dryRun"] and report["deletedFiles"] == 0
+    assert report["files"] == [
+        "_delta_log/00000000000000000011.checkpoint.parquet",
+        "f1.parquet",
+    ]
+    assert log_names(tmp_path) == before and (tmp_path / "f1.parquet").exists()
+
+
+def test_text_output_shows_the_plan_then_the_results(capsys, tmp_path):
+    daily_table(tmp_path)
+    code, out, _ = run(capsys, "maintain", str(tmp_path), "--now", str(NOW), "--no-vacuum")
+    assert code == 0
+    assert "checkpoint: due: 12 commits and no checkpoint yet; the interval is 10" in out
+    assert "vacuum: not due: disabled by the policy" in out
+    assert "checkpoint: done:" in out
+
+
+def test_only_runs_the_named_steps_and_rejects_unknown_ones(capsys, tmp_path):
+    daily_table(tmp_path)
+    code, report, _ = maintain_json(capsys, tmp_path, "--only", "vacuum")
+    assert code == 0 and [r["operation"] for r in report["results"]] == ["vacuum"]
+    assert not any(n.endswith(".parquet") for n in log_names(tmp_path))
+    code, _, err = run(capsys, "maintain", str(tmp_path), "--only", "compact")
+    assert code == 2 and "unknown operation compact" in err
+
+
+def test_short_retention_is_exit_2_after_the_safe_steps_ran(capsys, tmp_path):
+    daily_table(tmp_path)
+    code, report, _ = maintain_json(capsys, tmp_path, "--deleted-file-retention", "1d")
+    assert code == 2
+    results = {r["operation"]: r["result"] for r in report["results"]}
+    assert results["vacuum"] == "refused" and results["checkpoint"] == "done"
+    assert (tmp_path / "f1.parquet").exists()
+    code, report, _ = maintain_json(
+        capsys, tmp_path, "--deleted-file-retention", "1d", "--allow-short-retention"
+    )
+    assert code == 0 and not (tmp_path / "f1.parquet").exists()
+
+
+def test_unsupported_protocol_is_exit_3_and_nothing_written(capsys, tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(
+        protocol(3, 7, readerFeatures=["futureRead"], writerFeatures=["futureRead"]),
+        metadata(),
+        add("a.parquet"),
+    )
+    for _ in range(11):
+        b.commit(add("a.parquet"))
+    before = log_names(tmp_path)
+    code, out, err = run(capsys, "maintain", str(tmp_path), "--now", str(NOW), "--json")
+    assert code == 3 and "futureRead" in err and out == ""
+    assert log_names(tmp_path) == before
+
+
+def test_checkpoint_interval_flag_and_table_property(capsys, tmp_path):
+    daily_table(tmp_path, **{"delta.checkpointInterval": "20"})
+    _, report, _ = maintain_json(capsys, tmp_path, "--dry-run")
+    assert not {s["operation"]: s for s in report["plan"]["steps"]}["checkpoint"]["due"]
+    _, report, _ = maintain_json(capsys, tmp_path, "--dry-run", "--checkpoint-interval", "5")
+    assert {s["operation"]: s for s in report["plan"]["steps"]}["checkpoint"]["due"]
