@@ -207,7 +207,7 @@ def duckdb_rows_checksum(path: str, version: int | None = None) -> dict | Unread
         if version is not None:
             sql, args = "SELECT * FROM delta_scan(?, version => ?)", [path, version]
         with duckdb_connect() as con:
-            return rows_digest(con.execute(sql, args).fetch_arrow_table().to_pylist())
+            return rows_digest(con.execute(sql, args).to_arrow_table().to_pylist())
     except Exception as e:
         return _reason("duckdb", e)
 
