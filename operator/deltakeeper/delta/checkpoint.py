@@ -29,8 +29,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import last_checkpoint, paths, schema, spark_hash, types
-from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
-from deltakeeper.delta.replay import dv_unique_ids
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    DeltaError,
+    InvalidInputError,
+    UnsupportedProtocolError,
+)
+from deltakeeper.delta.log import segment_for
+from deltakeeper.delta.replay import dv_unique_ids, replay
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 
@@ -115,8 +121,40 @@ class Content:
 
 
 def load_for_checkpoint(table: Table, version: int | None = None) -> Snapshot:
-    """The snapshot with every column a checkpoint carries."""
-    return table.snapshot(version=version, add_cols=schema.FULL_ADD, remove_cols=schema.FULL_REMOVE)
+    """The snapshot with every column a checkpoint carries.
+
+    When the checkpoint it starts from cannot be read (a truncated part, a missing sidecar),
+    it is rebuilt from the next older checkpoint or from the commits, so that writing a good
+    checkpoint repairs the table. Nothing is deleted.
+    """
+    try:
+        return table.snapshot(
+            version=version, add_cols=schema.FULL_ADD, remove_cols=schema.FULL_REMOVE
+        )
+    except CorruptLogError as first:
+        return _skipping_bad_checkpoints(table, version, first)
+
+
+def _skipping_bad_checkpoints(
+    table: Table, version: int | None, first: CorruptLogError
+) -> Snapshot:
+    listing = table.list_log()
+    while True:
+        try:
+            segment = segment_for(listing, table.uri, version)
+        except DeltaError:
+            raise first from None
+        cp = segment.checkpoint
+        try:
+            actions = replay(table.storage, segment, schema.FULL_ADD, schema.FULL_REMOVE)
+        except CorruptLogError:
+            if cp is None:
+                raise
+            listing.checkpoints[cp.version].remove(cp)
+            if not listing.checkpoints[cp.version]:
+                del listing.checkpoints[cp.version]
+            continue
+        return table._build(segment, actions)
 
 
 def write_checkpoint(
@@ -596,8 +634,8 @@ def _move_last_checkpoint(
     table: Table, version: int, writer: _Writer, content: Content, layout: str
 ) -> bool:
     current = table.read_hint().checkpoint
-    if current is not None and current.version > version:
-        return False  # never move backwards
+    if current is not None and current.version > version and _exists(table, current.version):
+        return False  # never move backwards, unless the newer one it names is gone
     fields: dict[str, Any] = {
         "version": version,
         "size": writer.rows,
@@ -610,6 +648,10 @@ def _move_last_checkpoint(
     body = last_checkpoint.serialize(fields)
     table.storage.overwrite(f"{paths.LOG_DIR}/{paths.LAST_CHECKPOINT}", body)
     return True
+
+
+def _exists(table: Table, version: int) -> bool:
+    return version in table.list_log(version).checkpoints
 
 
 def _v2_info(writer: _Writer, header: list[HeaderRow]) -> dict[str, Any]:
