@@ -15,6 +15,8 @@ import pytest
 from benchmarks import checkpoint, cleanup
 from benchmarks.harness import machine
 
+pytestmark = pytest.mark.integration
+
 ENGINES = ["deltakeeper", "delta-rs"]  # Spark runs in the full benchmark; too slow for here
 
 
