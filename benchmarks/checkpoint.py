@@ -23,6 +23,7 @@ table at that version with every live file. A run that fails this check has no v
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -277,7 +278,7 @@ def measure(
     started = time.perf_counter()
     table, info = ensure(params)
     print(f"{scenario}: table {table} ({time.perf_counter() - started:.1f} s)", flush=True)
-    scratch = cache_dir() / "scratch-checkpoint"
+    scratch = cache_dir() / f"scratch-checkpoint-{os.getpid()}"
     runs: dict[str, list[dict]] = {e: [] for e in engines}
     for i in range(repeats):
         for engine in engines:
