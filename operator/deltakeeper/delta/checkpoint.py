@@ -17,11 +17,15 @@ Order matters for crash safety: checkpoint files are written and read back befor
 
 from __future__ import annotations
 
+import datetime as dt
 import io
+import json
 import math
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +40,7 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.log import segment_for
-from deltakeeper.delta.replay import dv_unique_ids, replay
+from deltakeeper.delta.replay import dv_unique_ids, read_actions, replay
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 
@@ -128,11 +132,90 @@ def load_for_checkpoint(table: Table, version: int | None = None) -> Snapshot:
     checkpoint repairs the table. Nothing is deleted.
     """
     try:
-        return table.snapshot(
+        snap = table.snapshot(
             version=version, add_cols=schema.FULL_ADD, remove_cols=schema.FULL_REMOVE
         )
     except CorruptLogError as first:
-        return _skipping_bad_checkpoints(table, version, first)
+        snap = _skipping_bad_checkpoints(table, version, first)
+    return _stats_from_struct(table, snap)
+
+
+def _stats_from_struct(table: Table, snap: Snapshot) -> Snapshot:
+    """Stats of files whose checkpoint row has only `stats_parsed` (writeStatsAsJson=false),
+    turned back into JSON so that rewriting the checkpoint does not lose them."""
+    cp = snap.segment.checkpoint
+    files = snap.files
+    if cp is None or files.num_rows == 0 or not pc.any(pc.is_null(files["stats"])).as_py():
+        return snap
+    found: dict[str, str] = {}
+    for key in _checkpoint_keys(table, [f.key for f in cp.files]):
+        found.update(_parsed_stats_as_json(table, key))
+    if not found:
+        return snap
+    paths_ = files["path"].to_pylist()
+    stats = files["stats"].to_pylist()
+    filled = [s if s is not None else found.get(p) for p, s in zip(paths_, stats, strict=True)]
+    i = files.schema.get_field_index("stats")
+    snap.files = files.set_column(i, "stats", pa.array(filled, pa.string()))
+    return snap
+
+
+def _checkpoint_keys(table: Table, keys: list[str]) -> list[str]:
+    """Checkpoint files and the sidecars they name."""
+    out = list(keys)
+    for key in keys:
+        if key.endswith(".json"):
+            rows = [a["sidecar"] for _, a in read_actions(table.storage, key) if "sidecar" in a]
+        else:
+            pf = _open(table, key)
+            if "sidecar" not in pf.schema_arrow.names:
+                continue
+            col = pf.read(columns=["sidecar"])["sidecar"]
+            rows = col.filter(pc.is_valid(col)).to_pylist()
+        out += [f"{paths.LOG_DIR}/{paths.sidecar(r['path'].rsplit('/', 1)[-1])}" for r in rows]
+    return out
+
+
+def _parsed_stats_as_json(table: Table, key: str) -> dict[str, str]:
+    if key.endswith(".json"):
+        return {}
+    pf = _open(table, key)
+    names = pf.schema_arrow.names
+    if "add" not in names or pf.schema_arrow.field("add").type.get_field_index("stats_parsed") < 0:
+        return {}
+    col = pf.read(columns=["add.path", "add.stats_parsed"])["add"]
+    col = col.filter(pc.is_valid(pc.struct_field(col, "stats_parsed")))
+    return {row["path"]: _dumps(_stats_json(row["stats_parsed"])) for row in col.to_pylist()}
+
+
+def _open(table: Table, key: str) -> pq.ParquetFile:
+    local = table.storage.local_path(key)
+    return pq.ParquetFile(local if local is not None else pa.BufferReader(table.storage.read(key)))
+
+
+_EXACT = "\0"
+_EXACT_NUMBER = re.compile(r'"\\u0000([^"\\]*)\\u0000"')
+
+
+def _dumps(value: Any) -> str:
+    return _EXACT_NUMBER.sub(r"\1", json.dumps(value, separators=(",", ":")))
+
+
+def _stats_json(value: Any) -> Any:
+    """A `stats_parsed` value as Delta's stats JSON: nulls left out, dates and times as text."""
+    if isinstance(value, dict):
+        return {k: _stats_json(v) for k, v in value.items() if v is not None}
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat(timespec="microseconds") + "Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return f"{_EXACT}{value}{_EXACT}"  # unquoted by _dumps: exact, not via float
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    return value
 
 
 def _skipping_bad_checkpoints(
