@@ -18,7 +18,7 @@ from deltakeeper.delta.crc import (
     read_crc,
     write_crc,
 )
-from deltakeeper.delta.errors import CorruptLogError
+from deltakeeper.delta.errors import CorruptLogError, UnsupportedProtocolError
 from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol, remove
 
@@ -245,3 +245,12 @@ def test_equivalent_spellings_agree(tmp_path):
         "totalBytes": [0, 10],
     }
     assert crc_mismatches(crc, snap) == []
+
+
+def test_unknown_writer_feature_writes_nothing(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(1, 7, writerFeatures=["somethingNew"]), metadata(), add("a"))
+    table, snap = snapshot(tmp_path)
+    with pytest.raises(UnsupportedProtocolError, match="somethingNew"):
+        write_crc(table, snap)
+    assert [p.name for p in (tmp_path / "_delta_log").iterdir()] == ["00000000000000000000.json"]

@@ -19,7 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltakeeper.delta import paths, schema
-from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, MissingLogFileError
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    InvalidInputError,
+    MissingLogFileError,
+    UnsupportedProtocolError,
+)
 from deltakeeper.delta.replay import read_actions
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
@@ -256,7 +261,13 @@ def write_crc(
     """Write `<version>.crc` for `snap` unless one exists; never overwrite (spec).
 
     The commit at `snap.version` must already be in the log, which a snapshot guarantees.
+    Tables with features this build does not know are refused before anything is written.
     """
+    if snap.unsupported_features:
+        raise UnsupportedProtocolError(
+            f"{table.uri}: refusing to write a version checksum: this build does not support "
+            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
+        )
     crc = build_crc(snap, snap.commit_info or commit_info(table, snap.version), max_files)
     body = serialize(crc)
     key = crc_key(snap.version)
