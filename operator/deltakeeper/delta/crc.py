@@ -10,7 +10,6 @@ Delta Spark.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,32 +120,38 @@ def serialize(crc: dict[str, Any]) -> bytes:
 def file_size_histogram(
     sizes: pa.Array | pa.ChunkedArray, bins: tuple[int, ...] | list[int] = FILE_SIZE_BINS
 ) -> dict[str, list[int]]:
+    at_least = _at_least(sizes, bins)
+    # Values at or above a bound form nested sets: equal counts mean equal sets, so each
+    # distinct count needs one sum (a table's files usually span a few bins).
+    sums: dict[int, int] = {0: 0}
+    for bound, n in zip(bins, at_least, strict=True):
+        if n not in sums:
+            chosen = pc.if_else(pc.greater_equal(sizes, bound), sizes, 0)
+            sums[n] = int(pc.sum(chosen).as_py() or 0)
     return {
         "sortedBinBoundaries": [int(b) for b in bins],
-        "fileCounts": _binned(sizes, bins, lambda at_least: pc.sum(pc.cast(at_least, pa.int64()))),
-        "totalBytes": _binned(sizes, bins, lambda at_least: pc.sum(pc.if_else(at_least, sizes, 0))),
+        "fileCounts": _per_bin(at_least),
+        "totalBytes": _per_bin([sums[n] for n in at_least]),
     }
 
 
 def _bin_counts(values: pa.Array | pa.ChunkedArray, bins: tuple[int, ...]) -> list[int]:
-    return _binned(values, bins, lambda at_least: pc.sum(pc.cast(at_least, pa.int64())))
+    return _per_bin(_at_least(values, bins))
 
 
-def _binned(
-    values: pa.Array | pa.ChunkedArray,
-    bins: tuple[int, ...] | list[int],
-    total: Callable[[pa.ChunkedArray], pa.Scalar],
-) -> list[int]:
-    """Per bin, `total` over the values in it (a value's bin: the last lower bound <= it).
+def _at_least(values: pa.Array | pa.ChunkedArray, bins: tuple[int, ...] | list[int]) -> list[int]:
+    """How many values are at or above each bound (one vectorized pass per bound)."""
+    return [int(pc.sum(pc.greater_equal(values, b)).as_py() or 0) for b in bins]
 
-    Computed as differences of "at least this bound" totals: one vectorized pass per bound.
-    """
-    at_least = [int(total(pc.greater_equal(values, b)).as_py() or 0) for b in bins]
+
+def _per_bin(at_least: list[int]) -> list[int]:
+    """From "at or above each bound" to "in each bin": a value's bin is the last lower bound at
+    or below it; values below the first bound are in none (Delta Spark drops them too)."""
     return [n - m for n, m in zip(at_least, [*at_least[1:], 0], strict=True)]
 
 
 def _sizes(files: pa.Table) -> pa.ChunkedArray:
-    return pc.cast(files["size"], pa.int64())
+    return pc.fill_null(pc.cast(files["size"], pa.int64()), -1)  # no size: in no bin (Spark)
 
 
 def _dv_readable(snap: Snapshot) -> bool:
