@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -355,7 +356,7 @@ def stats_parsed(
     if len(text) == 0:
         return pa.array([], out_type)
     text = pc.cast(text, pa.large_string())
-    valid = pc.fill_null(pc.match_substring_regex(text, r"\S"), False)
+    valid = pc.and_(pc.fill_null(pc.match_substring_regex(text, r"\S"), False), _objects(text))
     # Raw newlines in valid JSON can only be whitespace between tokens, so blank them out.
     for newline in ("\n", "\r"):
         if pc.any(pc.match_substring(text, newline)).as_py():
@@ -372,11 +373,34 @@ def stats_parsed(
     return pa.StructArray.from_arrays(rows.flatten(), fields=list(out_type), mask=pc.invert(keep))
 
 
-# Rows per Arrow JSON read; a block that fails is split SPLIT ways until pieces of at most
-# FALLBACK_ROWS rows go through Python. Small blocks keep the re-parse cost of a bad row low.
+def _objects(text: pa.Array) -> pa.Array:
+    """Which rows hold a JSON object, checked with orjson (about a microsecond a row).
+
+    Malformed rows are the common kind of bad stats; finding them up front keeps them away
+    from the bulk reader, whose failures cost a split and a re-read each.
+    """
+    ok = []
+    for s in text.to_pylist():
+        try:
+            ok.append(isinstance(orjson.loads(s), dict) if s is not None else False)
+        except orjson.JSONDecodeError:
+            ok.append(_is_object(s))  # orjson refuses NaN and Infinity; json takes them
+    return pa.array(ok, pa.bool_())
+
+
+def _is_object(s: str) -> bool:
+    try:
+        return isinstance(json.loads(s), dict)
+    except ValueError:
+        return False
+
+
+# Rows per Arrow JSON read. A block that fails (a value of the wrong type) is re-read after the
+# row Arrow names; if it names none, it is split SPLIT ways down to FALLBACK_ROWS rows.
 BLOCK_ROWS = 2048
 SPLIT = 8
 FALLBACK_ROWS = 16
+_ROW = re.compile(r"in row (\d+)")
 
 
 class _BlockReader:
@@ -391,13 +415,42 @@ class _BlockReader:
         )
         self.offsets: list[int] = offsets.to_pylist()
         longest = pc.max(pc.binary_length(lines)).as_py() or 0
-        self.read_options = pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 1))
+        # One thread: these reads are small, and a thread pool costs ~20x per call.
+        self.read_options = pj.ReadOptions(
+            block_size=max(1 << 20, 2 * longest + 1), use_threads=False
+        )
         self.parse_options = pj.ParseOptions(
             explicit_schema=self.read_schema, unexpected_field_behavior="ignore"
         )
 
     def parse(self, lo: int, hi: int, out: list[pa.Array]) -> None:
-        rows = self.read(lo, hi)
+        """Rows [lo, hi): in bulk; a row Arrow names as bad goes alone through Python."""
+        while lo < hi:
+            rows, bad = self.read(lo, hi)
+            if rows is not None:
+                out.append(rows)
+                return
+            if bad is None or not self._confirmed(lo, bad, hi):
+                self.bisect(lo, hi, out)
+                return
+            if bad > lo:
+                self.parse_known_good(lo, bad, out)
+            out.append(self.fallback(bad, bad + 1))
+            lo = bad + 1
+
+    def _confirmed(self, lo: int, bad: int, hi: int) -> bool:
+        # The row number in Arrow's message is trusted only if that row alone fails.
+        return lo <= bad < hi and self.read(bad, bad + 1)[0] is None
+
+    def parse_known_good(self, lo: int, hi: int, out: list[pa.Array]) -> None:
+        rows, _ = self.read(lo, hi)
+        if rows is not None:
+            out.append(rows)
+        else:
+            self.bisect(lo, hi, out)
+
+    def bisect(self, lo: int, hi: int, out: list[pa.Array]) -> None:
+        rows, _ = self.read(lo, hi)
         if rows is not None:
             out.append(rows)
         elif hi - lo <= FALLBACK_ROWS:
@@ -405,9 +458,10 @@ class _BlockReader:
         else:
             step = -(-(hi - lo) // SPLIT)
             for start in range(lo, hi, step):
-                self.parse(start, min(start + step, hi), out)
+                self.bisect(start, min(start + step, hi), out)
 
-    def read(self, lo: int, hi: int) -> pa.Array | None:
+    def read(self, lo: int, hi: int) -> tuple[pa.Array | None, int | None]:
+        """The parsed rows, or None and the absolute index of the row Arrow rejected."""
         start, end = self.offsets[lo], self.offsets[hi]
         try:
             table = pj.read_json(
@@ -416,11 +470,12 @@ class _BlockReader:
                 parse_options=self.parse_options,
             )
             if table.num_rows != hi - lo:  # blank lines or two objects on one line
-                return None
+                return None, None
             rows = table.to_struct_array().combine_chunks()
-            return rows.cast(self.out_type, safe=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return None
+            return rows.cast(self.out_type, safe=False), None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            m = _ROW.search(str(e))
+            return None, (lo + int(m.group(1)) if m else None)
 
     def fallback(self, lo: int, hi: int) -> pa.Array:
         start, end = self.offsets[lo], self.offsets[hi]
