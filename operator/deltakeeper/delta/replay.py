@@ -1,11 +1,14 @@
 """Action reconciliation: checkpoint + commits -> live files, tombstones and table-level actions.
 
-The checkpoint (millions of rows) stays in Arrow end to end; only the commits after it, which are
-few, are parsed row by row. Newer actions win per (path, deletionVector.uniqueId).
+The checkpoint (millions of rows) stays in Arrow end to end. Commits are read newest first, one
+orjson parse per line to find each action's key; the winning file actions are kept as their raw
+lines and turned into Arrow in batches by pyarrow.json. Newer actions win per
+(path, deletionVector.uniqueId).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -13,6 +16,7 @@ from urllib.parse import unquote
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths, schema
@@ -231,11 +235,15 @@ def _rows_to_table(
 
 def read_actions(storage: Storage, key: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, action) pairs of a JSON log file; a bad line is a CorruptLogError naming it."""
+    return [(lineno, action) for lineno, _, action in _commit_lines(storage, key)]
+
+
+def _commit_lines(storage: Storage, key: str) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """(line number, raw line, parsed action) for each action line of a JSON log file."""
     try:
         data = storage.read(key)
     except FileNotFoundError as e:
         raise MissingLogFileError(f"{storage.uri}/{key} was listed but is gone") from e
-    out = []
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -253,8 +261,7 @@ def read_actions(storage: Storage, key: str) -> list[tuple[int, dict[str, Any]]]
             isinstance(body, dict) and isinstance(body.get("path"), str)
         ):
             raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: {kind} without a path")
-        out.append((lineno, action))
-    return out
+        yield lineno, line, action
 
 
 def replay(
@@ -269,17 +276,22 @@ def replay(
     `base` (files, tombstones) of an earlier snapshot stands in for the checkpoint when the
     segment's commits follow that snapshot directly (incremental update).
     """
-    newest: dict[tuple[str, str | None], tuple[str, dict[str, Any], str]] = {}
+    seen: set[tuple[str, str | None]] = set()
+    kept = {
+        "add": _Kept("add", add_cols, storage.uri),
+        "remove": _Kept("remove", remove_cols, storage.uri),
+    }
     result = Actions(
         schema.add_schema(add_cols).empty_table(), schema.remove_schema(remove_cols).empty_table()
     )
     for entry in reversed(segment.commits):
-        for lineno, action in read_actions(storage, entry.key):
+        for lineno, line, action in _commit_lines(storage, entry.key):
             kind, body = next(iter(action.items()))
             if kind in ("add", "remove"):
                 key = (body["path"], dv_unique_id(body.get("deletionVector")))
-                if key not in newest:
-                    newest[key] = (kind, body, f"{storage.uri}/{entry.key}: line {lineno}")
+                if key not in seen:  # commits are read newest first: the first one seen wins
+                    seen.add(key)
+                    kept[kind].keep(line, body, entry.key, lineno)
             elif kind == "commitInfo" and entry.name.version == segment.version:
                 result.commit_info = result.commit_info or body
             else:
@@ -295,12 +307,136 @@ def replay(
         for action in others:
             kind, body = next(iter(action.items()))
             _take_table_action(result, kind, body)
-    touched = set(newest)
-    adds = [v for v in newest.values() if v[0] == "add"]
-    removes = [v for v in newest.values() if v[0] == "remove"]
-    result.adds = _merge(cp_adds, touched, adds, add_cols, "add")
-    result.removes = _merge(cp_removes, touched, removes, remove_cols, "remove")
+    result.adds = _merge(cp_adds, seen, kept["add"].table())
+    result.removes = _merge(cp_removes, seen, kept["remove"].table())
     return result
+
+
+class _Kept:
+    """The winning add (or remove) actions of the commits, kept as their raw JSON lines.
+
+    Lines are turned into Arrow in batches, columnar (pyarrow.json), so no Python object per
+    action outlives its batch. Whatever the columnar reader cannot reproduce exactly goes
+    through the row-by-row converter, which also names a bad line.
+    """
+
+    BATCH = 65_536
+
+    def __init__(self, action: str, cols: tuple[str, ...], uri: str) -> None:
+        self.action, self.cols, self.uri = action, cols, uri
+        self.target = schema.add_schema(cols) if action == "add" else schema.remove_schema(cols)
+        self.tables: list[pa.Table] = []
+        self._clear()
+
+    def _clear(self) -> None:
+        self.lines: list[bytes] = []
+        self.places: list[tuple[str, int]] = []
+        # The key tuples of each map field's JSON objects in this batch; None: null or absent.
+        self.shapes: dict[str, set[tuple[str, ...] | None]] = {n: set() for n in MAP_FIELDS}
+
+    def keep(self, line: bytes, body: dict[str, Any], key: str, lineno: int) -> None:
+        self.lines.append(line)
+        self.places.append((key, lineno))
+        for name, shapes in self.shapes.items():
+            value = body.get(name)
+            shapes.add(tuple(value) if isinstance(value, dict) else None)
+        if len(self.lines) >= self.BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.lines:
+            return
+        table = _lines_to_table(self.lines, self.action, self.target, self.shapes)
+        if table is None:
+            rows = [orjson.loads(line)[self.action] for line in self.lines]
+            where = [f"{self.uri}/{key}: line {n}" for key, n in self.places]
+            table = _rows_to_table(rows, self.cols, self.action, where)
+        self.tables.append(table)
+        self._clear()
+
+    def table(self) -> pa.Table:
+        self._flush()
+        if not self.tables:
+            return self.target.empty_table()
+        return pa.concat_tables(self.tables) if len(self.tables) > 1 else self.tables[0]
+
+
+MAP_FIELDS = ("partitionValues", "tags")
+
+
+def _lines_to_table(
+    lines: list[bytes],
+    action: str,
+    target: pa.Schema,
+    shapes: dict[str, set[tuple[str, ...] | None]],
+) -> pa.Table | None:
+    """Columnar parse of `{"<action>": {...}}` lines; None when it would not be exact.
+
+    A map field is read as a struct of strings, exact only when all its objects in the batch
+    have the same keys in the same order (partitionValues always do; tags mostly are absent).
+    Its struct is spelled out, or pyarrow would read date-like strings as timestamps.
+    """
+    fields = []
+    for f in schema.ADD_FIELDS if action == "add" else schema.REMOVE_FIELDS:
+        if f.name not in MAP_FIELDS:
+            fields.append(f)
+            continue
+        seen = [shape for shape in shapes[f.name] if shape is not None]
+        if len(seen) > 1:
+            return None
+        if seen:
+            fields.append(pa.field(f.name, pa.struct([(k, pa.string()) for k in seen[0]])))
+    data = b"\n".join(lines)
+    options = pa_json.ParseOptions(
+        explicit_schema=pa.schema([pa.field(action, pa.struct(fields))]),
+        unexpected_field_behavior="infer",
+    )
+    try:
+        read = pa_json.read_json(
+            pa.BufferReader(data),
+            read_options=pa_json.ReadOptions(block_size=len(data) + 1),  # one block, one schema
+            parse_options=options,
+        )
+        struct = read.column(action).combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    names = {struct.type.field(i).name for i in range(struct.type.num_fields)}
+    cols = []
+    for f in target:
+        if f.name not in names or (f.name in MAP_FIELDS and shapes[f.name] == {None}):
+            cols.append(pa.nulls(len(lines), f.type))
+            continue
+        child = struct.field(f.name)
+        try:
+            if f.name in MAP_FIELDS:
+                child = _struct_to_map(child)
+            elif child.type != f.type:
+                child = _cast(child, f.type)
+            cols.append(child)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+    return pa.Table.from_arrays(cols, schema=target)
+
+
+def _struct_to_map(col: pa.Array) -> pa.Array:
+    """A struct of strings (valid rows have every key) as map<string, string>, key order kept."""
+    k = col.type.num_fields
+    valid = col.is_valid()
+    children = [col.field(i).filter(valid) for i in range(k)]
+    m = len(children[0]) if k else int(pc.sum(valid.cast(pa.int64())).as_py() or 0)
+    offsets = pa.concat_arrays(
+        [pa.array([0], pa.int64()), pc.cumulative_sum(pc.if_else(valid, k, 0).cast(pa.int64()))]
+    )
+    names = pa.array([col.type.field(i).name for i in range(k)], pa.string())
+    keys = names.take(pa.array([f for _ in range(m) for f in range(k)], pa.int64()))
+    if k:
+        stacked = pa.concat_arrays(children)
+        items = stacked.take(pa.array([j + f * m for j in range(m) for f in range(k)], pa.int64()))
+    else:
+        items = pa.array([], pa.string())
+    return pa.MapArray.from_arrays(
+        offsets.cast(pa.int32()), keys, items, type=schema.STRING_MAP, mask=pc.invert(valid)
+    )
 
 
 def _take_table_action(result: Actions, kind: str, body: Any) -> None:
@@ -318,15 +454,11 @@ def _take_table_action(result: Actions, kind: str, body: Any) -> None:
 
 
 def _merge(
-    checkpoint_parts: list[pa.Table],
-    touched: set[tuple[str, str | None]],
-    newer: list[tuple[str, dict[str, Any], str]],
-    cols: tuple[str, ...],
-    action: str,
+    checkpoint_parts: list[pa.Table], touched: set[tuple[str, str | None]], newer: pa.Table
 ) -> pa.Table:
-    """Checkpoint rows whose key no newer commit touched, plus the newer (kind, body, where)."""
+    """Checkpoint rows whose key no newer commit touched, plus the newer actions."""
     kept = [_drop_keys(t, touched) for t in checkpoint_parts]
-    kept.append(_rows_to_table([b for _, b, _ in newer], cols, action, [w for _, _, w in newer]))
+    kept.append(newer)
     return pa.concat_tables(kept) if len(kept) > 1 else kept[0]
 
 
