@@ -166,6 +166,7 @@ def test_write_is_create_only_and_dry_run_writes_nothing(tmp_path):
     again = write_crc(table, snap)
     assert again.existed and not again.written
     assert crc_file.read_text() == '{"theirs": true}\n'  # never overwritten
+    assert write_crc(table, snap, dry_run=True).existed
 
 
 def test_write_after_a_checkpoint_reads_the_commit_for_txn_id_and_timestamp(tmp_path):

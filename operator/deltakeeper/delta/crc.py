@@ -276,17 +276,17 @@ def write_crc(
     crc = build_crc(snap, snap.commit_info or commit_info(table, snap.version), max_files)
     body = serialize(crc)
     key = crc_key(snap.version)
-    result = CrcResult(snap.version, key, False, False, len(body), tuple(crc))
-    if table.storage.head(key) is not None:
-        return CrcResult(snap.version, key, False, True, len(body), tuple(crc))
+
+    def result(written: bool, existed: bool) -> CrcResult:
+        return CrcResult(snap.version, key, written, existed, len(body), tuple(crc))
+
     if dry_run:
-        return result
+        return result(False, table.storage.head(key) is not None)
     try:
-        table.storage.put_if_absent(key, body)
+        table.storage.put_if_absent(key, body)  # one request; refuses an existing checksum
     except FileExistsError:
-        # Another writer's checksum landed first; theirs stands.
-        return CrcResult(snap.version, key, False, True, len(body), tuple(crc))
-    return CrcResult(snap.version, key, True, False, len(body), tuple(crc))
+        return result(False, True)  # someone's checksum is there already; it stands
+    return result(True, False)
 
 
 def commit_info(table: Table, version: int) -> dict[str, Any] | None:
