@@ -164,8 +164,7 @@ class LocalStorage(Storage):
             key = folder + entry.name
             if entry.is_dir():
                 out.append(FileInfo(key + "/", 0, 0, is_dir=True))
-            elif key > start_after:
-                st = entry.stat()
+            elif key > start_after and (st := _stat(entry)) is not None:
                 out.append(FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000))
         return out
 
@@ -175,8 +174,8 @@ class LocalStorage(Storage):
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             rel = "" if rel == "." else rel + "/"
             for name in files:
-                st = os.stat(os.path.join(dirpath, name))
-                yield FileInfo(rel + name, st.st_size, st.st_mtime_ns // 1_000_000)
+                if (st := _stat(os.path.join(dirpath, name))) is not None:
+                    yield FileInfo(rel + name, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def _read(self, key: str) -> bytes:
         self.requests["read"] += 1
@@ -246,6 +245,15 @@ class LocalStorage(Storage):
                 f"cannot write {self.uri}/{key}: {e.strerror or 'permission denied'}; "
                 "deltakeeper needs write access to the table (read-only mount or permissions?)"
             ) from e
+
+
+def _stat(entry: os.DirEntry[str] | str) -> os.stat_result | None:
+    """Stat a listed file; None when it is gone since the scan. Writers rename their temp files
+    into place (delta-rs's `N.json#1`) and cleanup deletes: a listing must not fail on either."""
+    try:
+        return entry.stat() if isinstance(entry, os.DirEntry) else os.stat(entry)
+    except FileNotFoundError:
+        return None
 
 
 class ObjectStorage(Storage):
