@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deltakeeper import __version__
-from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.summary import summarize
@@ -67,6 +67,19 @@ def _maintenance_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 
+def _checkpoint_flags(p: argparse.ArgumentParser, part_size_flag: str) -> None:
+    p.add_argument(
+        part_size_flag,
+        dest="part_size",
+        type=int,
+        metavar="N",
+        help="actions per checkpoint part (multi-part above N; sidecars of N on V2 tables)",
+    )
+    p.add_argument(
+        "--write-checksum", action="store_true", help="also write the version checksum N.crc"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deltakeeper",
@@ -97,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "checkpoint",
-        help="write a classic checkpoint and move _last_checkpoint (expired tombstones dropped)",
+        help="write a checkpoint and move _last_checkpoint (expired tombstones dropped)",
+        description="Write the checkpoint of the latest version (or --version): a classic "
+        "single file, multi-part with --part-size, or V2 with sidecars on v2Checkpoint tables.",
     )
     _common(p)
     _at_version(p, timestamps=False)
@@ -106,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="D",
         help="keep tombstones younger than D (30d, 12h, ...; default 7d, never below the "
         "table's delta.deletedFileRetentionDuration)",
+    )
+    _checkpoint_flags(p, "--part-size")
+    p.add_argument(
+        "--classic",
+        action="store_true",
+        help="on v2Checkpoint tables: a classic-named V2 checkpoint with every action inline, "
+        "for readers that do not know sidecars",
     )
     _maintenance_flags(p, dry_run="compute the checkpoint, write nothing")
     p.set_defaults(func=cmd_checkpoint)
@@ -163,9 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--allow-short-retention", action="store_true", help="allow vacuum below 7 days")
     p.add_argument("--no-vacuum", action="store_true", help="never vacuum data files")
-    p.add_argument(
-        "--write-checksum", action="store_true", help="write N.crc next to each new checkpoint"
-    )
+    _checkpoint_flags(p, "--checkpoint-part-size")
     p.add_argument(
         "--only",
         metavar="OPS",
@@ -277,10 +297,25 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = load_for_checkpoint(table, args.version)
-    pol = _policy(args.uri, snap.metadata.configuration, deleted_file_retention_ms=retention)
-    result = write_checkpoint(
-        table, snap, now, pol.deleted_file_retention_ms, pol.txn_retention_ms, args.dry_run
+    pol = _policy(
+        args.uri,
+        snap.metadata.configuration,
+        deleted_file_retention_ms=retention,
+        checkpoint_part_size=_part_size(args.part_size),
+        write_checksum=args.write_checksum or None,
     )
+    result = write_checkpoint(
+        table,
+        snap,
+        now,
+        pol.deleted_file_retention_ms,
+        pol.txn_retention_ms,
+        args.dry_run,
+        part_size=pol.checkpoint_part_size,
+        classic=args.classic,
+    )
+    checksum = crc.write_crc(table, snap, args.dry_run) if pol.write_checksum else None
+    written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
         "operation": "checkpoint",
         "version": snap.version,
@@ -293,9 +328,15 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         "expiredTombstones": result.expired_tombstones,
         "sizeBytes": result.size_bytes,
         "lastCheckpointMoved": result.last_checkpoint_moved,
+        "layout": result.layout,
+        "checkpointFiles": list(result.keys),
+        "parts": result.parts,
+        "sidecars": result.sidecars,
+        "checksumFile": checksum.key if checksum else None,
+        "checksumExisted": checksum.existed if checksum else None,
         "deletedFiles": 0,
         "deletedBytes": 0,
-        "files": [result.key] if args.dry_run else [],
+        "files": written if args.dry_run else [],
     }
     if args.json:
         print(json.dumps(report))
@@ -305,9 +346,19 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
             f"{verb} {result.key}: {result.adds} files, {result.tombstones} tombstones "
             f"({result.expired_tombstones} expired), {format_bytes(result.size_bytes)}"
         )
+        if len(result.keys) > 1:
+            print(f"{result.layout}: {len(result.keys)} files")
         if not args.dry_run and not result.last_checkpoint_moved:
             print("_last_checkpoint already points at a newer checkpoint; left as it is")
+        if checksum is not None:
+            print(f"{checksum.key}: {'already there, left as it is' if checksum.existed else verb}")
     return 0
+
+
+def _part_size(value: int | None) -> int | None:
+    if value is not None and value <= 0:
+        raise InvalidInputError(f"the checkpoint part size must be above 0, got {value}")
+    return value
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -411,6 +462,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         "vacuum_enabled": False if args.no_vacuum else None,
         "allow_short_retention": args.allow_short_retention or None,
         "write_checksum": args.write_checksum or None,
+        "checkpoint_part_size": _part_size(args.part_size),
     }
     pol = _policy(args.uri, snap.metadata.configuration, **flags)
     ops = _operations(args.only)

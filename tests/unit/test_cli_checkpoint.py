@@ -67,3 +67,20 @@ def test_unknown_feature_is_exit_3_and_nothing_written(capsys, tmp_path):
     code, _, err = run(capsys, "checkpoint", str(tmp_path))
     assert code == 3 and "novelThing" in err
     assert [p.name for p in (tmp_path / "_delta_log").iterdir()] == ["00000000000000000000.json"]
+
+
+def test_part_size_and_checksum_flags(capsys, tmp_path):
+    t = table(tmp_path)
+    report = checkpoint_json(capsys, t, "--part-size", "1", "--write-checksum")  # 1 add, 1 remove
+    assert report["layout"] == "multipart" and report["parts"] == 2
+    assert len(report["checkpointFiles"]) == 2
+    assert report["checksumFile"] == "_delta_log/00000000000000000001.crc"
+    assert report["checksumExisted"] is False
+    assert json.loads((t / "_delta_log/00000000000000000001.crc").read_text())["numFiles"] == 1
+    again = checkpoint_json(capsys, t, "--write-checksum")
+    assert again["checksumExisted"] is True and again["layout"] == "classic"
+
+
+def test_bad_part_size_is_exit_2(capsys, tmp_path):
+    code, _, err = run(capsys, "checkpoint", str(table(tmp_path)), "--part-size", "0")
+    assert code == 2 and "part size" in err

@@ -98,3 +98,47 @@ def test_checkpoint_interval_flag_and_table_property(capsys, tmp_path):
     assert not {s["operation"]: s for s in report["plan"]["steps"]}["checkpoint"]["due"]
     _, report, _ = maintain_json(capsys, tmp_path, "--dry-run", "--checkpoint-interval", "5")
     assert {s["operation"]: s for s in report["plan"]["steps"]}["checkpoint"]["due"]
+
+
+def v2_table(root, commits: int):
+    b = LogBuilder(root)
+    features = ["v2Checkpoint"]
+    b.commit(protocol(3, 7, readerFeatures=features, writerFeatures=features), metadata())
+    for v in range(1, commits):
+        b.commit(add(f"f{v}.parquet"), mtime_ms=START + v * DAY)
+    return b
+
+
+def test_v2_tables_get_a_classic_named_checkpoint_now_and_then(capsys, tmp_path):
+    b = v2_table(tmp_path, 12)
+    code, report, _ = maintain_json(capsys, tmp_path, "--no-vacuum")
+    assert code == 0 and "classic-named" in report["plan"]["steps"][0]["reason"]
+    assert "00000000000000000011.checkpoint.parquet" in log_names(tmp_path)
+    for v in range(12, 24):
+        b.commit(add(f"f{v}.parquet"))
+    code, report, _ = maintain_json(capsys, tmp_path, "--no-vacuum")
+    assert code == 0 and "classic-named" not in report["plan"]["steps"][0]["reason"]
+    uuid_named = [
+        n for n in log_names(tmp_path) if n.startswith("00000000000000000023.checkpoint.")
+    ]
+    assert len(uuid_named) == 1 and uuid_named[0] != "00000000000000000023.checkpoint.parquet"
+    assert any(p.name.endswith(".parquet") for p in (tmp_path / "_delta_log/_sidecars").iterdir())
+
+
+def test_write_checksum_and_part_size_reach_the_checkpoint(capsys, tmp_path):
+    daily_table(tmp_path)
+    code, report, _ = maintain_json(
+        capsys, tmp_path, "--dry-run", "--write-checksum", "--checkpoint-part-size", "5"
+    )
+    assert code == 0
+    crc_key = "_delta_log/00000000000000000011.crc"
+    parts = [f for f in report["files"] if ".checkpoint." in f]
+    assert len(parts) == 3 and crc_key in report["files"]  # 12 adds + 1 tombstone, 5 a part
+    assert not (tmp_path / crc_key).exists()
+    code, report, _ = maintain_json(
+        capsys, tmp_path, "--write-checksum", "--checkpoint-part-size", "5"
+    )
+    assert code == 0 and (tmp_path / crc_key).exists()
+    assert sum(".checkpoint." in n for n in log_names(tmp_path)) == 3
+    crc = json.loads((tmp_path / crc_key).read_text())
+    assert crc["numFiles"] == 11 and crc["tableSizeBytes"] == 1100

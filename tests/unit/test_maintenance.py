@@ -55,7 +55,7 @@ def test_a_long_log_without_checkpoint_gets_one_and_cleanup_waits_for_it(tmp_pat
     table, plan = plan_for(tmp_path, now)
     s = steps(plan)
     assert s["checkpoint"].due and "12 commits" in s["checkpoint"].reason
-    assert not s["cleanup"].due and "no checkpoint" in s["cleanup"].reason
+    assert not s["cleanup"].due and "no usable checkpoint" in s["cleanup"].reason
     report = executor.execute(table, plan)
     by_op = {o.operation: o for o in report.outcomes}
     assert by_op["checkpoint"].result == "done" and by_op["checkpoint"].checkpoint_version == 11

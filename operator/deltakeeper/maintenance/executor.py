@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.table import Table
@@ -105,20 +105,34 @@ def _checkpoint(
     snap = load_for_checkpoint(table, plan.version)
     pol = plan.policy
     result = write_checkpoint(
-        table, snap, plan.now_ms, pol.deleted_file_retention_ms, pol.txn_retention_ms, dry_run
+        table,
+        snap,
+        plan.now_ms,
+        pol.deleted_file_retention_ms,
+        pol.txn_retention_ms,
+        dry_run,
+        part_size=pol.checkpoint_part_size,
+        classic=step.classic_v2,
     )
     message = (
-        f"{result.key}: {result.adds} files, {result.tombstones} tombstones "
-        f"({result.expired_tombstones} expired)"
+        f"{result.key} ({result.layout}, {len(result.keys)} files): {result.adds} files, "
+        f"{result.tombstones} tombstones ({result.expired_tombstones} expired)"
     )
     if not dry_run and not result.last_checkpoint_moved:
         message += "; _last_checkpoint already pointed at a newer checkpoint"
+    written = list(result.keys)
+    if pol.write_checksum:
+        checksum = crc.write_crc(table, snap, dry_run)
+        if checksum.written or (dry_run and not checksum.existed):
+            written.append(checksum.key)
+        state = "written" if checksum.written else "would be written" if dry_run else ""
+        message += f"; {checksum.key} {'already there' if checksum.existed else state}"
     return Outcome(
         "checkpoint",
         "dry-run" if dry_run else "done",
         message,
         checkpoint_version=result.version,
-        files=[result.key] if dry_run else [],
+        files=written if dry_run else [],
     )
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 from deltakeeper.delta import cleanup, vacuum
 from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
-from deltakeeper.maintenance.policy import Policy
+from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
 OPERATIONS = ("checkpoint", "cleanup", "vacuum")
@@ -30,6 +31,7 @@ class Step:
     detail: cleanup.CleanupPlan | vacuum.VacuumPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
     exit_code: int = 0  # for a refusal: the CLI exit code of its cause
+    classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -108,7 +110,18 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
     reason = f"{lag} commits {since}; the interval is {every}"
-    return Step("checkpoint", lag >= every, reason)
+    if lag < every or not snap.protocol.has("v2Checkpoint"):
+        return Step("checkpoint", lag >= every, reason)
+    classic = not _recent_classic(table, snap.version, every * CLASSIC_V2_EVERY_INTERVALS)
+    if classic:
+        reason += "; classic-named, as none of the last few checkpoints is (older readers)"
+    return Step("checkpoint", True, reason, classic_v2=classic)
+
+
+def _recent_classic(table: Table, version: int, window: int) -> bool:
+    """Whether a classic-named checkpoint exists within `window` versions before `version`."""
+    listing = table.list_log(max(0, version - window))
+    return any(c.kind is Kind.CHECKPOINT for found in listing.checkpoints.values() for c in found)
 
 
 def _cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
@@ -141,9 +154,10 @@ def _why_nothing(detail: cleanup.CleanupPlan) -> str:
     if detail.cutoff_commit is None:
         return f"no commit is older than the log retention (cut-off {format_ms(detail.cutoff_ms)})"
     if detail.cutoff_checkpoint is None:
+        why = f" ({'; '.join(detail.notes)})" if detail.notes else ""
         return (
-            f"no checkpoint at or before version {detail.cutoff_commit}, the newest commit past "
-            "the log retention; a checkpoint must exist before older commits can go"
+            f"no usable checkpoint at or before version {detail.cutoff_commit} (the newest "
+            f"commit past the log retention){why}; log cleanup needs one to cut at"
         )
     if detail.notes:
         return detail.notes[-1]

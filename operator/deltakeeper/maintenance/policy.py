@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltakeeper.delta import vacuum
 from deltakeeper.units import parse_duration_ms
 
 DAY_MS = 86_400_000
@@ -22,8 +23,11 @@ SMALL_FILE_BYTES = 32 * 2**20
 LOG_RETENTION_MS = 30 * DAY_MS
 DELETED_FILE_RETENTION_MS = 7 * DAY_MS
 CHECKPOINT_INTERVAL = 10
-# Vacuum below this needs an explicit allowShortRetention.
-MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
+# Vacuum below this needs an explicit allowShortRetention (Delta's rule, kept in delta/vacuum).
+MIN_VACUUM_RETENTION_MS = vacuum.MIN_VACUUM_RETENTION_MS
+# On v2Checkpoint tables, a classic-named V2 checkpoint (every action inline, readable by
+# readers that do not know sidecars) when none was written in this many checkpoint intervals.
+CLASSIC_V2_EVERY_INTERVALS = 10
 
 _UNIT_MS = {
     "microsecond": 0.001,
@@ -66,6 +70,7 @@ class Policy:
     vacuum_enabled: bool = True
     allow_short_retention: bool = False
     write_checksum: bool = False  # N.crc next to each checkpoint deltakeeper writes
+    checkpoint_part_size: int | None = None  # actions per part; None: one file (Delta's default)
 
 
 # The explicit settings a DeltaTable spec, a DeltaMaintenancePolicy spec or CLI flags can carry,
@@ -77,6 +82,7 @@ SETTINGS = (
     "vacuum_enabled",
     "allow_short_retention",
     "write_checksum",
+    "checkpoint_part_size",
 )
 
 
@@ -92,6 +98,8 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     checkpoint = spec.get("checkpoint") or {}
     if checkpoint.get("interval") is not None:
         out["checkpoint_interval"] = _positive("checkpoint.interval", checkpoint["interval"])
+    if checkpoint.get("partSize") is not None:
+        out["checkpoint_part_size"] = _positive("checkpoint.partSize", checkpoint["partSize"])
     if checkpoint.get("writeChecksum") is not None:
         out["write_checksum"] = _bool("checkpoint.writeChecksum", checkpoint["writeChecksum"])
     vacuum = spec.get("vacuum") or {}
@@ -148,6 +156,7 @@ def effective(
     vacuum_enabled: bool | None = None,
     allow_short_retention: bool | None = None,
     write_checksum: bool | None = None,
+    checkpoint_part_size: int | None = None,
 ) -> Policy:
     """The policy for one table: explicit values (spec, policy or flags) over Delta's defaults,
     never below what the table's own properties ask for."""
@@ -178,4 +187,5 @@ def effective(
         vacuum_enabled=True if vacuum_enabled is None else vacuum_enabled,
         allow_short_retention=bool(allow_short_retention),
         write_checksum=bool(write_checksum),
+        checkpoint_part_size=checkpoint_part_size,
     )
