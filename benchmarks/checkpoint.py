@@ -273,7 +273,12 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def measure(
-    scenario: str, params: Params, engines: list[str], repeats: int, now_ms: int
+    scenario: str,
+    params: Params,
+    engines: list[str],
+    repeats: int,
+    now_ms: int,
+    spark_repeats: int | None = None,
 ) -> tuple[dict, dict]:
     started = time.perf_counter()
     table, info = ensure(params)
@@ -282,6 +287,8 @@ def measure(
     runs: dict[str, list[dict]] = {e: [] for e in engines}
     for i in range(repeats):
         for engine in engines:
+            if engine == "spark" and spark_repeats is not None and i >= spark_repeats:
+                continue
             r = run_once(engine, table, params, now_ms, scratch)
             runs[engine].append(r)
             shown = (
@@ -347,8 +354,18 @@ def table_lines(scenario: str, results: dict) -> list[str]:
 
 
 def report(
-    scenario: str, cmd: str, m: dict, params: Params, info: dict, results: dict, repeats: int
+    scenario: str,
+    cmd: str,
+    m: dict,
+    params: Params,
+    info: dict,
+    results: dict,
+    repeats: int,
+    spark_repeats: int | None = None,
 ) -> str:
+    runs = f"{repeats} run(s) per engine" + (
+        f" ({min(repeats, spark_repeats)} for Spark)" if spark_repeats is not None else ""
+    )
     ck = info["checkpoint"]
     layout = (
         f"a classic V1 checkpoint at version {ck['version']} ({ck['numOfAddFiles']:,} adds, "
@@ -371,8 +388,8 @@ def report(
         f"files at version {info['version']}, partitioned by date/region, JSON stats on 5 "
         f"columns; log = {layout}; {info['log_bytes'] / MIB:,.1f} MiB of log.",
         f"- Method: each run copies the log to a fresh folder (warm page cache), then one engine "
-        f"checkpoints the latest version in a fresh process; {repeats} run(s) per engine, "
-        "interleaved. Time covers open + checkpoint (imports, JVM and Spark session start "
+        f"checkpoints the latest version in a fresh process; {runs}, interleaved. "
+        "Time covers open + checkpoint (imports, JVM and Spark session start "
         "excluded). Peak RSS is VmHWM of the Python process, or of the driver JVM for Spark. "
         "Tombstones older than 7 days before the real current time expire, as delta-rs and "
         "Spark do by their clocks (all of this log's are older). Each checkpoint was read back "
@@ -393,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--spark-repeats", type=int, help="fewer Spark runs (it takes minutes)")
     ap.add_argument("--quick", action="store_true", help="10k files, 1k commits; no BENCHMARKS.md")
     ap.add_argument("--write", dest="write", action="store_true", default=None)
     ap.add_argument("--no-write", dest="write", action="store_false")
@@ -408,8 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for scenario in scenarios:
         params = (QUICK if a.quick else SCENARIOS)[scenario]
-        info, results = measure(scenario, params, engines, a.repeats, now_ms)
-        text = report(scenario, cmd, m, params, info, results, a.repeats)
+        info, results = measure(scenario, params, engines, a.repeats, now_ms, a.spark_repeats)
+        text = report(scenario, cmd, m, params, info, results, a.repeats, a.spark_repeats)
         print("\n" + text, flush=True)
         if a.write if a.write is not None else not a.quick:
             write_section(a.output, "checkpoint", f"{scenario} {params.key()}", text)
