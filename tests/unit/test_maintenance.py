@@ -168,3 +168,17 @@ def test_plans_cover_only_the_operations_asked_for(tmp_path, ops):
     snap = table.snapshot()
     plan = planner.plan(table, snap, effective({}), START + 60 * DAY, operations=ops)
     assert tuple(s.operation for s in plan.steps) == ops
+
+
+def test_a_hint_left_behind_makes_the_checkpoint_due_again(tmp_path):
+    daily_table(tmp_path)
+    table, plan = plan_for(tmp_path, START + 60 * DAY)
+    executor.execute(table, plan)
+    hint = tmp_path / "_delta_log" / "_last_checkpoint"
+    hint.unlink()  # as a run killed between the checkpoint and its pointer leaves it
+    _, plan = plan_for(tmp_path, START + 60 * DAY)
+    step = steps(plan)["checkpoint"]
+    assert step.due and "_last_checkpoint is missing" in step.reason
+    executor.execute(*plan_for(tmp_path, START + 60 * DAY))
+    assert hint.exists()
+    assert not steps(plan_for(tmp_path, START + 60 * DAY)[1])["checkpoint"].due

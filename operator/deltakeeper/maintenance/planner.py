@@ -110,12 +110,30 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
     reason = f"{lag} commits {since}; the interval is {every}"
+    if lag < every and cp is not None:
+        behind = _hint_behind(table, cp.version)
+        if behind:
+            return Step("checkpoint", True, f"{reason}, but {behind}")
     if lag < every or not snap.protocol.has("v2Checkpoint"):
         return Step("checkpoint", lag >= every, reason)
     classic = not _recent_classic(table, snap.version, every * CLASSIC_V2_EVERY_INTERVALS)
     if classic:
         reason += "; classic-named, as none of the last few checkpoints is (older readers)"
     return Step("checkpoint", True, reason, classic_v2=classic)
+
+
+def _hint_behind(table: Table, checkpoint_version: int) -> str | None:
+    """Why `_last_checkpoint` needs moving to the newest checkpoint (a run killed between the
+    two writes leaves it behind), or None. Writing the checkpoint again moves it."""
+    hint = table.read_hint()
+    if hint.checkpoint is None:
+        return f"_last_checkpoint is {hint.status}; writing the checkpoint again repairs it"
+    if hint.checkpoint.version < checkpoint_version:
+        return (
+            f"_last_checkpoint names version {hint.checkpoint.version}, behind the checkpoint "
+            f"at {checkpoint_version}; writing the checkpoint again moves it"
+        )
+    return None
 
 
 def _recent_classic(table: Table, version: int, window: int) -> bool:
