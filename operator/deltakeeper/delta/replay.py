@@ -235,11 +235,11 @@ def _rows_to_table(
 
 def read_actions(storage: Storage, key: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, action) pairs of a JSON log file; a bad line is a CorruptLogError naming it."""
-    return [(lineno, action) for lineno, _, action in _commit_lines(storage, key)]
+    return [(lineno, {kind: body}) for lineno, _, kind, body in _commit_lines(storage, key)]
 
 
-def _commit_lines(storage: Storage, key: str) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
-    """(line number, raw line, parsed action) for each action line of a JSON log file."""
+def _commit_lines(storage: Storage, key: str) -> Iterator[tuple[int, bytes, str, Any]]:
+    """(line number, raw line, action name, action body) for each line of a JSON log file."""
     try:
         data = storage.read(key)
     except FileNotFoundError as e:
@@ -251,17 +251,17 @@ def _commit_lines(storage: Storage, key: str) -> Iterator[tuple[int, bytes, dict
             action = orjson.loads(line)
         except orjson.JSONDecodeError as e:
             raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: not valid JSON: {e}") from e
-        if not isinstance(action, dict) or len(action) != 1:
+        try:
+            ((kind, body),) = action.items()  # exactly one action per line
+        except (AttributeError, ValueError):
             raise CorruptLogError(
                 f"{storage.uri}/{key}: line {lineno}: expected one action object per line"
-            )
-        body = next(iter(action.values()))
-        kind = next(iter(action))
-        if kind in ("add", "remove") and not (
-            isinstance(body, dict) and isinstance(body.get("path"), str)
+            ) from None
+        if (kind == "add" or kind == "remove") and not (
+            type(body) is dict and type(body.get("path")) is str
         ):
             raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: {kind} without a path")
-        yield lineno, line, action
+        yield lineno, line, kind, body
 
 
 def replay(
@@ -285,10 +285,10 @@ def replay(
         schema.add_schema(add_cols).empty_table(), schema.remove_schema(remove_cols).empty_table()
     )
     for entry in reversed(segment.commits):
-        for lineno, line, action in _commit_lines(storage, entry.key):
-            kind, body = next(iter(action.items()))
-            if kind in ("add", "remove"):
-                key = (body["path"], dv_unique_id(body.get("deletionVector")))
+        for lineno, line, kind, body in _commit_lines(storage, entry.key):
+            if kind == "add" or kind == "remove":
+                dv = body.get("deletionVector")
+                key = (body["path"], dv_unique_id(dv) if dv else None)
                 if key not in seen:  # commits are read newest first: the first one seen wins
                     seen.add(key)
                     kept[kind].keep(line, body, entry.key, lineno)
@@ -333,13 +333,15 @@ class _Kept:
         self.places: list[tuple[str, int]] = []
         # The key tuples of each map field's JSON objects in this batch; None: null or absent.
         self.shapes: dict[str, set[tuple[str, ...] | None]] = {n: set() for n in MAP_FIELDS}
+        self.pv_shapes, self.tag_shapes = self.shapes["partitionValues"], self.shapes["tags"]
 
     def keep(self, line: bytes, body: dict[str, Any], key: str, lineno: int) -> None:
+        # Called once per kept action: spelled out rather than looped, it is the hot path.
         self.lines.append(line)
         self.places.append((key, lineno))
-        for name, shapes in self.shapes.items():
-            value = body.get(name)
-            shapes.add(tuple(value) if isinstance(value, dict) else None)
+        pv, tags = body.get("partitionValues"), body.get("tags")
+        self.pv_shapes.add(tuple(pv) if type(pv) is dict else None)
+        self.tag_shapes.add(tuple(tags) if type(tags) is dict else None)
         if len(self.lines) >= self.BATCH:
             self._flush()
 
