@@ -3,10 +3,11 @@
 A writer in a child process (tests/support/writers.py) appends small batches with unique ids
 and records every commit it saw succeed; commit files get compressed times, one day per
 version, so a run of seconds is years of history. Meanwhile deltakeeper's maintenance runs in a
-loop on the same table: `maintain --no-vacuum` with a 30-day log retention when the CLI has it
-(the table's checkpoint interval is 5), else `checkpoint` and `cleanup`; then `vacuum` when the
-CLI has it. The log's `--now` is one hour after the writer's newest commit time; vacuum, which
-judges data files by their real times, gets the real clock.
+loop on the same table: `maintain --no-vacuum` with a 30-day log retention (3 days beside the
+slower Spark writer) when the CLI has it (the table's checkpoint interval is 5), else
+`checkpoint` and `cleanup`; then `vacuum` when the CLI has it. The log's `--now` is one hour
+after the writer's newest commit time; vacuum, which judges data files by their real times,
+gets the real clock.
 
 Then: the writer never failed; every batch it committed is in the table exactly once (delta-rs,
 DuckDB, Delta Spark); the latest version is the writer's last; every version from each
@@ -36,7 +37,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
 HOUR_MS = 3_600_000
-LOG_RETENTION = "30d"
 LOOP_S = 30
 
 
@@ -45,14 +45,14 @@ def commands() -> set[str]:
     return set(sub.choices)
 
 
-def maintenance(uri: str, log_now_ms: int) -> list[list[str]]:
+def maintenance(uri: str, log_now_ms: int, retention: str) -> list[list[str]]:
     """The commands of one maintenance pass, for what this build of the CLI offers.
 
     The log runs on the compressed clock; vacuum gets the real one, since it judges data files
     by their real modification times (with the compressed clock it would take the writer's
     not yet committed files for week-old orphans)."""
     have = commands()
-    log_now = ["--now", str(log_now_ms), "--log-retention", LOG_RETENTION]
+    log_now = ["--now", str(log_now_ms), "--log-retention", retention]
     vacuum = [["vacuum", uri, "--now", str(int(time.time() * 1000))]] if "vacuum" in have else []
     if "maintain" in have:
         return [["maintain", uri, *log_now, "--no-vacuum"], *vacuum]
@@ -106,19 +106,24 @@ def midnight_utc_today() -> int:
     return int(today.timestamp() * 1000)
 
 
-def maintain_while_writing(kind: str, tmp_path: Path, loop_s: float, pause: float, first: int):
-    """Run the writer and the maintenance loop; returns (base, model, reports, passes)."""
+def maintain_while_writing(
+    kind: str, tmp_path: Path, loop_s: float, pause: float, commits: int, retention: str
+):
+    """Run the writer and the maintenance loop for `loop_s` and at least `commits` commits;
+    returns (base, model, reports, passes)."""
     table, model, stop = tmp_path / "t", tmp_path / "model.jsonl", tmp_path / "stop"
     base = midnight_utc_today()
     writer = start_writer(kind, table, model, stop, base, pause)
     reports: list[dict] = []
     passes: list[int] = []  # the log clock of each pass
     try:
-        wait_for_commits(writer, model, first, timeout_s=180)
+        wait_for_commits(writer, model, 1, timeout_s=180)
         deadline = time.monotonic() + loop_s
-        while time.monotonic() < deadline:
+        give_up = deadline + 240
+        while time.monotonic() < deadline or len(read_model(model)) < commits:
+            assert time.monotonic() < give_up, f"fewer than {commits} commits in {loop_s + 240}s"
             log_now = commit_time(base, read_model(model)[-1]["version"]) + HOUR_MS
-            for argv in maintenance(str(table), log_now):
+            for argv in maintenance(str(table), log_now, retention):
                 reports.append(run_json(argv))
             passes.append(log_now)
             assert writer.poll() is None, f"the writer stopped: {writer.stderr.read()[-3000:]}"
@@ -153,7 +158,9 @@ def ids_up_to(model: list[dict], version: int) -> list[int]:
     return sorted(i for c in model if c["version"] <= version for i in range(c["first"], c["end"]))
 
 
-def check_outcome(path: Path, base: int, model: list[dict], reports: list[dict], passes, tally):
+def check_outcome(
+    path: Path, base: int, model: list[dict], reports: list[dict], passes, days, tally
+):
     last = model[-1]["version"]
     versions = [c["version"] for c in model]
     assert versions == sorted(set(versions)), "the writer saw a version twice or out of order"
@@ -171,7 +178,7 @@ def check_outcome(path: Path, base: int, model: list[dict], reports: list[dict],
 
     failed = [o for r in reports for o in r.get("results", []) if o["result"] == "failed"]
     assert not failed, failed
-    retention = int(LOG_RETENTION.rstrip("d")) * DAY_MS
+    retention = days * DAY_MS
     for r in reports:  # each cut where the model says, though the writer moved on meanwhile
         if r["operation"] == "cleanup":
             assert r["cutoffCommit"] == expected_cutoff(model, base, r["cutoffTimestamp"]), r
@@ -203,12 +210,24 @@ def check_with_spark(path: Path, model: list[dict]) -> None:
 
 def test_no_commit_of_a_delta_rs_writer_is_lost(tmp_path, tally):
     base, model, reports, passes = maintain_while_writing(
-        "deltars", tmp_path, LOOP_S, pause=0.01, first=40
+        "deltars", tmp_path, LOOP_S, pause=0.01, commits=100, retention="30d"
     )
     checkpoints = {r["checkpointVersion"] for r in reports if r["operation"] != "vacuum"}
     assert len(passes) >= 5 and len(checkpoints - {None}) >= 5, (len(passes), checkpoints)
-    assert len(model) > 100, f"only {len(model)} commits: the writer was too slow to test much"
-    check_outcome(tmp_path / "t", base, model, reports, passes, tally)
+    check_outcome(tmp_path / "t", base, model, reports, passes, 30, tally)
     check_with_spark(tmp_path / "t", model)
     tally["commits made during maintenance (delta-rs writer)"] += len(model)
     tally["maintenance passes beside a writer"] += len(passes)
+
+
+def test_no_commit_of_a_spark_writer_is_lost(tmp_path, tally):
+    """The same beside Delta Spark, which also writes its own checkpoints; fewer commits, so a
+    3-day log retention."""
+    base, model, reports, passes = maintain_while_writing(
+        "spark", tmp_path, LOOP_S, pause=0.0, commits=12, retention="3d"
+    )
+    ours = {r["checkpointVersion"] for r in reports if r["operation"] != "vacuum"} - {None}
+    assert ours, "deltakeeper wrote no checkpoint beside the Spark writer"
+    check_outcome(tmp_path / "t", base, model, reports, passes, 3, tally)
+    check_with_spark(tmp_path / "t", model)
+    tally["commits made during maintenance (Delta Spark writer)"] += len(model)
