@@ -118,27 +118,50 @@ def _cast(col: pa.ChunkedArray | pa.Array, typ: pa.DataType) -> pa.ChunkedArray 
 
 
 def _read_checkpoint_file(
-    storage: Storage, key: str, add_cols: tuple[str, ...], remove_cols: tuple[str, ...]
+    storage: Storage,
+    key: str,
+    add_cols: tuple[str, ...],
+    remove_cols: tuple[str, ...],
+    drop: _Dropper | None = None,
 ) -> tuple[pa.Table, pa.Table, list[dict[str, Any]]]:
-    """One parquet checkpoint part or sidecar -> (adds, removes, non-file action rows)."""
+    """One parquet checkpoint part or sidecar -> (adds, removes, non-file action rows).
+
+    Read, projected and (with `drop`) rid of superseded rows batch by batch, so the whole
+    file's decoded columns and a filtered copy of them are never in memory together.
+    """
+    keep = drop or (lambda t: t)
+    add_schema, remove_schema = schema.add_schema(add_cols), schema.remove_schema(remove_cols)
+    adds: list[pa.Table] = [add_schema.empty_table()]
+    removes: list[pa.Table] = [remove_schema.empty_table()]
+    others: list[dict[str, Any]] = []
+    for table in _checkpoint_batches(storage, key, add_cols, remove_cols):
+        adds.append(keep(_file_actions(table, "add", add_cols, add_schema)))
+        removes.append(keep(_file_actions(table, "remove", remove_cols, remove_schema)))
+        for action in NON_FILE_ACTIONS:
+            if action in table.column_names:
+                col = table[action]
+                valid = col.filter(pc.is_valid(col))
+                others.extend({action: _plain(row)} for row in valid.to_pylist())
+    return pa.concat_tables(adds), pa.concat_tables(removes), others
+
+
+CHECKPOINT_BATCH_ROWS = 131_072
+
+
+def _checkpoint_batches(
+    storage: Storage, key: str, add_cols: tuple[str, ...], remove_cols: tuple[str, ...]
+) -> Iterator[pa.Table]:
+    """The columns replay needs, a batch at a time; an unreadable file is a CorruptLogError."""
     try:
         pf = _open_parquet(storage, key)
         top = set(pf.schema_arrow.names)
         columns = [f"add.{c}" for c in add_cols if _has(pf, "add", c)]
         columns += [f"remove.{c}" for c in remove_cols if _has(pf, "remove", c)]
         columns += [a for a in NON_FILE_ACTIONS if a in top]
-        table = pf.read(columns=columns)
+        for batch in pf.iter_batches(batch_size=CHECKPOINT_BATCH_ROWS, columns=columns):
+            yield pa.Table.from_batches([batch])
     except (OSError, pa.ArrowInvalid) as e:
         raise CorruptLogError(f"{storage.uri}/{key}: unreadable checkpoint parquet: {e}") from e
-    adds = _file_actions(table, "add", add_cols, schema.add_schema(add_cols))
-    removes = _file_actions(table, "remove", remove_cols, schema.remove_schema(remove_cols))
-    others: list[dict[str, Any]] = []
-    for action in NON_FILE_ACTIONS:
-        if action in table.column_names:
-            col = table[action]
-            valid = col.filter(pc.is_valid(col))
-            others.extend({action: _plain(row)} for row in valid.to_pylist())
-    return adds, removes, others
 
 
 def _has(pf: pq.ParquetFile, action: str, name: str) -> bool:
@@ -170,8 +193,14 @@ def _plain(value: Any) -> Any:
 
 
 def _read_checkpoint(
-    storage: Storage, cp: Checkpoint, add_cols: tuple[str, ...], remove_cols: tuple[str, ...]
+    storage: Storage,
+    cp: Checkpoint,
+    add_cols: tuple[str, ...],
+    remove_cols: tuple[str, ...],
+    drop: _Dropper | None = None,
 ) -> tuple[list[pa.Table], list[pa.Table], list[dict[str, Any]]]:
+    """The checkpoint's file actions (less the rows `drop` removes) and its other actions."""
+    keep = drop or (lambda t: t)
     adds: list[pa.Table] = []
     removes: list[pa.Table] = []
     others: list[dict[str, Any]] = []
@@ -179,14 +208,15 @@ def _read_checkpoint(
         if entry.name.fmt == "json":  # UUID-named V2 checkpoint in JSON
             actions = [a for _, a in read_actions(storage, entry.key)]
             a, r, o = _split_json_checkpoint(actions, add_cols, remove_cols)
+            a, r = keep(a), keep(r)
         else:
-            a, r, o = _read_checkpoint_file(storage, entry.key, add_cols, remove_cols)
+            a, r, o = _read_checkpoint_file(storage, entry.key, add_cols, remove_cols, drop)
         adds.append(a)
         removes.append(r)
         others.extend(o)
     for sidecar in (o["sidecar"] for o in others if "sidecar" in o):
         key = _sidecar_key(sidecar["path"])
-        a, r, _ = _read_checkpoint_file(storage, key, add_cols, remove_cols)
+        a, r, _ = _read_checkpoint_file(storage, key, add_cols, remove_cols, drop)
         adds.append(a)
         removes.append(r)
     return adds, removes, others
@@ -296,19 +326,20 @@ def replay(
                 result.commit_info = result.commit_info or body
             else:
                 _take_table_action(result, kind, body)
+    drop = _Dropper(seen)
     cp_adds: list[pa.Table] = []
     cp_removes: list[pa.Table] = []
     if base is not None:
-        cp_adds, cp_removes = [base[0]], [base[1]]
+        cp_adds, cp_removes = [drop(base[0])], [drop(base[1])]
     elif segment.checkpoint is not None:
         cp_adds, cp_removes, others = _read_checkpoint(
-            storage, segment.checkpoint, add_cols, remove_cols
+            storage, segment.checkpoint, add_cols, remove_cols, drop
         )
         for action in others:
             kind, body = next(iter(action.items()))
             _take_table_action(result, kind, body)
-    result.adds = _merge(cp_adds, seen, kept["add"].table())
-    result.removes = _merge(cp_removes, seen, kept["remove"].table())
+    result.adds = pa.concat_tables([*cp_adds, kept["add"].table()])
+    result.removes = pa.concat_tables([*cp_removes, kept["remove"].table()])
     return result
 
 
@@ -455,24 +486,25 @@ def _take_table_action(result: Actions, kind: str, body: Any) -> None:
         result.domains.setdefault(body["domain"], body)
 
 
-def _merge(
-    checkpoint_parts: list[pa.Table], touched: set[tuple[str, str | None]], newer: pa.Table
-) -> pa.Table:
-    """Checkpoint rows whose key no newer commit touched, plus the newer actions."""
-    kept = [_drop_keys(t, touched) for t in checkpoint_parts]
-    kept.append(newer)
-    return pa.concat_tables(kept) if len(kept) > 1 else kept[0]
+class _Dropper:
+    """Drops the rows whose (path, DV uniqueId) key a newer commit touched."""
 
+    def __init__(self, keys: set[tuple[str, str | None]]) -> None:
+        self.keys = keys
+        self.sets: tuple[pa.Array, pa.Array] | None = None  # built on first use
 
-def _drop_keys(table: pa.Table, keys: set[tuple[str, str | None]]) -> pa.Table:
-    if not keys or table.num_rows == 0:
-        return table
-    paths_touched = pa.array(sorted({p for p, _ in keys}), pa.string())
-    if not pc.any(pc.is_in(table["path"], value_set=paths_touched)).as_py():
-        return table
-    # "\0" cannot occur in a path or DV id, so it separates the two parts of the key safely.
-    key_col = pc.binary_join_element_wise(
-        table["path"], pc.coalesce(dv_unique_ids(table), ""), "\0"
-    )
-    key_set = pa.array(sorted(f"{p}\0{d or ''}" for p, d in keys), pa.string())
-    return table.filter(pc.invert(pc.is_in(key_col, value_set=key_set)))
+    def __call__(self, table: pa.Table) -> pa.Table:
+        if not self.keys or table.num_rows == 0:
+            return table
+        if self.sets is None:
+            # "\0" cannot occur in a path or DV id, so it separates the key's parts safely.
+            paths_touched = pa.array(sorted({p for p, _ in self.keys}), pa.string())
+            key_set = pa.array(sorted(f"{p}\0{d or ''}" for p, d in self.keys), pa.string())
+            self.sets = paths_touched, key_set
+        paths_touched, key_set = self.sets
+        if not pc.any(pc.is_in(table["path"], value_set=paths_touched)).as_py():
+            return table
+        key_col = pc.binary_join_element_wise(
+            table["path"], pc.coalesce(dv_unique_ids(table), ""), "\0"
+        )
+        return table.filter(pc.invert(pc.is_in(key_col, value_set=key_set)))
