@@ -64,6 +64,7 @@ METHOD = {
     "(driver JVM, default JIT and GC, spark.driver.memory=6g)",
 }
 SPARK_MEMORY = "6g"
+TIMEOUT_S = 1800  # per run; a run that takes longer is reported as not measured
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
@@ -241,7 +242,7 @@ def fresh_copy(table: Path, dest: Path) -> Path:
 def run_once(engine: str, table: Path, params: Params, now_ms: int, scratch: Path) -> dict:
     work = fresh_copy(table, scratch / engine)
     try:
-        r = run_child("benchmarks.checkpoint", [engine, str(work), str(now_ms)])
+        r = run_child("benchmarks.checkpoint", [engine, str(work), str(now_ms)], TIMEOUT_S)
         if r["ok"]:
             if r["version"] != params.version:
                 r |= {"ok": False, "error": f"checkpointed version {r['version']}"}

@@ -50,14 +50,18 @@ def run_child(module: str, args: list[str], timeout: float | None = None) -> dic
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=err)
+        timed_out = False
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            timed_out = True
+            proc.kill()  # a JVM the child started dies with it (Spark's gateway watches stdin)
             out, _ = proc.communicate()
         wall = time.perf_counter() - started
         err.seek(0)
         stderr = err.read().decode(errors="replace").strip()
+    if timed_out:
+        return {"ok": False, "error": f"timed out after {timeout:.0f} s", "process_seconds": wall}
     try:
         report = json.loads(out.decode().strip().splitlines()[-1])
     except (IndexError, ValueError):
