@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 DEMO := demo-lake/events
 
-.PHONY: setup run test test-deps test-fast test-unit lint bench clean
+.PHONY: setup run test test-deps test-fast test-unit lint bench bench-maintenance clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -34,6 +34,11 @@ lint: setup
 
 bench: setup
 	$(PY) -m benchmarks.snapshot_load
+
+# Issue 3: checkpoint (vs delta-rs and Delta Spark) and log cleanup on MinIO; takes ~1 hour.
+bench-maintenance: test-deps
+	$(PY) -m benchmarks.checkpoint --spark-repeats 1
+	$(PY) -m benchmarks.cleanup
 
 clean:
 	rm -rf .venv demo-lake .pytest_cache .mypy_cache .ruff_cache
