@@ -24,7 +24,7 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -39,8 +39,19 @@ from deltakeeper.delta.errors import (
     InvalidInputError,
     UnsupportedProtocolError,
 )
-from deltakeeper.delta.log import segment_for
-from deltakeeper.delta.replay import dv_unique_ids, read_actions, replay
+from deltakeeper.delta.log import Checkpoint, segment_for
+from deltakeeper.delta.replay import (
+    Actions,
+    _file_actions,
+    _has,
+    _open_parquet,
+    _project,
+    _read_checkpoint_file,
+    _sidecar_key,
+    dv_unique_ids,
+    read_actions,
+    replay,
+)
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 
@@ -251,7 +262,56 @@ def write_checkpoint(
     part_size: int | None = None,
     classic: bool = False,
 ) -> CheckpointResult:
-    """Write `snap` as a checkpoint; expire old tombstones and txns.
+    """Write `snap` (loaded with `load_for_checkpoint`) as a checkpoint; see `write_source`."""
+    return write_source(
+        table,
+        CheckpointSource(table, snap),
+        now_ms,
+        tombstone_retention_ms,
+        txn_retention_ms,
+        dry_run,
+        part_size=part_size,
+        classic=classic,
+    )
+
+
+def checkpoint_table(
+    table: Table,
+    version: int | None,
+    now_ms: int,
+    tombstone_retention_ms: int,
+    txn_retention_ms: int | None = None,
+    dry_run: bool = False,
+    *,
+    part_size: int | None = None,
+    classic: bool = False,
+) -> CheckpointResult:
+    """Checkpoint `version` (latest when None): from the newest checkpoint and the commits
+    after it when that checkpoint can be streamed, else from a snapshot loaded in memory."""
+    return write_source(
+        table,
+        checkpoint_source(table, version),
+        now_ms,
+        tombstone_retention_ms,
+        txn_retention_ms,
+        dry_run,
+        part_size=part_size,
+        classic=classic,
+    )
+
+
+def write_source(
+    table: Table,
+    source: CheckpointSource,
+    now_ms: int,
+    tombstone_retention_ms: int,
+    txn_retention_ms: int | None = None,
+    dry_run: bool = False,
+    *,
+    part_size: int | None = None,
+    classic: bool = False,
+) -> CheckpointResult:
+    """Write a checkpoint of `source`; expire old tombstones and txns.
 
     The layout: on a table using V2 checkpoints (see `uses_v2`), a UUID-named V2 checkpoint
     with sidecars of at most `part_size` actions (default 50,000, as Delta Spark), or with
@@ -260,14 +320,11 @@ def write_checkpoint(
     and that is more than one (Delta Spark writes one file unless checkpoint.partSize is set).
     With `dry_run` everything is computed and nothing is written.
     """
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to write a checkpoint: this build does not support "
-            f"{', '.join(snap.unsupported_features)}"
-        )
+    snap = source.snapshot
+    _refuse_unsupported(table, snap)
     if part_size is not None and part_size < 1:
         raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
-    content, expired = snapshot_content(snap, now_ms, tombstone_retention_ms, txn_retention_ms)
+    content, expired = source.content(now_ms, tombstone_retention_ms, txn_retention_ms)
     writer = _Writer(table, snap.version, now_ms, dry_run)
     v2 = uses_v2(snap)
     if v2 and not classic:
@@ -299,6 +356,14 @@ def write_checkpoint(
     )
 
 
+def _refuse_unsupported(table: Table, snap: Snapshot) -> None:
+    if snap.unsupported_features:
+        raise UnsupportedProtocolError(
+            f"{table.uri}: refusing to write a checkpoint: this build does not support "
+            f"{', '.join(snap.unsupported_features)}"
+        )
+
+
 def uses_v2(snap: Snapshot) -> bool:
     """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
     explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
@@ -317,7 +382,7 @@ def snapshot_content(
     snap: Snapshot, now_ms: int, tombstone_retention_ms: int, txn_retention_ms: int | None
 ) -> tuple[Content, int]:
     """The checkpoint rows of a loaded snapshot, and how many tombstones expired."""
-    adds = _sorted_by_key(_checkpoint_adds(snap))
+    adds = _sorted_by_key(_without_data_change(snap.files))
     removes, expired = _live_tombstones(snap.tombstones, now_ms - tombstone_retention_ms)
     removes = _sorted_by_key(removes)
     stats = StatsColumns.for_snapshot(snap)
@@ -357,8 +422,7 @@ def _sorted_by_key(table: pa.Table) -> pa.Table:
     return table.take(pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("d", "ascending")]))
 
 
-def _checkpoint_adds(snap: Snapshot) -> pa.Table:
-    adds = snap.files
+def _without_data_change(adds: pa.Table) -> pa.Table:
     # dataChange has no meaning in a checkpoint; Delta Spark writes false.
     return adds.set_column(
         adds.schema.get_field_index("dataChange"),
@@ -368,9 +432,9 @@ def _checkpoint_adds(snap: Snapshot) -> pa.Table:
 
 
 def _live_tombstones(tombstones: pa.Table, expire_before_ms: int) -> tuple[pa.Table, int]:
-    ts = pc.fill_null(tombstones["deletionTimestamp"], 0)
-    keep = pc.greater_equal(ts, expire_before_ms)
-    kept = tombstones.filter(keep).select(list(CHECKPOINT_REMOVE))
+    kept = tombstones.filter(_not_expired(tombstones, expire_before_ms)).select(
+        list(CHECKPOINT_REMOVE)
+    )
     return kept, tombstones.num_rows - kept.num_rows
 
 
@@ -411,6 +475,384 @@ def _metadata_row(snap: Snapshot) -> dict[str, Any]:
         "configuration": dict(m.configuration),
         "createdTime": m.created_time,
     }
+
+
+# -- where the rows come from: a loaded snapshot, or the newest checkpoint streamed ----------------
+
+
+class CheckpointSource:
+    """The rows of a checkpoint, from one of two places.
+
+    Full: a snapshot loaded with every add column (`load_for_checkpoint`); rows sorted by key.
+    Incremental: the newest checkpoint, streamed a batch at a time, plus the commits after it;
+    `snapshot` then has protocol, metadata, txns and domains but no files or tombstones. Rows
+    keep the old checkpoint's order (its files, then its sidecars) with the touched keys left
+    out, followed by the commits' adds and tombstones sorted by key. Both orders depend only on
+    the log, so the same log gives the same bytes; the two sources agree on the set of rows.
+    """
+
+    def __init__(
+        self, table: Table, snapshot: Snapshot, incremental: _Incremental | None = None
+    ) -> None:
+        self.table = table
+        self.snapshot = snapshot
+        self.incremental = incremental
+
+    @property
+    def full(self) -> bool:
+        """Whether `snapshot` holds the files and tombstones (needed e.g. for a checksum)."""
+        return self.incremental is None
+
+    def content(
+        self, now_ms: int, tombstone_retention_ms: int, txn_retention_ms: int | None
+    ) -> tuple[Content, int]:
+        if self.incremental is not None:
+            try:
+                return self.incremental.content(
+                    self.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms
+                )
+            except CorruptLogError:  # MissingLogFileError included
+                # An unreadable old checkpoint: the full path rebuilds from an older one.
+                self.snapshot = load_for_checkpoint(self.table, self.snapshot.version)
+                self.incremental = None
+        return snapshot_content(self.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms)
+
+
+def checkpoint_source(table: Table, version: int | None = None) -> CheckpointSource:
+    """The incremental source when the newest checkpoint can be streamed, else a full one."""
+    found = incremental_source(table, version)
+    if found is not None:
+        return found
+    return CheckpointSource(table, load_for_checkpoint(table, version))
+
+
+def incremental_content(
+    table: Table,
+    version: int | None,
+    now_ms: int,
+    tombstone_retention_ms: int,
+    txn_retention_ms: int | None = None,
+) -> tuple[Content, int] | None:
+    """Checkpoint rows of `version` from the newest checkpoint and the commits after it, and
+    how many tombstones expired; None when there is no checkpoint this can stream."""
+    source = incremental_source(table, version)
+    if source is None:
+        return None
+    _refuse_unsupported(table, source.snapshot)
+    assert source.incremental is not None
+    try:
+        return source.incremental.content(
+            source.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms
+        )
+    except CorruptLogError:  # MissingLogFileError included
+        return None
+
+
+def incremental_source(table: Table, version: int | None = None) -> CheckpointSource | None:
+    """Reads the commits after the newest checkpoint and that checkpoint's non-file rows; the
+    file rows are read later, a batch at a time. None when there is no checkpoint, when it is
+    a JSON V2 checkpoint with file actions inline, or when it cannot be read (the full path
+    then rebuilds it from an older checkpoint or the commits)."""
+    listing, _ = table.listing_for(version)
+    segment = segment_for(listing, table.uri, version)
+    if segment.checkpoint is None:
+        return None
+    try:
+        old = _read_old_header(table, segment.checkpoint)
+        if old is None:
+            return None
+        commits = replace(segment, checkpoint=None)
+        newer = replay(table.storage, commits, schema.FULL_ADD, schema.FULL_REMOVE)
+    except CorruptLogError:  # MissingLogFileError included
+        return None
+    header = Actions(
+        newer.adds.schema.empty_table(),
+        newer.removes.schema.empty_table(),
+        protocol=newer.protocol or old.actions.protocol,
+        metadata=newer.metadata or old.actions.metadata,
+        txns={**old.actions.txns, **newer.txns},
+        domains={**old.actions.domains, **newer.domains},
+        commit_info=newer.commit_info,
+    )
+    incremental = _Incremental(table, old.files, newer.adds, newer.removes)
+    return CheckpointSource(table, table._build(segment, header), incremental)
+
+
+@dataclass
+class _OldHeader:
+    files: list[str]  # parquet files holding file rows: the checkpoint's own, then sidecars
+    actions: Actions  # its protocol, metaData, txns and domains
+
+
+def _read_old_header(table: Table, cp: Checkpoint) -> _OldHeader | None:
+    actions = Actions(pa.table({}), pa.table({}))
+    files: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for entry in cp.files:
+        if entry.name.fmt == "json":
+            found = [a for _, a in read_actions(table.storage, entry.key)]
+            if any("add" in a or "remove" in a for a in found):
+                return None  # inline file actions in JSON: left to the full path
+            rows += found
+        else:
+            rows += _read_checkpoint_file(table.storage, entry.key, (), ())[2]
+            files.append(entry.key)
+    for row in rows:
+        kind, body = next(iter(row.items()))
+        if not isinstance(body, dict):
+            continue
+        if kind == "protocol":
+            actions.protocol = body
+        elif kind == "metaData":
+            actions.metadata = body
+        elif kind == "txn" and isinstance(body.get("appId"), str):
+            actions.txns[body["appId"]] = body
+        elif kind == "domainMetadata" and isinstance(body.get("domain"), str):
+            actions.domains[body["domain"]] = body
+        elif kind == "sidecar" and isinstance(body.get("path"), str):
+            files.append(_sidecar_key(body["path"]))
+    return _OldHeader(files, actions)
+
+
+class _Keys:
+    """Reconciliation keys (path, DV unique id) touched by the newer commits, as Arrow sets."""
+
+    def __init__(self, tables: list[pa.Table]) -> None:
+        tables = [t for t in tables if t.num_rows]
+        paths_ = [t["path"].combine_chunks() for t in tables]
+        keys = [_key_column(t) for t in tables]
+        self.paths = pc.unique(pa.concat_arrays(paths_)) if tables else pa.array([], pa.string())
+        self.keys = pc.unique(pa.concat_arrays(keys)) if tables else pa.array([], pa.string())
+
+    def untouched(self, table: pa.Table) -> pa.Array:
+        """A mask: True for rows whose key no newer commit touched."""
+        if table.num_rows == 0 or len(self.paths) == 0:
+            return pa.repeat(pa.scalar(True), table.num_rows)
+        same_path = pc.is_in(table["path"], value_set=self.paths)
+        if not pc.any(same_path).as_py():
+            return pa.repeat(pa.scalar(True), table.num_rows)
+        return pc.invert(pc.is_in(_key_column(table), value_set=self.keys))
+
+
+def _key_column(table: pa.Table) -> pa.Array:
+    # "\0" occurs in neither a path nor a DV id, so it separates the two safely.
+    ids = pc.fill_null(dv_unique_ids(table), "")
+    joined = pc.binary_join_element_wise(table["path"], ids, "\0")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+_KEY_ADD = ("path", "deletionVector")
+_KEY_REMOVE = ("path", "deletionTimestamp", "deletionVector")
+
+
+@dataclass
+class _Counts:
+    adds: int = 0
+    removes: int = 0
+    expired: int = 0
+
+
+class _Incremental:
+    """The old checkpoint's file rows, streamed, merged with the commits' net file actions."""
+
+    def __init__(self, table: Table, files: list[str], adds: pa.Table, removes: pa.Table) -> None:
+        self.table = table
+        self.files = files
+        self.adds = adds  # the commits' winning adds, schema.FULL_ADD
+        self.removes = removes  # the commits' winning removes, schema.FULL_REMOVE
+        self.touched = _Keys([adds, removes])
+
+    def content(
+        self,
+        snap: Snapshot,
+        now_ms: int,
+        tombstone_retention_ms: int,
+        txn_retention_ms: int | None,
+    ) -> tuple[Content, int]:
+        expire_before = now_ms - tombstone_retention_ms
+        old = self._count(expire_before)
+        removes, expired = _live_tombstones(self.removes, expire_before)
+        stats = StatsColumns.for_snapshot(snap)
+        add_type = stats.add_type(schema.add_schema(schema.FULL_ADD))
+        remove_type = pa.struct(list(schema.remove_schema(CHECKPOINT_REMOVE)))
+        num_adds = old.adds + self.adds.num_rows
+        num_removes = old.removes + removes.num_rows
+        batches = self._batches(stats, (add_type, remove_type), expire_before, removes, old)
+        header = _header_rows(snap, now_ms, txn_retention_ms)
+        content = Content(header, add_type, remove_type, num_adds, num_removes, batches)
+        return content, old.expired + expired
+
+    def _count(self, expire_before: int) -> _Counts:
+        """First pass over the old rows, keys only: the counts the layouts need up front."""
+        counts = _Counts()
+        for key in self.files:
+            pf = _open_old(self.table, key)
+            for adds, removes, _ in _old_rows(self.table, key, pf, _KEY_ADD, _KEY_REMOVE, False):
+                counts.adds += _true_count(self.touched.untouched(adds))
+                removes = removes.filter(self.touched.untouched(removes))
+                live = _true_count(_not_expired(removes, expire_before))
+                counts.removes += live
+                counts.expired += removes.num_rows - live
+        return counts
+
+    def _batches(
+        self,
+        stats: StatsColumns,
+        types_: tuple[pa.StructType, pa.StructType],
+        expire_before: int,
+        removes: pa.Table,
+        expected: _Counts,
+    ) -> Iterator[pa.RecordBatch]:
+        """Second pass: the old rows still valid, then the commits' rows sorted by key."""
+        add_type, remove_type = types_
+        want = _paths_without_stats(self.adds)
+        found: dict[str, str] = {}  # stats JSON for those paths, from old stats_parsed
+        seen = _Counts()
+        for key in self.files:
+            pf = _open_old(self.table, key)
+            parsed = _has(pf, "add", "stats_parsed") and (bool(want) or _stats_missing(pf))
+            for adds, old_removes, stats_parsed in _old_rows(
+                self.table, key, pf, schema.FULL_ADD, CHECKPOINT_REMOVE, parsed
+            ):
+                if stats_parsed is not None:
+                    found.update(_parsed_stats(adds, stats_parsed, want))
+                    adds = _fill_stats(adds, stats_parsed)
+                adds = _without_data_change(adds.filter(self.touched.untouched(adds)))
+                old_removes = old_removes.filter(self.touched.untouched(old_removes))
+                old_removes = old_removes.filter(_not_expired(old_removes, expire_before))
+                seen.adds += adds.num_rows
+                seen.removes += old_removes.num_rows
+                if adds.num_rows:
+                    piece = stats.add_struct(adds)
+                    yield _file_batch(piece, pa.nulls(len(piece), remove_type))
+                if old_removes.num_rows:
+                    piece = _struct(old_removes)
+                    yield _file_batch(pa.nulls(len(piece), add_type), piece)
+        if (seen.adds, seen.removes) != (expected.adds, expected.removes):
+            raise CorruptLogError(
+                f"{self.table.uri}: the checkpoint files changed while being read; nothing was "
+                "written, so run the checkpoint again"
+            )
+        adds = _sorted_by_key(_without_data_change(_with_stats(self.adds, found)))
+        for lo in range(0, adds.num_rows, BATCH_ROWS):
+            piece = stats.add_struct(adds.slice(lo, BATCH_ROWS))
+            yield _file_batch(piece, pa.nulls(len(piece), remove_type))
+        removes = _sorted_by_key(removes)
+        for lo in range(0, removes.num_rows, BATCH_ROWS):
+            piece = _struct(removes.slice(lo, BATCH_ROWS))
+            yield _file_batch(pa.nulls(len(piece), add_type), piece)
+
+
+def _open_old(table: Table, key: str) -> pq.ParquetFile:
+    try:
+        return _open_parquet(table.storage, key)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise CorruptLogError(f"{table.uri}/{key}: unreadable checkpoint parquet: {e}") from e
+
+
+def _old_rows(
+    table: Table,
+    key: str,
+    pf: pq.ParquetFile,
+    add_cols: tuple[str, ...],
+    remove_cols: tuple[str, ...],
+    parsed: bool,
+) -> Iterator[tuple[pa.Table, pa.Table, pa.ChunkedArray | None]]:
+    """(adds, removes, the adds' stats_parsed when `parsed`) of an old checkpoint file, one
+    record batch at a time, projected and cast to our columns."""
+    columns = [f"add.{c}" for c in add_cols if _has(pf, "add", c)]
+    columns += ["add.stats_parsed"] if parsed else []
+    columns += [f"remove.{c}" for c in remove_cols if _has(pf, "remove", c)]
+    if not columns:
+        return
+    try:
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+            rows = pa.Table.from_batches([batch])
+            adds, stats_parsed = _old_adds(rows, add_cols, parsed)
+            removes = _file_actions(rows, "remove", remove_cols, schema.remove_schema(remove_cols))
+            yield adds, removes, stats_parsed
+    except (OSError, pa.ArrowInvalid) as e:
+        raise CorruptLogError(f"{table.uri}/{key}: unreadable checkpoint parquet: {e}") from e
+
+
+def _old_adds(
+    rows: pa.Table, cols: tuple[str, ...], parsed: bool
+) -> tuple[pa.Table, pa.ChunkedArray | None]:
+    target = schema.add_schema(cols)
+    if "add" not in rows.column_names:
+        return target.empty_table(), None
+    struct = rows["add"]
+    present = struct.filter(pc.is_valid(pc.struct_field(struct, "path")))
+    stats_parsed = pc.struct_field(present, "stats_parsed") if parsed else None
+    return _project(present, cols, target), stats_parsed
+
+
+def _stats_missing(pf: pq.ParquetFile) -> bool:
+    """Whether some add row may lack JSON stats, judged from the row groups' null counts."""
+    meta = pf.metadata
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        nulls: dict[str, int] = {}
+        for i in range(group.num_columns):
+            col = group.column(i)
+            if col.path_in_schema in ("add.path", "add.stats"):
+                st = col.statistics
+                if st is None or not st.has_null_count:
+                    return True
+                nulls[col.path_in_schema] = st.null_count
+        if nulls.get("add.stats") != nulls.get("add.path"):
+            return True
+    return False
+
+
+def _fill_stats(adds: pa.Table, stats_parsed: pa.ChunkedArray) -> pa.Table:
+    """Null `stats` filled from the row's own `stats_parsed`, as the full path does."""
+    need = pc.and_(pc.is_null(adds["stats"]), pc.is_valid(stats_parsed))
+    if not pc.any(need).as_py():
+        return adds
+    stats = adds["stats"].to_pylist()
+    for i in pc.indices_nonzero(need).to_pylist():
+        stats[i] = _dumps(_stats_json(stats_parsed[i].as_py()))
+    i = adds.schema.get_field_index("stats")
+    return adds.set_column(i, "stats", pa.array(stats, pa.string()))
+
+
+def _parsed_stats(adds: pa.Table, stats_parsed: pa.ChunkedArray, want: set[str]) -> dict[str, str]:
+    """`stats_parsed` as JSON for the rows whose path is in `want`."""
+    if not want:
+        return {}
+    hit = pc.is_in(adds["path"], value_set=pa.array(sorted(want), pa.string()))
+    hit = pc.and_(hit, pc.is_valid(stats_parsed))
+    if not pc.any(hit).as_py():
+        return {}
+    rows = zip(
+        adds["path"].filter(hit).to_pylist(), stats_parsed.filter(hit).to_pylist(), strict=True
+    )
+    return {p: _dumps(_stats_json(v)) for p, v in rows}
+
+
+def _paths_without_stats(adds: pa.Table) -> set[str]:
+    return set(adds["path"].filter(pc.is_null(adds["stats"])).to_pylist())
+
+
+def _with_stats(adds: pa.Table, found: dict[str, str]) -> pa.Table:
+    """The commits' adds without stats take those an old row had in `stats_parsed` (the full
+    path looks them up by path the same way)."""
+    if not found:
+        return adds
+    paths_ = adds["path"].to_pylist()
+    stats = adds["stats"].to_pylist()
+    filled = [s if s is not None else found.get(p) for p, s in zip(paths_, stats, strict=True)]
+    i = adds.schema.get_field_index("stats")
+    return adds.set_column(i, "stats", pa.array(filled, pa.string()))
+
+
+def _not_expired(tombstones: pa.Table, expire_before_ms: int) -> pa.Array:
+    return pc.greater_equal(pc.fill_null(tombstones["deletionTimestamp"], 0), expire_before_ms)
+
+
+def _true_count(mask: pa.Array | pa.ChunkedArray) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
 
 # -- stats and partition values as JSON and/or typed structs -------------------------------------
