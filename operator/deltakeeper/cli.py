@@ -14,7 +14,7 @@ from typing import Any
 
 from deltakeeper import __version__
 from deltakeeper.delta import cleanup, crc, vacuum
-from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
@@ -296,7 +296,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     now = _now(args)
     retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
-    snap = load_for_checkpoint(table, args.version)
+    source = checkpoint_source(table, args.version)  # streams the newest checkpoint when it can
+    snap = source.snapshot
     pol = _policy(
         args.uri,
         snap.metadata.configuration,
@@ -304,9 +305,9 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         checkpoint_part_size=_part_size(args.part_size),
         write_checksum=args.write_checksum or None,
     )
-    result = write_checkpoint(
+    result = write_source(
         table,
-        snap,
+        source,
         now,
         pol.deleted_file_retention_ms,
         pol.txn_retention_ms,
@@ -314,7 +315,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         part_size=pol.checkpoint_part_size,
         classic=args.classic,
     )
-    checksum = crc.write_crc(table, snap, args.dry_run) if pol.write_checksum else None
+    checksum = None
+    if pol.write_checksum:  # the checksum needs every file: load them when the source did not
+        snap = source.snapshot if source.full else load_for_checkpoint(table, snap.version)
+        checksum = crc.write_crc(table, snap, args.dry_run)
     written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
         "operation": "checkpoint",

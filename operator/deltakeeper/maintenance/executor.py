@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltakeeper.delta import cleanup, crc, vacuum
-from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+from deltakeeper.delta.checkpoint import (
+    CheckpointSource,
+    checkpoint_source,
+    load_for_checkpoint,
+    write_source,
+)
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance.planner import Plan, Step
@@ -102,11 +107,15 @@ def _timed(
 def _checkpoint(
     table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
 ) -> Outcome:
-    snap = load_for_checkpoint(table, plan.version)
     pol = plan.policy
-    result = write_checkpoint(
+    # The checksum needs every file; otherwise the newest checkpoint is streamed when it can be.
+    if pol.write_checksum:
+        source = CheckpointSource(table, load_for_checkpoint(table, plan.version))
+    else:
+        source = checkpoint_source(table, plan.version)
+    result = write_source(
         table,
-        snap,
+        source,
         plan.now_ms,
         pol.deleted_file_retention_ms,
         pol.txn_retention_ms,
@@ -122,7 +131,7 @@ def _checkpoint(
         message += "; _last_checkpoint already pointed at a newer checkpoint"
     written = list(result.keys)
     if pol.write_checksum:
-        checksum = crc.write_crc(table, snap, dry_run)
+        checksum = crc.write_crc(table, source.snapshot, dry_run)
         if checksum.written or (dry_run and not checksum.existed):
             written.append(checksum.key)
         state = "written" if checksum.written else "would be written" if dry_run else ""
