@@ -57,8 +57,9 @@ QUICK = {
 # Issue 3's targets, as (max time ratio, max peak RSS ratio) against delta-rs.
 TARGETS = {"incremental": (0.5, 1.0), "full": (1.0, None)}
 METHOD = {
-    "deltakeeper": "table = open_table(path); snap = load_for_checkpoint(table); "
-    "write_checkpoint(table, snap, now_ms, 7 days)",
+    "deltakeeper": "table = open_table(path); source = checkpoint_source(table); "
+    "write_source(table, source, now_ms, 7 days) (= checkpoint_table: the newest checkpoint "
+    "streamed when there is one, else the snapshot loaded in memory)",
     "delta-rs": "dt = DeltaTable(path); dt.create_checkpoint()",
     "spark": "DeltaLog.forTable(spark, path).checkpoint() in a local[2] session "
     "(driver JVM, default JIT and GC, spark.driver.memory=6g)",
@@ -70,20 +71,20 @@ CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 # -- children: one engine, one checkpoint -----------------------------------------------------
 def _deltakeeper(path: str, now_ms: int) -> dict[str, Any]:
-    from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+    from deltakeeper.delta.checkpoint import checkpoint_source, write_source
     from deltakeeper.delta.table import open_table
 
     rss_import = proc_status_bytes("VmRSS")
     started = time.perf_counter()
     table = open_table(path)
-    snap = load_for_checkpoint(table)
+    source = checkpoint_source(table)
     loaded = time.perf_counter()
-    write_checkpoint(table, snap, now_ms, TOMBSTONE_RETENTION_MS)
+    result = write_source(table, source, now_ms, TOMBSTONE_RETENTION_MS)
     done = time.perf_counter()
     return {
         "seconds": done - started,
         "load_seconds": loaded - started,
-        "version": snap.version,
+        "version": result.version,
         "rss_after_import": rss_import,
         "peak_rss": proc_status_bytes("VmHWM"),
     }
