@@ -134,9 +134,10 @@ CORPUS_TABLES = (
 )
 SPARK_TABLES = ("dv", "partitioned_many_commits")
 SCENARIOS = [
-    *(("checkpoint", t) for t in CORPUS_TABLES + SPARK_TABLES),
+    # cdf-table's checkpoint would repeat checkpoint-cdf-table's (partitioned, no DVs)
+    *(("checkpoint", t) for t in CORPUS_TABLES + SPARK_TABLES if t != "cdf-table"),
     *(("cleanup", t) for t in CORPUS_TABLES + SPARK_TABLES),
-    ("vacuum", "cdf-table"),  # data files and change-data files in partition folders
+    ("vacuum", "column_mapping"),  # partition folders named by column mapping, 9 files
     ("vacuum", "dv"),  # deletion-vector files
     ("maintain", "dv"),  # checkpoint, log cleanup and vacuum in one run
 ]
@@ -313,11 +314,9 @@ def check_with_spark(s: Scenario) -> None:
 
 
 def table_source(name: str) -> Path:
-    if name in SPARK_TABLES:
-        from tests.support.spark import ensure_tables
+    from tests.support.spark import TABLES, ensure_tables
 
-        return Path(ensure_tables()[name])
-    return CORPUS / name
+    return Path(ensure_tables()[name]) if name in TABLES else CORPUS / name
 
 
 @pytest.mark.spark
@@ -399,3 +398,41 @@ def test_maintain_moves_the_hint_a_killed_checkpoint_left_behind(tmp_path, capsy
     assert main([*argv, "--json"]) == 0
     capsys.readouterr()
     assert json.loads(hint.read_bytes())["version"] == 3, "_last_checkpoint was left behind"
+
+
+# -- the hook itself ----------------------------------------------------------------------------
+
+
+def test_the_fault_hook_kills_exactly_where_asked(tmp_path):
+    """Without Spark or oracles: each kill point leaves what it claims, and a kill point the
+    command never reaches is an error, not a silent pass."""
+    from tests.support.logbuilder import LogBuilder, add, metadata, protocol
+
+    src = tmp_path / "src"
+    b = LogBuilder(src)
+    b.commit(protocol(), metadata(), add("a"))
+    for i in range(4):
+        b.commit(add(f"f{i}"))
+    our_checkpoint(src, 2)
+    one_commit_a_day(src)
+    flags = ["--now", str(NOW), "--log-retention", f"{(NOW - BASE) // DAY - 3}d"]
+
+    def copy(label: str) -> Path:
+        return Path(shutil.copytree(src, tmp_path / label))
+
+    steps = faults.count_steps(["cleanup", str(copy("count")), *flags])
+    assert [s.key.rsplit("/", 1)[1] for s in steps] == [paths.commit(0), paths.commit(1)]
+    logs = {}
+    for k, when in ((1, "before"), (1, "after"), (2, "after")):
+        path = copy(f"{k}-{when}")
+        faults.crash(["cleanup", str(path), *flags], k, when)
+        logs[k, when] = len(list((path / "_delta_log").iterdir()))
+    assert logs[1, "before"] - 1 == logs[1, "after"] == logs[2, "after"] + 1
+
+    path = copy("torn")
+    faults.crash(["checkpoint", str(path), "--now", str(NOW)], 1, "torn")
+    temps = [p for p in (path / "_delta_log").iterdir() if TMP.match(p.name)]
+    assert len(temps) == 1 and not (path / "_delta_log" / paths.checkpoint(4)).exists()
+
+    with pytest.raises(faults.FaultError, match="expected death by SIGKILL"):
+        faults.crash(["cleanup", str(copy("beyond")), *flags], 3, "before")
