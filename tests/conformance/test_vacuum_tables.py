@@ -3,7 +3,6 @@ rows at the latest version as before."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -17,13 +16,8 @@ from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.vacuum import dv_relative_path
 from tests.conformance.test_checkpoint_write import readable_tables
 from tests.support.compare import check_against_oracles, ours
-from tests.support.oracles import (
-    Unreadable,
-    decoded,
-    deltars_rows_checksum,
-    deltars_state,
-    duckdb_rows_checksum,
-)
+from tests.support.oracles import Unreadable, decoded, deltars_state
+from tests.support.rows import deltars_digest, duckdb_digest, spark_digest
 
 DAY = 86_400_000
 BASE = 1_600_000_000_000  # 2020-09-13: every data file is made this old
@@ -65,10 +59,10 @@ def run(capsys, path: Path, now_ms: int, *flags: str) -> dict:
     return json.loads(out)
 
 
-def row_digests(path: Path) -> dict[str, dict | Unreadable]:
+def row_digests(path: Path) -> dict[str, tuple[int, str] | Unreadable]:
     return {
-        "delta-rs": deltars_rows_checksum(str(path)),
-        "duckdb": duckdb_rows_checksum(str(path)),
+        "delta-rs": deltars_digest(str(path)),
+        "duckdb": duckdb_digest(str(path)),
     }
 
 
@@ -137,9 +131,8 @@ def test_vacuum_keeps_the_latest_state(name, corpus_copy, capsys, tally):
 SPARK_TABLES = ("dv", "partitioned_many_commits", "column_mapping", "v2_checkpoint_sidecars")
 
 
-def spark_rows(spark, path: Path) -> dict:
-    lines = sorted(spark.read.format("delta").load(str(path)).toJSON().collect())
-    return {"rows": len(lines), "sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+def spark_rows(spark, path: Path) -> tuple[int, str]:
+    return spark_digest(spark, str(path))
 
 
 def commit_actions(path: Path) -> list[dict]:

@@ -23,7 +23,6 @@ Run `python tests/support/oracles.py survey [TABLES_DIR]` to redo the survey in 
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -176,38 +175,6 @@ def duckdb_rows(path: str, version: int | None = None) -> int | Unreadable:
             sql, args = "SELECT count(t) FROM delta_scan(?, version => ?) AS t", [path, version]
         with duckdb_connect() as con:
             return con.execute(sql, args).fetchone()[0]
-    except Exception as e:
-        return _reason("duckdb", e)
-
-
-def rows_digest(rows: list[dict]) -> dict:
-    """A row count and a SHA-256 of the rows, each as key-sorted JSON, sorted: equal for the
-    same rows in any order. Value types differ between engines (timestamps, decimals), so
-    compare an oracle's digest with its own, e.g. before and after a maintenance step."""
-    lines = sorted(json.dumps(r, sort_keys=True, default=repr) for r in rows)
-    return {"rows": len(lines), "sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
-
-
-def deltars_rows_checksum(path: str, version: int | None = None) -> dict | Unreadable:
-    """`rows_digest` of every live row as delta-rs reads them (`QueryBuilder`, DVs applied)."""
-    try:
-        import pyarrow as pa
-        from deltalake import DeltaTable, QueryBuilder
-
-        qb = QueryBuilder().register("t", DeltaTable(path, version=version))
-        return rows_digest(pa.table(qb.execute("SELECT * FROM t").read_all()).to_pylist())
-    except Exception as e:
-        return _reason("delta-rs", e)
-
-
-def duckdb_rows_checksum(path: str, version: int | None = None) -> dict | Unreadable:
-    """`rows_digest` of every live row as DuckDB's `delta_scan` reads them."""
-    try:
-        sql, args = "SELECT * FROM delta_scan(?)", [path]
-        if version is not None:
-            sql, args = "SELECT * FROM delta_scan(?, version => ?)", [path, version]
-        with duckdb_connect() as con:
-            return rows_digest(con.execute(sql, args).to_arrow_table().to_pylist())
     except Exception as e:
         return _reason("duckdb", e)
 
