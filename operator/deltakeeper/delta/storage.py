@@ -222,7 +222,17 @@ class LocalStorage(Storage):
         self.requests["put"] += 1
         with self._writable(key):
             tmp = self._write_temp(key, data)
+            self._drop_hadoop_checksum(key)
             os.replace(tmp, self.local_path(key))
+
+    def _drop_hadoop_checksum(self, key: str) -> None:
+        # Spark on a local disk keeps `.<name>.crc` beside each file it wrote and refuses to
+        # read a file that no longer matches it; with no `.crc` it reads the file as it is.
+        # Dropped before the replace, so a crash in between leaves the old file, unchecked.
+        final = self.local_path(key)
+        crc = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.crc")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(crc)
 
     def _delete_many(self, keys: list[str]) -> int:
         deleted = 0
