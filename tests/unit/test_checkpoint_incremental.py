@@ -269,3 +269,30 @@ def test_same_log_gives_the_same_bytes(tmp_path):
     # rewritten from itself (no commits after it), the parts come out byte for byte the same
     third = checkpoint_table(table, 1, NOW, 10_000 * DAY, part_size=5)
     assert {k: (tmp_path / k).read_bytes() for k in third.keys} == body
+
+
+def test_counting_late_gives_the_same_rows_and_counts(tmp_path):
+    """Layouts that do not split by count take the rows without the counting pass; the counts
+    are then final once the rows are through, and equal the counted ones."""
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(("day",)), *_many(b, 10))
+    b.commit(remove("day=d0/f0.parquet", ts=NOW - 30 * DAY), remove("day=d1/f1.parquet", ts=NOW))
+    mid_checkpoint(tmp_path, 1)
+    b.commit(remove("day=d2/f2.parquet", ts=NOW - 30 * DAY), *_many(b, 2, first=10))
+    source = checkpoint_source(open_table(str(tmp_path)))
+    assert source.incremental is not None
+    counted = source.incremental.content(source.snapshot, NOW, 7 * DAY, None)
+    late = source.incremental.content(source.snapshot, NOW, 7 * DAY, None, count_first=False)
+    assert (late.num_adds, late.num_removes) == (0, 0)  # not known yet
+    assert content_rows(late) == content_rows(counted)
+    assert (late.num_adds, late.num_removes, late.expired) == (9, 1, 2)
+    assert (counted.num_adds, counted.num_removes, counted.expired) == (9, 1, 2)
+    result = checkpoint_table(open_table(str(tmp_path)), None, NOW, 7 * DAY)
+    assert (result.layout, result.adds, result.tombstones, result.expired_tombstones) == (
+        "classic",
+        9,
+        1,
+        2,
+    )
+    hint = json.loads((tmp_path / "_delta_log" / "_last_checkpoint").read_text())
+    assert (hint["numOfAddFiles"], hint["size"]) == (9, 12)  # + protocol, metaData

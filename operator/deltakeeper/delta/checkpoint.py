@@ -21,12 +21,14 @@ import datetime as dt
 import io
 import json
 import math
+import queue
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -124,7 +126,9 @@ class Content:
     """A checkpoint's rows: a few header rows, then add/remove rows as record batches.
 
     `batches` yields batches with exactly two columns, `add` and `remove` (one of them null in
-    each row), in a deterministic order. The counts must be known before the first batch.
+    each row), in a deterministic order. The counts (and `expired`, the tombstones left out as
+    expired) are known before the first batch, unless the source was asked not to count first
+    (layouts that do not split by count); then they are final once `batches` is exhausted.
     """
 
     header: list[HeaderRow]
@@ -133,6 +137,7 @@ class Content:
     num_adds: int
     num_removes: int
     batches: Iterator[pa.RecordBatch] = field(repr=False)
+    expired: int = 0
 
 
 def load_for_checkpoint(table: Table, version: int | None = None) -> Snapshot:
@@ -324,9 +329,11 @@ def write_source(
     _refuse_unsupported(table, snap)
     if part_size is not None and part_size < 1:
         raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
-    content, expired = source.content(now_ms, tombstone_retention_ms, txn_retention_ms)
-    writer = _Writer(table, snap.version, now_ms, dry_run)
     v2 = uses_v2(snap)
+    # Only layouts split by count need the counts before the rows (a pass less otherwise).
+    split = (v2 and not classic) or (not v2 and part_size is not None)
+    content = source.content(now_ms, tombstone_retention_ms, txn_retention_ms, count_first=split)
+    writer = _Writer(table, snap.version, now_ms, dry_run)
     if v2 and not classic:
         _write_v2(writer, content, part_size or V2_PART_SIZE)
         layout = V2
@@ -346,7 +353,7 @@ def write_source(
         rows=writer.rows,
         adds=content.num_adds,
         tombstones=content.num_removes,
-        expired_tombstones=expired,
+        expired_tombstones=content.expired,
         size_bytes=writer.size_bytes,
         last_checkpoint_moved=moved,
         layout=layout,
@@ -398,7 +405,9 @@ def snapshot_content(
             yield _file_batch(pa.nulls(len(piece), add_type), piece)
 
     header = _header_rows(snap, now_ms, txn_retention_ms)
-    content = Content(header, add_type, remove_type, adds.num_rows, removes.num_rows, batches())
+    content = Content(
+        header, add_type, remove_type, adds.num_rows, removes.num_rows, batches(), expired
+    )
     return content, expired
 
 
@@ -504,18 +513,23 @@ class CheckpointSource:
         return self.incremental is None
 
     def content(
-        self, now_ms: int, tombstone_retention_ms: int, txn_retention_ms: int | None
-    ) -> tuple[Content, int]:
+        self,
+        now_ms: int,
+        tombstone_retention_ms: int,
+        txn_retention_ms: int | None,
+        count_first: bool = True,
+    ) -> Content:
         if self.incremental is not None:
             try:
                 return self.incremental.content(
-                    self.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms
+                    self.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms, count_first
                 )
             except CorruptLogError:  # MissingLogFileError included
                 # An unreadable old checkpoint: the full path rebuilds from an older one.
                 self.snapshot = load_for_checkpoint(self.table, self.snapshot.version)
                 self.incremental = None
-        return snapshot_content(self.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms)
+        snap = self.snapshot
+        return snapshot_content(snap, now_ms, tombstone_retention_ms, txn_retention_ms)[0]
 
 
 def checkpoint_source(table: Table, version: int | None = None) -> CheckpointSource:
@@ -541,11 +555,12 @@ def incremental_content(
     _refuse_unsupported(table, source.snapshot)
     assert source.incremental is not None
     try:
-        return source.incremental.content(
+        content = source.incremental.content(
             source.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms
         )
     except CorruptLogError:  # MissingLogFileError included
         return None
+    return content, content.expired
 
 
 def incremental_source(table: Table, version: int | None = None) -> CheckpointSource | None:
@@ -628,10 +643,14 @@ class _Keys:
         """A mask: True for rows whose key no newer commit touched."""
         if table.num_rows == 0 or len(self.paths) == 0:
             return pa.repeat(pa.scalar(True), table.num_rows)
-        same_path = pc.is_in(table["path"], value_set=self.paths)
-        if not pc.any(same_path).as_py():
+        same_path = pc.is_in(table["path"].combine_chunks(), value_set=self.paths)
+        rows = pc.indices_nonzero(same_path)
+        if len(rows) == 0:
             return pa.repeat(pa.scalar(True), table.num_rows)
-        return pc.invert(pc.is_in(_key_column(table), value_set=self.keys))
+        # Full keys only for the few rows whose path matches: building them all is costly.
+        hit = pc.is_in(_key_column(table.take(rows)), value_set=self.keys)
+        every = pa.repeat(pa.scalar(True), table.num_rows)
+        return pc.replace_with_mask(every, same_path, pc.invert(hit))  # in row order
 
 
 def _key_column(table: pa.Table) -> pa.Array:
@@ -668,19 +687,28 @@ class _Incremental:
         now_ms: int,
         tombstone_retention_ms: int,
         txn_retention_ms: int | None,
-    ) -> tuple[Content, int]:
+        count_first: bool = True,
+    ) -> Content:
         expire_before = now_ms - tombstone_retention_ms
-        old = self._count(expire_before)
+        if count_first:
+            old: _Counts | None = self._count(expire_before)
+        else:
+            old = None
+            for key in self.files:  # a missing or truncated file: the caller falls back now
+                _open_old(self.table, key)
         removes, expired = _live_tombstones(self.removes, expire_before)
         stats = StatsColumns.for_snapshot(snap)
         add_type = stats.add_type(schema.add_schema(schema.FULL_ADD))
         remove_type = pa.struct(list(schema.remove_schema(CHECKPOINT_REMOVE)))
-        num_adds = old.adds + self.adds.num_rows
-        num_removes = old.removes + removes.num_rows
-        batches = self._batches(stats, (add_type, remove_type), expire_before, removes, old)
         header = _header_rows(snap, now_ms, txn_retention_ms)
-        content = Content(header, add_type, remove_type, num_adds, num_removes, batches)
-        return content, old.expired + expired
+        content = Content(header, add_type, remove_type, 0, 0, iter(()), expired)
+        if old is not None:
+            content.num_adds = old.adds + self.adds.num_rows
+            content.num_removes = old.removes + removes.num_rows
+            content.expired += old.expired
+        rows = self._batches(stats, content, expire_before, removes, old)
+        content.batches = _prefetched(rows)
+        return content
 
     def _count(self, expire_before: int) -> _Counts:
         """First pass over the old rows, keys only: the counts the layouts need up front."""
@@ -698,13 +726,14 @@ class _Incremental:
     def _batches(
         self,
         stats: StatsColumns,
-        types_: tuple[pa.StructType, pa.StructType],
+        content: Content,
         expire_before: int,
         removes: pa.Table,
-        expected: _Counts,
+        expected: _Counts | None,
     ) -> Iterator[pa.RecordBatch]:
-        """Second pass: the old rows still valid, then the commits' rows sorted by key."""
-        add_type, remove_type = types_
+        """Second pass: the old rows still valid, then the commits' rows sorted by key. Without
+        `expected` counts, the counts of `content` are set once the old rows are through."""
+        add_type, remove_type = content.add_type, content.remove_type
         want = _paths_without_stats(self.adds)
         found: dict[str, str] = {}  # stats JSON for those paths, from old stats_parsed
         seen = _Counts()
@@ -719,16 +748,22 @@ class _Incremental:
                     adds = _fill_stats(adds, stats_parsed)
                 adds = _without_data_change(adds.filter(self.touched.untouched(adds)))
                 old_removes = old_removes.filter(self.touched.untouched(old_removes))
+                untouched = old_removes.num_rows
                 old_removes = old_removes.filter(_not_expired(old_removes, expire_before))
                 seen.adds += adds.num_rows
                 seen.removes += old_removes.num_rows
+                seen.expired += untouched - old_removes.num_rows
                 if adds.num_rows:
                     piece = stats.add_struct(adds)
                     yield _file_batch(piece, pa.nulls(len(piece), remove_type))
                 if old_removes.num_rows:
                     piece = _struct(old_removes)
                     yield _file_batch(pa.nulls(len(piece), add_type), piece)
-        if (seen.adds, seen.removes) != (expected.adds, expected.removes):
+        if expected is None:
+            content.num_adds = seen.adds + self.adds.num_rows
+            content.num_removes = seen.removes + removes.num_rows
+            content.expired += seen.expired
+        elif (seen.adds, seen.removes) != (expected.adds, expected.removes):
             raise CorruptLogError(
                 f"{self.table.uri}: the checkpoint files changed while being read; nothing was "
                 "written, so run the checkpoint again"
@@ -741,6 +776,50 @@ class _Incremental:
         for lo in range(0, removes.num_rows, BATCH_ROWS):
             piece = _struct(removes.slice(lo, BATCH_ROWS))
             yield _file_batch(pa.nulls(len(piece), add_type), piece)
+
+
+_T = TypeVar("_T")
+PREFETCH = 2  # batches read ahead of the writer
+
+
+def _prefetched(items: Iterator[_T], depth: int = PREFETCH) -> Iterator[_T]:
+    """`items` produced by a background thread, at most `depth` ahead. Reading and decoding the
+    old checkpoint then overlaps with encoding and compressing the new one (pyarrow releases
+    the GIL in both); memory grows by `depth` batches. Errors surface in the consumer."""
+    slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def offer(entry: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not offer(("item", item)):
+                    return
+            offer(("done", None))
+        except BaseException as e:  # handed to the consumer, raised there
+            offer(("error", e))
+
+    worker = threading.Thread(target=produce, name="checkpoint-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = slots.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _open_old(table: Table, key: str) -> pq.ParquetFile:
@@ -941,13 +1020,47 @@ class _File:
     mtime_ms: int = 0
 
 
+UNIQUE_STRING_COLUMNS = frozenset({"add.path", "add.stats", "remove.path"})
+
+
+def _leaf_columns(schema_: pa.Schema) -> list[str]:
+    """Parquet column paths of an Arrow schema (maps as key_value, lists as list.element)."""
+
+    def walk(name: str, typ: pa.DataType) -> list[str]:
+        if pa.types.is_struct(typ):
+            return [
+                c
+                for i in range(typ.num_fields)
+                for c in walk(f"{name}.{typ.field(i).name}", typ.field(i).type)
+            ]
+        if pa.types.is_map(typ):
+            return [
+                *walk(f"{name}.key_value.key", typ.key_type),
+                *walk(f"{name}.key_value.value", typ.item_type),
+            ]
+        if pa.types.is_list(typ):
+            return walk(f"{name}.list.element", typ.value_type)
+        return [name]
+
+    return [c for f in schema_ for c in walk(f.name, f.type)]
+
+
 class _ParquetBuffer:
     """One parquet file built in memory; row groups are cut every ROW_GROUP_ROWS rows."""
 
     def __init__(self, schema_: pa.Schema) -> None:
         self.schema = schema_
         self.sink = io.BytesIO()
-        self.writer = pq.ParquetWriter(self.sink, schema_, compression="snappy")
+        leaves = _leaf_columns(schema_)
+        self.writer = pq.ParquetWriter(
+            self.sink,
+            schema_,
+            compression="snappy",
+            # Paths and stats JSON are unique per row: a dictionary attempt is wasted work,
+            # and min/max of stats JSON help no reader.
+            use_dictionary=[c for c in leaves if c not in UNIQUE_STRING_COLUMNS],
+            write_statistics=[c for c in leaves if c != "add.stats"],
+        )
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
         self.rows = 0
