@@ -639,14 +639,14 @@ class _Keys:
         self.paths = pc.unique(pa.concat_arrays(paths_)) if tables else pa.array([], pa.string())
         self.keys = pc.unique(pa.concat_arrays(keys)) if tables else pa.array([], pa.string())
 
-    def untouched(self, table: pa.Table) -> pa.Array:
-        """A mask: True for rows whose key no newer commit touched."""
+    def untouched(self, table: pa.Table) -> pa.Array | None:
+        """A mask: True for rows whose key no newer commit touched; None when that is all."""
         if table.num_rows == 0 or len(self.paths) == 0:
-            return pa.repeat(pa.scalar(True), table.num_rows)
+            return None
         same_path = pc.is_in(table["path"].combine_chunks(), value_set=self.paths)
         rows = pc.indices_nonzero(same_path)
         if len(rows) == 0:
-            return pa.repeat(pa.scalar(True), table.num_rows)
+            return None
         # Full keys only for the few rows whose path matches: building them all is costly.
         hit = pc.is_in(_key_column(table.take(rows)), value_set=self.keys)
         every = pa.repeat(pa.scalar(True), table.num_rows)
@@ -716,8 +716,8 @@ class _Incremental:
         for key in self.files:
             pf = _open_old(self.table, key)
             for adds, removes, _ in _old_rows(self.table, key, pf, _KEY_ADD, _KEY_REMOVE, False):
-                counts.adds += _true_count(self.touched.untouched(adds))
-                removes = removes.filter(self.touched.untouched(removes))
+                counts.adds += _keep(adds, self.touched.untouched(adds)).num_rows
+                removes = _keep(removes, self.touched.untouched(removes))
                 live = _true_count(_not_expired(removes, expire_before))
                 counts.removes += live
                 counts.expired += removes.num_rows - live
@@ -746,10 +746,10 @@ class _Incremental:
                 if stats_parsed is not None:
                     found.update(_parsed_stats(adds, stats_parsed, want))
                     adds = _fill_stats(adds, stats_parsed)
-                adds = _without_data_change(adds.filter(self.touched.untouched(adds)))
-                old_removes = old_removes.filter(self.touched.untouched(old_removes))
+                adds = _without_data_change(_keep(adds, self.touched.untouched(adds)))
+                old_removes = _keep(old_removes, self.touched.untouched(old_removes))
                 untouched = old_removes.num_rows
-                old_removes = old_removes.filter(_not_expired(old_removes, expire_before))
+                old_removes = _keep(old_removes, _not_expired(old_removes, expire_before))
                 seen.adds += adds.num_rows
                 seen.removes += old_removes.num_rows
                 seen.expired += untouched - old_removes.num_rows
@@ -779,6 +779,7 @@ class _Incremental:
 
 
 _T = TypeVar("_T")
+_Rows = TypeVar("_Rows", pa.Table, pa.ChunkedArray)
 PREFETCH = 2  # batches read ahead of the writer
 
 
@@ -861,7 +862,7 @@ def _old_adds(
     if "add" not in rows.column_names:
         return target.empty_table(), None
     struct = rows["add"]
-    present = struct.filter(pc.is_valid(pc.struct_field(struct, "path")))
+    present = _keep(struct, pc.is_valid(pc.struct_field(struct, "path")))
     stats_parsed = pc.struct_field(present, "stats_parsed") if parsed else None
     return _project(present, cols, target), stats_parsed
 
@@ -924,6 +925,13 @@ def _with_stats(adds: pa.Table, found: dict[str, str]) -> pa.Table:
     filled = [s if s is not None else found.get(p) for p, s in zip(paths_, stats, strict=True)]
     i = adds.schema.get_field_index("stats")
     return adds.set_column(i, "stats", pa.array(filled, pa.string()))
+
+
+def _keep(rows: _Rows, mask: pa.Array | pa.ChunkedArray | None) -> _Rows:
+    """`rows` where `mask` is true; the rows themselves (no copy) when it is true throughout."""
+    if mask is None or pc.all(mask).as_py():
+        return rows
+    return rows.filter(mask)
 
 
 def _not_expired(tombstones: pa.Table, expire_before_ms: int) -> pa.Array:
