@@ -410,7 +410,7 @@ def _lines_to_table(
     Its struct is spelled out, or pyarrow would read date-like strings as timestamps.
     """
     fields = []
-    for f in schema.ADD_FIELDS if action == "add" else schema.REMOVE_FIELDS:
+    for f in target:  # only the columns asked for: a lean load does not decode stats
         if f.name not in MAP_FIELDS:
             fields.append(f)
             continue
@@ -422,7 +422,7 @@ def _lines_to_table(
     data = b"\n".join(lines)
     options = pa_json.ParseOptions(
         explicit_schema=pa.schema([pa.field(action, pa.struct(fields))]),
-        unexpected_field_behavior="infer",
+        unexpected_field_behavior="ignore",
     )
     try:
         read = pa_json.read_json(
