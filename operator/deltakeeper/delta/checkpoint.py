@@ -42,6 +42,7 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.log import Checkpoint, segment_for
+from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.replay import (
     Actions,
     _file_actions,
@@ -341,6 +342,7 @@ def write_source(
         if v2:
             content.header.insert(0, ("checkpointMetadata", _checkpoint_metadata(snap.version, {})))
         n = 1 if v2 or part_size is None else _num_parts(content, part_size)
+        n = _existing_parts(snap) or n
         _write_classic(writer, content, n)
         layout = MULTIPART if n > 1 else CLASSIC
     moved = False
@@ -376,6 +378,19 @@ def uses_v2(snap: Snapshot) -> bool:
     explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
     policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
     return snap.protocol.has("v2Checkpoint") and policy != "classic"
+
+
+def _existing_parts(snap: Snapshot) -> int | None:
+    """The part count of a classic or multi-part checkpoint already at this version.
+
+    A rewrite keeps that layout: with two layouts at one version, a reader that trusts
+    `_last_checkpoint`'s part count but lists the other one first (delta-kernel does, in
+    directory order) refuses the table.
+    """
+    cp = snap.segment.checkpoint
+    if cp is None or cp.version != snap.version or cp.kind is Kind.UUID_CHECKPOINT:
+        return None
+    return len(cp.files)
 
 
 def _num_parts(content: Content, part_size: int) -> int:
