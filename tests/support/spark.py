@@ -182,6 +182,8 @@ def spark_session(app_name: str = "deltakeeper-tests") -> Any:
         .config("spark.sql.session.timeZone", "UTC")
         # Delta's log replay defaults to 50 partitions: far too many for tables this small.
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # VACUUM lists the table in this many tasks (default 10,000: minutes on local[2]).
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
