@@ -464,7 +464,10 @@ def _live_tombstones(tombstones: pa.Table, expire_before_ms: int) -> tuple[pa.Ta
 
 def _header_rows(snap: Snapshot, now_ms: int, txn_retention_ms: int | None) -> list[HeaderRow]:
     """protocol, metaData, the txns still within retention, live domains."""
-    rows: list[HeaderRow] = [("protocol", _protocol_row(snap)), ("metaData", _metadata_row(snap))]
+    rows: list[HeaderRow] = [
+        ("protocol", _protocol_row(snap)),
+        ("metaData", snap.metadata.action()),
+    ]
     for app_id in sorted(snap.txns):
         txn = snap.txns[app_id]
         last = txn.get("lastUpdated")
@@ -483,21 +486,6 @@ def _protocol_row(snap: Snapshot) -> dict[str, Any]:
         # Spec: non-null lists exactly when the versions support table features.
         "readerFeatures": list(p.reader_features or []) if p.min_reader_version >= 3 else None,
         "writerFeatures": list(p.writer_features or []) if p.min_writer_version >= 7 else None,
-    }
-
-
-def _metadata_row(snap: Snapshot) -> dict[str, Any]:
-    m = snap.metadata
-    fmt = m.raw.get("format") or {}
-    return {
-        "id": m.id,
-        "name": m.name,
-        "description": m.description,
-        "format": {"provider": m.provider, "options": dict(fmt.get("options") or {})},
-        "schemaString": m.schema_string,
-        "partitionColumns": list(m.partition_columns),
-        "configuration": dict(m.configuration),
-        "createdTime": m.created_time,
     }
 
 

@@ -191,20 +191,7 @@ def _domain(d: dict[str, Any]) -> dict[str, Any]:
 
 def metadata_json(snap: Snapshot) -> dict[str, Any]:
     """The metaData action as Delta Spark serializes it: defaults filled, nulls left out."""
-    m = snap.metadata
-    fmt = m.raw.get("format") or {}
-    return _without_nulls(
-        {
-            "id": m.id,
-            "name": m.name,
-            "description": m.description,
-            "format": {"provider": m.provider, "options": dict(fmt.get("options") or {})},
-            "schemaString": m.schema_string,
-            "partitionColumns": list(m.partition_columns),
-            "configuration": dict(m.configuration),
-            "createdTime": m.created_time,
-        }
-    )
+    return _without_nulls(snap.metadata.action())
 
 
 def protocol_json(snap: Snapshot) -> dict[str, Any]:

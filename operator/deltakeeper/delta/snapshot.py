@@ -42,6 +42,20 @@ class Metadata:
     def flag(self, key: str) -> bool:
         return self.configuration.get(key, "").strip().lower() == "true"
 
+    def action(self) -> dict[str, Any]:
+        """The metaData action with every field, defaults filled in (what writers write back)."""
+        fmt = self.raw.get("format") or {}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "format": {"provider": self.provider, "options": dict(fmt.get("options") or {})},
+            "schemaString": self.schema_string,
+            "partitionColumns": list(self.partition_columns),
+            "configuration": dict(self.configuration),
+            "createdTime": self.created_time,
+        }
+
 
 @dataclass
 class Snapshot:
