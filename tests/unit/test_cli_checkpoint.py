@@ -77,8 +77,11 @@ def test_part_size_and_checksum_flags(capsys, tmp_path):
     assert report["checksumFile"] == "_delta_log/00000000000000000001.crc"
     assert report["checksumExisted"] is False
     assert json.loads((t / "_delta_log/00000000000000000001.crc").read_text())["numFiles"] == 1
+    # the same version again: the checksum stands, and the checkpoint keeps its two parts
+    # (one layout per version) although no part size was asked for
     again = checkpoint_json(capsys, t, "--write-checksum")
-    assert again["checksumExisted"] is True and again["layout"] == "classic"
+    assert again["checksumExisted"] is True
+    assert (again["layout"], again["parts"]) == ("multipart", 2)
 
 
 def test_bad_part_size_is_exit_2(capsys, tmp_path):
