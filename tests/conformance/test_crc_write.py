@@ -4,10 +4,8 @@ read every table the same."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,21 +125,6 @@ def test_corpus_table_with_our_checksum_reads_the_same(name, corpus_copy, tally)
 # -- Delta Spark -----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def spark_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    old = {k: spark.conf.get(k, None) for k in (*settings, INCREMENTAL)}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
 def spark_append(spark: Any, path: Path) -> None:
     """Append a copy of one row through Delta Spark: a transaction on top of our checksum."""
     df = spark.read.format("delta").load(str(path))
@@ -164,7 +147,7 @@ def test_spark_checksums_agree_with_what_we_build(tally):
 
 @pytest.mark.spark
 def test_spark_validates_and_builds_on_our_checksums(tmp_path, tally):
-    from tests.support.spark import TABLES, copy_table, ensure_tables, spark_session
+    from tests.support.spark import TABLES, copy_table, ensure_tables, session_conf, spark_session
 
     tables = ensure_tables()
     spark = spark_session("deltakeeper-crc")
@@ -175,7 +158,7 @@ def test_spark_validates_and_builds_on_our_checksums(tmp_path, tally):
         snap = full_snapshot(table)
         assert write_crc(table, snap).written
         assert check_against_oracles(ours(path, None), path, None, tally) == ["delta-rs", "duckdb"]
-        with spark_conf(spark, VERIFY):
+        with session_conf(spark, VERIFY, restore=(INCREMENTAL,)):
             spark_append(spark, path)  # validates ours first; a mismatch raises
             # a failed check of the checksum Spark derived from ours turns this off
             assert spark.conf.get(INCREMENTAL) == "true", name
@@ -199,7 +182,7 @@ def test_spark_validates_and_builds_on_our_checksums(tmp_path, tally):
     ],
 )
 def test_spark_rejects_a_wrong_checksum(field, wrong, message, tmp_path):
-    from tests.support.spark import copy_table, ensure_tables, spark_session
+    from tests.support.spark import copy_table, ensure_tables, session_conf, spark_session
 
     path = copy_table(ensure_tables()["dv"], tmp_path / "dv")
     drop_crcs(path)
@@ -210,6 +193,9 @@ def test_spark_rejects_a_wrong_checksum(field, wrong, message, tmp_path):
     (path / "_delta_log" / f"{snap.version:020d}.crc").write_text(json.dumps(crc) + "\n")
     assert crc_mismatches(crc, snap) != []
     spark = spark_session("deltakeeper-crc")
-    with spark_conf(spark, VERIFY), pytest.raises(Exception, match=message):
+    with (
+        session_conf(spark, VERIFY, restore=(INCREMENTAL,)),
+        pytest.raises(Exception, match=message),
+    ):
         spark_append(spark, path)
     assert table.latest_version() == snap.version  # nothing was committed

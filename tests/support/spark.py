@@ -196,11 +196,13 @@ def spark_session(app_name: str = "deltakeeper-tests") -> Any:
 
 
 @contextlib.contextmanager
-def _conf(spark: Any, **settings: str) -> Iterator[None]:
-    """Set session confs (dots spelled as '__') for the duration of a block."""
-    keys = {k.replace("__", "."): v for k, v in settings.items()}
-    old = {k: spark.conf.get(k, None) for k in keys}
-    for k, v in keys.items():
+def session_conf(
+    spark: Any, settings: dict[str, str], restore: tuple[str, ...] = ()
+) -> Iterator[None]:
+    """Set session confs for the duration of a block; put them back, and also the confs in
+    `restore` (ones Spark itself may change inside the block)."""
+    old = {k: spark.conf.get(k, None) for k in (*settings, *restore)}
+    for k, v in settings.items():
         spark.conf.set(k, v)
     try:
         yield
@@ -210,6 +212,11 @@ def _conf(spark: Any, **settings: str) -> Iterator[None]:
                 spark.conf.unset(k)
             else:
                 spark.conf.set(k, v)
+
+
+def _conf(spark: Any, **settings: str) -> contextlib.AbstractContextManager[None]:
+    """`session_conf` with the keys spelled as keyword arguments (dots as '__')."""
+    return session_conf(spark, {k.replace("__", "."): v for k, v in settings.items()})
 
 
 class _Table:
