@@ -105,6 +105,17 @@ class Table:
                     raise
         raise AssertionError("unreachable")
 
+    def moved_on(self, snap: Snapshot) -> bool:
+        """Whether the log has a commit after `snap`, or a checkpoint at or after its version
+        that `snap` does not use. One listing, from `snap`'s version on: the cost of watching a
+        quiet table."""
+        listing = self.list_log(snap.version)
+        latest = listing.latest_commit
+        if latest is not None and latest > snap.version:
+            return True
+        used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
+        return any(v > used for v in listing.checkpoints)
+
     def update(self, snap: Snapshot) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed."""
         listing = group(self.storage.list_from(LOG, f"{LOG}/{paths.commit(snap.version)}"))

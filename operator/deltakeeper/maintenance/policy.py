@@ -28,6 +28,12 @@ MIN_VACUUM_RETENTION_MS = vacuum.MIN_VACUUM_RETENTION_MS
 # On v2Checkpoint tables, a classic-named V2 checkpoint (every action inline, readable by
 # readers that do not know sidecars) when none was written in this many checkpoint intervals.
 CLASSIC_V2_EVERY_INTERVALS = 10
+# The watch loop (operator and standalone mode): how often a table is polled, how often metadata
+# cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
+# often vacuum runs when vacuum.schedule is not set (vacuum lists the whole table, so rarely).
+POLL_INTERVAL_MS = 30_000
+CLEANUP_EVERY_MS = 3_600_000
+VACUUM_EVERY_MS = DAY_MS
 
 _UNIT_MS = {
     "microsecond": 0.001,

@@ -1,0 +1,118 @@
+"""The watch loops of many tables on one asyncio event loop, shared by the operator and
+standalone mode.
+
+Each table gets its own loop: observe (off the event loop, in a thread), run what is due under
+a global limit on concurrent maintenance, record metrics, publish the status, then sleep its
+poll interval with jitter so thousands of tables do not poll in step. How a status is published
+(a status subresource, a file) is the caller's `publish`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from deltakeeper.metrics import Metrics
+from deltakeeper.watcher import Observation, TableWatcher, Target
+
+log = logging.getLogger("deltakeeper.fleet")
+T = TypeVar("T")
+
+Publish = Callable[[Target, Observation], Awaitable[None]]
+# Sleeps up to the given seconds; True when the loop must stop.
+Sleep = Callable[[float], Awaitable[bool]]
+JITTER = 0.1  # each sleep is the poll interval +-10%
+_KINDS = {"cleanup": "log", "vacuum": "data"}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Fleet:
+    def __init__(
+        self,
+        metrics: Metrics,
+        publish: Publish,
+        max_concurrent: int = 2,
+        observers: int = 8,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.metrics = metrics
+        self.publish = publish
+        self.clock = clock
+        self.max_concurrent = max_concurrent
+        self._slots: asyncio.Semaphore | None = None
+        self._pool = ThreadPoolExecutor(observers + max_concurrent, thread_name_prefix="table")
+        self.running = 0  # maintenance operations in flight (tests and the benchmark read it)
+        self.polls = 0
+        self.last_tick = time.monotonic()
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def watch(
+        self, current: Callable[[], Target], watcher: TableWatcher, sleep: Sleep
+    ) -> None:
+        """Poll the table `current()` describes until `sleep` says stop."""
+        first = current()
+        if await sleep(random.uniform(0, JITTER * first.poll_interval_s)):
+            return
+        while True:
+            target = current()
+            try:
+                await self.poll_once(target, watcher)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not end the table's loop; it is logged and retried
+                log.exception("%s/%s: poll failed", target.namespace, target.name)
+            delay = target.poll_interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+            if await sleep(delay):
+                return
+
+    async def poll_once(self, target: Target, watcher: TableWatcher) -> Observation:
+        obs = await self._off_loop(watcher.observe, target, self.clock())
+        if obs.due:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(self.max_concurrent)
+            async with self._slots:
+                self.running += 1
+                try:
+                    obs = await self._off_loop(watcher.maintain, target, obs, self.clock())
+                finally:
+                    self.running -= 1
+        self.polls += 1
+        self.record(target, obs)
+        await self.publish(target, obs)
+        return obs
+
+    def record(self, target: Target, obs: Observation) -> None:
+        ns, name = target.key
+        m = self.metrics
+        m.table(ns, name, obs.status)
+        m.checkpoint_age_seconds(ns, name, obs.checkpoint_age_s)
+        m.requests(ns, name, obs.requests)
+        for o in obs.outcomes:
+            if o.result == "skipped" and o.message == "an earlier step failed":
+                continue
+            m.maintenance(ns, name, o.operation, o.result, o.seconds)
+            if o.operation in _KINDS and o.result == "done":
+                m.deleted(ns, name, _KINDS[o.operation], o.deleted_files, o.deleted_bytes)
+
+    async def heartbeat(self, every_s: float = 5.0) -> None:
+        """Proves the event loop is responsive, for /healthz."""
+        while True:
+            self.last_tick = time.monotonic()
+            await asyncio.sleep(every_s)
+
+    def healthy(self, stall_s: float = 60.0) -> bool:
+        return time.monotonic() - self.last_tick < stall_s
+
+    def close(self) -> None:
+        # Maintenance already running finishes (its writes are crash-safe either way).
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,67 @@
+"""Which operations to plan on this poll of a watched table.
+
+Planning a checkpoint is cheap (it reads the snapshot's log position); planning cleanup lists the
+log and planning vacuum lists the whole table, so a watch loop plans those only when they can
+have become due: cleanup after a new checkpoint and otherwise every CLEANUP_EVERY_MS, vacuum on
+its cron schedule or else every VACUUM_EVERY_MS. Pure: the caller passes the clock and the
+last run times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from croniter import croniter
+
+from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
+
+
+def check_cron(expression: str) -> None:
+    """PolicyError unless `expression` is a cron schedule croniter accepts."""
+    if not croniter.is_valid(expression):
+        raise PolicyError(
+            f"vacuum.schedule {expression!r} is not a cron expression; use five fields "
+            "like '0 3 * * *' (03:00 UTC daily) or @daily"
+        )
+
+
+def next_run_ms(expression: str, after_ms: int) -> int:
+    """The first time the cron `expression` fires strictly after `after_ms` (UTC)."""
+    start = datetime.fromtimestamp(after_ms / 1000, tz=UTC)
+    nxt = croniter(expression, start).get_next(datetime)
+    return int(nxt.timestamp() * 1000)
+
+
+def operations_to_plan(
+    now_ms: int,
+    last_run_ms: Mapping[str, int],
+    version_changed: bool,
+    vacuum_schedule: str | None = None,
+    watched_since_ms: int | None = None,
+) -> tuple[str, ...]:
+    """The operations worth planning now, in execution order.
+
+    `last_run_ms` holds, per operation, when it last ran to an end (done, nothing to do, dry
+    run or failed); an operation never run is always planned. A checkpoint is planned when the
+    table moved on; the planner decides whether the lag makes one due. With a vacuum schedule
+    and no vacuum on record, the first vacuum waits for the schedule's first time after
+    `watched_since_ms` (a user who wrote '0 3 * * *' expects 03:00, not now).
+    """
+    ops: list[str] = []
+    if version_changed or "checkpoint" not in last_run_ms:
+        ops.append("checkpoint")
+    cleanup_at = last_run_ms.get("cleanup")
+    if cleanup_at is None or now_ms - cleanup_at >= CLEANUP_EVERY_MS:
+        ops.append("cleanup")
+    vacuum_at = last_run_ms.get("vacuum")
+    if vacuum_at is None and vacuum_schedule:
+        vacuum_at = now_ms if watched_since_ms is None else watched_since_ms
+    if vacuum_at is None:
+        ops.append("vacuum")
+    elif vacuum_schedule:
+        if next_run_ms(vacuum_schedule, vacuum_at) <= now_ms:
+            ops.append("vacuum")
+    elif now_ms - vacuum_at >= VACUUM_EVERY_MS:
+        ops.append("vacuum")
+    return tuple(ops)

@@ -1,0 +1,400 @@
+"""One watched table: observe it, run the maintenance that is due, describe the result.
+
+This is the body of the watch loop that the operator (k8s/) and standalone mode share; it knows
+nothing of Kubernetes. `TableWatcher.observe` and `.maintain` block on storage, so the loop runs
+them off its event loop. What they return is plain data: the status fields of DESIGN.md,
+conditions, events and the maintenance outcomes. Every message is scrubbed of secrets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from deltakeeper.credentials import SCRUBBER
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    DeltaError,
+    InvalidInputError,
+    NotADeltaTableError,
+    StorageUnreachableError,
+    UnsupportedProtocolError,
+)
+from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.summary import summarize
+from deltakeeper.delta.table import Table, open_table
+from deltakeeper.maintenance import executor, planner, schedule
+from deltakeeper.maintenance.policy import Policy, PolicyError, effective
+from deltakeeper.units import format_bytes
+
+log = logging.getLogger("deltakeeper.watcher")
+
+CONDITIONS = ("Ready", "StorageReachable", "ProtocolSupported", "Degraded")
+# Outcome results that count as "ran" (a skip after an earlier failure did not).
+_RAN = ("done", "dry-run", "failed", "refused", "skipped")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a table's spec cannot be acted on at all (no storage is touched)."""
+
+    reason: str  # InvalidSpec | SecretNotFound | PolicyNotFound ...
+    message: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """A table as its resource (and the policy selecting it) asks it to be kept."""
+
+    namespace: str
+    name: str
+    uri: str
+    generation: int = 1
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    settings: Mapping[str, Any] = field(default_factory=dict)  # policy.SETTINGS, layered
+    small_file_bytes: int = 32 * 2**20
+    poll_interval_s: float = 30.0
+    suspend: bool = False
+    vacuum_schedule: str | None = None
+    vacuum_dry_run: bool = False
+    policy_name: str | None = None
+    problem: Problem | None = None
+    warnings: tuple[str, ...] = ()  # acted on, but the user should look (Degraded)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # True | False | Unknown
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Observation:
+    """What one poll saw and did."""
+
+    status: dict[str, Any]
+    conditions: list[Condition]
+    events: list[Event] = field(default_factory=list)
+    outcomes: list[executor.Outcome] = field(default_factory=list)
+    requests: Counter[str] = field(default_factory=Counter)
+    checkpoint_age_s: float | None = None
+    due: tuple[str, ...] = ()  # operations worth planning now; `maintain` runs them
+
+    @property
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+
+
+class TableWatcher:
+    """The state kept between polls of one table; not thread-safe (one poll at a time)."""
+
+    def __init__(self, watched_since_ms: int, last_maintenance: Mapping[str, Any] | None = None):
+        self.watched_since_ms = watched_since_ms
+        self.last_maintenance: dict[str, dict[str, Any]] = dict(last_maintenance or {})
+        self.last_run_ms = {
+            op: int(entry["timeMs"])
+            for op, entry in self.last_maintenance.items()
+            if isinstance(entry, dict) and isinstance(entry.get("timeMs"), int)
+        }
+        self._opened: tuple[str, str] | None = None
+        self._table: Table | None = None
+        self._snap: Snapshot | None = None
+        self._summary: dict[str, Any] = {}
+        self._conditions: dict[str, Condition] = {}
+        self._requests_seen: Counter[str] = Counter()
+        self._policy: Policy | None = None
+
+    # -- observe ------------------------------------------------------------------------------
+    def observe(self, target: Target, now_ms: int) -> Observation:
+        """Read the table's log position (one listing when nothing changed) and its health."""
+        if target.problem is not None:
+            self._snap = None
+            return self._result(target, now_ms, problem=target.problem)
+        try:
+            table = self._open(target)
+            changed = self._refresh(table)
+            policy = effective(self._snap.metadata.configuration, **target.settings)  # type: ignore[union-attr]
+        except (DeltaError, PolicyError, OSError) as e:
+            self._snap = None
+            return self._result(target, now_ms, error=e)
+        obs = self._result(target, now_ms)
+        if obs.ready and not target.suspend and not self._snap.unsupported_features:  # type: ignore[union-attr]
+            obs.due = schedule.operations_to_plan(
+                now_ms, self.last_run_ms, changed, target.vacuum_schedule, self.watched_since_ms
+            )
+        self._policy = policy
+        return obs
+
+    def _open(self, target: Target) -> Table:
+        opened = (target.uri, repr(sorted(target.storage_options.items())))
+        if self._table is None or self._opened != opened:
+            self._table, self._snap, self._opened = None, None, None
+            self._table = open_table(target.uri, dict(target.storage_options))
+            self._opened = opened
+            self._requests_seen = Counter()
+        return self._table
+
+    def _refresh(self, table: Table) -> bool:
+        """Load the snapshot when the log moved on; True when it did (or on the first poll)."""
+        if self._snap is not None and not table.moved_on(self._snap):
+            return False
+        self._snap = table.snapshot()
+        self._summary = {}
+        return True
+
+    # -- maintain -----------------------------------------------------------------------------
+    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+        """Plan the operations `obs.due` and run what is due; returns a fresh observation."""
+        table, snap = self._table, self._snap
+        if not obs.due or table is None or snap is None:
+            return obs
+        outcomes = self._run(target, table, snap, obs.due, now_ms)
+        if any(o.operation == "checkpoint" and o.result == "done" for o in outcomes) and (
+            "cleanup" not in obs.due
+        ):
+            # A new checkpoint is what lets cleanup drop the commits before it.
+            outcomes += self._run(target, table, snap, ("cleanup",), now_ms)
+        self._record(outcomes, snap.version, now_ms)
+        if any(o.result == "done" for o in outcomes):
+            self._snap, self._summary = table.snapshot(), {}
+        fresh = self._result(target, now_ms, outcomes=outcomes)
+        fresh.events = [*_outcome_events(outcomes), *fresh.events]
+        fresh.outcomes = outcomes
+        fresh.requests += obs.requests
+        return fresh
+
+    def _run(
+        self, target: Target, table: Table, snap: Snapshot, ops: tuple[str, ...], now_ms: int
+    ) -> list[executor.Outcome]:
+        try:
+            assert self._policy is not None  # set by the observe() that found `ops` due
+            plan = planner.plan(table, snap, self._policy, now_ms, ops)
+        except (DeltaError, PolicyError, OSError) as e:
+            message = SCRUBBER.scrub(str(e))
+            return [executor.Outcome(op, "failed", message) for op in ops]
+        if plan.refusal:
+            return [executor.Outcome(op, "refused", plan.refusal, exit_code=3) for op in ops]
+        dry = [s for s in plan.steps if s.operation == "vacuum" and target.vacuum_dry_run]
+        wet = [s for s in plan.steps if s not in dry]
+        report = executor.execute(table, replace(plan, steps=wet))
+        outcomes = list(report.outcomes)
+        if dry:
+            failed = report.failed is not None
+            outcomes += executor.execute(table, replace(plan, steps=dry), dry_run=True).outcomes
+            if failed:
+                outcomes[-1] = executor.Outcome("vacuum", "skipped", "an earlier step failed")
+        for o in outcomes:
+            o.message = SCRUBBER.scrub(o.message)
+        return outcomes
+
+    def _record(self, outcomes: list[executor.Outcome], version: int, now_ms: int) -> None:
+        for o in outcomes:
+            if o.result not in _RAN or o.message == "an earlier step failed":
+                continue
+            if o.result == "failed":
+                self.last_run_ms.pop(o.operation, None)  # retried at the next poll
+            else:
+                self.last_run_ms[o.operation] = now_ms
+            self.last_maintenance[o.operation] = {
+                "time": _rfc3339(now_ms),
+                "timeMs": now_ms,
+                "result": "nothing-due" if o.result == "skipped" else o.result,
+                "version": o.checkpoint_version if o.checkpoint_version is not None else version,
+                "deletedFiles": o.deleted_files,
+                "deletedBytes": o.deleted_bytes,
+                "seconds": round(o.seconds, 3),
+                "message": o.message,
+            }
+
+    # -- describe -----------------------------------------------------------------------------
+    def _result(
+        self,
+        target: Target,
+        now_ms: int,
+        problem: Problem | None = None,
+        error: BaseException | None = None,
+        outcomes: list[executor.Outcome] | None = None,
+    ) -> Observation:
+        conditions = _conditions(target, self._snap, problem, error, outcomes or [])
+        events = self._transitions(conditions)
+        status: dict[str, Any] = {"lastPoll": _rfc3339(now_ms), "policy": target.policy_name}
+        age = None
+        if self._snap is not None and self._table is not None:
+            status.update(self._status_numbers(self._table, self._snap, target.small_file_bytes))
+            cp = self._snap.segment.checkpoint
+            age = max(0.0, (now_ms - cp.files[0].info.mtime_ms) / 1000) if cp else None
+        status["lastMaintenance"] = {
+            op: {k: v for k, v in entry.items() if k != "timeMs"}
+            for op, entry in self.last_maintenance.items()
+        }
+        return Observation(status, conditions, events, [], self._new_requests(), age)
+
+    def _status_numbers(self, table: Table, snap: Snapshot, small: int) -> dict[str, Any]:
+        if not self._summary or self._summary.get("_small") != small:
+            s = summarize(table, snap, small)
+            self._summary = {
+                "_small": small,
+                "version": s["version"],
+                "lastCommitTime": _rfc3339(s["timestamp"]) if s["timestamp"] else None,
+                "lastCheckpointVersion": s["lastCheckpointVersion"],
+                "commitsSinceCheckpoint": s["commitsSinceCheckpoint"],
+                "logFiles": s["logFiles"],
+                "logBytes": s["logBytes"],
+                "files": s["numFiles"],
+                "bytes": s["sizeBytes"],
+                "smallFiles": s["smallFiles"],
+                "tombstones": s["numTombstones"],
+            }
+        return {k: v for k, v in self._summary.items() if not k.startswith("_")}
+
+    def _new_requests(self) -> Counter[str]:
+        if self._table is None:
+            return Counter()
+        total = Counter(self._table.storage.requests)
+        new = total - self._requests_seen
+        self._requests_seen = total
+        return new
+
+    def _transitions(self, conditions: list[Condition]) -> list[Event]:
+        """Events for conditions that changed: Warning when one goes bad, Normal when it heals."""
+        events = []
+        for c in conditions:
+            before = self._conditions.get(c.type)
+            self._conditions[c.type] = c
+            if before is not None and (before.status, before.reason) == (c.status, c.reason):
+                continue
+            bad = (c.type == "Degraded") == (c.status == "True")
+            if bad and c.status != "Unknown":
+                events.append(Event("Warning", c.reason, c.message))
+            elif before is not None and c.status == ("False" if c.type == "Degraded" else "True"):
+                events.append(Event("Normal", c.reason, c.message))
+        return events
+
+
+def _conditions(
+    target: Target,
+    snap: Snapshot | None,
+    problem: Problem | None,
+    error: BaseException | None,
+    outcomes: list[executor.Outcome],
+) -> list[Condition]:
+    """The four conditions, from what blocked the poll (if anything) and what maintenance did."""
+    unknown = "not checked: an earlier problem stops the poll"
+    reach = Condition("StorageReachable", "Unknown", "NotChecked", unknown)
+    proto = Condition("ProtocolSupported", "Unknown", "NotChecked", unknown)
+    ready: Condition | None = None
+    if problem is not None:
+        ready = Condition("Ready", "False", problem.reason, SCRUBBER.scrub(problem.message))
+    elif error is not None:
+        reason, message = _classify(error)
+        if isinstance(error, StorageUnreachableError):
+            reach = Condition("StorageReachable", "False", reason, message)
+        else:
+            reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
+        if isinstance(error, UnsupportedProtocolError):
+            proto = Condition("ProtocolSupported", "False", reason, message)
+        ready = Condition("Ready", "False", reason, message)
+    else:
+        reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
+    if snap is not None:
+        if snap.unsupported_features:
+            message = (
+                f"the table uses {', '.join(snap.unsupported_features)}, which this deltakeeper "
+                "does not support; nothing is written or deleted until deltakeeper is upgraded"
+            )
+            proto = Condition("ProtocolSupported", "False", "UnsupportedFeatures", message)
+            ready = Condition("Ready", "False", "UnsupportedFeatures", message)
+        else:
+            p = snap.protocol
+            proto = Condition(
+                "ProtocolSupported",
+                "True",
+                "Supported",
+                f"reader v{p.min_reader_version}, writer v{p.min_writer_version}: all known",
+            )
+    if ready is None:
+        msg = f"watching version {snap.version}" if snap is not None else "watching"
+        if target.suspend:
+            ready = Condition(
+                "Ready", "True", "Suspended", f"{msg}; maintenance suspended by spec.suspend"
+            )
+        else:
+            ready = Condition("Ready", "True", "Watching", msg)
+    failed = [o for o in outcomes if o.result in ("failed", "refused")]
+    if failed:
+        o = failed[0]
+        degraded = Condition(
+            "Degraded", "True", "MaintenanceFailed", f"{o.operation} {o.result}: {o.message}"
+        )
+    elif target.warnings:
+        degraded = Condition(
+            "Degraded", "True", "PolicyWarning", SCRUBBER.scrub("; ".join(target.warnings))
+        )
+    else:
+        degraded = Condition("Degraded", "False", "AsExpected", "no maintenance problems")
+    return [ready, reach, proto, degraded]
+
+
+_REASONS = (
+    (StorageUnreachableError, "StorageUnreachable", "check the endpoint, network and credentials"),
+    (NotADeltaTableError, "NotADeltaTable", "check spec.uri points at a table's root"),
+    (UnsupportedProtocolError, "UnsupportedProtocol", "upgrade deltakeeper to maintain this table"),
+    (CorruptLogError, "CorruptLog", "the log needs a repair; nothing is written meanwhile"),
+    (InvalidInputError, "InvalidSpec", "fix the DeltaTable's spec"),
+    (PolicyError, "InvalidPolicy", "fix the retention settings or the table's properties"),
+    (OSError, "StorageUnreachable", "check the endpoint, network and credentials"),
+)
+
+
+def _classify(error: BaseException) -> tuple[str, str]:
+    for cls, reason, hint in _REASONS:
+        if isinstance(error, cls):
+            return reason, SCRUBBER.scrub(f"{error}; {hint}")
+    return "Error", SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+
+
+def _outcome_events(outcomes: list[executor.Outcome]) -> list[Event]:
+    events = []
+    for o in outcomes:
+        if o.result == "done":
+            events.append(Event("Normal", *_done(o)))
+        elif o.result == "dry-run" and o.operation == "vacuum":
+            events.append(
+                Event("Normal", "VacuumDryRun", f"vacuum would delete {len(o.files)} files")
+            )
+        elif o.result in ("failed", "refused"):
+            reason = "MaintenanceFailed" if o.result == "failed" else "MaintenanceRefused"
+            events.append(Event("Warning", reason, f"{o.operation}: {o.message}"))
+    return events
+
+
+def _done(o: executor.Outcome) -> tuple[str, str]:
+    took = f"in {o.seconds:.1f}s"
+    if o.operation == "checkpoint":
+        return "Checkpointed", f"wrote the checkpoint at version {o.checkpoint_version} {took}"
+    size = format_bytes(o.deleted_bytes)
+    if o.operation == "cleanup":
+        return "LogCleaned", f"deleted {o.deleted_files} expired log files ({size}) {took}"
+    return "Vacuumed", f"deleted {o.deleted_files} unreferenced data files ({size}) {took}"
+
+
+def _rfc3339(ms: int) -> str:
+    """Kubernetes' date-time: whole seconds, UTC."""
+    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
