@@ -1,0 +1,125 @@
+"""The few API-server calls the operator makes itself (kopf makes the rest): reading Secrets,
+writing a DeltaTable's status subresource. Blocking; called off the event loop."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.targets import SecretUnreadable
+
+GROUP, VERSION = "deltakeeper.io", "v1alpha1"
+TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"
+# A Secret read is cached this long: a rotated key is picked up within it, and 10,000 tables
+# polling every 30 s do not read their Secrets 333 times a second.
+SECRET_TTL_S = 30.0
+
+
+def api_client() -> client.ApiClient:
+    """In the cluster: the pod's service account; outside: $KUBECONFIG or ~/.kube/config."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+class Secrets:
+    def __init__(self, api: client.ApiClient, ttl_s: float = SECRET_TTL_S) -> None:
+        self.core = client.CoreV1Api(api)
+        self.ttl_s = ttl_s
+        self._cache: dict[tuple[str, str], tuple[float, dict[str, str] | None]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, namespace: str, name: str) -> dict[str, str] | None:
+        key = (namespace, name)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and time.monotonic() - hit[0] < self.ttl_s:
+            return hit[1]
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+            data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        except ApiException as e:
+            if e.status != 404:
+                # The reason only: an ApiException's body echoes the request, never print it.
+                raise SecretUnreadable(f"HTTP {e.status} {e.reason}") from None
+            data = None
+        except (UnicodeDecodeError, ValueError):
+            raise SecretUnreadable("its data is not UTF-8 text") from None
+        with self._lock:
+            self._cache[key] = (time.monotonic(), data)
+        return data
+
+
+def write_status(
+    api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]
+) -> None:
+    """Merge-patch the DeltaTable's status subresource (gone tables are ignored)."""
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, TABLES, name, {"status": dict(status)}
+        )
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def table_resource(body: Mapping[str, Any]) -> TableResource:
+    meta = body.get("metadata") or {}
+    return TableResource(
+        namespace=meta.get("namespace") or "default",
+        name=meta["name"],
+        labels=dict(meta.get("labels") or {}),
+        generation=int(meta.get("generation") or 1),
+        spec=dict(body.get("spec") or {}),
+        source="api",
+    )
+
+
+def policy_resource(body: Mapping[str, Any]) -> PolicyResource:
+    meta = body.get("metadata") or {}
+    spec = dict(body.get("spec") or {})
+    return PolicyResource(
+        namespace=meta.get("namespace") or "default",
+        name=meta["name"],
+        labels=dict(meta.get("labels") or {}),
+        generation=int(meta.get("generation") or 1),
+        spec=spec,
+        selector=spec.get("tableSelector"),
+        source="api",
+    )
+
+
+def ensure_peering(api: client.ApiClient, name: str, namespaces: list[str]) -> None:
+    """Create the kopf peering object(s) replicas meet in, if missing (the CRDs must exist):
+    ClusterKopfPeering cluster-wide, else a KopfPeering in each watched namespace."""
+    objects = client.CustomObjectsApi(api)
+    body: dict[str, Any] = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}
+
+    def cluster() -> None:
+        objects.create_cluster_custom_object(
+            "kopf.dev", "v1", "clusterkopfpeerings", {**body, "kind": "ClusterKopfPeering"}
+        )
+
+    def namespaced(ns: str) -> None:
+        objects.create_namespaced_custom_object(
+            "kopf.dev", "v1", ns, "kopfpeerings", {**body, "kind": "KopfPeering"}
+        )
+
+    creates: list[Callable[[], None]] = [functools.partial(namespaced, ns) for ns in namespaces]
+    creates = creates or [cluster]
+    for create in creates:
+        try:
+            create()
+        except ApiException as e:
+            if e.status != 409:  # 409: it exists already, as it should
+                raise

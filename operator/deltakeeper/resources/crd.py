@@ -1,0 +1,265 @@
+"""The CRDs of deltakeeper.io/v1alpha1, as data. `scripts/gen_crds.py` writes crds/*.yaml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUP = "deltakeeper.io"
+VERSION = "v1alpha1"
+
+# What units.py parses: durations 30d, 12h, 90m, 45s; sizes 4096, 500M, 128Mi, 1Gi.
+DURATION = r"^[0-9]+(d|h|m|s)$"
+SIZE = r"^[0-9]+(Ki|Mi|Gi|Ti|K|M|G|T|B)?$"
+# A scheme and something after it; which schemes are supported is the operator's call (it
+# reports an unknown one in the Ready condition), so a typo shows up in `kubectl get`.
+URI = r"^([a-z][a-z0-9+.-]*://.+|/.+)$"
+# Five fields of digits, *, ranges, steps, lists and names, or a macro like @daily.
+_FIELD = r"[0-9A-Za-z*?/,-]+"
+CRON = rf"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|{_FIELD}( +{_FIELD}){{4}})$"
+
+
+def _str(pattern: str, description: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": pattern, "description": description}
+
+
+def _int(description: str, minimum: int = 1) -> dict[str, Any]:
+    return {"type": "integer", "format": "int64", "minimum": minimum, "description": description}
+
+
+def _obj(properties: dict[str, Any], description: str = "", **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if description:
+        out["description"] = description
+    out.update(extra)
+    return out
+
+
+def policy_fields() -> dict[str, Any]:
+    """The fields a DeltaTable and a DeltaMaintenancePolicy both carry."""
+    return {
+        "pollInterval": _str(DURATION, "How often the table's log is checked (default 30s)."),
+        "logRetention": _str(DURATION, "Keep log files this long (default 30d)."),
+        "deletedFileRetention": _str(
+            DURATION, "Keep tombstones and unreferenced data files this long (default 7d)."
+        ),
+        "smallFileSize": _str(SIZE, "Files below this size count as small (default 32Mi)."),
+        "checkpoint": _obj(
+            {
+                "interval": _int("Checkpoint once this many commits passed (default 10)."),
+                "partSize": _int("Actions per checkpoint part; unset: one file."),
+                "writeChecksum": {"type": "boolean", "description": "Also write N.crc."},
+            }
+        ),
+        "vacuum": _obj(
+            {
+                "enabled": {"type": "boolean", "description": "Vacuum data files (default true)."},
+                "schedule": _str(CRON, "Cron schedule in UTC (default: once a day)."),
+                "dryRun": {"type": "boolean", "description": "Report what would go; delete none."},
+                "allowShortRetention": {
+                    "type": "boolean",
+                    "description": "Allow deletedFileRetention below 7 days.",
+                },
+            }
+        ),
+        "compaction": _obj(
+            {
+                "enabled": {"type": "boolean"},
+                "targetFileSize": _str(SIZE, "Size of compacted files (e.g. 128Mi)."),
+                "minFilesPerPartition": _int("Compact a partition once it has this many files."),
+                "sparkApplication": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "description": "Template of the SparkApplication that compacts.",
+                },
+            }
+        ),
+    }
+
+
+def _table_spec() -> dict[str, Any]:
+    fields = {
+        "uri": _str(URI, "Table root: s3://, gs://, abfss://, az://, file:// or an absolute path."),
+        "storage": _obj(
+            {
+                "secretRef": _obj(
+                    {"name": {"type": "string", "minLength": 1}},
+                    "Secret in the table's namespace with the store's credentials.",
+                    required=["name"],
+                ),
+                "options": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Non-secret fsspec options, e.g. endpoint_url.",
+                },
+            }
+        ),
+        "policyRef": _obj(
+            {"name": {"type": "string", "minLength": 1}},
+            "DeltaMaintenancePolicy in the same namespace; it wins over label selection.",
+            required=["name"],
+        ),
+        "suspend": {"type": "boolean", "description": "Observe only; run no maintenance."},
+        **policy_fields(),
+    }
+    return _obj(fields, required=["uri"])
+
+
+def _condition() -> dict[str, Any]:
+    return _obj(
+        {
+            "type": {"type": "string"},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "observedGeneration": {"type": "integer", "format": "int64"},
+        },
+        required=["type", "status"],
+    )
+
+
+def _conditions() -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": _condition(),
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    }
+
+
+def _table_status() -> dict[str, Any]:
+    count = {"type": "integer", "format": "int64"}
+    nullable_count = {**count, "nullable": True}
+    run = _obj(
+        {
+            "time": {"type": "string", "format": "date-time"},
+            "result": {"type": "string"},
+            "version": count,
+            "deletedFiles": count,
+            "deletedBytes": count,
+            "seconds": {"type": "number"},
+            "message": {"type": "string"},
+        }
+    )
+    return _obj(
+        {
+            "observedGeneration": count,
+            "version": count,
+            "lastCommitTime": {"type": "string", "format": "date-time", "nullable": True},
+            "lastCheckpointVersion": nullable_count,
+            "commitsSinceCheckpoint": count,
+            "logFiles": count,
+            "logBytes": count,
+            "files": count,
+            "bytes": count,
+            "smallFiles": count,
+            "tombstones": count,
+            "policy": {"type": "string", "nullable": True},
+            "lastPoll": {"type": "string", "format": "date-time"},
+            "lastMaintenance": _obj({"checkpoint": run, "cleanup": run, "vacuum": run}),
+            "conditions": _conditions(),
+        }
+    )
+
+
+def _selector() -> dict[str, Any]:
+    expression = _obj(
+        {
+            "key": {"type": "string"},
+            "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+            "values": {"type": "array", "items": {"type": "string"}},
+        },
+        required=["key", "operator"],
+    )
+    return _obj(
+        {
+            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "matchExpressions": {"type": "array", "items": expression},
+        },
+        "Labels of the DeltaTables (same namespace) this policy applies to; {} selects all.",
+    )
+
+
+def _crd(kind: str, plural: str, short: list[str], spec: Any, status: Any, columns: Any) -> Any:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short,
+                "categories": ["deltakeeper"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {
+                        "openAPIV3Schema": _obj(
+                            {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                            required=["spec"],
+                        )
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _column(name: str, path: str, kind: str = "integer", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "type": kind, "jsonPath": path, **extra}
+
+
+def delta_table() -> dict[str, Any]:
+    columns = [
+        _column("Version", ".status.version"),
+        _column("Behind", ".status.commitsSinceCheckpoint", description="commits since checkpoint"),
+        _column("Files", ".status.files"),
+        _column("Small", ".status.smallFiles"),
+        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
+        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
+        _column("URI", ".spec.uri", "string", priority=1),
+        _column("Age", ".metadata.creationTimestamp", "date"),
+    ]
+    return _crd(
+        "DeltaTable", "deltatables", ["dt", "dtable"], _table_spec(), _table_status(), columns
+    )
+
+
+def maintenance_policy() -> dict[str, Any]:
+    spec = _obj({"tableSelector": _selector(), **policy_fields()})
+    status = _obj(
+        {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "tables": {"type": "integer"},
+        }
+    )
+    columns = [
+        _column("Tables", ".status.tables"),
+        _column("Log-Retention", ".spec.logRetention", "string"),
+        _column("File-Retention", ".spec.deletedFileRetention", "string"),
+        _column("Age", ".metadata.creationTimestamp", "date"),
+    ]
+    return _crd(
+        "DeltaMaintenancePolicy", "deltamaintenancepolicies", ["dmp"], spec, status, columns
+    )
+
+
+def all_crds() -> dict[str, dict[str, Any]]:
+    """File name under crds/ -> CRD."""
+    return {"deltatable.yaml": delta_table(), "deltamaintenancepolicy.yaml": maintenance_policy()}

@@ -1,0 +1,248 @@
+"""DeltaTable, DeltaMaintenancePolicy and Secret manifests: parsing, validation, selection.
+
+Standalone mode reads these from a folder; the operator gets the same shapes from the API
+server. Validation uses the CRDs' own OpenAPI schemas (crd.py), so a manifest standalone mode
+accepts is one `kubectl apply` accepts too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from deltakeeper.maintenance import policy as defaults
+from deltakeeper.resources import crd
+from deltakeeper.units import parse_duration_ms, parse_size
+
+API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
+_HINTS = {
+    crd.DURATION: "use a number and d, h, m or s, e.g. 30d or 12h",
+    crd.SIZE: "use bytes or a suffix, e.g. 128Mi or 1Gi",
+    crd.URI: "use scheme://bucket/path (s3://, gs://, abfss://, az://, file://) or /abs/path",
+    crd.CRON: "use five cron fields like '0 3 * * *' or a macro like @daily",
+}
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message names the file, resource and field."""
+
+
+@dataclass(frozen=True)
+class TableResource:
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    generation: int
+    spec: Mapping[str, Any]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class PolicyResource:
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    generation: int
+    spec: Mapping[str, Any]
+    selector: Mapping[str, Any] | None
+    source: str = ""
+
+
+@dataclass
+class Loaded:
+    tables: list[TableResource] = field(default_factory=list)
+    policies: list[PolicyResource] = field(default_factory=list)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    errors: list[ManifestError] = field(default_factory=list)
+
+
+_VALIDATORS = {
+    "DeltaTable": jsonschema.Draft202012Validator(
+        crd.delta_table()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    ),
+    "DeltaMaintenancePolicy": jsonschema.Draft202012Validator(
+        crd.maintenance_policy()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    ),
+}
+
+
+def parse(doc: Any, source: str = "") -> TableResource | PolicyResource:
+    """One DeltaTable or DeltaMaintenancePolicy manifest, checked; ManifestError otherwise."""
+    where = source or "manifest"
+    if not isinstance(doc, dict):
+        raise ManifestError(f"{where}: a manifest must be a mapping, not {type(doc).__name__}")
+    kind = doc.get("kind")
+    if kind not in _VALIDATORS:
+        raise ManifestError(f"{where}: kind {kind!r} is not DeltaTable or DeltaMaintenancePolicy")
+    if doc.get("apiVersion") != API_VERSION:
+        raise ManifestError(f"{where}: {kind} needs apiVersion: {API_VERSION}")
+    meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    if not isinstance(name, str) or not name:
+        raise ManifestError(f"{where}: {kind} has no metadata.name")
+    errors = sorted(_VALIDATORS[kind].iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ManifestError(f"{where}: {kind} {namespace}/{name}: {_explain(errors[0])}")
+    labels = meta.get("labels") or {}
+    generation = int(meta.get("generation") or 1)
+    spec = doc["spec"]
+    if kind == "DeltaTable":
+        return TableResource(namespace, name, labels, generation, spec, source)
+    return PolicyResource(
+        namespace, name, labels, generation, spec, spec.get("tableSelector"), source
+    )
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    path = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    message = error.message
+    if error.validator == "pattern" and error.validator_value in _HINTS:
+        message = f"{error.instance!r} is not valid; {_HINTS[error.validator_value]}"
+    elif error.validator == "additionalProperties":
+        message += " (unknown field; check its spelling against `kubectl explain`)"
+    return f"{path}: {message}"
+
+
+def secret_data(doc: Mapping[str, Any], where: str) -> dict[str, str]:
+    """A Secret manifest's data: `data` (base64) merged under `stringData`, as the API does."""
+    out: dict[str, str] = {}
+    for key, value in (doc.get("data") or {}).items():
+        try:
+            out[key] = base64.b64decode(str(value), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise ManifestError(
+                f"{where}: Secret data {key!r} is not base64 of UTF-8 text"
+            ) from None
+    out.update({k: str(v) for k, v in (doc.get("stringData") or {}).items()})
+    return out
+
+
+def load_dir(folder: str | Path) -> Loaded:
+    """Every manifest in `folder` (*.yaml, *.yml, *.json, multi-document); a bad file or
+    document is an error entry and the rest still load."""
+    loaded = Loaded()
+    seen: dict[tuple[str, str, str], str] = {}
+    for path in sorted(Path(folder).iterdir()):
+        if not path.is_file() or path.suffix not in (".yaml", ".yml", ".json"):
+            continue
+        try:
+            docs = _documents(path)
+        except ManifestError as e:
+            loaded.errors.append(e)
+            continue
+        for i, doc in enumerate(docs):
+            where = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
+            try:
+                _add(loaded, doc, where, seen)
+            except ManifestError as e:
+                loaded.errors.append(e)
+    return loaded
+
+
+def _documents(path: Path) -> list[Any]:
+    try:
+        text = path.read_text()
+        if path.suffix == ".json":
+            return [json.loads(text)]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as e:
+        raise ManifestError(f"{path}: cannot read it as {path.suffix[1:].upper()}: {e}") from None
+
+
+def _add(loaded: Loaded, doc: Any, where: str, seen: dict[tuple[str, str, str], str]) -> None:
+    if isinstance(doc, dict) and doc.get("kind") == "Secret":
+        meta = doc.get("metadata") or {}
+        ref = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        loaded.secrets[ref] = secret_data(doc, where)
+        return
+    if isinstance(doc, dict) and doc.get("kind") not in (None, *_VALIDATORS):
+        return  # other kinds (ConfigMaps, ...) may share the folder
+    resource = parse(doc, where)
+    kind = "table" if isinstance(resource, TableResource) else "policy"
+    key = (kind, resource.namespace, resource.name)
+    if key in seen:
+        raise ManifestError(
+            f"{where}: {resource.namespace}/{resource.name} is defined again (first in {seen[key]})"
+        )
+    seen[key] = where
+    if isinstance(resource, TableResource):
+        loaded.tables.append(resource)
+    else:
+        loaded.policies.append(resource)
+
+
+# -- policy selection and precedence -------------------------------------------------------
+
+
+def matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Kubernetes label-selector semantics; no selector selects nothing, {} selects all."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        present = key in labels
+        if op == "In" and not (present and labels[key] in values):
+            return False
+        if op == "NotIn" and present and labels[key] in values:
+            return False
+        if op == "Exists" and not present:
+            return False
+        if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def select_policy(
+    table: TableResource, policies: Sequence[PolicyResource]
+) -> tuple[PolicyResource | None, str | None]:
+    """The policy for `table` and a warning for the user, if any. policyRef wins; otherwise the
+    first (by name) of the policies in its namespace whose tableSelector matches."""
+    local = sorted((p for p in policies if p.namespace == table.namespace), key=lambda p: p.name)
+    ref = (table.spec.get("policyRef") or {}).get("name")
+    if ref:
+        named = next((p for p in local if p.name == ref), None)
+        warning = None if named else f"policyRef {ref!r} names no DeltaMaintenancePolicy"
+        return named, warning
+    chosen = [p for p in local if matches(p.selector, table.labels)]
+    if len(chosen) > 1:
+        names = ", ".join(p.name for p in chosen)
+        return chosen[0], f"several policies select this table ({names}); {chosen[0].name} applies"
+    return (chosen[0] if chosen else None), None
+
+
+def _layers(table: TableResource, policy: PolicyResource | None) -> list[Mapping[str, Any]]:
+    return [table.spec, policy.spec if policy else {}]
+
+
+def settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
+    """The table's explicit settings over its policy's (DESIGN.md's precedence); Delta's
+    defaults fill the rest in policy.effective."""
+    return defaults.layered(*(defaults.from_spec(layer) for layer in _layers(table, policy)))
+
+
+def _first(table: TableResource, policy: PolicyResource | None, key: str) -> Any:
+    return next((layer[key] for layer in _layers(table, policy) if layer.get(key)), None)
+
+
+def poll_interval_ms(table: TableResource, policy: PolicyResource | None) -> int:
+    value = _first(table, policy, "pollInterval")
+    ms = parse_duration_ms(value) if value else defaults.POLL_INTERVAL_MS
+    if ms <= 0:
+        raise ValueError(f"pollInterval {value!r} must be more than 0s")
+    return ms
+
+
+def small_file_bytes(table: TableResource, policy: PolicyResource | None) -> int:
+    value = _first(table, policy, "smallFileSize")
+    return parse_size(value) if value else defaults.SMALL_FILE_BYTES

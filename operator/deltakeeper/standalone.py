@@ -1,0 +1,345 @@
+"""Standalone mode: the operator's watch loop driven by manifests in a folder.
+
+`deltakeeper run --manifests DIR` reads DeltaTable, DeltaMaintenancePolicy and Secret
+manifests from DIR (re-read when a file changes), runs the same watcher, planner and executor
+as the operator, serves the same metrics, and writes every table's status to a JSON file that
+`deltakeeper status` prints. A malformed manifest is reported and skipped; the others run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from deltakeeper import credentials, metrics, status
+from deltakeeper.fleet import Fleet, now_ms
+from deltakeeper.resources import manifests
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.targets import resolve
+from deltakeeper.watcher import Observation, TableWatcher, Target
+
+log = logging.getLogger("deltakeeper.standalone")
+RELOAD_S = 2.0  # how often the folder is checked for changed manifests
+STATUS_DIR = ".deltakeeper"
+
+
+def status_file_for(manifests_dir: str | Path) -> Path:
+    return Path(manifests_dir) / STATUS_DIR / "status.json"
+
+
+@dataclass
+class _Table:
+    resource: TableResource
+    generation: int
+    watcher: TableWatcher
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    polled: int = 0
+
+
+class Standalone:
+    def __init__(
+        self,
+        folder: Path,
+        status_path: Path,
+        registry: metrics.Metrics,
+        max_concurrent: int = 2,
+        out: TextIO = sys.stdout,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.folder = folder
+        self.status_path = status_path
+        self.metrics = registry
+        self.out = out
+        self.clock = clock
+        self.fleet = Fleet(registry, self._publish, max_concurrent=max_concurrent, clock=clock)
+        self.tables: dict[tuple[str, str], _Table] = {}
+        self.policies: list[PolicyResource] = []
+        self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
+        self.statuses: dict[str, dict[str, Any]] = _read_json(status_path).get("tables", {})
+        self._signature: object = None
+        self._dirty = False
+
+    # -- manifests ----------------------------------------------------------------------------
+    def reload(self) -> bool:
+        """Re-read the folder if any manifest changed; True when it did."""
+        signature = _signature(self.folder)
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        loaded = manifests.load_dir(self.folder)
+        for error in loaded.errors:
+            log.error("%s", credentials.SCRUBBER.scrub(str(error)))
+        self.policies = list(loaded.policies)
+        self.secrets = dict(loaded.secrets)
+        credentials.SCRUBBER.register(
+            v for data in self.secrets.values() for v in credentials.secret_values(data)
+        )
+        wanted = {(t.namespace, t.name): t for t in loaded.tables}
+        for key in [k for k in self.tables if k not in wanted]:
+            self._drop(key)
+        for key, resource in wanted.items():
+            self._upsert(key, resource)
+        log.info(
+            "manifests in %s: %d tables, %d policies, %d errors",
+            self.folder,
+            len(wanted),
+            len(self.policies),
+            len(loaded.errors),
+        )
+        return True
+
+    def _upsert(self, key: tuple[str, str], resource: TableResource) -> None:
+        known = self.tables.get(key)
+        if known is None:
+            previous = self.statuses.get(_name(key), {})
+            watcher = TableWatcher(self.clock(), status.last_maintenance(previous))
+            generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
+            if previous and _spec_of(previous) != resource.spec:
+                generation += 1
+            self.tables[key] = _Table(resource, generation, watcher)
+            self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
+            return
+        if known.resource.spec != resource.spec or known.resource.labels != resource.labels:
+            # Standalone manifests rarely carry metadata.generation; a changed spec is a new one.
+            known.generation += 1
+            known.resource = resource
+            self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
+        known.wake.set()  # a policy or Secret may have changed too: poll now
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        table = self.tables.pop(key)
+        table.stop.set()
+        self.metrics.forget(*key)
+        self.statuses.pop(_name(key), None)
+        self._dirty = True
+        log.info("%s/%s: manifest removed; no longer watched (its data is untouched)", *key)
+
+    def target(self, key: tuple[str, str]) -> Target:
+        table = self.tables[key]
+        target = resolve(table.resource, self.policies, self._secret)
+        return Target(**{**target.__dict__, "generation": table.generation})
+
+    def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return self.secrets.get((namespace, name))
+
+    # -- publishing ---------------------------------------------------------------------------
+    async def _publish(self, target: Target, obs: Observation) -> None:
+        name = _name(target.key)
+        table = self.tables.get(target.key)
+        if table is None:
+            return  # removed while its poll ran
+        table.polled += 1
+        old = self.statuses.get(name, {})
+        new = status.build(target, obs, old, self.clock())
+        self.statuses[name] = {**new, "_spec": old.get("_spec")}
+        self._dirty = True
+        for event in obs.events:
+            level = logging.WARNING if event.type == "Warning" else logging.INFO
+            log.log(level, "%s: %s: %s", name, event.reason, event.message)
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        self.status_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.status_path.with_suffix(".tmp")
+        body = {"updated": self.clock(), "folder": str(self.folder), "tables": self.statuses}
+        tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
+        os.replace(tmp, self.status_path)
+
+    # -- running ------------------------------------------------------------------------------
+    def _start(self, key: tuple[str, str]) -> None:
+        table = self.tables[key]
+
+        async def sleep(seconds: float) -> bool:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_either(table.stop, table.wake), seconds)
+            table.wake.clear()
+            return table.stop.is_set()
+
+        table.task = asyncio.create_task(
+            self.fleet.watch(lambda: self.target(key), table.watcher, sleep), name=_name(key)
+        )
+
+    async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:
+        heartbeat = asyncio.create_task(self.fleet.heartbeat())
+        try:
+            if once:
+                return await self._once()
+            last_summary = 0.0
+            while not stop.is_set():
+                self.reload()
+                for key, table in self.tables.items():
+                    if table.task is None:
+                        self._start(key)
+                self.flush()
+                loop_now = asyncio.get_running_loop().time()
+                if summary_s and loop_now - last_summary >= summary_s:
+                    last_summary = loop_now
+                    print_summary(self.statuses, self.out)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), RELOAD_S)
+            return 0
+        finally:
+            heartbeat.cancel()
+            for table in self.tables.values():
+                table.stop.set()
+            tasks = [t.task for t in self.tables.values() if t.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.flush()
+            await asyncio.to_thread(self.fleet.close)
+
+    async def _once(self) -> int:
+        """Poll every table once (maintenance included), write the status, exit 0 when every
+        table is Ready."""
+        self.reload()
+        for key, table in self.tables.items():
+            await self.fleet.poll_once(self.target(key), table.watcher)
+        self.flush()
+        print_summary(self.statuses, self.out)
+        return 0 if all(_ready(s) == "True" for s in self.statuses.values()) else 1
+
+
+async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+def _signature(folder: Path) -> object:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except FileNotFoundError:
+        return None
+    return tuple(
+        (e.name, e.stat().st_mtime_ns, e.stat().st_size)
+        for e in entries
+        if e.is_file() and e.name.endswith((".yaml", ".yml", ".json"))
+    )
+
+
+def _name(key: tuple[str, str]) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def _spec_of(previous: Mapping[str, Any]) -> Any:
+    return previous.get("_spec")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _ready(s: Mapping[str, Any]) -> str:
+    for c in s.get("conditions") or []:
+        if c.get("type") == "Ready":
+            return str(c.get("status"))
+    return "Unknown"
+
+
+def _reason(s: Mapping[str, Any]) -> str:
+    for c in s.get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            return f"{c.get('reason')}: {c.get('message')}"
+    for c in s.get("conditions") or []:
+        if c.get("type") == "Degraded" and c.get("status") == "True":
+            return f"{c.get('reason')}: {c.get('message')}"
+    return ""
+
+
+COLUMNS = ("TABLE", "VERSION", "BEHIND", "FILES", "SMALL", "LOG", "READY", "LAST-MAINTENANCE")
+
+
+def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name in sorted(statuses):
+        s = statuses[name]
+        last = s.get("lastMaintenance") or {}
+        done = [
+            f"{op} {e.get('result')}"
+            for op, e in sorted(last.items(), key=lambda kv: kv[1].get("time", ""))
+        ]
+        rows.append(
+            (
+                name,
+                _cell(s.get("version")),
+                _cell(s.get("commitsSinceCheckpoint")),
+                _cell(s.get("files")),
+                _cell(s.get("smallFiles")),
+                _cell(s.get("logFiles")),
+                _ready(s),
+                done[-1] if done else "-",
+            )
+        )
+    return rows
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def print_summary(statuses: Mapping[str, Mapping[str, Any]], out: TextIO) -> None:
+    rows = [COLUMNS, *status_rows(statuses)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    for name in sorted(statuses):
+        why = _reason(statuses[name])
+        if why:
+            out.write(f"  {name}: {why}\n")
+    out.flush()
+
+
+def run(
+    folder: str,
+    metrics_port: int,
+    status_path: str | None,
+    max_concurrent: int,
+    once: bool,
+    summary_s: float,
+    host: str = "0.0.0.0",
+) -> int:
+    credentials.install_log_scrubbing()
+    path = Path(folder)
+    if not path.is_dir():
+        from deltakeeper.delta.errors import InvalidInputError
+
+        raise InvalidInputError(f"--manifests {folder}: no such folder; put DeltaTable YAML there")
+    registry = metrics.Metrics()
+    daemon = Standalone(
+        path, Path(status_path) if status_path else status_file_for(path), registry, max_concurrent
+    )
+    server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
+    if server is not None:
+        log.info("metrics: http://127.0.0.1:%d/metrics  health: /healthz", server.server_address[1])
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await daemon.run(stop, once=once, summary_s=summary_s)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        if server is not None:
+            server.shutdown()

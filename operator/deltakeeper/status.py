@@ -1,0 +1,74 @@
+"""A watch observation as the status object users read (`kubectl get`, `deltakeeper status`).
+
+The same shape in the operator's status subresource and standalone mode's status file:
+DESIGN.md's fields, `observedGeneration`, and conditions whose `lastTransitionTime` moves only
+when their status does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from deltakeeper.watcher import Observation, Target
+
+# Written every poll, but not worth a write by itself (10,000 tables at 30 s would be 333/s).
+VOLATILE = ("lastPoll",)
+# A status whose only change is `lastPoll` is still written this often, to show liveness.
+REFRESH_S = 300
+
+
+def build(
+    target: Target, obs: Observation, previous: Mapping[str, Any] | None, now_ms: int
+) -> dict[str, Any]:
+    before = {
+        c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, dict)
+    }
+    stamp = datetime.fromtimestamp(now_ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = []
+    for c in obs.conditions:
+        old = before.get(c.type)
+        moved = old is None or old.get("status") != c.status
+        since = stamp if old is None or moved else old.get("lastTransitionTime", stamp)
+        conditions.append(
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": since,
+                "observedGeneration": target.generation,
+            }
+        )
+    return {**obs.status, "observedGeneration": target.generation, "conditions": conditions}
+
+
+def worth_writing(old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int) -> bool:
+    """Whether `new` says more than `old` did: any field but `lastPoll`, or a stale lastPoll."""
+    if not old:
+        return True
+    if {k: v for k, v in old.items() if k not in VOLATILE} != {
+        k: v for k, v in new.items() if k not in VOLATILE
+    }:
+        return True
+    last = old.get("lastPoll")
+    if not isinstance(last, str):
+        return True
+    written = datetime.strptime(last, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    return now_ms / 1000 - written >= REFRESH_S
+
+
+def last_maintenance(previous: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored status's lastMaintenance with each time also in ms (`timeMs`), so a restarted
+    watcher keeps its schedules instead of running everything at once."""
+    out: dict[str, Any] = {}
+    for op, entry in (previous.get("lastMaintenance") or {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("time"), str):
+            continue
+        try:
+            when = datetime.fromisoformat(entry["time"].replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        out[op] = {**entry, "timeMs": int(when.timestamp() * 1000)}
+    return out

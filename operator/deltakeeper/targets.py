@@ -1,0 +1,106 @@
+"""A DeltaTable resource (with the policy that selects it and its Secret) as a watch Target.
+
+Shared by the operator and standalone mode: they differ only in where resources and Secrets
+come from. Anything that makes the spec impossible to act on safely becomes the Target's
+`problem`, and the watcher then touches no storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from deltakeeper import credentials
+from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.maintenance.schedule import check_cron
+from deltakeeper.resources import manifests
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.watcher import Problem, Target
+
+# (namespace, name) -> the Secret's decoded data, or None when there is no such Secret.
+ReadSecret = Callable[[str, str], Mapping[str, str] | None]
+
+
+class SecretUnreadable(Exception):
+    """The Secret exists (or may) but could not be read: permissions, API server trouble."""
+
+
+def resolve(
+    table: TableResource, policies: Sequence[PolicyResource], read_secret: ReadSecret
+) -> Target:
+    spec = table.spec
+    base: dict[str, Any] = {
+        "namespace": table.namespace,
+        "name": table.name,
+        "uri": str(spec.get("uri", "")),
+        "generation": table.generation,
+        "suspend": bool(spec.get("suspend", False)),
+    }
+    policy, warning = manifests.select_policy(table, policies)
+    ref = ((spec.get("policyRef") or {}).get("name")) or None
+    if ref and policy is None:
+        message = (
+            f"spec.policyRef names DeltaMaintenancePolicy {table.namespace}/{ref}, which does not "
+            "exist; create it or remove policyRef (nothing is maintained meanwhile, since the "
+            "missing policy may ask for longer retention)"
+        )
+        return Target(**base, problem=Problem("PolicyNotFound", message))
+    base["policy_name"] = policy.name if policy else None
+    base["warnings"] = (warning,) if warning else ()
+    try:
+        base.update(_settings(table, policy))
+    except (PolicyError, ValueError) as e:
+        return Target(**base, problem=Problem("InvalidSpec", str(e)))
+    try:
+        base["storage_options"] = _storage_options(table, read_secret)
+    except _Refused as e:
+        return Target(**base, problem=e.problem)
+    return Target(**base)
+
+
+def _settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
+    vacuum = {
+        **((policy.spec if policy else {}).get("vacuum") or {}),
+        **(table.spec.get("vacuum") or {}),
+    }
+    schedule = vacuum.get("schedule")
+    if schedule:
+        check_cron(schedule)
+    return {
+        "settings": manifests.settings(table, policy),
+        "poll_interval_s": manifests.poll_interval_ms(table, policy) / 1000,
+        "small_file_bytes": manifests.small_file_bytes(table, policy),
+        "vacuum_schedule": schedule or None,
+        "vacuum_dry_run": bool(vacuum.get("dryRun", False)),
+    }
+
+
+class _Refused(Exception):
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str, Any]:
+    storage = table.spec.get("storage") or {}
+    options: dict[str, Any] = dict(storage.get("options") or {})
+    ref = (storage.get("secretRef") or {}).get("name")
+    if not ref:
+        return options
+    where = f"Secret {table.namespace}/{ref}"
+    try:
+        data = read_secret(table.namespace, ref)
+    except SecretUnreadable as e:
+        raise _Refused(Problem("SecretUnreadable", f"cannot read {where}: {e}")) from None
+    if data is None:
+        message = (
+            f"{where} (spec.storage.secretRef) does not exist; create it in the table's namespace"
+        )
+        raise _Refused(Problem("SecretNotFound", message))
+    credentials.SCRUBBER.register(credentials.secret_values(data))
+    try:
+        options.update(credentials.storage_options(str(table.spec.get("uri", "")), data))
+    except InvalidInputError as e:
+        raise _Refused(Problem("InvalidSecret", f"{where}: {e}")) from None
+    return options
