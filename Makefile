@@ -1,22 +1,23 @@
 # deltakeeper — the two commands a newcomer needs are `make run` and `make test`.
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
-DEMO := demo-lake/events
 
 .PHONY: setup run test test-deps test-fast test-unit lint bench bench-maintenance clean
 
 setup:
 	@scripts/bootstrap.sh
 
+# The demo: delta-rs keeps appending to ./demo-lake/events while `deltakeeper run` (standalone
+# mode) checkpoints, cleans and vacuums it; metrics on :9108. Ctrl-C stops it.
 run: setup
-	@$(PY) scripts/demo_table.py $(DEMO)
-	@.venv/bin/deltakeeper inspect $(DEMO)
+	@$(PY) scripts/demo.py
 
-# Everything the suite starts (MinIO, Azurite, fake-gcs-server, Spark with Delta jars) is
-# installed by these scripts and cached under ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
+# Everything the suite starts (MinIO, Azurite, fake-gcs-server, Spark with Delta jars, etcd and
+# kube-apiserver) is installed by these scripts, cached under ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
 test-deps: setup
 	@scripts/stores/install.sh >/dev/null
 	@scripts/spark/install.sh >/dev/null
+	@scripts/k8s/install.sh >/dev/null
 
 test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE
@@ -29,6 +30,7 @@ test-unit: setup
 
 lint: setup
 	.venv/bin/ruff check operator
+	$(PY) scripts/gen_crds.py --check
 	.venv/bin/ruff format --check operator
 	.venv/bin/mypy
 

@@ -272,11 +272,8 @@ def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ..
     rows: list[tuple[str, ...]] = []
     for name in sorted(statuses):
         s = statuses[name]
-        last = s.get("lastMaintenance") or {}
-        done = [
-            f"{op} {e.get('result')}"
-            for op, e in sorted(last.items(), key=lambda kv: kv[1].get("time", ""))
-        ]
+        acted = [(e.get("time", ""), op, e) for op, e in (s.get("lastMaintenance") or {}).items()]
+        done = [f"{op} {e.get('result')} {_deleted(op, e)}{t[11:]}" for t, op, e in sorted(acted)]
         rows.append(
             (
                 name,
@@ -290,6 +287,12 @@ def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ..
             )
         )
     return rows
+
+
+def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
+    if operation == "checkpoint":
+        return f"v{entry.get('version')} "
+    return f"{entry.get('deletedFiles', 0)} files "
 
 
 def _cell(value: Any) -> str:

@@ -212,10 +212,12 @@ class TableWatcher:
                 self.last_run_ms.pop(o.operation, None)  # retried at the next poll
             else:
                 self.last_run_ms[o.operation] = now_ms
+            if o.result == "skipped":
+                continue  # looked, nothing due: the status keeps the last real run
             self.last_maintenance[o.operation] = {
                 "time": _rfc3339(now_ms),
                 "timeMs": now_ms,
-                "result": "nothing-due" if o.result == "skipped" else o.result,
+                "result": o.result,
                 "version": o.checkpoint_version if o.checkpoint_version is not None else version,
                 "deletedFiles": o.deleted_files,
                 "deletedBytes": o.deleted_bytes,

@@ -1,0 +1,88 @@
+"""`make run`: a small lake that a real external writer keeps busy, kept healthy by deltakeeper.
+
+1. delta-rs creates ./demo-lake/events and keeps appending small batches (a commit a second),
+   compacting now and then, like an ingester would (scripts/demo_writer.py, its own process).
+2. `deltakeeper run` (standalone mode) watches ./demo-lake/manifests/events.yaml, a DeltaTable
+   with short demo retention, so checkpoints, log cleanup and vacuum all happen within minutes.
+3. A status table every 10 s; metrics on http://127.0.0.1:9108/metrics. Ctrl-C stops both.
+
+DEMO_SECONDS=N stops the demo by itself after N seconds (used by its test).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAKE = Path(os.environ.get("DEMO_LAKE", ROOT / "demo-lake"))
+PORT = os.environ.get("DEMO_METRICS_PORT", "9108")
+MANIFEST = """\
+# The demo's table. Retention is minutes here so that cleanup and vacuum show up while you
+# watch; real tables keep Delta's defaults (30d of log, 7d of deleted files) or a policy's.
+apiVersion: deltakeeper.io/v1alpha1
+kind: DeltaTable
+metadata:
+  name: events
+  namespace: demo
+spec:
+  uri: file://{table}
+  pollInterval: 2s
+  checkpoint:
+    interval: 10
+  logRetention: 2m
+  deletedFileRetention: 1m
+  vacuum:
+    schedule: "* * * * *"
+    allowShortRetention: true
+"""
+
+
+def main() -> int:
+    table = LAKE / "events"
+    manifests = LAKE / "manifests"
+    manifests.mkdir(parents=True, exist_ok=True)
+    (manifests / "events.yaml").write_text(MANIFEST.format(table=table.resolve()))
+    bin_dir = Path(sys.executable).parent
+    writer_script = ROOT / "scripts" / "demo_writer.py"
+    writer = subprocess.Popen([sys.executable, str(writer_script), str(table)])
+    _wait_for_table(table, writer)
+    print(
+        f"demo: delta-rs appends to {table} every second; deltakeeper keeps it healthy.\n"
+        f"demo: metrics at http://127.0.0.1:{PORT}/metrics, status with "
+        f"`.venv/bin/deltakeeper status --manifests {manifests}`. Ctrl-C stops.",
+        flush=True,
+    )
+    daemon = subprocess.Popen(
+        [str(bin_dir / "deltakeeper"), "run", "--manifests", str(manifests),
+         "--metrics-port", PORT, "--summary-every", "10"],
+    )  # fmt: skip
+    try:
+        deadline = float(os.environ.get("DEMO_SECONDS", "inf"))
+        started = time.monotonic()
+        while daemon.poll() is None and time.monotonic() - started < deadline:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass  # the terminal sent SIGINT to all three processes; each stops on its own
+    finally:
+        for proc in (writer, daemon):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        codes = [proc.wait(timeout=60) for proc in (writer, daemon)]
+    print("demo: stopped; the lake stays in ./demo-lake (`make clean` removes it)")
+    return 0 if all(c in (0, 130, -signal.SIGINT) for c in codes) else 1
+
+
+def _wait_for_table(table: Path, writer: subprocess.Popen[bytes]) -> None:
+    while not (table / "_delta_log" / "00000000000000000000.json").exists():
+        if writer.poll() is not None:
+            raise SystemExit(f"demo: the writer exited with {writer.returncode}")
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
