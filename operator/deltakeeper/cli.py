@@ -193,7 +193,139 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _maintenance_flags(p, dry_run="print the plan and what each step would do; change nothing")
     p.set_defaults(func=cmd_maintain)
+    _daemon_commands(sub)
     return parser
+
+
+def _daemon_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="standalone mode: watch and maintain the tables of DeltaTable manifests in a folder",
+        description="Read DeltaTable, DeltaMaintenancePolicy and Secret manifests from DIR "
+        "(re-read when they change), keep every table healthy as the operator would, serve "
+        "Prometheus metrics, and write each table's status to DIR/.deltakeeper/status.json "
+        "(see `deltakeeper status`). Ctrl-C stops cleanly.",
+    )
+    p.add_argument("--manifests", required=True, metavar="DIR", help="folder of YAML manifests")
+    _daemon_flags(p)
+    p.add_argument("--status-file", metavar="FILE", help="where to write the status JSON")
+    p.add_argument(
+        "--once", action="store_true", help="poll (and maintain) every table once, then exit"
+    )
+    p.add_argument(
+        "--summary-every",
+        type=float,
+        default=0,
+        metavar="S",
+        help="print a status table every S seconds (0: never)",
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("status", help="print the status `deltakeeper run` wrote")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--manifests", metavar="DIR", help="the folder `deltakeeper run` watches")
+    g.add_argument("--status-file", metavar="FILE", help="the status JSON file")
+    p.add_argument("--json", action="store_true", help="print the statuses as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser(
+        "operator",
+        help="run the Kubernetes operator (DeltaTable and DeltaMaintenancePolicy resources)",
+        description="Reconcile DeltaTables on the cluster of $KUBECONFIG (or the pod's service "
+        "account). Replicas elect one active instance through kopf peering.",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--namespace", action="append", metavar="NS", help="watch NS only (repeatable)")
+    g.add_argument("--all-namespaces", action="store_true", help="watch every namespace (default)")
+    _daemon_flags(p)
+    p.add_argument("--verbose", action="store_true", help="log kopf's own debug messages")
+    p.set_defaults(func=cmd_operator)
+
+
+def _daemon_flags(p: argparse.ArgumentParser) -> None:
+    from deltakeeper.metrics import DEFAULT_PORT
+
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help=f"serve /metrics and /healthz on PORT (default {DEFAULT_PORT}; 0: any free port)",
+    )
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=2,
+        metavar="N",
+        help="at most N tables under maintenance at once (default 2)",
+    )
+
+
+def _configure_logging() -> None:
+    import logging
+
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from deltakeeper import standalone
+
+    _configure_logging()
+    return standalone.run(
+        args.manifests,
+        args.metrics_port,
+        args.status_file,
+        args.max_concurrent,
+        args.once,
+        args.summary_every,
+    )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from deltakeeper import standalone
+
+    path = args.status_file or standalone.status_file_for(args.manifests)
+    try:
+        with open(path) as f:
+            body = json.load(f)
+    except FileNotFoundError:
+        raise InvalidInputError(
+            f"no status at {path}; start `deltakeeper run --manifests DIR` first"
+        ) from None
+    except ValueError as e:
+        raise InvalidInputError(f"{path} is not a status file: {e}") from None
+    tables = {
+        name: {k: v for k, v in s.items() if not k.startswith("_")}
+        for name, s in (body.get("tables") or {}).items()
+    }
+    if args.json:
+        print(json.dumps(tables, indent=2, sort_keys=True))
+    else:
+        standalone.print_summary(tables, sys.stdout)
+    return 0
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    import kopf
+
+    from deltakeeper.k8s import handlers
+
+    handlers.OPTIONS.metrics_port = args.metrics_port
+    handlers.OPTIONS.max_concurrent = args.max_concurrent
+    if args.namespace:
+        handlers.OPTIONS.namespaces = list(args.namespace)
+    kopf.configure(verbose=args.verbose)
+    kopf.run(
+        clusterwide=not handlers.OPTIONS.namespaces,
+        namespaces=handlers.OPTIONS.namespaces,
+        peering_name=handlers.PEERING,
+        priority=handlers.OPTIONS.priority,
+    )
+    return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
