@@ -1,0 +1,272 @@
+"""The watch loop on real local tables: status, conditions, events, schedules, metrics,
+credentials, and standalone mode end to end (`deltakeeper run --once`, `status`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper import credentials, metrics
+from deltakeeper.cli import main
+from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.fleet import Fleet
+from deltakeeper.maintenance import schedule
+from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, DAY_MS, VACUUM_EVERY_MS, PolicyError
+from deltakeeper.watcher import Problem, TableWatcher, Target
+from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+
+NOW = 1_800_000_000_000
+
+
+def _table(root: Path, commits: int = 3, **features: list[str]) -> LogBuilder:
+    b = LogBuilder(root)
+    b.commit(
+        protocol(**features) if features else protocol(),
+        metadata(),
+        add("a.parquet"),
+        commit_info(),
+    )
+    for i in range(1, commits):
+        b.commit(add(f"f{i}.parquet", size=10 * i), commit_info())
+    return b
+
+
+def _target(root: Path, **kw: Any) -> Target:
+    return Target("ns", "t", str(root), **kw)
+
+
+def _cond(obs: Any, kind: str) -> tuple[str, str]:
+    c = next(c for c in obs.conditions if c.type == kind)
+    return c.status, c.reason
+
+
+def test_first_poll_plans_everything_then_a_quiet_poll_costs_one_listing(tmp_path: Path) -> None:
+    _table(tmp_path)
+    w = TableWatcher(NOW)
+    obs = w.observe(_target(tmp_path), NOW)
+    assert obs.due == ("checkpoint", "cleanup", "vacuum")
+    obs = w.maintain(_target(tmp_path), obs, NOW)
+    assert obs.status["version"] == 2 and obs.status["files"] == 3 and obs.status["bytes"] == 130
+    assert _cond(obs, "Ready") == ("True", "Watching")
+    quiet = w.observe(_target(tmp_path), NOW + 1000)
+    assert quiet.due == ()
+    assert dict(quiet.requests) == {"list": 1}
+    assert quiet.events == []
+
+
+def test_commits_past_the_interval_make_a_checkpoint(tmp_path: Path) -> None:
+    b = _table(tmp_path, commits=2)
+    target = _target(tmp_path, settings={"checkpoint_interval": 3})
+    w = TableWatcher(NOW)
+    w.maintain(target, w.observe(target, NOW), NOW)
+    b.commit(add("g.parquet"), commit_info())
+    obs = w.observe(target, NOW + 1)
+    assert obs.due == ("checkpoint",)
+    obs = w.maintain(target, obs, NOW + 1)
+    # The commits are older than the 30-day log retention at NOW, and a new checkpoint is what
+    # lets cleanup cut: it runs right after, in the same pass.
+    assert [(e.type, e.reason) for e in obs.events] == [
+        ("Normal", "Checkpointed"),
+        ("Normal", "LogCleaned"),
+    ]
+    assert obs.status["lastCheckpointVersion"] == 2 and obs.status["commitsSinceCheckpoint"] == 0
+    assert obs.status["lastMaintenance"]["checkpoint"]["result"] == "done"
+    assert (tmp_path / "_delta_log" / "_last_checkpoint").exists()
+
+
+def test_problems_refusals_and_suspend(tmp_path: Path) -> None:
+    problem = Problem("SecretNotFound", "Secret ns/x does not exist")
+    obs = TableWatcher(NOW).observe(_target(tmp_path / "none", problem=problem), NOW)
+    assert _cond(obs, "Ready") == ("False", "SecretNotFound") and obs.requests == {}
+    assert [e.reason for e in obs.events] == ["SecretNotFound"]
+
+    obs = TableWatcher(NOW).observe(Target("ns", "t", "hdfs://nn/x"), NOW)
+    assert _cond(obs, "Ready") == ("False", "InvalidSpec")
+
+    (tmp_path / "empty").mkdir()
+    obs = TableWatcher(NOW).observe(_target(tmp_path / "empty"), NOW)
+    assert _cond(obs, "Ready") == ("False", "NotADeltaTable")
+
+    future = tmp_path / "future"
+    _table(future, reader=3, writer=7, readerFeatures=[], writerFeatures=["madeUpFeature"])
+    before = sorted(p.name for p in (future / "_delta_log").iterdir())
+    w = TableWatcher(NOW)
+    obs = w.observe(_target(future), NOW)
+    assert _cond(obs, "ProtocolSupported") == ("False", "UnsupportedFeatures") and obs.due == ()
+    again = w.observe(_target(future), NOW + 1)
+    assert again.events == []  # a Warning on the transition only
+    assert sorted(p.name for p in (future / "_delta_log").iterdir()) == before
+
+    ok = tmp_path / "ok"
+    _table(ok)
+    obs = TableWatcher(NOW).observe(_target(ok, suspend=True), NOW)
+    assert _cond(obs, "Ready") == ("True", "Suspended") and obs.due == ()
+
+
+def test_vacuum_dry_run_deletes_nothing(tmp_path: Path) -> None:
+    _table(tmp_path)
+    stray = tmp_path / "stray.parquet"
+    stray.write_bytes(b"x")
+    os.utime(stray, (NOW / 1000 - 30 * 86400,) * 2)
+    target = _target(tmp_path, vacuum_dry_run=True)
+    w = TableWatcher(NOW)
+    obs = w.maintain(target, w.observe(target, NOW), NOW)
+    assert obs.status["lastMaintenance"]["vacuum"]["result"] == "dry-run"
+    assert ("Normal", "VacuumDryRun") in [(e.type, e.reason) for e in obs.events]
+    assert stray.exists()
+
+
+def test_schedules() -> None:
+    assert schedule.operations_to_plan(NOW, {}, False) == ("checkpoint", "cleanup", "vacuum")
+    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
+    assert schedule.operations_to_plan(NOW + 1, ran, False) == ()
+    assert schedule.operations_to_plan(NOW + 1, ran, True) == ("checkpoint",)
+    assert "cleanup" in schedule.operations_to_plan(NOW + CLEANUP_EVERY_MS, ran, False)
+    assert "vacuum" in schedule.operations_to_plan(NOW + VACUUM_EVERY_MS, ran, False)
+    # 1_800_000_000_000 ms is 2027-01-15T08:00:00Z; '0 3 * * *' fires next at 03:00 the day after.
+    cron = "0 3 * * *"
+    assert "vacuum" not in schedule.operations_to_plan(NOW + 3_600_000, ran, False, cron)
+    assert "vacuum" in schedule.operations_to_plan(NOW + 19 * 3_600_000 + 1, ran, False, cron)
+    first = schedule.operations_to_plan(NOW, {}, False, cron, watched_since_ms=NOW)
+    assert "vacuum" not in first
+    with pytest.raises(PolicyError):
+        schedule.check_cron("every night")
+
+
+def test_credentials_map_keys_and_never_show_values() -> None:
+    assert credentials.storage_options(
+        "s3://b/t",
+        {
+            "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+            "AWS_SECRET_ACCESS_KEY": "s3cr3tvalue",
+            "AWS_REGION": "eu-west-1",
+        },
+    ) == {
+        "key": "AKIAEXAMPLE",
+        "secret": "s3cr3tvalue",
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+    assert credentials.storage_options("az://c/t", {"AZURE_STORAGE_ACCOUNT_KEY": "k" * 10}) == {
+        "account_key": "k" * 10
+    }
+    sa = json.dumps({"type": "service_account", "private_key": "-----BEGIN KEY-----abc"})
+    assert (
+        credentials.storage_options("gs://b/t", {"service-account.json": sa})["token"]["type"]
+        == "service_account"
+    )
+    with pytest.raises(InvalidInputError) as raised:
+        credentials.storage_options("s3://b/t", {"PASSWORD": "hunter2hunter2"})
+    assert "PASSWORD" in str(raised.value) and "hunter2" not in str(raised.value)
+    assert "-----BEGIN KEY-----abc" in credentials.secret_values({"k": sa})
+
+
+def test_scrubbing_covers_log_records_and_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
+    credentials.SCRUBBER.register(["topsecret-123"])
+    credentials.install_log_scrubbing()
+    log = logging.getLogger("deltakeeper.test")
+    with caplog.at_level(logging.INFO):
+        log.info("key is %s", "topsecret-123")
+        try:
+            raise ValueError("failed with topsecret-123")
+        except ValueError:
+            log.exception("boom")
+    text = caplog.text + "".join(r.getMessage() for r in caplog.records)
+    assert "topsecret-123" not in text and "***" in text
+
+
+def test_metrics_counters_gauges_and_http() -> None:
+    m = metrics.Metrics()
+    m.table("ns", "t", {"version": 5, "files": 3})
+    m.table("ns", "t", {"version": 9, "files": 4})
+    m.table("ns", "t", {"version": 2})  # re-created: never decreases
+    m.maintenance("ns", "t", "vacuum", "done", 0.2)
+    m.deleted("ns", "t", "data", 3, 300)
+    server = metrics.serve(m, 0, "127.0.0.1", healthy=lambda: False)
+    port = server.server_address[1]
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        assert 'deltakeeper_table_version{namespace="ns",table="t"} 2.0' in text
+        assert 'deltakeeper_table_commits_total{namespace="ns",table="t"} 4.0' in text
+        assert 'deltakeeper_deleted_bytes_total{kind="data",namespace="ns",table="t"} 300.0' in text
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz")
+        assert raised.value.code == 503
+        m.forget("ns", "t")
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        assert 'table="t"' not in text
+    finally:
+        server.shutdown()
+
+
+def test_fleet_limits_concurrent_maintenance(tmp_path: Path) -> None:
+    running: list[int] = []
+    most = 0
+
+    class Slow(TableWatcher):
+        def maintain(self, target: Target, obs: Any, now_ms: int) -> Any:
+            nonlocal most
+            running.append(1)
+            most = max(most, len(running))
+            import time
+
+            time.sleep(0.05)
+            running.pop()
+            return super().maintain(target, obs, now_ms)
+
+    async def go() -> list[Any]:
+        published: list[Any] = []
+
+        async def publish(target: Target, obs: Any) -> None:
+            published.append((target.name, obs))
+
+        fleet = Fleet(metrics.Metrics(), publish, max_concurrent=1)
+        targets = []
+        for i in range(4):
+            _table(tmp_path / f"t{i}")
+            targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}")))
+        await asyncio.gather(*(fleet.poll_once(t, Slow(NOW)) for t in targets))
+        fleet.close()
+        return published
+
+    published = asyncio.run(go())
+    assert most == 1 and len(published) == 4
+    assert all(obs.status["version"] == 2 for _, obs in published)
+
+
+def test_standalone_once_and_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _table(tmp_path / "t")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
+        f"metadata: {{name: good}}\nspec: {{uri: 'file://{tmp_path / 't'}', checkpoint: {{interval: 2}}}}\n"
+        "---\napiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
+        f"metadata: {{name: gone}}\nspec: {{uri: 'file://{tmp_path / 'nothing'}'}}\n"
+    )
+    assert main(["run", "--manifests", str(folder), "--once"]) == 1  # one table is not Ready
+    assert main(["status", "--manifests", str(folder), "--json"]) == 0
+    out = capsys.readouterr().out
+    statuses = json.loads(out[out.index("{\n") :])
+    assert statuses["default/good"]["lastCheckpointVersion"] == 2
+    assert statuses["default/good"]["observedGeneration"] == 1
+    ready = {c["type"]: c for c in statuses["default/gone"]["conditions"]}["Ready"]
+    assert ready["status"] == "False" and ready["reason"] == "NotADeltaTable"
+    # A changed spec is a new generation.
+    text = (folder / "t.yaml").read_text().replace("interval: 2", "interval: 3")
+    (folder / "t.yaml").write_text(text)
+    main(["run", "--manifests", str(folder), "--once"])
+    capsys.readouterr()
+    main(["status", "--manifests", str(folder), "--json"])
+    out = capsys.readouterr().out
+    assert json.loads(out)["default/good"]["observedGeneration"] == 2
+    shutil.rmtree(folder / ".deltakeeper")
+    assert main(["status", "--manifests", str(folder)]) == 2
