@@ -121,7 +121,7 @@ def test_selector_semantics() -> None:
     assert not manifests.matches({"matchLabels": {"tier": "silver"}}, labels)
     expr = lambda op, *values: {
         "matchExpressions": [{"key": "tier", "operator": op, "values": list(values)}]
-    }  # noqa: E731
+    }
     assert manifests.matches(expr("In", "gold", "silver"), labels)
     assert not manifests.matches(expr("NotIn", "gold"), labels)
     assert manifests.matches(expr("Exists"), labels)

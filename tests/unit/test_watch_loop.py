@@ -20,7 +20,7 @@ from deltakeeper.cli import main
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.fleet import Fleet
 from deltakeeper.maintenance import schedule
-from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, DAY_MS, VACUUM_EVERY_MS, PolicyError
+from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
 from deltakeeper.watcher import Problem, TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
