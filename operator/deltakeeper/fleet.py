@@ -95,7 +95,7 @@ class Fleet:
         ns, name = target.key
         m = self.metrics
         m.table(ns, name, obs.status)
-        m.checkpoint_age_seconds(ns, name, obs.checkpoint_age_s)
+        m.checkpoint_written(ns, name, obs.checkpoint_written_ms)
         m.requests(ns, name, obs.requests)
         for o in obs.outcomes:
             if o.result == "skipped" and o.message == "an earlier step failed":

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 DEFAULT_PORT = 9108
 TABLE = ("namespace", "table")
@@ -38,7 +41,9 @@ _DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600
 class Metrics:
     """One registry with deltakeeper's metrics; tests make their own, the daemons share one."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.gauges = {
@@ -50,12 +55,9 @@ class Metrics:
             TABLE,
             registry=r,
         )
-        self.checkpoint_age = Gauge(
-            "deltakeeper_table_checkpoint_age_seconds",
-            "Seconds since the newest checkpoint was written",
-            TABLE,
-            registry=r,
-        )
+        # Computed at scrape time from the checkpoint's write time: no update per poll.
+        self._checkpoint_ms: dict[tuple[str, str], int] = {}
+        r.register(_CheckpointAge(self._checkpoint_ms, clock))
         self.runs = Counter(
             "deltakeeper_maintenance_runs_total",
             "Maintenance operations run, by result (done, dry-run, failed, refused)",
@@ -94,15 +96,18 @@ class Metrics:
             registry=r,
         )
         self._versions: dict[tuple[str, str], int] = {}
+        self._last: dict[tuple[str, str], dict[str, int]] = {}
         self._lock = threading.Lock()
 
     def table(self, namespace: str, table: str, status: Mapping[str, Any]) -> None:
         """Gauges from a status (keys as in DESIGN.md); commits counted from version moves."""
         key = (namespace, table)
-        for field, gauge in self.gauges.items():
-            value = status.get(field)
-            if isinstance(value, int):
-                gauge.labels(*key).set(value)
+        values = {f: v for f in self.gauges if isinstance(v := status.get(f), int)}
+        if self._last.get(key) == values:
+            return  # a quiet table: nothing moved (10,000 tables poll 333 times a second)
+        self._last[key] = values
+        for field, value in values.items():
+            self.gauges[field].labels(*key).set(value)
         version = status.get("version")
         if isinstance(version, int):
             with self._lock:
@@ -112,12 +117,12 @@ class Metrics:
             # a version going back (table re-created) counts nothing.
             self.commits.labels(*key).inc(max(0, version - seen) if seen is not None else 0)
 
-    def checkpoint_age_seconds(self, namespace: str, table: str, seconds: float | None) -> None:
-        child = (namespace, table)
-        if seconds is None:
-            _remove(self.checkpoint_age, child)
+    def checkpoint_written(self, namespace: str, table: str, written_ms: int | None) -> None:
+        """When the table's newest checkpoint was written (None: it has none)."""
+        if written_ms is None:
+            self._checkpoint_ms.pop((namespace, table), None)
         else:
-            self.checkpoint_age.labels(*child).set(seconds)
+            self._checkpoint_ms[(namespace, table)] = written_ms
 
     def maintenance(
         self, namespace: str, table: str, operation: str, result: str, seconds: float
@@ -138,7 +143,9 @@ class Metrics:
         """Drop a table's series (its resource was deleted); counters included."""
         with self._lock:
             self._versions.pop((namespace, table), None)
-        for metric in (*self.gauges.values(), self.commits, self.checkpoint_age):
+            self._last.pop((namespace, table), None)
+            self._checkpoint_ms.pop((namespace, table), None)
+        for metric in (*self.gauges.values(), self.commits):
             _remove(metric, (namespace, table))
         for metric in (
             self.runs,
@@ -151,6 +158,22 @@ class Metrics:
             for labels in _children(metric):
                 if labels[:2] == (namespace, table):
                     _remove(metric, labels)
+
+
+class _CheckpointAge(Collector):
+    def __init__(self, written: dict[tuple[str, str], int], clock: Callable[[], float]) -> None:
+        self.written, self.clock = written, clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "deltakeeper_table_checkpoint_age_seconds",
+            "Seconds since the newest checkpoint was written",
+            labels=TABLE,
+        )
+        now = self.clock()
+        for (namespace, table), ms in list(self.written.items()):
+            family.add_metric([namespace, table], max(0.0, now - ms / 1000))
+        yield family
 
 
 def _children(metric: Any) -> list[tuple[str, ...]]:

@@ -45,6 +45,7 @@ class _Table:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     polled: int = 0
+    cached: tuple[Any, Target] | None = None
 
 
 class Standalone:
@@ -127,8 +128,12 @@ class Standalone:
 
     def target(self, key: tuple[str, str]) -> Target:
         table = self.tables[key]
-        target = resolve(table.resource, self.policies, self._secret)
-        return Target(**{**target.__dict__, "generation": table.generation})
+        # Reloads replace these objects, so their identities say whether anything changed.
+        inputs = (id(table.resource), table.generation, id(self.policies), id(self.secrets))
+        if table.cached is None or table.cached[0] != inputs:
+            target = resolve(table.resource, self.policies, self._secret)
+            table.cached = (inputs, Target(**{**target.__dict__, "generation": table.generation}))
+        return table.cached[1]
 
     def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
         return self.secrets.get((namespace, name))

@@ -44,19 +44,14 @@ def build(
     return {**obs.status, "observedGeneration": target.generation, "conditions": conditions}
 
 
-def worth_writing(old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int) -> bool:
-    """Whether `new` says more than `old` did: any field but `lastPoll`, or a stale lastPoll."""
-    if not old:
+def worth_writing(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int, written_ms: int
+) -> bool:
+    """Whether `new` says more than `old` (written at `written_ms`) did: any field but
+    `lastPoll`, or an old lastPoll."""
+    if not old or now_ms - written_ms >= REFRESH_S * 1000:
         return True
-    if {k: v for k, v in old.items() if k not in VOLATILE} != {
-        k: v for k, v in new.items() if k not in VOLATILE
-    }:
-        return True
-    last = old.get("lastPoll")
-    if not isinstance(last, str):
-        return True
-    written = datetime.strptime(last, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    return now_ms / 1000 - written >= REFRESH_S
+    return any(old.get(k) != v for k, v in new.items() if k not in VOLATILE) or len(old) != len(new)
 
 
 def last_maintenance(previous: Mapping[str, Any]) -> dict[str, Any]:

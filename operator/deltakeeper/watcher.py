@@ -94,7 +94,7 @@ class Observation:
     events: list[Event] = field(default_factory=list)
     outcomes: list[executor.Outcome] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
-    checkpoint_age_s: float | None = None
+    checkpoint_written_ms: int | None = None
     due: tuple[str, ...] = ()  # operations worth planning now; `maintain` runs them
 
     @property
@@ -120,29 +120,46 @@ class TableWatcher:
         self._conditions: dict[str, Condition] = {}
         self._requests_seen: Counter[str] = Counter()
         self._policy: Policy | None = None
+        self._target: Target | None = None
+        self._last: Observation | None = None  # the last full observation, for quiet polls
 
     # -- observe ------------------------------------------------------------------------------
     def observe(self, target: Target, now_ms: int) -> Observation:
         """Read the table's log position (one listing when nothing changed) and its health."""
+        same_target, self._target = target is self._target, target
         if target.problem is not None:
-            self._snap = None
+            self._snap = self._last = None
             return self._result(target, now_ms, problem=target.problem)
         try:
-            table = self._open(target)
+            table = self._open(target, same_target)
             changed = self._refresh(table)
-            policy = effective(self._snap.metadata.configuration, **target.settings)  # type: ignore[union-attr]
+            if changed or not same_target or self._policy is None:
+                self._policy = effective(self._snap.metadata.configuration, **target.settings)  # type: ignore[union-attr]
         except (DeltaError, PolicyError, OSError) as e:
-            self._snap = None
+            self._snap = self._last = None
             return self._result(target, now_ms, error=e)
-        obs = self._result(target, now_ms)
+        if same_target and not changed and self._last is not None:
+            obs = self._quiet(now_ms)
+        else:
+            obs = self._result(target, now_ms)
         if obs.ready and not target.suspend and not self._snap.unsupported_features:  # type: ignore[union-attr]
             obs.due = schedule.operations_to_plan(
                 now_ms, self.last_run_ms, changed, target.vacuum_schedule, self.watched_since_ms
             )
-        self._policy = policy
         return obs
 
-    def _open(self, target: Target) -> Table:
+    def _quiet(self, now_ms: int) -> Observation:
+        """The last observation again, for a table whose log did not move: the cheap path."""
+        last = self._last
+        assert last is not None
+        status = {**last.status, "lastPoll": _rfc3339(now_ms)}
+        return Observation(
+            status, last.conditions, [], [], self._new_requests(), last.checkpoint_written_ms
+        )
+
+    def _open(self, target: Target, same_target: bool) -> Table:
+        if same_target and self._table is not None:
+            return self._table
         opened = (target.uri, repr(sorted(target.storage_options.items())))
         if self._table is None or self._opened != opened:
             self._table, self._snap, self._opened = None, None, None
@@ -237,16 +254,18 @@ class TableWatcher:
         conditions = _conditions(target, self._snap, problem, error, outcomes or [])
         events = self._transitions(conditions)
         status: dict[str, Any] = {"lastPoll": _rfc3339(now_ms), "policy": target.policy_name}
-        age = None
+        written = None
         if self._snap is not None and self._table is not None:
             status.update(self._status_numbers(self._table, self._snap, target.small_file_bytes))
             cp = self._snap.segment.checkpoint
-            age = max(0.0, (now_ms - cp.files[0].info.mtime_ms) / 1000) if cp else None
+            written = cp.files[0].info.mtime_ms if cp else None
         status["lastMaintenance"] = {
             op: {k: v for k, v in entry.items() if k != "timeMs"}
             for op, entry in self.last_maintenance.items()
         }
-        return Observation(status, conditions, events, [], self._new_requests(), age)
+        obs = Observation(status, conditions, events, [], self._new_requests(), written)
+        self._last = obs if problem is None and error is None else None
+        return obs
 
     def _status_numbers(self, table: Table, snap: Snapshot, small: int) -> dict[str, Any]:
         if not self._summary or self._summary.get("_small") != small:

@@ -94,14 +94,28 @@ async def watch_table(
     policies: kopf.Index[str, Any],
     **_: Any,
 ) -> None:
+    cache: dict[str, Any] = {}
+
     def current() -> Target:
         # `body` is live: kopf updates it as the resource changes, so a new spec or policy
-        # takes effect at the next poll.
-        return resolve(
-            api.table_resource(body), list(policies.get(namespace, [])), memo.secrets.read
+        # takes effect at the next poll. Resolving again only when an input changed keeps a
+        # quiet table's poll cheap (and lets the watcher take its quiet path).
+        local = list(policies.get(namespace, []))
+        ref = ((body.get("spec") or {}).get("storage") or {}).get("secretRef") or {}
+        secret = memo.secrets.read(namespace, ref["name"]) if ref.get("name") else None
+        key = (
+            body.get("metadata", {}).get("resourceVersion"),
+            tuple((p.name, p.generation) for p in local),
+            id(secret),
         )
+        if cache.get("key") != key:
+            table = api.table_resource(body)
+            cache["target"] = resolve(table, local, memo.secrets.read)
+            cache["key"] = key
+        return cache["target"]
 
     memo.bodies[(namespace, name)] = body  # events name the object by its uid
+    memo.written.pop((namespace, name), None)  # a re-created table starts with no status
     previous = body.get("status") or {}
     watcher = TableWatcher(now_ms(), status.last_maintenance(previous))
 
@@ -112,21 +126,24 @@ async def watch_table(
     try:
         await memo.fleet.watch(current, watcher, sleep)
     finally:
-        if body.get("metadata", {}).get("deletionTimestamp"):
-            memo.metrics.forget(namespace, name)
-            memo.bodies.pop((namespace, name), None)
+        # Deleted, or this replica paused for a peer that now acts: either way its series
+        # would be stale here (two replicas must not both export a table).
+        memo.metrics.forget(namespace, name)
+        memo.bodies.pop((namespace, name), None)
 
 
 def _publisher(memo: kopf.Memo) -> Any:
-    written: dict[tuple[str, str], dict[str, Any]] = {}
+    written: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
+    memo.written = written
 
     async def publish(target: Target, obs: Observation) -> None:
         key = target.key
         now = now_ms()
-        new = status.build(target, obs, written.get(key), now)
-        if status.worth_writing(written.get(key), new, now):
+        old, at = written.get(key, (None, 0))
+        new = status.build(target, obs, old, now)
+        if status.worth_writing(old, new, now, at):
             await asyncio.to_thread(api.write_status, memo.api, target.namespace, target.name, new)
-            written[key] = new
+            written[key] = (new, now)
         ref = memo.bodies.get(key)
         for event in obs.events if ref is not None else ():
             kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1000])

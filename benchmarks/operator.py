@@ -1,0 +1,308 @@
+"""The operator at fleet scale, on a real API server: CPU, peak RSS and commit-to-status time.
+
+    python -m benchmarks.operator [--tables 1000] [--on-minio 100] [--poll 30]
+
+Starts etcd + kube-apiserver (tests/support/kube.py) and MinIO, writes N small Delta tables
+(most on local disk, --on-minio of them on MinIO), creates one DeltaTable each, and runs
+`deltakeeper operator` as a process. Measures:
+- the operator's CPU (user+system, from /proc) over three poll intervals of steady state, as
+  cores, and its peak RSS (VmHWM) over the whole run;
+- the time from a commit (a new version on storage) to the DeltaTable's status showing it,
+  for a sample of tables, in seconds and in poll intervals;
+- the peer: delta-rs doing the same observation (DeltaTable.update_incremental() on each local
+  table, i.e. "did the log move?") in this process, as CPU per table-poll, next to ours.
+Writes the "operator" section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from benchmarks.harness import MIB, REPO, machine, machine_line, write_section
+from tests.support import kube, stores
+
+GROUP, VERSION, PLURAL = "deltakeeper.io", "v1alpha1", "deltatables"
+NS = "bench"
+SCHEMA = json.dumps(
+    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+)
+
+
+def commit_json(version: int) -> bytes:
+    """A small valid commit: version 0 creates the table, later ones add one file each."""
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    if version == 0:
+        actions += [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": f"bench-{random.getrandbits(64):016x}",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": SCHEMA,
+                    "partitionColumns": [],
+                    "configuration": {},
+                    "createdTime": now,
+                }
+            },
+        ]
+    actions.append(
+        {
+            "add": {
+                "path": f"part-{version:05d}.parquet",
+                "partitionValues": {},
+                "size": 1000,
+                "modificationTime": now,
+                "dataChange": True,
+                "stats": '{"numRecords":10}',
+            }
+        }
+    )
+    actions.append({"commitInfo": {"timestamp": now, "operation": "WRITE"}})
+    return b"".join(json.dumps(a).encode() + b"\n" for a in actions)
+
+
+def log_key(version: int) -> str:
+    return f"_delta_log/{version:020d}.json"
+
+
+class Lake:
+    """Where the benchmark's tables live: local folders, and some on MinIO."""
+
+    def __init__(self, root: Path, minio: stores.Emulator, n: int, on_minio: int) -> None:
+        self.root, self.minio, self.n, self.on_minio = root, minio, n, on_minio
+        self.fs = minio.fs
+
+    def uri(self, i: int) -> str:
+        if i < self.on_minio:
+            return f"s3://lake/t{i:05d}"
+        return f"file://{self.root / f't{i:05d}'}"
+
+    def commit(self, i: int, version: int) -> None:
+        data = commit_json(version)
+        if i < self.on_minio:
+            self.fs.pipe(f"lake/t{i:05d}/{log_key(version)}", data)
+        else:
+            path = self.root / f"t{i:05d}" / log_key(version)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def create_all(self) -> None:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: self.commit(i, 0), range(self.n)))
+
+
+def create_resources(cluster: kube.KubeCluster, lake: Lake, poll_s: int) -> float:
+    from kubernetes import client
+
+    cluster.create_namespace(NS)
+    secret = {"AWS_ACCESS_KEY_ID": lake.minio.storage_options["key"]}
+    secret["AWS_SECRET_ACCESS_KEY"] = lake.minio.storage_options["secret"]
+    cluster.create_secret(NS, "minio", secret)
+    local = threading.local()
+
+    def create(i: int) -> None:
+        if not hasattr(local, "api"):
+            local.api = client.CustomObjectsApi(cluster.api_client())
+        spec: dict[str, Any] = {"uri": lake.uri(i), "pollInterval": f"{poll_s}s"}
+        if i < lake.on_minio:
+            spec["storage"] = {
+                "secretRef": {"name": "minio"},
+                "options": {"endpoint_url": lake.minio.endpoint},
+            }
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DeltaTable",
+            "metadata": {"name": f"t{i:05d}"},
+            "spec": spec,
+        }
+        local.api.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, range(lake.n)))
+    return time.monotonic() - started
+
+
+def versions(cluster: kube.KubeCluster) -> dict[str, int | None]:
+    from kubernetes import client
+
+    api = client.CustomObjectsApi(cluster.api_client())
+    items = api.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"]
+    return {o["metadata"]["name"]: (o.get("status") or {}).get("version") for o in items}
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return float(t.user + t.system)
+
+
+def list_requests(metrics_url: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(metrics_url, timeout=30).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("deltakeeper_storage_requests_total{") and 'operation="list"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def deltars_poll_cpu(lake: Lake, sample: int) -> float:
+    """CPU seconds per table-poll for delta-rs's own "did the log move?" on local tables."""
+    from deltalake import DeltaTable
+
+    paths = [str(lake.root / f"t{i:05d}") for i in range(lake.on_minio, lake.n)][:sample]
+    tables = [DeltaTable(p) for p in paths]
+    before = time.process_time()
+    for _ in range(3):
+        for dt in tables:
+            dt.update_incremental()
+    return (time.process_time() - before) / (3 * len(tables))
+
+
+def run(n: int, on_minio: int, poll_s: int, samples: int) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="dk-bench-operator-"))
+    cluster = kube.start(kube.install(), work / "kube")
+    minio = stores.start_minio(stores.install()["MINIO"], work / "minio")
+    report: dict[str, Any] = {"tables": n, "on_minio": on_minio, "poll_s": poll_s}
+    op = None
+    try:
+        cluster.apply_crds()
+        lake = Lake(work / "lake", minio, n, on_minio)
+        lake.create_all()
+        report["create_resources_s"] = round(create_resources(cluster, lake, poll_s), 1)
+        port = stores.free_port()
+        log = open(work / "operator.log", "wb")  # noqa: SIM115 (closed with the process)
+        cmd = [str(Path(sys.executable).parent / "deltakeeper"), "operator", "--namespace", NS]
+        cmd += ["--metrics-port", str(port)]
+        started = time.monotonic()
+        op = subprocess.Popen(cmd, env=cluster.env(), stdout=log, stderr=subprocess.STDOUT)
+        proc = psutil.Process(op.pid)
+        while sum(v is not None for v in versions(cluster).values()) < n:
+            if op.poll() is not None:
+                raise RuntimeError((work / "operator.log").read_text()[-3000:])
+            time.sleep(2)
+        report["all_status_s"] = round(time.monotonic() - started, 1)
+        # Steady state: three poll intervals of quiet tables.
+        url = f"http://127.0.0.1:{port}/metrics"
+        cpu0, lists0, t0 = cpu_seconds(proc), list_requests(url), time.monotonic()
+        time.sleep(3 * poll_s)
+        cpu1, lists1, t1 = cpu_seconds(proc), list_requests(url), time.monotonic()
+        report["steady_cores"] = round((cpu1 - cpu0) / (t1 - t0), 3)
+        report["polls_per_s"] = round((lists1 - lists0) / (t1 - t0), 1)
+        report["cpu_ms_per_poll"] = round(1000 * (cpu1 - cpu0) / max(1.0, lists1 - lists0), 3)
+        # Commit to status: a new version on a sample of tables (local and MinIO).
+        picks = random.sample(range(n), samples)
+        committed = {}
+        for i in picks:
+            lake.commit(i, 1)
+            committed[f"t{i:05d}"] = time.monotonic()
+        seen: dict[str, float] = {}
+        deadline = time.monotonic() + 4 * poll_s + 60
+        while len(seen) < len(committed) and time.monotonic() < deadline:
+            now = time.monotonic()
+            for name, v in versions(cluster).items():
+                if name in committed and name not in seen and v == 1:
+                    seen[name] = now - committed[name]
+            time.sleep(0.5)
+        lat = sorted(seen.values())
+        report["latency_samples"] = len(committed)
+        report["latency_seen"] = len(lat)
+        if lat:
+            report["latency_median_s"] = round(statistics.median(lat), 1)
+            report["latency_max_s"] = round(lat[-1], 1)
+            report["latency_max_polls"] = round(lat[-1] / poll_s, 2)
+        report["peak_rss_mib"] = round(_hwm(op.pid) / MIB, 1)
+        report["operator_cpu_total_s"] = round(cpu_seconds(proc), 1)
+        report["deltars_cpu_ms_per_poll"] = round(1000 * deltars_poll_cpu(lake, 500), 3)
+        report["apiserver_rss_mib"] = round(
+            psutil.Process(cluster.apiserver.pid).memory_info().rss / MIB
+        )
+        report["etcd_rss_mib"] = round(psutil.Process(cluster.etcd.pid).memory_info().rss / MIB)
+    finally:
+        if op is not None and op.poll() is None:
+            op.terminate()
+            op.wait(timeout=60)
+        cluster.stop()
+        minio.stop()
+    return report
+
+
+def _hwm(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def section(reports: list[dict[str, Any]], m: dict[str, Any]) -> str:
+    rows = []
+    for r in reports:
+        ratio = r["cpu_ms_per_poll"] / r["deltars_cpu_ms_per_poll"]
+        rows.append(
+            f"| {r['tables']:,} ({r['on_minio']} on MinIO) | {r['poll_s']} s | "
+            f"{r['steady_cores']:.3f} | {r['peak_rss_mib']:.0f} MiB | {r['polls_per_s']} | "
+            f"{r['cpu_ms_per_poll']:.2f} ms vs {r['deltars_cpu_ms_per_poll']:.2f} ms ({ratio:.2f}x) | "
+            f"{r.get('latency_median_s', '-')} s / {r.get('latency_max_s', '-')} s "
+            f"({r.get('latency_max_polls', '-')} polls; {r['latency_seen']}/{r['latency_samples']}) | "
+            f"{r['all_status_s']} s |"
+        )
+    return "\n".join(
+        [
+            "## Operator at fleet scale (`python -m benchmarks.operator`)",
+            "",
+            machine_line(m),
+            "- One `deltakeeper operator` process against a real kube-apiserver + etcd on the same "
+            "machine; quiet one-commit tables, most on local disk, some on MinIO. CPU is the "
+            "operator's own (user+system) over three poll intervals of steady state; peak RSS is "
+            "its VmHWM over the whole run. Commit-to-status: a new commit on a random sample of "
+            "tables until `status.version` shows it (API LIST every 0.5 s). The peer column: "
+            "delta-rs's `update_incremental()` on the same local tables, CPU per table-poll, "
+            "against ours (operator CPU / listings).",
+            "- Target: 10,000 tables at a 30 s poll within one core and 1 GiB; commit-to-status "
+            "under two poll intervals.",
+            "",
+            "| tables | poll | cores (steady) | peak RSS | polls/s | CPU per poll: ours vs delta-rs | "
+            "commit-to-status median / max | all statuses after start |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", type=int, nargs="+", default=[1000])
+    ap.add_argument("--on-minio", type=int, default=100)
+    ap.add_argument("--poll", type=int, default=30, help="pollInterval in seconds")
+    ap.add_argument("--samples", type=int, default=20, help="tables for commit-to-status")
+    ap.add_argument("--no-write", action="store_true", help="print, do not touch BENCHMARKS.md")
+    args = ap.parse_args()
+    m = machine()
+    reports = []
+    for n in args.tables:
+        r = run(n, min(args.on_minio, n), args.poll, min(args.samples, n))
+        print(json.dumps(r), flush=True)
+        reports.append(r)
+    text = section(reports, m)
+    print(text)
+    if not args.no_write:
+        write_section(REPO / "BENCHMARKS.md", "bench", "operator", text)
+
+
+if __name__ == "__main__":
+    main()
