@@ -529,3 +529,62 @@ def test_no_secret_in_logs_events_status_or_metrics(
     for value in (secret_key, s3.password):
         assert value not in blob
     assert "PASSWORD" in k.condition("unknown", "Ready")["message"]  # the key's name is fine
+
+
+def test_policy_selection_secret_rotation_cluster_wide(
+    kube_cluster: KubeCluster, operator_factory: Any, s3: Minio, tmp_path: Path
+) -> None:
+    """A cluster-wide operator (no --namespace): a labelled table takes its policy's interval,
+    the policy counts it, and a rotated Secret is picked up without a restart."""
+    k = Api(kube_cluster, "policy")
+    k.objects.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        "policy",
+        "deltamaintenancepolicies",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DeltaMaintenancePolicy",
+            "metadata": {"name": "standard"},
+            "spec": {
+                "tableSelector": {"matchLabels": {"tier": "gold"}},
+                "checkpoint": {"interval": 2},
+            },
+        },
+    )
+    table = tmp_path / "gold"
+    _append(str(table), 0)
+    k.create("gold", {"uri": f"file://{table}", "pollInterval": "1s"}, labels={"tier": "gold"})
+    k.secret("rot", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": "not-the-password"})
+    _append("s3://lake/rot", 0, s3.deltars_options())
+    k.create(
+        "rot",
+        {
+            "uri": "s3://lake/rot",
+            "pollInterval": "1s",
+            "storage": {"secretRef": {"name": "rot"}, "options": {"endpoint_url": s3.endpoint}},
+        },
+    )
+    operator_factory()  # cluster-wide
+    _until(lambda: k.status("gold").get("policy") == "standard", 60, "the policy in status")
+    _append(str(table), 1)
+    _until(
+        lambda: k.status("gold").get("lastCheckpointVersion") == 1,
+        60,
+        "a checkpoint after 2 commits",
+    )
+    _until(
+        lambda: (
+            k.objects.get_namespaced_custom_object(
+                GROUP, VERSION, "policy", "deltamaintenancepolicies", "standard"
+            )
+            .get("status", {})
+            .get("tables")
+            == 1
+        ),
+        90,
+        "the policy to count its table",
+    )
+    k.wait_condition("rot", "Ready", "False")
+    k.secret("rot", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
+    k.wait_condition("rot", "Ready", "True", timeout=90)

@@ -20,6 +20,7 @@ import kopf
 from deltakeeper import credentials, metrics, status
 from deltakeeper.fleet import Fleet, now_ms
 from deltakeeper.k8s import api
+from deltakeeper.resources.manifests import select_policy
 from deltakeeper.targets import resolve
 from deltakeeper.watcher import Observation, TableWatcher, Target
 
@@ -82,6 +83,35 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 @kopf.index(api.GROUP, api.VERSION, api.POLICIES)  # type: ignore[arg-type]
 def policies(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
     return {namespace: api.policy_resource(body)}
+
+
+@kopf.index(api.GROUP, api.VERSION, api.TABLES)  # type: ignore[arg-type]
+def table_labels(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    return {namespace: api.table_resource(body)}
+
+
+@kopf.timer(api.GROUP, api.VERSION, api.POLICIES, interval=30.0, initial_delay=1.0)  # type: ignore[arg-type]
+def policy_status(
+    namespace: str,
+    name: str,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    table_labels: kopf.Index[str, Any],
+    policies: kopf.Index[str, Any],
+    **_: Any,
+) -> None:
+    """How many tables a policy governs (`kubectl get dmp` shows it), and its generation."""
+    local = list(policies.get(namespace, []))
+    governed = sum(
+        1
+        for table in table_labels.get(namespace, [])
+        if (chosen := select_policy(table, local)[0]) is not None and chosen.name == name
+    )
+    generation = meta.get("generation")
+    if status.get("tables") != governed or status.get("observedGeneration") != generation:
+        patch.status["tables"] = governed
+        patch.status["observedGeneration"] = generation
 
 
 @kopf.daemon(api.GROUP, api.VERSION, api.TABLES, cancellation_timeout=30.0)  # type: ignore[arg-type]
