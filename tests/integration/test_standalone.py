@@ -1,0 +1,100 @@
+"""`deltakeeper run` as a process: it picks up changed, new and removed manifests while it
+runs, serves metrics and /healthz, keeps going past a malformed file, and stops cleanly on
+SIGINT with the status written."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.stores import free_port
+
+DELTAKEEPER = Path(sys.executable).parent / "deltakeeper"
+
+
+def _table(root: Path) -> None:
+    b = LogBuilder(root)
+    b.commit(protocol(), metadata(), add("a.parquet"), commit_info())
+    b.commit(add("b.parquet"), commit_info())
+
+
+def _manifest(name: str, uri: Path, **spec: Any) -> str:
+    body = {"uri": f"file://{uri}", "pollInterval": "1s", **spec}
+    return json.dumps(
+        {
+            "apiVersion": "deltakeeper.io/v1alpha1",
+            "kind": "DeltaTable",
+            "metadata": {"name": name, "namespace": "lake"},
+            "spec": body,
+        }
+    )
+
+
+def _until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _statuses(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / ".deltakeeper" / "status.json").read_text())["tables"]
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _ready(folder: Path, name: str) -> tuple[str, str] | None:
+    for c in _statuses(folder).get(name, {}).get("conditions") or []:
+        if c["type"] == "Ready":
+            return c["status"], c["reason"]
+    return None
+
+
+def test_run_follows_the_folder_and_stops_cleanly(tmp_path: Path) -> None:
+    _table(tmp_path / "a")
+    _table(tmp_path / "b")
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "a.json").write_text(_manifest("a", tmp_path / "a"))
+    (folder / "broken.yaml").write_text("kind: [unclosed\n")
+    port = free_port()
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(DELTAKEEPER), "run", "--manifests", str(folder), "--metrics-port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _until(lambda: _ready(folder, "lake/a") == ("True", "Watching"), 30, "table a Ready")
+        assert "broken.yaml: cannot read it as YAML" in log.read_text()
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        assert 'deltakeeper_table_version{namespace="lake",table="a"} 1.0' in metrics
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").status == 200
+
+        (folder / "a.json").write_text(_manifest("a", tmp_path / "a", suspend=True))
+        _until(lambda: _ready(folder, "lake/a") == ("True", "Suspended"), 30, "a suspended")
+        assert _statuses(folder)["lake/a"]["observedGeneration"] == 2
+
+        (folder / "b.json").write_text(_manifest("b", tmp_path / "b"))
+        _until(lambda: _ready(folder, "lake/b") == ("True", "Watching"), 30, "table b picked up")
+
+        (folder / "a.json").unlink()
+        _until(lambda: "lake/a" not in _statuses(folder), 30, "table a dropped")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    assert code == 0, log.read_text()
+    assert set(_statuses(folder)) == {"lake/b"}
