@@ -27,10 +27,11 @@ import functools
 import importlib
 import os
 import re
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -266,6 +267,31 @@ def _stat(entry: os.DirEntry[str] | str) -> os.stat_result | None:
         return None
 
 
+# Filesystems by (class, options): every table on one account shares a client. A botocore
+# client alone holds ~15 MiB of service model, so an operator watching 100 tables on one
+# bucket would otherwise hold 100 of them. Bounded, oldest dropped first (rotated keys).
+_FILESYSTEMS: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_FILESYSTEMS_MAX = 64
+_FILESYSTEMS_LOCK = threading.Lock()
+
+
+def _filesystem(fs_class: str, options: dict[str, Any]) -> Any:
+    key = (fs_class, repr(sorted(options.items())))
+    with _FILESYSTEMS_LOCK:
+        fs = _FILESYSTEMS.get(key)
+        if fs is not None:
+            _FILESYSTEMS.move_to_end(key)
+            return fs
+        module, _, name = fs_class.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        # Our own cache, not fsspec's: its instances are shared with any other caller.
+        fs = cls(skip_instance_cache=True, **options)
+        _FILESYSTEMS[key] = fs
+        if len(_FILESYSTEMS) > _FILESYSTEMS_MAX:
+            _FILESYSTEMS.popitem(last=False)
+        return fs
+
+
 class ObjectStorage(Storage):
     """What the object stores share: bucket + root key mapping, counting and retries.
 
@@ -278,10 +304,8 @@ class ObjectStorage(Storage):
         super().__init__(uri)
         self.bucket = bucket
         self.root = root.strip("/")
-        module, _, name = fs_class.partition(":")
         try:
-            cls = getattr(importlib.import_module(module), name)
-            self.fs = cls(skip_instance_cache=True, **options)
+            self.fs = _filesystem(fs_class, options)
         except (ImportError, ValueError, TypeError) as e:
             raise InvalidInputError(f"cannot open {_safe(uri)}: {type(e).__name__}") from e
 
