@@ -64,6 +64,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.watching.server_timeout = 300
     memo.api = await asyncio.to_thread(api.api_client)
     memo.bodies = {}
+    memo.tables = {}  # (namespace, name) -> TableResource, kept by the tables' daemons
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, OPTIONS.namespaces)
     memo.secrets = api.Secrets(memo.api)
     memo.metrics = metrics.Metrics()
@@ -85,11 +86,6 @@ def policies(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
     return {namespace: api.policy_resource(body)}
 
 
-@kopf.index(api.GROUP, api.VERSION, api.TABLES)  # type: ignore[arg-type]
-def table_labels(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
-    return {namespace: api.table_resource(body)}
-
-
 @kopf.timer(api.GROUP, api.VERSION, api.POLICIES, interval=30.0, initial_delay=1.0)  # type: ignore[arg-type]
 def policy_status(
     namespace: str,
@@ -97,15 +93,19 @@ def policy_status(
     meta: kopf.Meta,
     status: kopf.Status,
     patch: kopf.Patch,
-    table_labels: kopf.Index[str, Any],
+    memo: kopf.Memo,
     policies: kopf.Index[str, Any],
     **_: Any,
 ) -> None:
-    """How many tables a policy governs (`kubectl get dmp` shows it), and its generation."""
+    """How many tables a policy governs (`kubectl get dmp` shows it), and its generation.
+
+    Tables come from the daemons' own registry, not a kopf index: kopf's start-up readiness
+    for indexed resources is quadratic in their count (10,000 tables never got going)."""
     local = list(policies.get(namespace, []))
     governed = sum(
         1
-        for table in table_labels.get(namespace, [])
+        for (ns, _), table in list(memo.tables.items())
+        if ns == namespace
         if (chosen := select_policy(table, local)[0]) is not None and chosen.name == name
     )
     generation = meta.get("generation")
@@ -140,6 +140,7 @@ async def watch_table(
         )
         if cache.get("key") != key:
             table = api.table_resource(body)
+            memo.tables[(namespace, name)] = table
             cache["target"] = resolve(table, local, memo.secrets.read)
             cache["key"] = key
         return cache["target"]
@@ -160,6 +161,7 @@ async def watch_table(
         # would be stale here (two replicas must not both export a table).
         memo.metrics.forget(namespace, name)
         memo.bodies.pop((namespace, name), None)
+        memo.tables.pop((namespace, name), None)
 
 
 def _publisher(memo: kopf.Memo) -> Any:
