@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from deltakeeper.maintenance.executor import AFTER_FAILURE
 from deltakeeper.metrics import Metrics
 from deltakeeper.watcher import Observation, TableWatcher, Target
 
@@ -98,7 +99,7 @@ class Fleet:
         m.checkpoint_written(ns, name, obs.checkpoint_written_ms)
         m.requests(ns, name, obs.requests)
         for o in obs.outcomes:
-            if o.result == "skipped" and o.message == "an earlier step failed":
+            if o.result == "skipped" and o.message == AFTER_FAILURE:
                 continue
             m.maintenance(ns, name, o.operation, o.result, o.seconds)
             if o.operation in _KINDS and o.result == "done":

@@ -216,14 +216,14 @@ class TableWatcher:
             failed = report.failed is not None
             outcomes += executor.execute(table, replace(plan, steps=dry), dry_run=True).outcomes
             if failed:
-                outcomes[-1] = executor.Outcome("vacuum", "skipped", "an earlier step failed")
+                outcomes[-1] = executor.Outcome("vacuum", "skipped", executor.AFTER_FAILURE)
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
 
     def _record(self, outcomes: list[executor.Outcome], version: int, now_ms: int) -> None:
         for o in outcomes:
-            if o.result not in _RAN or o.message == "an earlier step failed":
+            if o.result not in _RAN or o.message == executor.AFTER_FAILURE:
                 continue
             if o.result == "failed":
                 self.last_run_ms.pop(o.operation, None)  # retried at the next poll

@@ -71,7 +71,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo.fleet = Fleet(memo.metrics, _publisher(memo), max_concurrent=OPTIONS.max_concurrent)
     memo.heartbeat = asyncio.create_task(memo.fleet.heartbeat())
     memo.server = metrics.serve(memo.metrics, OPTIONS.metrics_port, healthy=memo.fleet.healthy)
-    log.info("metrics on :%d/metrics, peering priority %d", OPTIONS.metrics_port, OPTIONS.priority)
+    port = memo.server.server_address[1]
+    log.info("metrics on :%d/metrics, peering priority %d", port, OPTIONS.priority)
 
 
 @kopf.on.cleanup()

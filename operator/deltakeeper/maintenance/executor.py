@@ -25,6 +25,7 @@ from deltakeeper.maintenance.planner import Plan, Step
 from deltakeeper.units import format_bytes
 
 Progress = Callable[[str, int, int], None]  # operation, done, total
+AFTER_FAILURE = "an earlier step failed"  # the message of a step skipped because of one
 
 
 @dataclass
@@ -79,7 +80,7 @@ def execute(
     started = time.monotonic()
     for step in plan.steps:
         if report.failed is not None:
-            outcome = Outcome(step.operation, "skipped", "an earlier step failed")
+            outcome = Outcome(step.operation, "skipped", AFTER_FAILURE)
         elif step.refused:
             outcome = Outcome(step.operation, "refused", step.reason, exit_code=step.exit_code)
         elif not step.due:
