@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint bench bench-maintenance clean
+.PHONY: setup run test test-deps test-fast test-unit lint bench bench-maintenance bench-operator clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -41,6 +41,10 @@ bench: setup
 bench-maintenance: test-deps
 	$(PY) -m benchmarks.checkpoint --spark-repeats 1
 	$(PY) -m benchmarks.cleanup
+
+# Issue 4: the operator against 1,000 DeltaTables on a real API server; about 10 minutes.
+bench-operator: test-deps
+	$(PY) -m benchmarks.operator --tables 1000
 
 clean:
 	rm -rf .venv demo-lake .pytest_cache .mypy_cache .ruff_cache

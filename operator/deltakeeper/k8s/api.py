@@ -55,6 +55,8 @@ class Secrets:
             data = None
         except (UnicodeDecodeError, ValueError):
             raise SecretUnreadable("its data is not UTF-8 text") from None
+        if hit is not None and hit[1] == data:
+            data = hit[1]  # unchanged: the same object, so the table's Target stays as it is
         with self._lock:
             self._cache[key] = (time.monotonic(), data)
         return data
