@@ -1,0 +1,131 @@
+"""schedule.operations_to_plan: which operations a watch loop plans on a poll, and cron checks."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from deltakeeper.maintenance import schedule
+from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
+
+ALL = ("checkpoint", "cleanup", "vacuum")
+NIGHTLY = "0 3 * * *"
+
+
+def ms(when: str) -> int:
+    """Epoch ms of a UTC time written as 2027-01-15T03:00:00."""
+    return int(datetime.fromisoformat(when).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+NOW = ms("2027-01-15T08:00:00")
+
+
+def plan(
+    now: int,
+    ran: dict[str, int],
+    changed: bool = False,
+    vacuum_schedule: str | None = None,
+    watched_since_ms: int | None = None,
+) -> tuple[str, ...]:
+    return schedule.operations_to_plan(now, ran, changed, vacuum_schedule, watched_since_ms)
+
+
+def test_a_table_never_maintained_gets_everything_in_execution_order() -> None:
+    assert plan(NOW, {}) == ALL
+    assert plan(NOW, {}, changed=True) == ALL
+
+
+def test_checkpoint_when_the_version_changed_or_never_ran() -> None:
+    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
+    assert plan(NOW + 1, ran) == ()
+    assert plan(NOW + 1, ran, changed=True) == ("checkpoint",)
+    no_checkpoint = {"cleanup": NOW, "vacuum": NOW}
+    assert plan(NOW + 1, no_checkpoint) == ("checkpoint",)
+
+
+def test_cleanup_is_hourly() -> None:
+    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
+    assert CLEANUP_EVERY_MS == 3_600_000
+    assert "cleanup" not in plan(NOW + CLEANUP_EVERY_MS - 1, ran)
+    assert plan(NOW + CLEANUP_EVERY_MS, ran) == ("cleanup",)
+    assert plan(NOW + 5 * CLEANUP_EVERY_MS, ran) == ("cleanup",)
+
+
+def test_vacuum_without_a_schedule_is_daily() -> None:
+    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
+    assert VACUUM_EVERY_MS == 86_400_000
+    assert "vacuum" not in plan(NOW + VACUUM_EVERY_MS - 1, ran)
+    assert "vacuum" in plan(NOW + VACUUM_EVERY_MS, ran)
+    # watched_since_ms matters only with a schedule.
+    assert "vacuum" in plan(NOW, {"checkpoint": NOW, "cleanup": NOW}, watched_since_ms=NOW)
+
+
+def test_vacuum_on_a_cron_schedule_waits_for_0300_utc() -> None:
+    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": ms("2027-01-15T03:00:05")}
+    before = ms("2027-01-16T02:59:59")
+    at = ms("2027-01-16T03:00:00")
+    assert "vacuum" not in plan(before, ran, vacuum_schedule=NIGHTLY)
+    assert "vacuum" in plan(at, ran, vacuum_schedule=NIGHTLY)
+    assert "vacuum" in plan(ms("2027-01-16T11:00:00"), ran, vacuum_schedule=NIGHTLY)
+    # A day passed, but the schedule (not VACUUM_EVERY_MS) decides.
+    assert "vacuum" not in plan(ms("2027-01-16T02:00:00"), ran, vacuum_schedule=NIGHTLY)
+
+
+def test_first_vacuum_on_a_schedule_waits_for_the_first_fire_after_watching_began() -> None:
+    ran = {"checkpoint": NOW, "cleanup": NOW}
+    since = NOW  # 08:00: the first 03:00 after it is tomorrow's
+    for now in (NOW, ms("2027-01-15T23:00:00"), ms("2027-01-16T02:59:59")):
+        assert "vacuum" not in plan(now, ran, vacuum_schedule=NIGHTLY, watched_since_ms=since)
+    assert "vacuum" in plan(
+        ms("2027-01-16T03:00:00"), ran, vacuum_schedule=NIGHTLY, watched_since_ms=since
+    )
+    # Watching since 02:00: today's 03:00 is the first fire.
+    early = ms("2027-01-15T02:00:00")
+    assert "vacuum" not in plan(
+        ms("2027-01-15T02:30:00"), ran, vacuum_schedule=NIGHTLY, watched_since_ms=early
+    )
+    assert "vacuum" in plan(
+        ms("2027-01-15T03:00:00"), ran, vacuum_schedule=NIGHTLY, watched_since_ms=early
+    )
+
+
+def test_next_run_is_strictly_after_and_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert schedule.next_run_ms(NIGHTLY, ms("2027-01-15T02:59:59")) == ms("2027-01-15T03:00:00")
+    assert schedule.next_run_ms(NIGHTLY, ms("2027-01-15T03:00:00")) == ms("2027-01-16T03:00:00")
+    assert schedule.next_run_ms("@daily", NOW) == ms("2027-01-16T00:00:00")
+    # The process's local time zone does not move the schedule.
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert schedule.next_run_ms(NIGHTLY, NOW) == ms("2027-01-16T03:00:00")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["every night", "", "0 3 * *", "0 25 * * *", "61 3 * * *", "0 3 * * 8", "H 3 * * *"],
+)
+def test_check_cron_rejects_garbage(expression: str) -> None:
+    with pytest.raises(PolicyError) as raised:
+        schedule.check_cron(expression)
+    assert repr(expression) in str(raised.value)
+
+
+@pytest.mark.parametrize("expression", [NIGHTLY, "@daily", "@hourly", "*/15 2-4 * * mon-fri"])
+def test_check_cron_accepts_schedules(expression: str) -> None:
+    schedule.check_cron(expression)
+    assert schedule.next_run_ms(expression, NOW) > NOW
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: check_cron accepts '0 0 30 2 *' (February 30th: never fires); next_run_ms then "
+    "raises CroniterBadDateError, a ValueError that TableWatcher.observe does not catch",
+)
+def test_check_cron_rejects_a_schedule_that_never_fires() -> None:
+    with pytest.raises(PolicyError):
+        schedule.check_cron("0 0 30 2 *")
