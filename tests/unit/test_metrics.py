@@ -1,0 +1,196 @@
+"""metrics.Metrics: gauges, counters, forgetting a table, and the /metrics + /healthz server."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from deltakeeper import metrics
+from deltakeeper.metrics import Metrics
+
+T = {"namespace": "ns", "table": "t"}
+STATUS = {
+    "version": 5,
+    "logFiles": 7,
+    "logBytes": 7000,
+    "commitsSinceCheckpoint": 3,
+    "files": 40,
+    "bytes": 123456,
+    "smallFiles": 12,
+    "tombstones": 2,
+    "lastCheckpointVersion": 2,  # not a gauge
+    "lastPoll": "2027-01-15T08:00:00Z",
+}
+GAUGES = {
+    "version": "deltakeeper_table_version",
+    "logFiles": "deltakeeper_table_log_files",
+    "logBytes": "deltakeeper_table_log_bytes",
+    "commitsSinceCheckpoint": "deltakeeper_table_commits_since_checkpoint",
+    "files": "deltakeeper_table_files",
+    "bytes": "deltakeeper_table_bytes",
+    "smallFiles": "deltakeeper_table_small_files",
+    "tombstones": "deltakeeper_table_tombstones",
+}
+
+
+def value(m: Metrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, {**T, **labels})
+
+
+def commits(m: Metrics) -> float | None:
+    return value(m, "deltakeeper_table_commits_total")
+
+
+def test_gauges_come_from_the_status_numbers() -> None:
+    m = Metrics()
+    m.table("ns", "t", STATUS)
+    for key, name in GAUGES.items():
+        assert value(m, name) == STATUS[key], name
+    m.table("ns", "t", {**STATUS, "files": 41, "version": 6})
+    assert value(m, "deltakeeper_table_files") == 41
+    # A status without numbers (a failed poll) leaves the last known values.
+    m.table("ns", "t", {"lastPoll": "x"})
+    assert value(m, "deltakeeper_table_files") == 41
+
+
+def test_commits_total_starts_at_zero_and_never_decreases() -> None:
+    m = Metrics()
+    m.table("ns", "t", {"version": 5})
+    assert commits(m) == 0
+    m.table("ns", "t", {"version": 9})
+    assert commits(m) == 4
+    m.table("ns", "t", {"version": 9})
+    assert commits(m) == 4
+    m.table("ns", "t", {"version": 2})  # table re-created: nothing counted
+    assert commits(m) == 4 and value(m, "deltakeeper_table_version") == 2
+    m.table("ns", "t", {"version": 3})  # and counting goes on from the new version
+    assert commits(m) == 5
+    m.table("ns", "other", {"version": 100})
+    assert (
+        m.registry.get_sample_value(
+            "deltakeeper_table_commits_total", {"namespace": "ns", "table": "other"}
+        )
+        == 0
+    )
+
+
+def test_maintenance_deleted_and_request_counters() -> None:
+    m = Metrics()
+    m.maintenance("ns", "t", "vacuum", "done", 0.2)
+    m.maintenance("ns", "t", "vacuum", "done", 3.0)
+    m.maintenance("ns", "t", "checkpoint", "failed", 0.01)
+    runs = "deltakeeper_maintenance_runs_total"
+    assert value(m, runs, operation="vacuum", result="done") == 2
+    assert value(m, runs, operation="checkpoint", result="failed") == 1
+    assert value(m, runs, operation="checkpoint", result="done") is None
+    hist = "deltakeeper_maintenance_duration_seconds"
+    assert value(m, hist + "_count", operation="vacuum") == 2
+    assert value(m, hist + "_sum", operation="vacuum") == pytest.approx(3.2)
+    assert value(m, hist + "_bucket", operation="vacuum", le="0.5") == 1
+
+    m.deleted("ns", "t", "data", 3, 300)
+    m.deleted("ns", "t", "data", 1, 50)
+    m.deleted("ns", "t", "log", 10, 1000)
+    assert value(m, "deltakeeper_deleted_files_total", kind="data") == 4
+    assert value(m, "deltakeeper_deleted_bytes_total", kind="data") == 350
+    assert value(m, "deltakeeper_deleted_bytes_total", kind="log") == 1000
+
+    m.requests("ns", "t", Counter({"list": 1, "read": 0}))
+    m.requests("ns", "t", {"list": 2, "delete": 1})
+    req = "deltakeeper_storage_requests_total"
+    assert value(m, req, operation="list") == 3 and value(m, req, operation="delete") == 1
+    assert value(m, req, operation="read") is None  # zero counts make no series
+
+
+def test_checkpoint_age_is_computed_at_scrape_time() -> None:
+    now = [1_000.0]
+    m = Metrics(clock=lambda: now[0])
+    age = "deltakeeper_table_checkpoint_age_seconds"
+    assert value(m, age) is None
+    m.checkpoint_written("ns", "t", 400_000)
+    assert value(m, age) == 600.0
+    now[0] = 1_030.0
+    assert value(m, age) == 630.0
+    m.checkpoint_written("ns", "t", 2_000_000)  # written "after" now (clock skew): not negative
+    assert value(m, age) == 0.0
+    m.checkpoint_written("ns", "t", None)
+    assert value(m, age) is None
+
+
+def _series(m: Metrics, table: str) -> set[str]:
+    text = _exposition(m)
+    return {
+        s.name
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.labels.get("table") == table
+    }
+
+
+def _exposition(m: Metrics) -> str:
+    return generate_latest(m.registry).decode()
+
+
+def _fill(m: Metrics, table: str) -> None:
+    m.table("ns", table, STATUS)
+    m.checkpoint_written("ns", table, 1)
+    m.maintenance("ns", table, "cleanup", "done", 0.1)
+    m.deleted("ns", table, "log", 1, 10)
+    m.requests("ns", table, {"list": 1})
+    m.compaction_jobs.labels("ns", table, "running").set(1)
+
+
+def test_forget_drops_every_series_of_one_table_only() -> None:
+    m = Metrics()
+    _fill(m, "t")
+    _fill(m, "keep")
+    before = _series(m, "t")
+    assert "deltakeeper_table_checkpoint_age_seconds" in before
+    assert "deltakeeper_compaction_jobs" in before and len(before) > 15
+    m.forget("ns", "t")
+    assert _series(m, "t") == set()
+    assert _series(m, "keep") == before
+    # Watched again: the counter starts over at 0, and the same status is not skipped as quiet.
+    m.table("ns", "t", STATUS)
+    assert commits(m) == 0 and value(m, "deltakeeper_table_files") == STATUS["files"]
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[Metrics, list[bool], str]]:
+    m = Metrics()
+    health = [True]
+    srv = metrics.serve(m, 0, "127.0.0.1", healthy=lambda: health[0])
+    try:
+        yield m, health, f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def _get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.headers["Content-Type"], r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read().decode()
+
+
+def test_serve_exposes_metrics_and_health(server: tuple[Metrics, list[bool], str]) -> None:
+    m, health, base = server
+    m.table("ns", "t", STATUS)
+    code, ctype, body = _get(base + "/metrics")
+    assert code == 200 and ctype == CONTENT_TYPE_LATEST
+    assert 'deltakeeper_table_version{namespace="ns",table="t"} 5.0' in body
+    assert 'deltakeeper_table_commits_total{namespace="ns",table="t"} 0.0' in body
+    assert _get(base + "/metrics?name=x")[0] == 200
+    assert _get(base + "/healthz")[::2] == (200, "ok\n")
+    health[0] = False
+    assert _get(base + "/healthz")[::2] == (503, "unhealthy\n")
+    for path in ("/", "/metric", "/healthz/x", "/favicon.ico"):
+        assert _get(base + path)[0] == 404, path
