@@ -1,0 +1,494 @@
+"""TableWatcher on real local tables: status, conditions, events, planned and run maintenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper import credentials
+from deltakeeper.cli import main
+from deltakeeper.delta.table import open_table
+from deltakeeper.resources.manifests import TableResource
+from deltakeeper.targets import resolve
+from deltakeeper.watcher import CONDITIONS, Observation, Problem, TableWatcher, Target
+from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+
+ALL = ("checkpoint", "cleanup", "vacuum")
+DAY = 86_400_000
+START = 1_700_000_000_000  # commit times of hand-written tables
+Copy = Callable[[str], Path]
+# status key -> `deltakeeper inspect --json` key
+INSPECT_KEYS = {
+    "version": "version",
+    "lastCheckpointVersion": "lastCheckpointVersion",
+    "commitsSinceCheckpoint": "commitsSinceCheckpoint",
+    "logFiles": "logFiles",
+    "logBytes": "logBytes",
+    "files": "numFiles",
+    "bytes": "sizeBytes",
+    "smallFiles": "smallFiles",
+    "tombstones": "numTombstones",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def cond(obs: Observation, kind: str) -> tuple[str, str]:
+    c = next(c for c in obs.conditions if c.type == kind)
+    return c.status, c.reason
+
+
+def message(obs: Observation, kind: str) -> str:
+    return next(c.message for c in obs.conditions if c.type == kind)
+
+
+def events(obs: Observation) -> list[tuple[str, str]]:
+    return [(e.type, e.reason) for e in obs.events]
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under `root` with its bytes: what "nothing was written or deleted" compares."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def all_text(obs: Observation) -> str:
+    parts = [json.dumps(obs.status)]
+    parts += [f"{c.reason} {c.message}" for c in obs.conditions]
+    parts += [f"{e.reason} {e.message}" for e in obs.events]
+    parts += [o.message for o in obs.outcomes]
+    return "\n".join(parts)
+
+
+def append(root: Path, first_version: int, count: int) -> None:
+    b = LogBuilder(root)
+    b.next_version = first_version
+    for i in range(count):
+        b.commit(add(f"appended-{first_version + i}.parquet", size=1000), commit_info())
+
+
+def dated_table(root: Path, commits: int, prefix: str = "f") -> None:
+    """`commits` commits a day apart from START; commit v adds <prefix><v>.parquet, on disk."""
+    b = LogBuilder(root)
+    for v in range(commits):
+        actions = [add(f"{prefix}{v}.parquet")]
+        if v == 0:
+            actions = [protocol(), metadata(), *actions]
+        b.commit(*actions, mtime_ms=START + v * DAY)
+        data = root / f"{prefix}{v}.parquet"
+        data.write_bytes(b"x" * 100)
+        os.utime(data, ns=((START + v * DAY) * 1_000_000,) * 2)
+
+
+# -- a healthy table ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name",
+    [
+        "simple_table",
+        "simple_table_with_checkpoint",
+        "latest_not_checkpointed",
+        "table-with-dv-small",
+        "delta-0.8.0-partitioned",
+    ],
+)
+def test_first_observe_plans_everything_and_the_status_is_what_inspect_says(
+    name: str, corpus_copy: Copy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = corpus_copy(name)
+    now = now_ms()
+    obs = TableWatcher(now).observe(Target("ns", "t", str(root)), now)
+    assert obs.due == ALL and obs.ready
+    assert [cond(obs, k) for k in CONDITIONS] == [
+        ("True", "Watching"),
+        ("True", "Reachable"),
+        ("True", "Supported"),
+        ("False", "AsExpected"),
+    ]
+    assert obs.events == []  # the first healthy poll has no transition to announce
+
+    assert main(["inspect", str(root), "--json"]) == 0
+    inspect = json.loads(capsys.readouterr().out)
+    s = obs.status
+    assert message(obs, "Ready") == f"watching version {inspect['version']}"
+    assert {key: s[key] for key in INSPECT_KEYS} == {
+        key: inspect[field] for key, field in INSPECT_KEYS.items()
+    }
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inspect["timestamp"] // 1000))
+    assert s["lastCommitTime"] == stamp
+    assert s["lastPoll"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now // 1000))
+    assert s["lastMaintenance"] == {} and s["policy"] is None
+    if inspect["lastCheckpointVersion"] is None:
+        assert obs.checkpoint_written_ms is None
+    else:
+        cp = root / "_delta_log" / f"{inspect['lastCheckpointVersion']:020d}.checkpoint.parquet"
+        assert obs.checkpoint_written_ms == cp.stat().st_mtime_ns // 1_000_000
+
+
+def test_a_quiet_poll_costs_one_listing_and_plans_nothing(corpus_copy: Copy) -> None:
+    root = corpus_copy("simple_table_with_checkpoint")
+    target = Target("ns", "t", str(root))
+    now = now_ms()
+    w = TableWatcher(now)
+    first = w.maintain(target, w.observe(target, now), now)
+    assert {o.operation for o in first.outcomes} == set(ALL)
+
+    quiet = w.observe(target, now + 1000)
+    assert dict(quiet.requests) == {"list": 1}
+    assert quiet.due == () and quiet.events == [] and quiet.ready
+    assert {**quiet.status, "lastPoll": None} == {**first.status, "lastPoll": None}
+    assert w.maintain(target, quiet, now + 1000) is quiet  # nothing due: nothing run
+
+    # An equal Target rebuilt by the caller is still a quiet poll on the storage side.
+    again = w.observe(replace(target), now + 2000)
+    assert dict(again.requests) == {"list": 1} and again.due == ()
+
+    append(root, 11, 1)
+    moved = w.observe(target, now + 3000)
+    assert moved.due == ("checkpoint",) and moved.status["version"] == 11
+    assert moved.requests["read"] >= 1
+
+
+def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
+    root = corpus_copy("simple_table_with_checkpoint")  # version 10, checkpoint at 10
+    target = Target("ns", "t", str(root), settings={"checkpoint_interval": 3})
+    now = now_ms()
+    w = TableWatcher(now)
+    first = w.maintain(target, w.observe(target, now), now)
+    assert first.status["lastCheckpointVersion"] == 10
+    assert "checkpoint" not in first.status["lastMaintenance"]  # looked, nothing due
+
+    append(root, 11, 3)
+    obs = w.observe(target, now + 1000)
+    assert obs.due == ("checkpoint",) and obs.status["commitsSinceCheckpoint"] == 3
+    obs = w.maintain(target, obs, now + 1000)
+
+    checkpointed = [e for e in obs.events if e.reason == "Checkpointed"]
+    assert [e.type for e in checkpointed] == ["Normal"]
+    assert "wrote the checkpoint at version 13" in checkpointed[0].message
+    done = obs.status["lastMaintenance"]["checkpoint"]
+    assert done["result"] == "done" and done["version"] == 13 and "timeMs" not in done
+    assert obs.status["lastCheckpointVersion"] == 13 and obs.status["commitsSinceCheckpoint"] == 0
+    assert obs.status["files"] == first.status["files"] + 3
+    log = root / "_delta_log"
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 13
+    cp = log / "00000000000000000013.checkpoint.parquet"
+    assert obs.checkpoint_written_ms == cp.stat().st_mtime_ns // 1_000_000
+    # A reader that starts from the new checkpoint sees the same table.
+    snap = open_table(str(root)).snapshot()
+    assert snap.segment.checkpoint is not None and snap.segment.checkpoint.version == 13
+    assert snap.num_files == obs.status["files"]
+    # The checkpoint it wrote itself is not "the log moved on".
+    quiet = w.observe(target, now + 2000)
+    assert dict(quiet.requests) == {"list": 1} and quiet.due == ()
+
+
+def test_a_restarted_watcher_keeps_the_schedules_of_its_stored_status(tmp_path: Path) -> None:
+    dated_table(tmp_path, 3)
+    now = START + 60 * DAY
+    stored = {
+        op: {"time": "x", "timeMs": now - 60_000, "result": "done"}
+        for op in ("checkpoint", "cleanup", "vacuum")
+    }
+    w = TableWatcher(now - DAY, last_maintenance=stored)
+    obs = w.observe(Target("ns", "t", str(tmp_path)), now)
+    assert obs.due == ("checkpoint",)  # the first poll always reads the log; the rest ran
+    assert obs.status["lastMaintenance"]["vacuum"] == {"time": "x", "result": "done"}
+
+
+# -- what stops a poll -------------------------------------------------------------------------
+def test_a_target_with_a_problem_touches_no_storage(tmp_path: Path) -> None:
+    dated_table(tmp_path / "t", 2)
+    target = Target("ns", "t", str(tmp_path / "t"))
+    now = START + DAY
+    w = TableWatcher(now)
+    assert w.observe(target, now).ready
+    problem = Problem("SecretNotFound", "Secret ns/creds (spec.storage.secretRef) does not exist")
+    obs = w.observe(replace(target, problem=problem), now + 1)
+    assert cond(obs, "Ready") == ("False", "SecretNotFound")
+    assert message(obs, "Ready") == problem.message
+    assert cond(obs, "StorageReachable") == ("Unknown", "NotChecked")
+    assert cond(obs, "ProtocolSupported") == ("Unknown", "NotChecked")
+    assert obs.requests == {} and obs.due == () and "version" not in obs.status
+    assert events(obs) == [("Warning", "SecretNotFound")]
+    # The problem fixed: a full poll again, and Ready's return is announced.
+    back = w.observe(target, now + 2)
+    assert back.ready and back.status["version"] == 1 and back.requests["read"] >= 1
+    assert ("Normal", "Watching") in events(back)
+
+    missing = tmp_path / "never-created"
+    obs = TableWatcher(now).observe(Target("ns", "x", str(missing), problem=problem), now)
+    assert cond(obs, "Ready") == ("False", "SecretNotFound") and obs.requests == {}
+    assert not missing.exists()
+
+
+def test_an_unknown_uri_scheme_is_an_invalid_spec() -> None:
+    obs = TableWatcher(0).observe(Target("ns", "t", "hdfs://x"), START)
+    assert cond(obs, "Ready") == ("False", "InvalidSpec")
+    assert "unsupported URI scheme 'hdfs'" in message(obs, "Ready")
+    assert obs.due == () and obs.requests == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: watcher._conditions sets StorageReachable True ('the table's store answers') "
+    "for every error that is not StorageUnreachable, even when no store was contacted",
+)
+def test_an_unknown_uri_scheme_does_not_claim_the_store_answered() -> None:
+    obs = TableWatcher(0).observe(Target("ns", "t", "hdfs://x"), START)
+    assert cond(obs, "StorageReachable")[0] != "True"
+
+
+def test_a_folder_without_a_delta_log_is_not_a_delta_table(tmp_path: Path) -> None:
+    (tmp_path / "data.parquet").write_bytes(b"x")
+    target = Target("ns", "t", str(tmp_path))
+    w = TableWatcher(START)
+    obs = w.observe(target, START)
+    assert cond(obs, "Ready") == ("False", "NotADeltaTable")
+    assert cond(obs, "StorageReachable") == ("True", "Reachable")
+    assert events(obs) == [("Warning", "NotADeltaTable")] and obs.due == ()
+    # The same failure again: no new event (events mark transitions only).
+    for i in range(1, 3):
+        again = w.observe(target, START + i)
+        assert cond(again, "Ready") == ("False", "NotADeltaTable") and again.events == []
+    dated_table(tmp_path, 1)
+    healed = w.observe(target, START + 10)
+    assert healed.ready and healed.due == ALL
+    assert ("Normal", "Watching") in events(healed) and ("Normal", "Supported") in events(healed)
+    assert (tmp_path / "data.parquet").read_bytes() == b"x"
+
+
+def _with_unknown_writer_feature(corpus_copy: Copy) -> Path:
+    root = corpus_copy("simple_table")  # version 4, no checkpoint, 31 tombstones
+    b = LogBuilder(root)
+    b.next_version = 5
+    feature = protocol(3, 7, readerFeatures=[], writerFeatures=["madeUpWriterFeature"])
+    b.commit(feature, commit_info())
+    return root
+
+
+def test_an_unknown_writer_feature_stops_all_maintenance(corpus_copy: Copy) -> None:
+    root = _with_unknown_writer_feature(corpus_copy)
+    before = tree(root)
+    # Far enough ahead that everything would be due on a table deltakeeper understands.
+    now = now_ms() + 90 * DAY
+    target = Target("ns", "t", str(root), settings={"checkpoint_interval": 1})
+    w = TableWatcher(now - 90 * DAY)
+    obs = w.observe(target, now)
+    assert cond(obs, "ProtocolSupported") == ("False", "UnsupportedFeatures")
+    assert cond(obs, "Ready") == ("False", "UnsupportedFeatures")
+    assert "madeUpWriterFeature" in message(obs, "ProtocolSupported")
+    assert obs.due == () and obs.status["version"] == 5  # still observed and reported
+    assert events(obs) == [("Warning", "UnsupportedFeatures")] * 2  # Ready, ProtocolSupported
+    assert w.maintain(target, obs, now).outcomes == []
+    # Even asked directly, the plan is refused as a whole.
+    obs.due = ALL
+    forced = w.maintain(target, obs, now)
+    assert [(o.operation, o.result) for o in forced.outcomes] == [(op, "refused") for op in ALL]
+    assert tree(root) == before
+    assert w.observe(target, now + 1).events == []
+
+
+def test_suspend_keeps_watching_but_plans_nothing(corpus_copy: Copy) -> None:
+    root = corpus_copy("simple_table")
+    before = tree(root)
+    now = now_ms() + 90 * DAY
+    target = Target("ns", "t", str(root), settings={"checkpoint_interval": 1})
+    assert TableWatcher(now).observe(target, now).due == ALL  # what suspend holds back
+    w = TableWatcher(now)
+    obs = w.observe(replace(target, suspend=True), now)
+    assert cond(obs, "Ready") == ("True", "Suspended") and obs.ready
+    assert "suspended by spec.suspend" in message(obs, "Ready")
+    assert obs.due == () and obs.status["version"] == 4
+    assert w.maintain(replace(target, suspend=True), obs, now).outcomes == []
+    assert tree(root) == before
+
+
+def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
+    root = corpus_copy("simple_table")
+    before = tree(root)
+    now = now_ms() + 90 * DAY  # the tombstones and their files are long expired
+    target = Target("ns", "t", str(root), vacuum_dry_run=True)
+    w = TableWatcher(now)
+    obs = w.maintain(target, w.observe(target, now), now)
+    vacuum = next(o for o in obs.outcomes if o.operation == "vacuum")
+    assert vacuum.result == "dry-run" and vacuum.deleted_files == 0 and len(vacuum.files) > 5
+    assert all((root / f).exists() for f in vacuum.files)
+    entry = obs.status["lastMaintenance"]["vacuum"]
+    assert entry["result"] == "dry-run" and entry["deletedFiles"] == 0
+    dry = [e for e in obs.events if e.reason == "VacuumDryRun"]
+    assert [(e.type, e.message) for e in dry] == [
+        ("Normal", f"vacuum would delete {len(vacuum.files)} files")
+    ]
+    assert tree(root) == before
+    # The same table without dryRun deletes exactly those files.
+    wet = TableWatcher(now)
+    obs = wet.maintain(replace(target, vacuum_dry_run=False), wet.observe(target, now), now)
+    done = next(o for o in obs.outcomes if o.operation == "vacuum")
+    assert done.result == "done" and done.deleted_files == len(vacuum.files)
+    assert not any((root / f).exists() for f in vacuum.files)
+
+
+def test_a_vacuum_below_the_minimum_retention_is_refused_and_degrades(tmp_path: Path) -> None:
+    dated_table(tmp_path, 3)
+    before = tree(tmp_path)
+    target = Target("ns", "t", str(tmp_path), settings={"deleted_file_retention_ms": DAY})
+    now = START + 60 * DAY
+    w = TableWatcher(now)
+    obs = w.maintain(target, w.observe(target, now), now)
+    assert obs.status["lastMaintenance"]["vacuum"]["result"] == "refused"
+    assert cond(obs, "Degraded")[0] == "True"
+    assert "vacuum refused" in message(obs, "Degraded")
+    assert ("Warning", "MaintenanceRefused") in events(obs)
+    assert obs.ready  # the table is still watched
+    assert tree(tmp_path) == before
+    # Refused is an answer, not a failure to retry at once.
+    assert w.observe(target, now + 60_000).due == ()
+
+
+# -- credentials -------------------------------------------------------------------------------
+SECRET = "wTestSecretKey/K7MDENG+bPxRfiCYEXAMPLE0001"
+KEY_ID = "AKIAWATCHERTEST0001"
+
+
+def _resource(uri: str, **storage: Any) -> TableResource:
+    spec = {"uri": uri, "storage": {"secretRef": {"name": "creds"}, **storage}}
+    return TableResource("ns", "t", {}, 1, spec)
+
+
+def test_secrets_never_reach_status_conditions_or_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET}
+    # The secret also sits in the URI's path, so that it is in the error text to be masked.
+    resource = _resource(f"s3://bucket/{SECRET}/t", options={"endpoint_url": "http://127.0.0.1:1"})
+    target = resolve(resource, [], lambda ns, name: secret)
+    assert target.problem is None
+    assert target.storage_options["secret"] == SECRET and target.storage_options["key"] == KEY_ID
+    started = time.monotonic()
+    obs = TableWatcher(START).observe(target, START)
+    took = time.monotonic() - started
+    assert took < 10, f"an unreachable endpoint took {took:.1f}s to report"
+    assert cond(obs, "Ready") == ("False", "StorageUnreachable")
+    assert cond(obs, "StorageReachable") == ("False", "StorageUnreachable")
+    assert obs.requests["read"] >= 1
+    text = all_text(obs) + caplog.text
+    assert SECRET not in text and KEY_ID not in text
+    assert f"s3://bucket/{credentials.MASK}/t" in message(obs, "Ready")
+
+    # A Secret deltakeeper cannot use: a Problem whose text names the key, not the value.
+    other = "watcher-test-unused-password-0001"
+    bad = resolve(_resource("s3://bucket/t"), [], lambda ns, name: {**secret, "PASSWORD": other})
+    assert bad.problem is not None and bad.problem.reason == "InvalidSecret"
+    obs = TableWatcher(START).observe(bad, START)
+    assert cond(obs, "Ready") == ("False", "InvalidSecret")
+    assert "PASSWORD" in message(obs, "Ready")
+    assert other not in all_text(obs) and SECRET not in all_text(obs)
+
+
+def test_a_target_repr_does_not_show_its_storage_options() -> None:
+    target = Target("ns", "t", "s3://b/t", storage_options={"secret": SECRET})
+    assert SECRET not in repr(target) and SECRET not in str(target)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: TableWatcher.observe catches only DeltaError, PolicyError and OSError; any "
+    "other error from the store client (here botocore's HTTPClientError) escapes, so the table "
+    "gets no status at all and the fleet logs 'poll failed' forever (_classify's 'Error' "
+    "fallback is unreachable)",
+)
+def test_an_unexpected_store_client_error_becomes_a_condition() -> None:
+    options = {"key": KEY_ID, "secret": SECRET, "endpoint_url": "http://user:pw@127.0.0.1:1"}
+    obs = TableWatcher(START).observe(Target("ns", "t", "s3://b/t", storage_options=options), START)
+    assert cond(obs, "Ready")[0] == "False"
+
+
+# -- found while testing -----------------------------------------------------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the cleanup planned in the same pass as the first checkpoint finds no "
+    "checkpoint, and watcher.maintain reruns cleanup after a new checkpoint only when "
+    "cleanup was not already due, so expired log files wait CLEANUP_EVERY_MS more",
+)
+def test_the_first_checkpoint_lets_cleanup_run_in_the_same_pass(tmp_path: Path) -> None:
+    dated_table(tmp_path, 12)  # 12 daily commits, no checkpoint, all past the 30-day retention
+    now = START + 60 * DAY
+    target = Target("ns", "t", str(tmp_path))
+    w = TableWatcher(now)
+    obs = w.maintain(target, w.observe(target, now), now)
+    assert ("Normal", "Checkpointed") in events(obs)
+    commits = sorted(p.name for p in (tmp_path / "_delta_log").glob("*.json"))
+    assert commits == ["00000000000000000011.json"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: Degraded is computed from the current poll's outcomes only, so the next "
+    "commit after a refused vacuum sets Degraded False ('AsExpected', with a Normal event) "
+    "while lastMaintenance.vacuum still says refused; it flaps every day",
+)
+def test_degraded_stays_true_while_the_last_vacuum_was_refused(tmp_path: Path) -> None:
+    dated_table(tmp_path, 3)
+    target = Target("ns", "t", str(tmp_path), settings={"deleted_file_retention_ms": DAY})
+    now = START + 60 * DAY
+    w = TableWatcher(now)
+    w.maintain(target, w.observe(target, now), now)
+    b = LogBuilder(tmp_path)
+    b.next_version = 3
+    b.commit(add("g.parquet"), commit_info())
+    obs = w.maintain(target, w.observe(target, now + 60_000), now + 60_000)
+    assert obs.status["lastMaintenance"]["vacuum"]["result"] == "refused"
+    assert cond(obs, "Degraded")[0] == "True"
+
+
+def _recreate(root: Path) -> None:
+    """The table dropped and written again in place with a shorter log (files keep old times,
+    as a restore from a backup does)."""
+    shutil.rmtree(root)
+    dated_table(root, 3, prefix="new")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: Table.moved_on (delta/table.py:108) lists from the watched version on, so a "
+    "table re-created in place with fewer versions looks unchanged: the status keeps the old "
+    "table's version and files until the new log passes the old version",
+)
+def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    dated_table(root, 12)
+    now = START + 60 * DAY
+    target = Target("ns", "t", str(root))
+    w = TableWatcher(now)
+    w.maintain(target, w.observe(target, now), now)
+    _recreate(root)
+    obs = w.observe(target, now + 60_000)
+    assert obs.status["version"] == 2 and obs.status["files"] == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug (data loss): after a table is re-created in place with a shorter log, the "
+    "watcher keeps the old snapshot (Table.moved_on and Table.update see no newer commit) and "
+    "the daily vacuum deletes the new table's live files as unreferenced",
+)
+def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    dated_table(root, 12)
+    now = START + 60 * DAY
+    target = Target("ns", "t", str(root))
+    w = TableWatcher(now)
+    w.maintain(target, w.observe(target, now), now)
+    _recreate(root)
+    later = now + DAY + 1
+    w.maintain(target, w.observe(target, later), later)
+    assert sorted(p.name for p in root.glob("*.parquet")) == [f"new{v}.parquet" for v in range(3)]
