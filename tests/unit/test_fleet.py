@@ -1,0 +1,301 @@
+"""Fleet: the asyncio watch loops of many tables, on real local tables (asyncio.run per test)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper.fleet import JITTER, Fleet
+from deltakeeper.metrics import Metrics
+from deltakeeper.watcher import Observation, TableWatcher, Target
+from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+
+T = {"namespace": "ns", "table": "t"}
+
+
+def small_table(root: Path, commits: int = 3) -> LogBuilder:
+    b = LogBuilder(root)
+    b.commit(protocol(), metadata(), add("a.parquet"), commit_info())
+    for i in range(1, commits):
+        b.commit(add(f"f{i}.parquet", size=10 * i), commit_info())
+    return b
+
+
+class Published:
+    """A `publish` that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Target, Observation]] = []
+
+    async def __call__(self, target: Target, obs: Observation) -> None:
+        self.seen.append((target, obs))
+
+
+def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
+    b = small_table(tmp_path)
+    target = Target("ns", "t", str(tmp_path), poll_interval_s=0.01)
+    published = Published()
+    m = Metrics()
+    asked: list[float] = []
+
+    async def sleep(seconds: float) -> bool:
+        asked.append(seconds)
+        if len(published.seen) == 2 and b.next_version == 3:
+            b.commit(add("g.parquet"), commit_info())  # a writer commits between polls
+        await asyncio.sleep(seconds)
+        return len(published.seen) >= 4
+
+    async def go() -> None:
+        fleet = Fleet(m, published)
+        try:
+            await asyncio.wait_for(fleet.watch(lambda: target, TableWatcher(0), sleep), 10)
+        finally:
+            fleet.close()
+        assert fleet.polls == 4
+
+    asyncio.run(go())
+    versions = [obs.status["version"] for _, obs in published.seen]
+    assert versions == [2, 2, 3, 3]
+    assert all(t is target and obs.ready for t, obs in published.seen)
+    # Maintenance ran on the first poll; the quiet second poll was one listing.
+    assert {o.operation for o in published.seen[0][1].outcomes} == {
+        "checkpoint",
+        "cleanup",
+        "vacuum",
+    }
+    assert dict(published.seen[1][1].requests) == {"list": 1}
+    # One initial jittered sleep, then the poll interval +-10% after each poll.
+    assert len(asked) == 5 and 0 <= asked[0] <= JITTER * 0.01
+    assert all(0.9 - 1e-9 <= s / 0.01 <= 1.1 + 1e-9 for s in asked[1:])
+
+    def value(name: str, **labels: str) -> float | None:
+        return m.registry.get_sample_value(name, {**T, **labels})
+
+    assert value("deltakeeper_table_version") == 3
+    assert value("deltakeeper_table_commits_total") == 1
+    assert value("deltakeeper_table_files") == 4
+    runs = "deltakeeper_maintenance_runs_total"
+    # Checkpoint looked twice (first poll, then the new commit); the rest once.
+    assert value(runs, operation="checkpoint", result="skipped") == 2
+    assert value(runs, operation="vacuum", result="skipped") == 1
+    requests = value("deltakeeper_storage_requests_total", operation="list")
+    assert requests is not None and requests >= 4
+    reads = value("deltakeeper_storage_requests_total", operation="read")
+    assert reads == sum(obs.requests["read"] for _, obs in published.seen)
+
+
+def test_sleep_returning_true_stops_the_loop(tmp_path: Path) -> None:
+    small_table(tmp_path)
+    target = Target("ns", "t", str(tmp_path), poll_interval_s=0.01)
+
+    async def run(stop_at_call: int) -> int:
+        published = Published()
+        calls = 0
+
+        async def sleep(seconds: float) -> bool:
+            nonlocal calls
+            calls += 1
+            return calls >= stop_at_call
+
+        fleet = Fleet(Metrics(), published)
+        try:
+            await asyncio.wait_for(fleet.watch(lambda: target, TableWatcher(0), sleep), 10)
+        finally:
+            fleet.close()
+        assert fleet.polls == len(published.seen)
+        return len(published.seen)
+
+    assert asyncio.run(run(1)) == 0  # stopped during the initial jitter: no poll at all
+    assert asyncio.run(run(2)) == 1
+    assert asyncio.run(run(3)) == 2
+
+
+def test_a_vacuum_records_deleted_files_by_kind(tmp_path: Path) -> None:
+    small_table(tmp_path)
+    stray = tmp_path / "stray.parquet"
+    stray.write_bytes(b"x" * 64)
+    old = time.time() - 30 * 86400
+    os.utime(stray, (old, old))
+    m = Metrics()
+    published = Published()
+
+    async def go() -> None:
+        fleet = Fleet(m, published)
+        try:
+            await fleet.poll_once(Target("ns", "t", str(tmp_path)), TableWatcher(0))
+        finally:
+            fleet.close()
+
+    asyncio.run(go())
+    assert not stray.exists()
+    labels = {**T, "kind": "data"}
+    assert m.registry.get_sample_value("deltakeeper_deleted_files_total", labels) == 1
+    assert m.registry.get_sample_value("deltakeeper_deleted_bytes_total", labels) == 64
+    done = {**T, "operation": "vacuum", "result": "done"}
+    assert m.registry.get_sample_value("deltakeeper_maintenance_runs_total", done) == 1
+
+
+class Tracker:
+    """Counts maintenances in flight (from their threads) and the most seen at once."""
+
+    def __init__(self, hold_s: float = 0.05, wait_for_peer: bool = False) -> None:
+        self.lock = threading.Condition()
+        self.now = 0
+        self.most = 0
+        self.fleet_running: list[int] = []
+        self.fleet: Fleet | None = None
+        self.hold_s = hold_s
+        self.wait_for_peer = wait_for_peer
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            if self.fleet is not None:
+                self.fleet_running.append(self.fleet.running)
+            self.lock.notify_all()
+            if self.wait_for_peer:  # returns at once when a second one is let in
+                self.lock.wait_for(lambda: self.most > 1, timeout=self.hold_s)
+        if not self.wait_for_peer:
+            time.sleep(self.hold_s)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+class Tracked(TableWatcher):
+    """A watcher whose maintenance is slow and counted, to see how many run at once."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        super().__init__(0)
+        self.tracker = tracker
+
+    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+        with self.tracker.running():
+            return super().maintain(target, obs, now_ms)
+
+
+def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[Any]:
+    published = Published()
+    targets = []
+    for i in range(4):
+        small_table(tmp_path / f"t{i}")
+        targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}"), poll_interval_s=0.01))
+
+    async def go() -> None:
+        fleet = Fleet(Metrics(), published, max_concurrent=max_concurrent)
+        tracker.fleet = fleet
+
+        def stop_after_one_poll(name: str) -> Any:
+            async def sleep(seconds: float) -> bool:
+                return any(t.name == name for t, _ in published.seen)
+
+            return sleep
+
+        try:
+            loops = [
+                fleet.watch(lambda t=t: t, Tracked(tracker), stop_after_one_poll(t.name))
+                for t in targets
+            ]
+            await asyncio.wait_for(asyncio.gather(*loops), 10)
+        finally:
+            fleet.close()
+
+    asyncio.run(go())
+    return published.seen
+
+
+def test_max_concurrent_1_never_runs_two_maintenances_at_once(tmp_path: Path) -> None:
+    tracker = Tracker()
+    seen = _run_tables(tmp_path, 1, tracker)
+    assert sorted(t.name for t, _ in seen) == ["t0", "t1", "t2", "t3"]
+    assert all(obs.status["version"] == 2 for _, obs in seen)
+    assert tracker.most == 1
+    assert tracker.fleet_running == [1, 1, 1, 1]
+
+
+def test_max_concurrent_2_does_run_two_at_once(tmp_path: Path) -> None:
+    # The control for the test above: the tracker can see concurrency when it is allowed.
+    tracker = Tracker(hold_s=5.0, wait_for_peer=True)
+    _run_tables(tmp_path, 2, tracker)
+    assert tracker.most == 2 and max(tracker.fleet_running) == 2
+
+
+class Blocking(TableWatcher):
+    """Maintenance that waits for `release` (or sleeps briefly), counted like Tracker."""
+
+    def __init__(self, tracker: Tracker, entered: threading.Event, release: threading.Event):
+        super().__init__(0)
+        self.tracker, self.entered, self.release = tracker, entered, release
+
+    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+        with self.tracker.running():
+            self.entered.set()
+            self.release.wait(5)
+            return super().maintain(target, obs, now_ms)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: Fleet.poll_once releases its maintenance slot (and decrements fleet.running) "
+    "when its task is cancelled, while the maintenance goes on in its thread; another table's "
+    "maintenance then starts beside it, past max_concurrent (kopf cancels a daemon 30 s after "
+    "its DeltaTable is deleted)",
+)
+def test_a_cancelled_poll_keeps_its_slot_until_its_maintenance_ends(tmp_path: Path) -> None:
+    small_table(tmp_path / "a")
+    small_table(tmp_path / "b")
+    tracker = Tracker(hold_s=0)
+    entered_a, release_a = threading.Event(), threading.Event()
+    b_runs = threading.Event()
+    b_runs.set()  # b never blocks
+
+    async def go() -> None:
+        fleet = Fleet(Metrics(), Published(), max_concurrent=1)
+        tracker.fleet = fleet
+        try:
+            a = asyncio.create_task(
+                fleet.poll_once(
+                    Target("ns", "a", str(tmp_path / "a")), Blocking(tracker, entered_a, release_a)
+                )
+            )
+            await asyncio.wait_for(asyncio.to_thread(entered_a.wait, 5), 10)
+            a.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await a
+            asyncio.get_running_loop().call_later(0.3, release_a.set)
+            b = Blocking(tracker, threading.Event(), b_runs)
+            await asyncio.wait_for(fleet.poll_once(Target("ns", "b", str(tmp_path / "b")), b), 10)
+        finally:
+            release_a.set()
+            fleet.close()
+
+    asyncio.run(go())
+    assert tracker.most == 1
+
+
+def test_healthy_follows_the_heartbeat() -> None:
+    async def go() -> tuple[bool, bool]:
+        fleet = Fleet(Metrics(), Published())
+        try:
+            fleet.last_tick = time.monotonic() - 120
+            stalled = fleet.healthy(stall_s=60)
+            beat = asyncio.create_task(fleet.heartbeat(every_s=0.01))
+            await asyncio.sleep(0.05)
+            beat.cancel()
+            return stalled, fleet.healthy(stall_s=60)
+        finally:
+            fleet.close()
+
+    assert asyncio.run(go()) == (False, True)
