@@ -130,7 +130,10 @@ class Scrubber:
     def clean_record(self, record: logging.LogRecord) -> None:
         if not self._values:
             return
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad log call: logging reports it when it formats
+            return
         if record.exc_info:
             message += "\n" + logging.Formatter().formatException(record.exc_info)
             record.exc_info = None

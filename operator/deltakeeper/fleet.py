@@ -79,18 +79,25 @@ class Fleet:
     async def poll_once(self, target: Target, watcher: TableWatcher) -> Observation:
         obs = await self._off_loop(watcher.observe, target, self.clock())
         if obs.due:
-            if self._slots is None:
-                self._slots = asyncio.Semaphore(self.max_concurrent)
-            async with self._slots:
-                self.running += 1
-                try:
-                    obs = await self._off_loop(watcher.maintain, target, obs, self.clock())
-                finally:
-                    self.running -= 1
+            # Shielded: if this poll is cancelled (the table was deleted, the operator stops),
+            # the maintenance thread still runs to its end, and keeps its slot until then.
+            obs = await asyncio.shield(asyncio.ensure_future(self._maintain(target, watcher, obs)))
         self.polls += 1
         self.record(target, obs)
         await self.publish(target, obs)
         return obs
+
+    async def _maintain(
+        self, target: Target, watcher: TableWatcher, obs: Observation
+    ) -> Observation:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_concurrent)
+        async with self._slots:
+            self.running += 1
+            try:
+                return await self._off_loop(watcher.maintain, target, obs, self.clock())
+            finally:
+                self.running -= 1
 
     def record(self, target: Target, obs: Observation) -> None:
         ns, name = target.key

@@ -143,7 +143,8 @@ class Standalone:
         name = _name(target.key)
         table = self.tables.get(target.key)
         if table is None:
-            return  # removed while its poll ran
+            self.metrics.forget(*target.key)  # removed while its poll ran and recorded
+            return
         table.polled += 1
         old = self.statuses.get(name, {})
         new = status.build(target, obs, old, self.clock())

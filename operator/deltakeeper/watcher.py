@@ -135,7 +135,9 @@ class TableWatcher:
             changed = self._refresh(table)
             if changed or not same_target or self._policy is None:
                 self._policy = effective(self._snap.metadata.configuration, **target.settings)  # type: ignore[union-attr]
-        except (DeltaError, PolicyError, OSError) as e:
+        except Exception as e:  # store clients raise their own types; each becomes a condition
+            if not isinstance(e, (DeltaError, PolicyError, OSError)):
+                log.warning("%s/%s: unexpected %s", *target.key, type(e).__name__, exc_info=True)
             self._snap = self._last = None
             return self._result(target, now_ms, error=e)
         if same_target and not changed and self._last is not None:
@@ -143,9 +145,13 @@ class TableWatcher:
         else:
             obs = self._result(target, now_ms)
         if obs.ready and not target.suspend and not self._snap.unsupported_features:  # type: ignore[union-attr]
-            obs.due = schedule.operations_to_plan(
-                now_ms, self.last_run_ms, changed, target.vacuum_schedule, self.watched_since_ms
-            )
+            try:
+                obs.due = schedule.operations_to_plan(
+                    now_ms, self.last_run_ms, changed, target.vacuum_schedule, self.watched_since_ms
+                )
+            except ValueError as e:  # a schedule croniter cannot step through
+                self._last = None
+                return self._result(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
         return obs
 
     def _quiet(self, now_ms: int) -> Observation:
@@ -183,8 +189,8 @@ class TableWatcher:
         if not obs.due or table is None or snap is None:
             return obs
         outcomes = self._run(target, table, snap, obs.due, now_ms)
-        if any(o.operation == "checkpoint" and o.result == "done" for o in outcomes) and (
-            "cleanup" not in obs.due
+        if any(o.operation == "checkpoint" and o.result == "done" for o in outcomes) and not any(
+            o.operation == "cleanup" and o.result == "done" for o in outcomes
         ):
             # A new checkpoint is what lets cleanup drop the commits before it.
             outcomes += self._run(target, table, snap, ("cleanup",), now_ms)
@@ -192,7 +198,9 @@ class TableWatcher:
         if any(o.result == "done" for o in outcomes):
             self._snap, self._summary = table.snapshot(), {}
         fresh = self._result(target, now_ms, outcomes=outcomes)
-        fresh.events = [*_outcome_events(outcomes), *fresh.events]
+        done = _outcome_events(outcomes)
+        said = {(e.type, e.reason) for e in done}
+        fresh.events = [*done, *(e for e in fresh.events if (e.type, e.reason) not in said)]
         fresh.outcomes = outcomes
         fresh.requests += obs.requests
         return fresh
@@ -203,8 +211,8 @@ class TableWatcher:
         try:
             assert self._policy is not None  # set by the observe() that found `ops` due
             plan = planner.plan(table, snap, self._policy, now_ms, ops)
-        except (DeltaError, PolicyError, OSError) as e:
-            message = SCRUBBER.scrub(str(e))
+        except Exception as e:  # reported as failed steps, never raised
+            message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
             return [executor.Outcome(op, "failed", message) for op in ops]
         if plan.refusal:
             return [executor.Outcome(op, "refused", plan.refusal, exit_code=3) for op in ops]
@@ -251,7 +259,7 @@ class TableWatcher:
         error: BaseException | None = None,
         outcomes: list[executor.Outcome] | None = None,
     ) -> Observation:
-        conditions = _conditions(target, self._snap, problem, error, outcomes or [])
+        conditions = _conditions(target, self._snap, problem, error, self.last_maintenance)
         events = self._transitions(conditions)
         status: dict[str, Any] = {"lastPoll": _rfc3339(now_ms), "policy": target.policy_name}
         written = None
@@ -295,13 +303,15 @@ class TableWatcher:
 
     def _transitions(self, conditions: list[Condition]) -> list[Event]:
         """Events for conditions that changed: Warning when one goes bad, Normal when it heals."""
-        events = []
+        events: list[Event] = []
         for c in conditions:
             before = self._conditions.get(c.type)
             self._conditions[c.type] = c
             if before is not None and (before.status, before.reason) == (c.status, c.reason):
                 continue
             bad = (c.type == "Degraded") == (c.status == "True")
+            if any(e.reason == c.reason for e in events):
+                continue  # Ready and StorageReachable often fail for one reason: one event
             if bad and c.status != "Unknown":
                 events.append(Event("Warning", c.reason, c.message))
             elif before is not None and c.status == ("False" if c.type == "Degraded" else "True"):
@@ -314,7 +324,7 @@ def _conditions(
     snap: Snapshot | None,
     problem: Problem | None,
     error: BaseException | None,
-    outcomes: list[executor.Outcome],
+    last_maintenance: Mapping[str, Mapping[str, Any]],
 ) -> list[Condition]:
     """The four conditions, from what blocked the poll (if anything) and what maintenance did."""
     unknown = "not checked: an earlier problem stops the poll"
@@ -327,6 +337,10 @@ def _conditions(
         reason, message = _classify(error)
         if isinstance(error, StorageUnreachableError):
             reach = Condition("StorageReachable", "False", reason, message)
+        elif isinstance(error, (InvalidInputError, PolicyError)) and not isinstance(
+            error, NotADeltaTableError
+        ):
+            pass  # a spec problem found before any request: the store was not asked
         else:
             reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
         if isinstance(error, UnsupportedProtocolError):
@@ -358,12 +372,15 @@ def _conditions(
             )
         else:
             ready = Condition("Ready", "True", "Watching", msg)
-    failed = [o for o in outcomes if o.result in ("failed", "refused")]
+    # The latest run of each operation, not this poll's: a refused vacuum stays a problem
+    # until a later vacuum succeeds.
+    failed = [
+        (op, e) for op, e in last_maintenance.items() if e.get("result") in ("failed", "refused")
+    ]
     if failed:
-        o = failed[0]
-        degraded = Condition(
-            "Degraded", "True", "MaintenanceFailed", f"{o.operation} {o.result}: {o.message}"
-        )
+        op, e = failed[0]
+        reason = "MaintenanceFailed" if e["result"] == "failed" else "MaintenanceRefused"
+        degraded = Condition("Degraded", "True", reason, f"{op} {e['result']}: {e.get('message')}")
     elif target.warnings:
         degraded = Condition(
             "Degraded", "True", "PolicyWarning", SCRUBBER.scrub("; ".join(target.warnings))
@@ -387,7 +404,9 @@ _REASONS = (
 def _classify(error: BaseException) -> tuple[str, str]:
     for cls, reason, hint in _REASONS:
         if isinstance(error, cls):
-            return reason, SCRUBBER.scrub(f"{error}; {hint}")
+            text = str(error)
+            # Storage errors already say what to check; do not say it twice.
+            return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {hint}")
     return "Error", SCRUBBER.scrub(f"{type(error).__name__}: {error}")
 
 

@@ -190,12 +190,6 @@ def test_records_created_before_a_value_is_registered_keep_their_text(
     assert handler.lines == [f"WARNING value {late}", f"WARNING value {MASK}"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Scrubber.clean_record calls record.getMessage() inside the LogRecord factory, "
-    "so a malformed log call anywhere (any library) raises TypeError in the caller instead of "
-    "being reported by logging's handleError",
-)
 def test_a_malformed_log_call_does_not_raise_in_the_caller(
     scrubbed_log: tuple[logging.Logger, _Collect],
 ) -> None:

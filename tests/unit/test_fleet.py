@@ -246,13 +246,6 @@ class Blocking(TableWatcher):
             return super().maintain(target, obs, now_ms)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Fleet.poll_once releases its maintenance slot (and decrements fleet.running) "
-    "when its task is cancelled, while the maintenance goes on in its thread; another table's "
-    "maintenance then starts beside it, past max_concurrent (kopf cancels a daemon 30 s after "
-    "its DeltaTable is deleted)",
-)
 def test_a_cancelled_poll_keeps_its_slot_until_its_maintenance_ends(tmp_path: Path) -> None:
     small_table(tmp_path / "a")
     small_table(tmp_path / "b")

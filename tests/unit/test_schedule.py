@@ -121,11 +121,6 @@ def test_check_cron_accepts_schedules(expression: str) -> None:
     assert schedule.next_run_ms(expression, NOW) > NOW
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: check_cron accepts '0 0 30 2 *' (February 30th: never fires); next_run_ms then "
-    "raises CroniterBadDateError, a ValueError that TableWatcher.observe does not catch",
-)
 def test_check_cron_rejects_a_schedule_that_never_fires() -> None:
     with pytest.raises(PolicyError):
         schedule.check_cron("0 0 30 2 *")

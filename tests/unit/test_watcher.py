@@ -237,11 +237,6 @@ def test_an_unknown_uri_scheme_is_an_invalid_spec() -> None:
     assert obs.due == () and obs.requests == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: watcher._conditions sets StorageReachable True ('the table's store answers') "
-    "for every error that is not StorageUnreachable, even when no store was contacted",
-)
 def test_an_unknown_uri_scheme_does_not_claim_the_store_answered() -> None:
     obs = TableWatcher(0).observe(Target("ns", "t", "hdfs://x"), START)
     assert cond(obs, "StorageReachable")[0] != "True"
@@ -287,7 +282,8 @@ def test_an_unknown_writer_feature_stops_all_maintenance(corpus_copy: Copy) -> N
     assert cond(obs, "Ready") == ("False", "UnsupportedFeatures")
     assert "madeUpWriterFeature" in message(obs, "ProtocolSupported")
     assert obs.due == () and obs.status["version"] == 5  # still observed and reported
-    assert events(obs) == [("Warning", "UnsupportedFeatures")] * 2  # Ready, ProtocolSupported
+    # Ready and ProtocolSupported turn bad for one reason: one Warning, not two.
+    assert events(obs) == [("Warning", "UnsupportedFeatures")]
     assert w.maintain(target, obs, now).outcomes == []
     # Even asked directly, the plan is refused as a whole.
     obs.due = ALL
@@ -399,13 +395,6 @@ def test_a_target_repr_does_not_show_its_storage_options() -> None:
     assert SECRET not in repr(target) and SECRET not in str(target)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: TableWatcher.observe catches only DeltaError, PolicyError and OSError; any "
-    "other error from the store client (here botocore's HTTPClientError) escapes, so the table "
-    "gets no status at all and the fleet logs 'poll failed' forever (_classify's 'Error' "
-    "fallback is unreachable)",
-)
 def test_an_unexpected_store_client_error_becomes_a_condition() -> None:
     options = {"key": KEY_ID, "secret": SECRET, "endpoint_url": "http://user:pw@127.0.0.1:1"}
     obs = TableWatcher(START).observe(Target("ns", "t", "s3://b/t", storage_options=options), START)
@@ -413,12 +402,6 @@ def test_an_unexpected_store_client_error_becomes_a_condition() -> None:
 
 
 # -- found while testing -----------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the cleanup planned in the same pass as the first checkpoint finds no "
-    "checkpoint, and watcher.maintain reruns cleanup after a new checkpoint only when "
-    "cleanup was not already due, so expired log files wait CLEANUP_EVERY_MS more",
-)
 def test_the_first_checkpoint_lets_cleanup_run_in_the_same_pass(tmp_path: Path) -> None:
     dated_table(tmp_path, 12)  # 12 daily commits, no checkpoint, all past the 30-day retention
     now = START + 60 * DAY
@@ -430,12 +413,6 @@ def test_the_first_checkpoint_lets_cleanup_run_in_the_same_pass(tmp_path: Path) 
     assert commits == ["00000000000000000011.json"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Degraded is computed from the current poll's outcomes only, so the next "
-    "commit after a refused vacuum sets Degraded False ('AsExpected', with a Normal event) "
-    "while lastMaintenance.vacuum still says refused; it flaps every day",
-)
 def test_degraded_stays_true_while_the_last_vacuum_was_refused(tmp_path: Path) -> None:
     dated_table(tmp_path, 3)
     target = Target("ns", "t", str(tmp_path), settings={"deleted_file_retention_ms": DAY})
@@ -457,12 +434,6 @@ def _recreate(root: Path) -> None:
     dated_table(root, 3, prefix="new")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Table.moved_on (delta/table.py:108) lists from the watched version on, so a "
-    "table re-created in place with fewer versions looks unchanged: the status keeps the old "
-    "table's version and files until the new log passes the old version",
-)
 def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> None:
     root = tmp_path / "t"
     dated_table(root, 12)
@@ -475,12 +446,6 @@ def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> N
     assert obs.status["version"] == 2 and obs.status["files"] == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (data loss): after a table is re-created in place with a shorter log, the "
-    "watcher keeps the old snapshot (Table.moved_on and Table.update see no newer commit) and "
-    "the daily vacuum deletes the new table's live files as unreferenced",
-)
 def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) -> None:
     root = tmp_path / "t"
     dated_table(root, 12)

@@ -111,14 +111,16 @@ class Table:
         quiet table."""
         listing = self.list_log(snap.version)
         latest = listing.latest_commit
-        if latest is not None and latest > snap.version:
+        if (latest is not None and latest > snap.version) or not _same_tip(listing, snap):
             return True
         used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
         return any(v > used for v in listing.checkpoints)
 
     def update(self, snap: Snapshot) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed."""
-        listing = group(self.storage.list_from(LOG, f"{LOG}/{paths.commit(snap.version)}"))
+        listing = self.list_log(snap.version)
+        if not _same_tip(listing, snap):
+            return self.snapshot(add_cols=tuple(snap.files.column_names))
         latest = listing.latest_commit
         if latest is None or latest <= snap.version:
             return snap
@@ -227,6 +229,17 @@ class Table:
                 f"available version is {candidates[0] if candidates else earliest}"
             )
         return candidates[i - 1]
+
+
+def _same_tip(listing: Listing, snap: Snapshot) -> bool:
+    """Whether the commit `snap` ends at is still the same file. A table deleted and written
+    again in place, with fewer versions, has no newer commit to show; trusting the old snapshot
+    then would make its live files look unreferenced to vacuum."""
+    known = snap.segment.commit_at_version
+    here = listing.commits.get(snap.version)
+    if known is None or here is None:
+        return known is None and here is None
+    return (here.info.size, here.info.mtime_ms) == (known.info.size, known.info.mtime_ms)
 
 
 def _commit_info(storage: Storage, key: str) -> dict[str, Any] | None:

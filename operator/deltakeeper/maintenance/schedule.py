@@ -19,7 +19,13 @@ from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, Po
 
 def check_cron(expression: str) -> None:
     """PolicyError unless `expression` is a cron schedule croniter accepts."""
-    if not croniter.is_valid(expression):
+    valid = croniter.is_valid(expression)
+    if valid:
+        try:
+            next_run_ms(expression, 0)  # '0 0 30 2 *' parses but never fires
+        except (ValueError, KeyError):
+            valid = False
+    if not valid:
         raise PolicyError(
             f"vacuum.schedule {expression!r} is not a cron expression; use five fields "
             "like '0 3 * * *' (03:00 UTC daily) or @daily"
