@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deltakeeper import metrics
@@ -143,7 +144,7 @@ def _fill(m: Metrics, table: str) -> None:
     m.maintenance("ns", table, "cleanup", "done", 0.1)
     m.deleted("ns", table, "log", 1, 10)
     m.requests("ns", table, {"list": 1})
-    m.compaction_jobs.labels("ns", table, "running").set(1)
+    m.compaction_jobs("ns", table, "running", 1)
 
 
 def test_forget_drops_every_series_of_one_table_only() -> None:
@@ -185,7 +186,7 @@ def test_serve_exposes_metrics_and_health(server: tuple[Metrics, list[bool], str
     m, health, base = server
     m.table("ns", "t", STATUS)
     code, ctype, body = _get(base + "/metrics")
-    assert code == 200 and ctype == CONTENT_TYPE_LATEST
+    assert code == 200 and ctype == "text/plain; version=0.0.4; charset=utf-8"
     assert 'deltakeeper_table_version{namespace="ns",table="t"} 5.0' in body
     assert 'deltakeeper_table_commits_total{namespace="ns",table="t"} 0.0' in body
     assert _get(base + "/metrics?name=x")[0] == 200
@@ -194,3 +195,40 @@ def test_serve_exposes_metrics_and_health(server: tuple[Metrics, list[bool], str
     assert _get(base + "/healthz")[::2] == (503, "unhealthy\n")
     for path in ("/", "/metric", "/healthz/x", "/favicon.ico"):
         assert _get(base + path)[0] == 404, path
+
+
+def test_http_exposition_equals_the_registry_and_gzips(
+    server: tuple[Metrics, list[bool], str],
+) -> None:
+    """What /metrics serves (our writer, plain and gzipped) parses to exactly the samples
+    prometheus-client reads from the registry, with label values that need escaping."""
+    m, _, base = server
+    m.clock = lambda: 5_000.0  # checkpoint age: the same at both reads
+    for table in ("t", 'we"ird\\name\n'):
+        _fill(m, table)
+        m.maintenance("ns", table, "vacuum", "failed", 4000.0)
+    expected = _samples(generate_latest(m.registry).decode())
+    assert len(expected) > 40
+    assert _samples(_get(base + "/metrics")[2]) == expected
+    request = urllib.request.Request(base + "/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=5) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        assert _samples(gzip.decompress(r.read()).decode()) == expected
+
+
+def _samples(text: str) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
+    return {
+        (s.name, tuple(sorted(s.labels.items())), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if not s.name.endswith("_created")
+    }
+
+
+def test_exposition_is_chunked() -> None:
+    m = Metrics()
+    for i in range(30):
+        m.table("ns", f"t{i}", STATUS)
+    chunks = list(m.exposition(chunk_lines=10))
+    assert len(chunks) > len(metrics._TABLE_GAUGES) * 3
+    assert sum(c.count("deltakeeper_table_files{") for c in chunks) == 30

@@ -196,7 +196,7 @@ def test_metrics_counters_gauges_and_http() -> None:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
         assert 'deltakeeper_table_version{namespace="ns",table="t"} 2.0' in text
         assert 'deltakeeper_table_commits_total{namespace="ns",table="t"} 4.0' in text
-        assert 'deltakeeper_deleted_bytes_total{kind="data",namespace="ns",table="t"} 300.0' in text
+        assert 'deltakeeper_deleted_bytes_total{namespace="ns",table="t",kind="data"} 300.0' in text
         with pytest.raises(urllib.error.HTTPError) as raised:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz")
         assert raised.value.code == 503
