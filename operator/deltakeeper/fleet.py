@@ -78,14 +78,19 @@ class Fleet:
 
     async def poll_once(self, target: Target, watcher: TableWatcher) -> Observation:
         obs = await self._off_loop(watcher.observe, target, self.clock())
-        if obs.due:
-            # Shielded: if this poll is cancelled (the table was deleted, the operator stops),
-            # the maintenance thread still runs to its end, and keeps its slot until then.
-            obs = await asyncio.shield(asyncio.ensure_future(self._maintain(target, watcher, obs)))
         self.polls += 1
+        # Published before any maintenance: a table waiting for a maintenance slot (after a
+        # restart, thousands may be due at once) still shows its new commits at once.
         self.record(target, obs)
         await self.publish(target, obs)
-        return obs
+        if not obs.due:
+            return obs
+        # Shielded: if this poll is cancelled (the table was deleted, the operator stops),
+        # the maintenance thread still runs to its end, and keeps its slot until then.
+        done = await asyncio.shield(asyncio.ensure_future(self._maintain(target, watcher, obs)))
+        self.record(target, done)
+        await self.publish(target, done)
+        return done
 
     async def _maintain(
         self, target: Target, watcher: TableWatcher, obs: Observation

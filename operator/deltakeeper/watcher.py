@@ -201,8 +201,7 @@ class TableWatcher:
         done = _outcome_events(outcomes)
         said = {(e.type, e.reason) for e in done}
         fresh.events = [*done, *(e for e in fresh.events if (e.type, e.reason) not in said)]
-        fresh.outcomes = outcomes
-        fresh.requests += obs.requests
+        fresh.outcomes = outcomes  # `obs` was reported already: its requests are not added
         return fresh
 
     def _run(

@@ -45,16 +45,16 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
     published = Published()
     m = Metrics()
     asked: list[float] = []
+    fleet = Fleet(m, published)
 
     async def sleep(seconds: float) -> bool:
         asked.append(seconds)
-        if len(published.seen) == 2 and b.next_version == 3:
+        if fleet.polls == 2 and b.next_version == 3:
             b.commit(add("g.parquet"), commit_info())  # a writer commits between polls
         await asyncio.sleep(seconds)
-        return len(published.seen) >= 4
+        return fleet.polls >= 4
 
     async def go() -> None:
-        fleet = Fleet(m, published)
         try:
             await asyncio.wait_for(fleet.watch(lambda: target, TableWatcher(0), sleep), 10)
         finally:
@@ -62,16 +62,21 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
         assert fleet.polls == 4
 
     asyncio.run(go())
+    # Each poll publishes what it saw; a poll that ran maintenance publishes again after it.
     versions = [obs.status["version"] for _, obs in published.seen]
-    assert versions == [2, 2, 3, 3]
+    assert versions == [2, 2, 2, 3, 3, 3]
     assert all(t is target and obs.ready for t, obs in published.seen)
-    # Maintenance ran on the first poll; the quiet second poll was one listing.
-    assert {o.operation for o in published.seen[0][1].outcomes} == {
+    # Maintenance ran on the first poll, published after the observation that found it due;
+    # the quiet second poll was one listing.
+    assert set(published.seen[0][1].due) == {"checkpoint", "cleanup", "vacuum"}
+    assert published.seen[0][1].outcomes == []
+    assert {o.operation for o in published.seen[1][1].outcomes} == {
         "checkpoint",
         "cleanup",
         "vacuum",
     }
-    assert dict(published.seen[1][1].requests) == {"list": 1}
+    assert dict(published.seen[2][1].requests) == {"list": 1}
+    assert published.seen[2][1].outcomes == [] and not published.seen[2][1].due
     # One initial jittered sleep, then the poll interval +-10% after each poll.
     assert len(asked) == 5 and 0 <= asked[0] <= JITTER * 0.01
     assert all(0.9 - 1e-9 <= s / 0.01 <= 1.1 + 1e-9 for s in asked[1:])
@@ -110,8 +115,9 @@ def test_sleep_returning_true_stops_the_loop(tmp_path: Path) -> None:
             await asyncio.wait_for(fleet.watch(lambda: target, TableWatcher(0), sleep), 10)
         finally:
             fleet.close()
-        assert fleet.polls == len(published.seen)
-        return len(published.seen)
+        # The first poll maintains, so it publishes twice; the quiet ones once.
+        assert len(published.seen) == (fleet.polls + 1 if fleet.polls else 0)
+        return fleet.polls
 
     assert asyncio.run(run(1)) == 0  # stopped during the initial jitter: no poll at all
     assert asyncio.run(run(2)) == 1
@@ -219,7 +225,8 @@ def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[A
 def test_max_concurrent_1_never_runs_two_maintenances_at_once(tmp_path: Path) -> None:
     tracker = Tracker()
     seen = _run_tables(tmp_path, 1, tracker)
-    assert sorted(t.name for t, _ in seen) == ["t0", "t1", "t2", "t3"]
+    # One poll each, published before and after its maintenance.
+    assert sorted(t.name for t, _ in seen) == ["t0", "t0", "t1", "t1", "t2", "t2", "t3", "t3"]
     assert all(obs.status["version"] == 2 for _, obs in seen)
     assert tracker.most == 1
     assert tracker.fleet_running == [1, 1, 1, 1]

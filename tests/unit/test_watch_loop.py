@@ -238,7 +238,7 @@ def test_fleet_limits_concurrent_maintenance(tmp_path: Path) -> None:
         return published
 
     published = asyncio.run(go())
-    assert most == 1 and len(published) == 4
+    assert most == 1 and len(published) == 8  # each poll: observed, then maintained
     assert all(obs.status["version"] == 2 for _, obs in published)
 
 
