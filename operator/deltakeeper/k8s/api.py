@@ -67,9 +67,18 @@ def write_status(
 ) -> None:
     """Merge-patch the DeltaTable's status subresource (gone tables are ignored)."""
     try:
-        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, TABLES, name, {"status": dict(status)}
+        # The reply (the whole object) is read but not parsed: nothing here needs it.
+        reply: Any = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            TABLES,
+            name,
+            {"status": dict(status)},
+            _preload_content=False,
         )
+        reply.read()
+        reply.release_conn()
     except ApiException as e:
         if e.status != 404:
             raise
