@@ -62,16 +62,26 @@ class Operator:
 
 
 def start_operator(
-    cluster: kube.KubeCluster, workdir: Path, *args: str, env: dict[str, str] | None = None
+    cluster: kube.KubeCluster,
+    workdir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    kopf_run: bool = False,
 ) -> Operator:
-    """`deltakeeper operator ARGS` against `cluster`, logging to workdir/operator-N.log; waits
-    until its metrics endpoint answers."""
+    """`deltakeeper operator ARGS` against `cluster` (or, with `kopf_run`, `kopf run -m
+    deltakeeper.k8s ARGS` configured by the environment), logging to workdir/operator-N.log;
+    waits until its metrics endpoint answers."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"operator-{port}.log"
+    if kopf_run:
+        cmd = [sys.executable, "-m", "kopf", "run", "-m", "deltakeeper.k8s", *args]
+        env = {"DELTAKEEPER_METRICS_PORT": str(port), **(env or {})}
+    else:
+        cmd = [str(DELTAKEEPER), "operator", "--metrics-port", str(port), *args]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [str(DELTAKEEPER), "operator", "--metrics-port", str(port), *args],
+            cmd,
             env={**cluster.env(), **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -96,8 +106,8 @@ def start_operator(
 def operator_factory(kube_cluster: kube.KubeCluster, tmp_path: Path) -> Iterator[object]:
     started: list[Operator] = []
 
-    def make(*args: str, env: dict[str, str] | None = None) -> Operator:
-        op = start_operator(kube_cluster, tmp_path, *args, env=env)
+    def make(*args: str, env: dict[str, str] | None = None, kopf_run: bool = False) -> Operator:
+        op = start_operator(kube_cluster, tmp_path, *args, env=env, kopf_run=kopf_run)
         started.append(op)
         return op
 

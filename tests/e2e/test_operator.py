@@ -588,3 +588,25 @@ def test_policy_selection_secret_rotation_cluster_wide(
     k.wait_condition("rot", "Ready", "False")
     k.secret("rot", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
     k.wait_condition("rot", "Ready", "True", timeout=90)
+
+
+def test_kopf_run_module_is_the_same_operator(
+    kube_cluster: KubeCluster, operator_factory: Any, tmp_path: Path
+) -> None:
+    """`kopf run -m deltakeeper.k8s`, configured by DELTAKEEPER_* variables, watches, writes
+    status, checkpoints and serves metrics like `deltakeeper operator`."""
+    k = Api(kube_cluster, "kopfrun")
+    table = tmp_path / "t"
+    _append(str(table), 0)
+    k.create("t", {"uri": f"file://{table}", "pollInterval": "1s", "checkpoint": {"interval": 2}})
+    op = operator_factory(
+        "--namespace", "kopfrun", env={"DELTAKEEPER_NAMESPACE": "kopfrun"}, kopf_run=True
+    )
+    k.wait_condition("t", "Ready", "True")
+    for n in range(1, 3):
+        _append(str(table), n)
+    _until(lambda: k.status("t").get("lastCheckpointVersion") == 2, 60, "a checkpoint at 2")
+    assert (table / "_delta_log" / f"{2:020d}.checkpoint.parquet").exists()
+    assert _metric(op.metrics(), "deltakeeper_table_version", "kopfrun", "t") == 2
+    assert k.status("t")["observedGeneration"] == 1
+    k.wait_event("t", "Normal", "Checkpointed")
