@@ -129,3 +129,47 @@ class Fleet:
     def close(self) -> None:
         # Maintenance already running finishes (its writes are crash-safe either way).
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Loop:
+    """One table's watch loop as a task, which can be stopped, or woken for an early poll."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def start(
+        self,
+        fleet: Fleet,
+        current: Callable[[], Target],
+        watcher: TableWatcher,
+        name: str,
+        after: asyncio.Task[None] | None = None,
+    ) -> None:
+        """Run the loop; `after`, the table's previous loop, ends first (its last poll may
+        still be running), so one table never has two polls at once."""
+
+        async def run() -> None:
+            if after is not None:
+                await asyncio.gather(after, return_exceptions=True)
+            await fleet.watch(current, watcher, self.sleep)
+
+        self.task = asyncio.create_task(run(), name=name)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._wake.set()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def sleep(self, seconds: float) -> bool:
+        # A timer that sets the event: no task per sleep (10,000 tables sleep 333 times a second).
+        timer = asyncio.get_running_loop().call_later(seconds, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+        self._wake.clear()
+        return self.stopped

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from deltakeeper import credentials, metrics, status
-from deltakeeper.fleet import Fleet, now_ms
+from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.targets import resolve
@@ -41,9 +41,7 @@ class _Table:
     resource: TableResource
     generation: int
     watcher: TableWatcher
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
+    loop: Loop = field(default_factory=Loop)
     polled: int = 0
     cached: tuple[Any, Target] | None = None
 
@@ -116,11 +114,11 @@ class Standalone:
             known.generation += 1
             known.resource = resource
             self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
-        known.wake.set()  # a policy or Secret may have changed too: poll now
+        known.loop.poke()  # a policy or Secret may have changed too: poll now
 
     def _drop(self, key: tuple[str, str]) -> None:
         table = self.tables.pop(key)
-        table.stop.set()
+        table.loop.stop()
         self.metrics.forget(*key)
         self.statuses.pop(_name(key), None)
         self._dirty = True
@@ -167,16 +165,7 @@ class Standalone:
     # -- running ------------------------------------------------------------------------------
     def _start(self, key: tuple[str, str]) -> None:
         table = self.tables[key]
-
-        async def sleep(seconds: float) -> bool:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_either(table.stop, table.wake), seconds)
-            table.wake.clear()
-            return table.stop.is_set()
-
-        table.task = asyncio.create_task(
-            self.fleet.watch(lambda: self.target(key), table.watcher, sleep), name=_name(key)
-        )
+        table.loop.start(self.fleet, lambda: self.target(key), table.watcher, _name(key))
 
     async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:
         heartbeat = asyncio.create_task(self.fleet.heartbeat())
@@ -187,7 +176,7 @@ class Standalone:
             while not stop.is_set():
                 self.reload()
                 for key, table in self.tables.items():
-                    if table.task is None:
+                    if table.loop.task is None:
                         self._start(key)
                 self.flush()
                 loop_now = asyncio.get_running_loop().time()
@@ -200,8 +189,8 @@ class Standalone:
         finally:
             heartbeat.cancel()
             for table in self.tables.values():
-                table.stop.set()
-            tasks = [t.task for t in self.tables.values() if t.task is not None]
+                table.loop.stop()
+            tasks = [t.loop.task for t in self.tables.values() if t.loop.task is not None]
             await asyncio.gather(*tasks, return_exceptions=True)
             self.flush()
             await asyncio.to_thread(self.fleet.close)
@@ -215,15 +204,6 @@ class Standalone:
         self.flush()
         print_summary(self.statuses, self.out)
         return 0 if all(_ready(s) == "True" for s in self.statuses.values()) else 1
-
-
-async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
-    waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
 
 
 def _signature(folder: Path) -> object:

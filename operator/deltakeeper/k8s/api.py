@@ -64,8 +64,8 @@ class Secrets:
 
 def write_status(
     api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]
-) -> None:
-    """Merge-patch the DeltaTable's status subresource (gone tables are ignored)."""
+) -> bool:
+    """Merge-patch the DeltaTable's status subresource; False when the table is gone."""
     try:
         # The reply (the whole object) is read but not parsed: nothing here needs it.
         reply: Any = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
@@ -82,6 +82,8 @@ def write_status(
     except ApiException as e:
         if e.status != 404:
             raise
+        return False
+    return True
 
 
 def table_resource(body: Mapping[str, Any]) -> TableResource:

@@ -1,9 +1,13 @@
-"""kopf handlers: one watch loop (a kopf daemon) per DeltaTable, policies kept in an index.
+"""kopf handlers: DeltaTables arrive as watch events, each gets a watch loop (fleet.py) while
+this replica acts; policies are kept in a kopf index.
 
-kopf gives each DeltaTable a daemon task while the table exists and this replica leads its
-peering (a second replica pauses, so two never act on one table). Each daemon runs the shared
-watch loop (fleet.py) and publishes to the status subresource and as Kubernetes Events.
-Deleting a DeltaTable stops its loop and drops its metrics; the table's data is never touched.
+One handler for every DeltaTable event (`kopf.on.event`), not a kopf daemon per table: a
+daemon brings kopf's per-object machinery (a task, a finalizer patch, copies of the body), which
+took about 60 KiB a table, more than 10,000 tables can afford. The loops run while this replica
+acts by kopf's peering rule (peering.py, checked every few seconds); while another replica acts
+they stop, and this one exports nothing about the tables. Each loop publishes to the status
+subresource and as Kubernetes Events. Deleting a DeltaTable stops its loop and drops its
+metrics; the table's data is never touched.
 """
 
 from __future__ import annotations
@@ -13,19 +17,22 @@ import logging
 import os
 import random
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from deltakeeper import credentials, metrics, status
-from deltakeeper.fleet import Fleet, now_ms
-from deltakeeper.k8s import api
-from deltakeeper.resources.manifests import select_policy
+from deltakeeper.fleet import Fleet, Loop, now_ms
+from deltakeeper.k8s import api, peering
+from deltakeeper.resources.manifests import TableResource, select_policy
 from deltakeeper.targets import resolve
 from deltakeeper.watcher import Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
 PEERING = "deltakeeper"
+PEERING_CHECK_S = 3.0
+Key = tuple[str, str]
 
 
 @dataclass
@@ -48,6 +55,142 @@ class Options:
 OPTIONS = Options()
 
 
+@dataclass
+class _Entry:
+    """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
+
+    resource: TableResource
+    ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
+    last_maintenance: Any  # the status's, so a new loop keeps the schedules
+    loop: Loop | None = None
+    cached: tuple[Any, Target] | None = None
+
+
+class Tables:
+    def __init__(self, memo: kopf.Memo) -> None:
+        self.memo = memo
+        self.entries: dict[Key, _Entry] = {}
+        self.acting = False
+        self.policies: Any = {}  # kopf's live index of policies, by namespace
+        self.written: dict[Key, tuple[dict[str, Any], int]] = {}
+
+    # -- fed by watch events --------------------------------------------------------------------
+    def upsert(self, body: kopf.Body) -> None:
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace") or "default", meta["name"])
+        entry = self.entries.get(key)
+        last = (body.get("status") or {}).get("lastMaintenance")
+        if entry is not None and entry.ref.metadata.uid == meta.get("uid"):
+            entry.last_maintenance = last
+            if (entry.resource.generation, entry.resource.labels) != (
+                int(meta.get("generation") or 1),
+                dict(meta.get("labels") or {}),
+            ):
+                entry.resource = api.table_resource(body)  # takes effect at the next poll
+            return
+        if entry is not None:  # re-created under the same name
+            self.remove(key)
+        ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
+        ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
+        self.entries[key] = _Entry(api.table_resource(body), kopf.Body(ref), last)
+        if self.acting:
+            self._start(key)
+
+    def remove(self, key: Key) -> None:
+        entry = self.entries.pop(key, None)
+        if entry is not None and entry.loop is not None:
+            entry.loop.stop()
+        self.memo.metrics.forget(*key)
+        self.written.pop(key, None)
+
+    # -- the loops --------------------------------------------------------------------------------
+    def _start(self, key: Key) -> None:
+        entry = self.entries[key]
+        previous = entry.loop.task if entry.loop is not None else None
+        watcher = TableWatcher(
+            now_ms(), status.last_maintenance({"lastMaintenance": entry.last_maintenance})
+        )
+        entry.loop = Loop()
+        entry.loop.start(
+            self.memo.fleet,
+            lambda: self.target(key, entry),
+            watcher,
+            f"{key[0]}/{key[1]}",
+            previous,
+        )
+
+    def target(self, key: Key, entry: _Entry) -> Target:
+        # Resolved again only when an input changed, which keeps a quiet table's poll cheap
+        # (and lets the watcher take its quiet path).
+        local = list(self.policies.get(key[0], []))
+        ref = (entry.resource.spec.get("storage") or {}).get("secretRef") or {}
+        secret = self.memo.secrets.read(key[0], ref["name"]) if ref.get("name") else None
+        inputs = (id(entry.resource), tuple((p.name, p.generation) for p in local), id(secret))
+        if entry.cached is None or entry.cached[0] != inputs:
+            entry.cached = (inputs, resolve(entry.resource, local, self.memo.secrets.read))
+        return entry.cached[1]
+
+    def set_acting(self, acting: bool) -> None:
+        if acting == self.acting:
+            return
+        self.acting = acting
+        if acting:
+            log.info("acting for %d tables (no peer outranks this replica)", len(self.entries))
+            for key in self.entries:
+                self._start(key)
+            return
+        log.info("pausing: another replica acts; %d tables left to it", len(self.entries))
+        for key, entry in self.entries.items():
+            if entry.loop is not None:
+                entry.loop.stop()
+            # Two replicas must not both export a table; statuses are written afresh later.
+            self.memo.metrics.forget(*key)
+        self.written.clear()
+
+    async def follow_peering(self, every_s: float = PEERING_CHECK_S) -> None:
+        while True:
+            try:
+                found = await asyncio.to_thread(
+                    peering.read, self.memo.api, PEERING, OPTIONS.namespaces
+                )
+                self.set_acting(peering.acting(found, OPTIONS.priority, datetime.now(UTC)))
+            except Exception as e:  # the API server is away: nobody can take over meanwhile
+                log.warning("cannot read the peering objects: %s", type(e).__name__)
+            await asyncio.sleep(every_s)
+
+    async def stop(self) -> None:
+        for entry in self.entries.values():
+            if entry.loop is not None:
+                entry.loop.stop()
+        tasks = [e.loop.task for e in self.entries.values() if e.loop and e.loop.task]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- publishing -------------------------------------------------------------------------------
+    async def publish(self, target: Target, obs: Observation) -> None:
+        key = target.key
+        entry = self.entries.get(key)
+        if entry is None or not self.acting:
+            self.memo.metrics.forget(*key)  # removed, or paused, while its poll ran
+            return
+        now = now_ms()
+        old, at = self.written.get(key, (None, 0))
+        new = status.build(target, obs, old, now)
+        if status.worth_writing(old, new, now, at):
+            there = await asyncio.to_thread(
+                api.write_status, self.memo.api, target.namespace, target.name, new
+            )
+            if not there:  # deleted while this replica was paused (no event came)
+                self.remove(key)
+                return
+            self.written[key] = (new, now)
+        for event in obs.events:
+            kopf.event(
+                entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
+            )
+            level = logging.WARNING if event.type == "Warning" else logging.INFO
+            log.log(level, "%s/%s: %s: %s", *key, event.reason, event.message)
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     credentials.install_log_scrubbing()
@@ -56,6 +199,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.peering.stealth = True
     # kopf turns handler log lines into Events from this level; ours are posted explicitly.
     settings.posting.level = logging.ERROR
+    # No handler needs a finalizer; kopf removes this one, which earlier versions added.
     settings.persistence.finalizer = "deltakeeper.io/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="deltakeeper.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -63,13 +207,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     )
     settings.watching.server_timeout = 300
     memo.api = await asyncio.to_thread(api.api_client)
-    memo.bodies = {}
-    memo.tables = {}  # (namespace, name) -> TableResource, kept by the tables' daemons
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, OPTIONS.namespaces)
     memo.secrets = api.Secrets(memo.api)
     memo.metrics = metrics.Metrics()
-    memo.fleet = Fleet(memo.metrics, _publisher(memo), max_concurrent=OPTIONS.max_concurrent)
-    memo.heartbeat = asyncio.create_task(memo.fleet.heartbeat())
+    memo.tables = Tables(memo)
+    memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=OPTIONS.max_concurrent)
+    memo.background = [
+        asyncio.create_task(memo.fleet.heartbeat()),
+        asyncio.create_task(memo.tables.follow_peering()),
+    ]
     memo.server = metrics.serve(memo.metrics, OPTIONS.metrics_port, healthy=memo.fleet.healthy)
     port = memo.server.server_address[1]
     log.info("metrics on :%d/metrics, peering priority %d", port, OPTIONS.priority)
@@ -77,14 +223,34 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    memo.heartbeat.cancel()
+    for task in memo.background:
+        task.cancel()
     memo.server.shutdown()
+    await memo.tables.stop()
     await asyncio.to_thread(memo.fleet.close)
 
 
 @kopf.index(api.GROUP, api.VERSION, api.POLICIES)  # type: ignore[arg-type]
 def policies(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
     return {namespace: api.policy_resource(body)}
+
+
+@kopf.on.event(api.GROUP, api.VERSION, api.TABLES)  # type: ignore[arg-type]
+async def table_event(
+    type: str | None,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    memo: kopf.Memo,
+    policies: kopf.Index[str, Any],
+    **_: Any,
+) -> None:
+    tables: Tables = memo.tables
+    tables.policies = policies
+    if type == "DELETED":
+        tables.remove((namespace, name))
+    else:
+        tables.upsert(body)
 
 
 @kopf.timer(api.GROUP, api.VERSION, api.POLICIES, interval=30.0, initial_delay=1.0)  # type: ignore[arg-type]
@@ -98,91 +264,15 @@ def policy_status(
     policies: kopf.Index[str, Any],
     **_: Any,
 ) -> None:
-    """How many tables a policy governs (`kubectl get dmp` shows it), and its generation.
-
-    Tables come from the daemons' own registry, not a kopf index: kopf's start-up readiness
-    for indexed resources is quadratic in their count (10,000 tables never got going)."""
+    """How many tables a policy governs (`kubectl get dmp` shows it), and its generation."""
     local = list(policies.get(namespace, []))
     governed = sum(
         1
-        for (ns, _), table in list(memo.tables.items())
+        for (ns, _), entry in list(memo.tables.entries.items())
         if ns == namespace
-        if (chosen := select_policy(table, local)[0]) is not None and chosen.name == name
+        if (chosen := select_policy(entry.resource, local)[0]) is not None and chosen.name == name
     )
     generation = meta.get("generation")
     if status.get("tables") != governed or status.get("observedGeneration") != generation:
         patch.status["tables"] = governed
         patch.status["observedGeneration"] = generation
-
-
-@kopf.daemon(api.GROUP, api.VERSION, api.TABLES, cancellation_timeout=30.0)  # type: ignore[arg-type]
-async def watch_table(
-    body: kopf.Body,
-    name: str,
-    namespace: str,
-    stopped: kopf.DaemonStopped,
-    memo: kopf.Memo,
-    policies: kopf.Index[str, Any],
-    **_: Any,
-) -> None:
-    cache: dict[str, Any] = {}
-
-    def current() -> Target:
-        # `body` is live: kopf updates it as the resource changes, so a new spec or policy
-        # takes effect at the next poll. Resolving again only when an input changed keeps a
-        # quiet table's poll cheap (and lets the watcher take its quiet path).
-        local = list(policies.get(namespace, []))
-        ref = ((body.get("spec") or {}).get("storage") or {}).get("secretRef") or {}
-        secret = memo.secrets.read(namespace, ref["name"]) if ref.get("name") else None
-        key = (
-            body.get("metadata", {}).get("resourceVersion"),
-            tuple((p.name, p.generation) for p in local),
-            id(secret),
-        )
-        if cache.get("key") != key:
-            table = api.table_resource(body)
-            memo.tables[(namespace, name)] = table
-            cache["target"] = resolve(table, local, memo.secrets.read)
-            cache["key"] = key
-        return cache["target"]
-
-    memo.bodies[(namespace, name)] = body  # events name the object by its uid
-    memo.written.pop((namespace, name), None)  # a re-created table starts with no status
-    previous = body.get("status") or {}
-    watcher = TableWatcher(now_ms(), status.last_maintenance(previous))
-
-    async def sleep(seconds: float) -> bool:
-        await stopped.wait(seconds)
-        return bool(stopped)
-
-    try:
-        await memo.fleet.watch(current, watcher, sleep)
-    finally:
-        # Deleted, or this replica paused for a peer that now acts: either way its series
-        # would be stale here (two replicas must not both export a table).
-        memo.metrics.forget(namespace, name)
-        memo.bodies.pop((namespace, name), None)
-        memo.tables.pop((namespace, name), None)
-
-
-def _publisher(memo: kopf.Memo) -> Any:
-    written: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
-    memo.written = written
-
-    async def publish(target: Target, obs: Observation) -> None:
-        key = target.key
-        now = now_ms()
-        old, at = written.get(key, (None, 0))
-        new = status.build(target, obs, old, now)
-        if status.worth_writing(old, new, now, at):
-            await asyncio.to_thread(api.write_status, memo.api, target.namespace, target.name, new)
-            written[key] = (new, now)
-        ref = memo.bodies.get(key)
-        for event in obs.events if ref is not None else ():
-            kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1000])
-            level = logging.WARNING if event.type == "Warning" else logging.INFO
-            log.log(
-                level, "%s/%s: %s: %s", target.namespace, target.name, event.reason, event.message
-            )
-
-    return publish
