@@ -1,0 +1,178 @@
+"""The operator's table set and its peering rule, without an API server (the e2e layer runs
+them against a real one): which watch events start, change or stop a table's loop, and when
+this replica acts."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kopf
+
+from deltakeeper.fleet import Loop
+from deltakeeper.k8s import peering
+from deltakeeper.k8s.handlers import Tables
+from deltakeeper.metrics import Metrics
+from deltakeeper.watcher import TableWatcher, Target
+
+NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
+
+
+def peer(priority: int, seen_s_ago: float = 0, lifetime: int = 60) -> dict[str, Any]:
+    return {
+        "priority": priority,
+        "lifetime": lifetime,
+        "lastseen": (NOW - timedelta(seconds=seen_s_ago)).isoformat(),
+    }
+
+
+def test_acting_follows_kopfs_rule() -> None:
+    def acts(*peerings: dict[str, Any]) -> bool:
+        return peering.acting([{"status": p} for p in peerings], 500, NOW)
+
+    assert acts({"me": peer(500)})
+    assert acts({"me": peer(500), "low": peer(100)})
+    assert not acts({"me": peer(500), "high": peer(900)})
+    assert not acts({"me": peer(500), "twin": peer(500)})  # same priority: kopf pauses both
+    assert acts({"me": peer(500), "high": peer(900, seen_s_ago=61)})  # dead: lifetime passed
+    assert not acts({"me": peer(500), "high": peer(900, seen_s_ago=59)})
+    assert acts({"me": peer(500), "gone": None})  # kopf's exit writes null
+    assert acts({})  # no entry yet (or kopf runs --standalone): nobody outranks us
+    assert acts()
+    # Namespaced mode: one peering object per namespace; any higher peer anywhere pauses.
+    assert not acts({"me": peer(500)}, {"me": peer(500), "high": peer(501)})
+    # A peer without lastseen counts as seen now, as kopf reads it.
+    assert not acts({"me": peer(500), "odd": {"priority": 900}})
+
+
+class Watching:
+    """A fleet whose loops only sleep, recording which tables loop and with what target."""
+
+    def __init__(self) -> None:
+        self.looping: set[tuple[str, str]] = set()
+        self.targets: list[Target] = []
+
+    async def watch(self, current: Any, watcher: TableWatcher, sleep: Any) -> None:
+        target = current()
+        self.targets.append(target)
+        self.looping.add(target.key)
+        try:
+            while not await sleep(0.01):
+                self.targets.append(current())
+        finally:
+            self.looping.discard(target.key)
+
+
+class Secrets:
+    def read(self, namespace: str, name: str) -> dict[str, str] | None:
+        return None
+
+
+def body(name: str, generation: int = 1, uid: str = "u1", **status: Any) -> kopf.Body:
+    return kopf.Body(
+        {
+            "apiVersion": "deltakeeper.io/v1alpha1",
+            "kind": "DeltaTable",
+            "metadata": {"namespace": "ns", "name": name, "uid": uid, "generation": generation},
+            "spec": {"uri": f"file:///lake/{name}", "pollInterval": "10s"},
+            "status": status,
+        }
+    )
+
+
+def make() -> tuple[Tables, Watching, Metrics]:
+    memo = kopf.Memo()
+    memo.metrics = Metrics()
+    memo.secrets = Secrets()
+    fleet = Watching()
+    memo.fleet = fleet
+    return Tables(memo), fleet, memo.metrics
+
+
+def test_loops_run_only_while_acting_and_metrics_go_when_paused() -> None:
+    async def go() -> None:
+        tables, fleet, m = make()
+        tables.upsert(body("a"))
+        await asyncio.sleep(0.05)
+        assert fleet.looping == set()  # not acting yet: known, not polled
+        tables.set_acting(True)
+        tables.upsert(body("b"))
+        await asyncio.sleep(0.05)
+        assert fleet.looping == {("ns", "a"), ("ns", "b")}
+        m.table("ns", "a", {"version": 3})
+        tables.written[("ns", "a")] = ({}, 0)
+        tables.set_acting(False)
+        await asyncio.sleep(0.05)
+        assert fleet.looping == set()
+        assert (
+            m.registry.get_sample_value(
+                "deltakeeper_table_version", {"namespace": "ns", "table": "a"}
+            )
+            is None
+        )
+        assert tables.written == {}
+        tables.set_acting(True)
+        await asyncio.sleep(0.05)
+        assert fleet.looping == {("ns", "a"), ("ns", "b")}
+        await tables.stop()
+        assert fleet.looping == set()
+
+    asyncio.run(go())
+
+
+def test_events_change_remove_and_recreate() -> None:
+    async def go() -> None:
+        tables, fleet, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a"))
+        await asyncio.sleep(0.05)
+        first = tables.entries[("ns", "a")]
+        resource = first.resource
+        # A status-only event (our own write) changes nothing but the kept lastMaintenance.
+        done = {"vacuum": {"time": "2027-01-15T07:00:00Z", "result": "done"}}
+        tables.upsert(body("a", lastMaintenance=done))
+        assert tables.entries[("ns", "a")].resource is resource
+        assert tables.entries[("ns", "a")].last_maintenance == done
+        # A new generation is a new resource, picked up by the next poll, same loop.
+        loop = first.loop
+        tables.upsert(body("a", generation=2))
+        assert tables.entries[("ns", "a")].loop is loop
+        await asyncio.sleep(0.05)
+        assert fleet.targets[-1].generation == 2
+        # Re-created under the same name (a new uid): a new loop, the old one stopped.
+        tables.upsert(body("a", generation=1, uid="u2"))
+        await asyncio.sleep(0.05)
+        second = tables.entries[("ns", "a")]
+        assert second is not first and second.loop is not loop
+        assert loop is not None and loop.task is not None and loop.task.done()
+        assert fleet.looping == {("ns", "a")}
+        tables.remove(("ns", "a"))
+        await asyncio.sleep(0.05)
+        assert fleet.looping == set() and tables.entries == {}
+
+    asyncio.run(go())
+
+
+def test_a_restarted_loop_waits_for_the_previous_one() -> None:
+    async def go() -> list[str]:
+        order: list[str] = []
+        release = asyncio.Event()
+
+        class Slow:
+            async def watch(self, current: Any, watcher: Any, sleep: Any) -> None:
+                order.append("start")
+                await release.wait()
+                order.append("end")
+
+        first, second = Loop(), Loop()
+        first.start(Slow(), lambda: None, TableWatcher(0), "t")  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+        second.start(Slow(), lambda: None, TableWatcher(0), "t", after=first.task)  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+        assert order == ["start"]
+        release.set()
+        await asyncio.gather(first.task, second.task)  # type: ignore[arg-type]
+        return order
+
+    assert asyncio.run(go()) == ["start", "end", "start", "end"]
