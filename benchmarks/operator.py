@@ -316,13 +316,16 @@ def section(reports: list[dict[str, Any]], m: dict[str, Any]) -> str:
     rows = []
     for r in reports:
         ratio = r["cpu_ms_per_poll"] / r["deltars_cpu_ms_per_poll"]
+        latency = (
+            f"{r.get('latency_median_s', '-')} s / {r.get('latency_max_s', '-')} s "
+            f"({r.get('latency_max_polls', '-')} polls; {r['latency_seen']}/{r['latency_samples']})"
+        )
         rows.append(
             f"| {r['tables']:,} ({r['on_minio']} on MinIO) | {r['poll_s']} s | "
             f"{r['steady_cores']:.3f} | {r['peak_rss_mib']:.0f} MiB | {r['polls_per_s']} | "
-            f"{r['cpu_ms_per_poll']:.2f} ms vs {r['deltars_cpu_ms_per_poll']:.2f} ms ({ratio:.2f}x) | "
-            f"{r.get('latency_median_s', '-')} s / {r.get('latency_max_s', '-')} s "
-            f"({r.get('latency_max_polls', '-')} polls; {r['latency_seen']}/{r['latency_samples']}) | "
-            f"{r['all_status_s']} s |"
+            f"{r['cpu_ms_per_poll']:.2f} ms vs {r['deltars_cpu_ms_per_poll']:.2f} ms "
+            f"({ratio:.2f}x) | {latency} | {r['all_status_s']} s / {r['first_pass_s']} s | "
+            f"{r['scrape_s']} s | {r.get('stop_s', '-')} s |"
         )
     return "\n".join(
         [
@@ -331,17 +334,21 @@ def section(reports: list[dict[str, Any]], m: dict[str, Any]) -> str:
             machine_line(m),
             "- One `deltakeeper operator` process against a real kube-apiserver + etcd on the same "
             "machine; quiet one-commit tables, most on local disk, some on MinIO. CPU is the "
-            "operator's own (user+system) over three poll intervals of steady state; peak RSS is "
-            "its VmHWM over the whole run. Commit-to-status: a new commit on a random sample of "
-            "tables until `status.version` shows it (API LIST every 0.5 s). The peer column: "
-            "delta-rs's `update_incremental()` on the same local tables, CPU per table-poll, "
-            "against ours (operator CPU / listings).",
+            "operator's own (user+system) over three poll intervals of steady state, after the "
+            "first pass; peak RSS is its VmHWM over the whole run. Commit-to-status: a new "
+            "commit on a random sample of tables until a watch on the DeltaTables shows "
+            "`status.version` move. Start: time from the operator's start until every table has "
+            "a status, and until every table's first maintenance pass (on these tables: looked, "
+            "nothing to do). Scrape: one GET of /metrics with every series. Stop: SIGTERM to exit. "
+            "The peer column: delta-rs's `update_incremental()` on the same local tables, CPU per "
+            "table-poll, against ours (operator CPU / listings).",
             "- Target: 10,000 tables at a 30 s poll within one core and 1 GiB; commit-to-status "
             "under two poll intervals.",
             "",
-            "| tables | poll | cores (steady) | peak RSS | polls/s | CPU per poll: ours vs delta-rs | "
-            "commit-to-status median / max | all statuses after start |",
-            "|---|---|---|---|---|---|---|---|",
+            "| tables | poll | cores (steady) | peak RSS | polls/s "
+            "| CPU per poll: ours vs delta-rs | commit-to-status median / max "
+            "| start: all statuses / first pass | scrape | stop |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

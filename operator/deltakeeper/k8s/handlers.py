@@ -206,6 +206,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         prefix="deltakeeper.io", key="last-handled-configuration"
     )
     settings.watching.server_timeout = 300
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # kopf logs each handler call ("Handler 'table_event' succeeded.") at INFO: a line for
+        # every DeltaTable event, thousands a minute; its warnings and errors still show.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     memo.api = await asyncio.to_thread(api.api_client)
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, OPTIONS.namespaces)
     memo.secrets = api.Secrets(memo.api)
