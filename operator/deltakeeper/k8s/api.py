@@ -21,6 +21,9 @@ TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"
 # A Secret read is cached this long: a rotated key is picked up within it, and 10,000 tables
 # polling every 30 s do not read their Secrets 333 times a second.
 SECRET_TTL_S = 30.0
+# Every call here has a deadline (connect, read): a Secret is read on the event loop, and a
+# hung API server must not hang the operator with it.
+TIMEOUT = (5.0, 15.0)
 
 
 def api_client() -> client.ApiClient:
@@ -46,7 +49,7 @@ class Secrets:
         if hit is not None and time.monotonic() - hit[0] < self.ttl_s:
             return hit[1]
         try:
-            secret = self.core.read_namespaced_secret(name, namespace)
+            secret = self.core.read_namespaced_secret(name, namespace, _request_timeout=TIMEOUT)
             data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
         except ApiException as e:
             if e.status != 404:
@@ -76,6 +79,7 @@ def write_status(
             name,
             {"status": dict(status)},
             _preload_content=False,
+            _request_timeout=TIMEOUT,
         )
         reply.read()
         reply.release_conn()

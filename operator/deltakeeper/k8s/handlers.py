@@ -148,14 +148,22 @@ class Tables:
         self.written.clear()
 
     async def follow_peering(self, every_s: float = PEERING_CHECK_S) -> None:
+        failing = False
         while True:
             try:
                 found = await asyncio.to_thread(
                     peering.read, self.memo.api, PEERING, OPTIONS.namespaces
                 )
                 self.set_acting(peering.acting(found, OPTIONS.priority, datetime.now(UTC)))
+                failing = False
             except Exception as e:  # the API server is away: nobody can take over meanwhile
-                log.warning("cannot read the peering objects: %s", type(e).__name__)
+                if not failing:  # said once, not every 3 s
+                    log.warning(
+                        "cannot read the peering objects (%s); still %s",
+                        type(e).__name__,
+                        "acting" if self.acting else "paused",
+                    )
+                failing = True
             await asyncio.sleep(every_s)
 
     async def stop(self) -> None:

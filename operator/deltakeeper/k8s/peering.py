@@ -16,6 +16,8 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from deltakeeper.k8s.api import TIMEOUT
+
 
 def acting(peerings: Iterable[Mapping[str, Any]], priority: int, now: datetime) -> bool:
     """True when no live peer outranks this replica (`priority`) in any peering object."""
@@ -54,11 +56,11 @@ def read(api: client.ApiClient, name: str, namespaces: list[str]) -> list[dict[s
         try:
             if ns is None:
                 got = objects.get_cluster_custom_object(
-                    "kopf.dev", "v1", "clusterkopfpeerings", name
+                    "kopf.dev", "v1", "clusterkopfpeerings", name, _request_timeout=TIMEOUT
                 )
             else:
                 got = objects.get_namespaced_custom_object(
-                    "kopf.dev", "v1", ns, "kopfpeerings", name
+                    "kopf.dev", "v1", ns, "kopfpeerings", name, _request_timeout=TIMEOUT
                 )
         except ApiException as e:
             if e.status != 404:
