@@ -73,7 +73,8 @@ def main() -> int:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
         codes = [proc.wait(timeout=60) for proc in (writer, daemon)]
-    print("demo: stopped; the lake stays in ./demo-lake (`make clean` removes it)")
+    where = "./demo-lake (`make clean` removes it)" if LAKE == ROOT / "demo-lake" else str(LAKE)
+    print(f"demo: stopped; the lake stays in {where}")
     return 0 if all(c in (0, 130, -signal.SIGINT) for c in codes) else 1
 
 
