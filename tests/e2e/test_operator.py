@@ -622,3 +622,25 @@ def test_kopf_run_module_is_the_same_operator(
     assert _metric(op.metrics(), "deltakeeper_table_version", "kopfrun", "t") == 2
     assert k.status("t")["observedGeneration"] == 1
     k.wait_event("t", "Normal", "Checkpointed")
+
+
+def test_the_finalizer_of_earlier_versions_is_removed(
+    kube_cluster: KubeCluster, operator_factory: Any, tmp_path: Path
+) -> None:
+    """Earlier versions ran a kopf daemon per table, which put a finalizer on every DeltaTable;
+    this one needs none and lets kopf remove it, so deleting a table does not hang."""
+    k = Api(kube_cluster, "upgrade")
+    table = tmp_path / "t"
+    _append(str(table), 0)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeltaTable",
+        "metadata": {"name": "t", "finalizers": ["deltakeeper.io/finalizer"]},
+        "spec": {"uri": f"file://{table}", "pollInterval": "1s"},
+    }
+    k.objects.create_namespaced_custom_object(GROUP, VERSION, k.ns, PLURAL, body)
+    operator_factory("--namespace", "upgrade")
+    _until(lambda: k.status("t").get("version") == 0, 60, "a status")
+    _until(lambda: not k.get("t")["metadata"].get("finalizers"), 60, "the old finalizer to go")
+    k.delete("t")
+    _until(lambda: not k.exists("t"), 30, "the DeltaTable to go")
