@@ -10,6 +10,7 @@ poll interval with jitter so thousands of tables do not poll in step. How a stat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -25,14 +26,22 @@ log = logging.getLogger("deltakeeper.fleet")
 T = TypeVar("T")
 
 Publish = Callable[[Target, Observation], Awaitable[None]]
+# The table's Target as of now: its spec, policy and credentials may change between polls.
+Current = Callable[[], Awaitable[Target]]
 # Sleeps up to the given seconds; True when the loop must stop.
 Sleep = Callable[[float], Awaitable[bool]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
+DEFAULT_POLL_S = 30.0  # until a Target says otherwise
 _KINDS = {"cleanup": "log", "vacuum": "data"}
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _task_name() -> str:
+    task = asyncio.current_task()
+    return task.get_name() if task is not None else "?"  # a Loop names it namespace/name
 
 
 class Fleet:
@@ -57,23 +66,23 @@ class Fleet:
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def watch(
-        self, current: Callable[[], Target], watcher: TableWatcher, sleep: Sleep
-    ) -> None:
+    async def watch(self, current: Current, watcher: TableWatcher, sleep: Sleep) -> None:
         """Poll the table `current()` describes until `sleep` says stop."""
-        first = current()
-        if await sleep(random.uniform(0, JITTER * first.poll_interval_s)):
+        interval = DEFAULT_POLL_S
+        with contextlib.suppress(Exception):  # the first poll logs it
+            interval = (await current()).poll_interval_s
+        if await sleep(random.uniform(0, JITTER * interval)):
             return
         while True:
-            target = current()
             try:
+                target = await current()
+                interval = target.poll_interval_s
                 await self.poll_once(target, watcher)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug must not end the table's loop; it is logged and retried
-                log.exception("%s/%s: poll failed", target.namespace, target.name)
-            delay = target.poll_interval_s * random.uniform(1 - JITTER, 1 + JITTER)
-            if await sleep(delay):
+                log.exception("%s: poll failed", _task_name())
+            if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
                 return
 
     async def poll_once(self, target: Target, watcher: TableWatcher) -> Observation:
@@ -142,7 +151,7 @@ class Loop:
     def start(
         self,
         fleet: Fleet,
-        current: Callable[[], Target],
+        current: Current,
         watcher: TableWatcher,
         name: str,
         after: asyncio.Task[None] | None = None,

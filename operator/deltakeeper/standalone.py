@@ -24,7 +24,7 @@ from deltakeeper import credentials, metrics, status
 from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.targets import resolve
+from deltakeeper.targets import resolve, unchanged
 from deltakeeper.watcher import Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.standalone")
@@ -124,11 +124,11 @@ class Standalone:
         self._dirty = True
         log.info("%s/%s: manifest removed; no longer watched (its data is untouched)", *key)
 
-    def target(self, key: tuple[str, str]) -> Target:
+    async def target(self, key: tuple[str, str]) -> Target:
         table = self.tables[key]
-        # Reloads replace these objects, so their identities say whether anything changed.
-        inputs = (id(table.resource), table.generation, id(self.policies), id(self.secrets))
-        if table.cached is None or table.cached[0] != inputs:
+        # A changed spec replaces the resource and bumps the generation together.
+        inputs = (table.resource, self.policies, self.secrets)
+        if table.cached is None or not unchanged(table.cached[0], inputs):
             target = resolve(table.resource, self.policies, self._secret)
             table.cached = (inputs, Target(**{**target.__dict__, "generation": table.generation}))
         return table.cached[1]
@@ -200,7 +200,7 @@ class Standalone:
         table is Ready."""
         self.reload()
         for key, table in self.tables.items():
-            await self.fleet.poll_once(self.target(key), table.watcher)
+            await self.fleet.poll_once(await self.target(key), table.watcher)
         self.flush()
         print_summary(self.statuses, self.out)
         return 0 if all(_ready(s) == "True" for s in self.statuses.values()) else 1

@@ -26,6 +26,18 @@ class SecretUnreadable(Exception):
     """The Secret exists (or may) but could not be read: permissions, API server trouble."""
 
 
+def unchanged(old: Sequence[object] | None, new: Sequence[object]) -> bool:
+    """Whether a Target resolved from the objects `old` still holds for `new`: the same objects.
+
+    Reloads and watch events replace a resource, policy or Secret rather than change it, so
+    identity says whether anything changed. The cache holds the objects themselves, not their
+    ids, so no id can be reused by a newer object while it is held.
+    """
+    if old is None or len(old) != len(new):
+        return False
+    return all(a is b for a, b in zip(old, new, strict=True))
+
+
 def resolve(
     table: TableResource, policies: Sequence[PolicyResource], read_secret: ReadSecret
 ) -> Target:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.fleet import JITTER, Fleet
+from deltakeeper.fleet import DEFAULT_POLL_S, JITTER, Fleet
 from deltakeeper.metrics import Metrics
 from deltakeeper.watcher import Observation, TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
@@ -27,6 +27,15 @@ def small_table(root: Path, commits: int = 3) -> LogBuilder:
     for i in range(1, commits):
         b.commit(add(f"f{i}.parquet", size=10 * i), commit_info())
     return b
+
+
+def fixed(target: Target) -> Any:
+    """A `current` that always gives the same Target."""
+
+    async def current() -> Target:
+        return target
+
+    return current
 
 
 class Published:
@@ -56,7 +65,7 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
 
     async def go() -> None:
         try:
-            await asyncio.wait_for(fleet.watch(lambda: target, TableWatcher(0), sleep), 10)
+            await asyncio.wait_for(fleet.watch(fixed(target), TableWatcher(0), sleep), 10)
         finally:
             fleet.close()
         assert fleet.polls == 4
@@ -97,6 +106,43 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
     assert reads == sum(obs.requests["read"] for _, obs in published.seen)
 
 
+def test_a_target_that_cannot_be_had_is_logged_and_the_loop_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    small_table(tmp_path)
+    target = Target("ns", "t", str(tmp_path), poll_interval_s=0.01)
+    asked = 0
+
+    async def current() -> Target:
+        nonlocal asked
+        asked += 1
+        if asked in (1, 2):  # the start offset and the first poll
+            raise RuntimeError("a bug while resolving the table")
+        return target
+
+    published = Published()
+    fleet = Fleet(Metrics(), published)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> bool:
+        slept.append(seconds)
+        return fleet.polls >= 2
+
+    async def go() -> None:
+        try:
+            await asyncio.wait_for(fleet.watch(current, TableWatcher(0), sleep), 10)
+        finally:
+            fleet.close()
+
+    asyncio.run(go())
+    assert fleet.polls == 2 and asked == 4
+    assert "poll failed" in caplog.text and "a bug while resolving" in caplog.text
+    # Without a Target, the start offset and the retry use the default interval.
+    assert slept[0] <= JITTER * DEFAULT_POLL_S
+    assert 0.9 * DEFAULT_POLL_S <= slept[1] <= 1.1 * DEFAULT_POLL_S
+    assert all(s <= 0.011 for s in slept[2:])
+
+
 def test_sleep_returning_true_stops_the_loop(tmp_path: Path) -> None:
     small_table(tmp_path)
     target = Target("ns", "t", str(tmp_path), poll_interval_s=0.01)
@@ -112,7 +158,7 @@ def test_sleep_returning_true_stops_the_loop(tmp_path: Path) -> None:
 
         fleet = Fleet(Metrics(), published)
         try:
-            await asyncio.wait_for(fleet.watch(lambda: target, TableWatcher(0), sleep), 10)
+            await asyncio.wait_for(fleet.watch(fixed(target), TableWatcher(0), sleep), 10)
         finally:
             fleet.close()
         # The first poll maintains, so it publishes twice; the quiet ones once.
@@ -211,7 +257,7 @@ def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[A
 
         try:
             loops = [
-                fleet.watch(lambda t=t: t, Tracked(tracker), stop_after_one_poll(t.name))
+                fleet.watch(fixed(t), Tracked(tracker), stop_after_one_poll(t.name))
                 for t in targets
             ]
             await asyncio.wait_for(asyncio.gather(*loops), 10)

@@ -14,6 +14,8 @@ from deltakeeper.fleet import Loop
 from deltakeeper.k8s import peering
 from deltakeeper.k8s.handlers import Tables
 from deltakeeper.metrics import Metrics
+from deltakeeper.resources.manifests import PolicyResource
+from deltakeeper.targets import SecretUnreadable
 from deltakeeper.watcher import TableWatcher, Target
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
@@ -54,28 +56,38 @@ class Watching:
         self.targets: list[Target] = []
 
     async def watch(self, current: Any, watcher: TableWatcher, sleep: Any) -> None:
-        target = current()
+        target = await current()
         self.targets.append(target)
         self.looping.add(target.key)
         try:
             while not await sleep(0.01):
-                self.targets.append(current())
+                self.targets.append(await current())
         finally:
             self.looping.discard(target.key)
 
 
 class Secrets:
-    def read(self, namespace: str, name: str) -> dict[str, str] | None:
-        return None
+    """What secrets.Secrets.get answers, set by the test."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, str], Any] = {}
+
+    async def get(self, namespace: str, name: str) -> Any:
+        found = self.data.get((namespace, name))
+        if isinstance(found, Exception):
+            raise found
+        return found
 
 
-def body(name: str, generation: int = 1, uid: str = "u1", **status: Any) -> kopf.Body:
+def body(
+    name: str, generation: int = 1, uid: str = "u1", spec: Any = None, **status: Any
+) -> kopf.Body:
     return kopf.Body(
         {
             "apiVersion": "deltakeeper.io/v1alpha1",
             "kind": "DeltaTable",
             "metadata": {"namespace": "ns", "name": name, "uid": uid, "generation": generation},
-            "spec": {"uri": f"file:///lake/{name}", "pollInterval": "10s"},
+            "spec": spec or {"uri": f"file:///lake/{name}", "pollInterval": "10s"},
             "status": status,
         }
     )
@@ -150,6 +162,42 @@ def test_events_change_remove_and_recreate() -> None:
         tables.remove(("ns", "a"))
         await asyncio.sleep(0.05)
         assert fleet.looping == set() and tables.entries == {}
+
+    asyncio.run(go())
+
+
+def test_a_target_is_resolved_again_only_when_its_resource_policy_or_secret_changes() -> None:
+    async def go() -> None:
+        tables, _, _ = make()
+        secrets: Secrets = tables.memo.secrets
+        spec = {"uri": "s3://bucket/a", "storage": {"secretRef": {"name": "s3"}}}
+        tables.upsert(body("a", spec=spec))
+        entry = tables.entries[("ns", "a")]
+        first = await tables.target(("ns", "a"), entry)
+        assert first.problem is not None and first.problem.reason == "SecretNotFound"
+        keys = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "k1"}
+        secrets.data[("ns", "s3")] = keys
+        found = await tables.target(("ns", "a"), entry)
+        assert found.problem is None and found.storage_options["secret"] == "k1"
+        assert await tables.target(("ns", "a"), entry) is found  # nothing changed: cached
+        # Equal data in a new object (the cache gives the same object while unchanged).
+        secrets.data[("ns", "s3")] = {**keys, "AWS_SECRET_ACCESS_KEY": "k2"}
+        rotated = await tables.target(("ns", "a"), entry)
+        assert rotated.storage_options["secret"] == "k2"
+        # Unreadable (forbidden, API server away with nothing read before): the table's
+        # problem, not an exception that would end its loop.
+        secrets.data[("ns", "s3")] = SecretUnreadable("HTTP 403 Forbidden")
+        refused = await tables.target(("ns", "a"), entry)
+        assert refused.problem is not None and refused.problem.reason == "SecretUnreadable"
+        assert "403" in refused.problem.message
+        # A policy arriving in the namespace is a new input.
+        secrets.data[("ns", "s3")] = keys
+        again = await tables.target(("ns", "a"), entry)
+        assert again.poll_interval_s == 30 and again.policy_name is None
+        policy = PolicyResource("ns", "p", {}, 1, {"pollInterval": "5s"}, selector={})
+        tables.policies = {"ns": [policy]}
+        governed = await tables.target(("ns", "a"), entry)
+        assert governed.policy_name == "p" and governed.poll_interval_s == 5
 
     asyncio.run(go())
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,11 +16,8 @@ from deltakeeper.targets import SecretUnreadable
 
 GROUP, VERSION = "deltakeeper.io", "v1alpha1"
 TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"
-# A Secret read is cached this long: a rotated key is picked up within it, and 10,000 tables
-# polling every 30 s do not read their Secrets 333 times a second.
-SECRET_TTL_S = 30.0
-# Every call here has a deadline (connect, read): a Secret is read on the event loop, and a
-# hung API server must not hang the operator with it.
+# Every call here has a deadline (connect, read): a hung API server must not hold a thread,
+# and what waits on it, for ever.
 TIMEOUT = (5.0, 15.0)
 
 
@@ -35,34 +30,24 @@ def api_client() -> client.ApiClient:
     return client.ApiClient()
 
 
-class Secrets:
-    def __init__(self, api: client.ApiClient, ttl_s: float = SECRET_TTL_S) -> None:
-        self.core = client.CoreV1Api(api)
-        self.ttl_s = ttl_s
-        self._cache: dict[tuple[str, str], tuple[float, dict[str, str] | None]] = {}
-        self._lock = threading.Lock()
+def read_secret(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+    """A Secret's decoded data, None when there is no such Secret.
 
-    def read(self, namespace: str, name: str) -> dict[str, str] | None:
-        key = (namespace, name)
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and time.monotonic() - hit[0] < self.ttl_s:
-            return hit[1]
-        try:
-            secret = self.core.read_namespaced_secret(name, namespace, _request_timeout=TIMEOUT)
-            data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
-        except ApiException as e:
-            if e.status != 404:
-                # The reason only: an ApiException's body echoes the request, never print it.
-                raise SecretUnreadable(f"HTTP {e.status} {e.reason}") from None
-            data = None
-        except (UnicodeDecodeError, ValueError):
-            raise SecretUnreadable("its data is not UTF-8 text") from None
-        if hit is not None and hit[1] == data:
-            data = hit[1]  # unchanged: the same object, so the table's Target stays as it is
-        with self._lock:
-            self._cache[key] = (time.monotonic(), data)
-        return data
+    Raises SecretUnreadable for an answer that is not the Secret (forbidden, not text); a
+    connection failure or timeout raises urllib3's error or OSError as it is.
+    """
+    try:
+        secret = client.CoreV1Api(api).read_namespaced_secret(
+            name, namespace, _request_timeout=TIMEOUT
+        )
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        # The reason only: an ApiException's body echoes the request, never print it.
+        raise SecretUnreadable(f"HTTP {e.status} {e.reason}") from None
+    except (UnicodeDecodeError, ValueError):
+        raise SecretUnreadable("its data is not UTF-8 text") from None
 
 
 def write_status(

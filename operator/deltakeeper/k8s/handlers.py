@@ -13,6 +13,7 @@ metrics; the table's data is never touched.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -24,9 +25,9 @@ import kopf
 
 from deltakeeper import credentials, metrics, status
 from deltakeeper.fleet import Fleet, Loop, now_ms
-from deltakeeper.k8s import api, peering
+from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.resources.manifests import TableResource, select_policy
-from deltakeeper.targets import resolve
+from deltakeeper.targets import SecretUnreadable, resolve, unchanged
 from deltakeeper.watcher import Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
@@ -119,15 +120,26 @@ class Tables:
             previous,
         )
 
-    def target(self, key: Key, entry: _Entry) -> Target:
+    async def target(self, key: Key, entry: _Entry) -> Target:
         # Resolved again only when an input changed, which keeps a quiet table's poll cheap
         # (and lets the watcher take its quiet path).
         local = list(self.policies.get(key[0], []))
-        ref = (entry.resource.spec.get("storage") or {}).get("secretRef") or {}
-        secret = self.memo.secrets.read(key[0], ref["name"]) if ref.get("name") else None
-        inputs = (id(entry.resource), tuple((p.name, p.generation) for p in local), id(secret))
-        if entry.cached is None or entry.cached[0] != inputs:
-            entry.cached = (inputs, resolve(entry.resource, local, self.memo.secrets.read))
+        ref = ((entry.resource.spec.get("storage") or {}).get("secretRef") or {}).get("name")
+        secret: Any = None
+        if ref:
+            try:
+                secret = await self.memo.secrets.get(key[0], ref)
+            except SecretUnreadable as e:
+                secret = e  # resolve() turns it into the table's problem
+
+        def read(namespace: str, name: str) -> Any:
+            if isinstance(secret, SecretUnreadable):
+                raise secret
+            return secret
+
+        inputs = (entry.resource, secret, *local)
+        if entry.cached is None or not unchanged(entry.cached[0], inputs):
+            entry.cached = (inputs, resolve(entry.resource, local, read))
         return entry.cached[1]
 
     def set_acting(self, acting: bool) -> None:
@@ -220,7 +232,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     memo.api = await asyncio.to_thread(api.api_client)
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, OPTIONS.namespaces)
-    memo.secrets = api.Secrets(memo.api)
+    memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
     memo.tables = Tables(memo)
     memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=OPTIONS.max_concurrent)

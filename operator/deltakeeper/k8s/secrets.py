@@ -1,0 +1,77 @@
+"""Secrets as the table loops need them: read off the event loop, once per TTL however many
+tables share one, and still served from the last good read while the API server is away."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+import urllib3
+
+from deltakeeper.targets import SecretUnreadable
+
+log = logging.getLogger("deltakeeper.operator")
+Key = tuple[str, str]
+Data = Mapping[str, str] | None  # None: there is no such Secret
+# A read is kept this long: a rotated key is picked up within it, and 10,000 tables polling
+# every 30 s do not read their Secrets 333 times a second.
+TTL_S = 30.0
+
+
+class Secrets:
+    def __init__(
+        self,
+        read: Callable[[str, str], Data],
+        ttl_s: float = TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.read = read  # blocking: api.read_secret
+        self.ttl_s = ttl_s
+        self.clock = clock
+        # (when read, the data or why it could not be read)
+        self._cache: dict[Key, tuple[float, Data | SecretUnreadable]] = {}
+        self._reading: dict[Key, asyncio.Future[tuple[float, Data | SecretUnreadable]]] = {}
+
+    async def get(self, namespace: str, name: str) -> Data:
+        """The Secret's data; raises SecretUnreadable. Unchanged data is the same object each
+        time, so a Target resolved from it stays cached (targets.unchanged)."""
+        key = (namespace, name)
+        hit = self._cache.get(key)
+        if hit is None or self.clock() - hit[0] >= self.ttl_s:
+            reading = self._reading.get(key)
+            if reading is None:  # the first table to ask reads it; the others wait for that
+                reading = asyncio.ensure_future(self._refresh(key, hit))
+                self._reading[key] = reading
+                reading.add_done_callback(lambda _: self._reading.pop(key, None))
+            # Shielded: a table's loop stopping must not cancel a read others wait for.
+            hit = await asyncio.shield(reading)
+        if isinstance(hit[1], SecretUnreadable):
+            raise hit[1]
+        return hit[1]
+
+    async def _refresh(
+        self, key: Key, hit: tuple[float, Data | SecretUnreadable] | None
+    ) -> tuple[float, Data | SecretUnreadable]:
+        value: Data | SecretUnreadable
+        try:
+            value = await asyncio.to_thread(self.read, *key)
+        except SecretUnreadable as e:
+            value = e
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            if hit is not None and not isinstance(hit[1], SecretUnreadable):
+                # The API server is away, not the Secret: keep using the last good read.
+                log.warning(
+                    "Secret %s/%s: the API server did not answer (%s); using the last read",
+                    *key,
+                    type(e).__name__,
+                )
+                value = hit[1]
+            else:
+                value = SecretUnreadable(f"the API server did not answer ({type(e).__name__})")
+        if hit is not None and hit[1] == value:
+            value = hit[1]  # unchanged: the same object
+        entry = (self.clock(), value)
+        self._cache[key] = entry
+        return entry
