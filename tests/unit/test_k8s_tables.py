@@ -5,18 +5,22 @@ this replica acts."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
+import pytest
+import urllib3
 
 from deltakeeper.fleet import Loop
-from deltakeeper.k8s import peering
+from deltakeeper.k8s import api as k8s_api
+from deltakeeper.k8s import handlers, peering
 from deltakeeper.k8s.handlers import Tables
 from deltakeeper.metrics import Metrics
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.targets import SecretUnreadable
-from deltakeeper.watcher import TableWatcher, Target
+from deltakeeper.watcher import Condition, Observation, TableWatcher, Target
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
@@ -97,6 +101,7 @@ def make() -> tuple[Tables, Watching, Metrics]:
     memo = kopf.Memo()
     memo.metrics = Metrics()
     memo.secrets = Secrets()
+    memo.api = None
     fleet = Watching()
     memo.fleet = fleet
     return Tables(memo), fleet, memo.metrics
@@ -200,6 +205,60 @@ def test_a_target_is_resolved_again_only_when_its_resource_policy_or_secret_chan
         assert governed.policy_name == "p" and governed.poll_interval_s == 5
 
     asyncio.run(go())
+
+
+def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+    answer: list[Any] = [urllib3.exceptions.ReadTimeoutError(None, "/status", "timed out")]  # type: ignore[arg-type]
+
+    def write_status(api: Any, namespace: str, name: str, new: Any) -> bool:
+        calls.append(name)
+        if isinstance(answer[0], Exception):
+            raise answer[0]
+        return bool(answer[0])
+
+    monkeypatch.setattr(k8s_api, "write_status", write_status)
+    caplog.set_level(logging.INFO, "deltakeeper.operator")
+    clock = [1000.0]
+    monkeypatch.setattr(handlers.time, "monotonic", lambda: clock[0])
+
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a"))
+        tables.upsert(body("b"))
+        for entry in tables.entries.values():
+            assert entry.loop is not None
+            entry.loop.stop()
+        obs = Observation({"version": 4}, [Condition("Ready", "True", "Watching", "")])
+
+        async def publish(name: str) -> None:
+            await tables.publish(Target("ns", name, f"file:///lake/{name}"), obs)
+
+        await publish("a")  # the API server does not answer: no exception, nothing written
+        assert calls == ["a"] and tables.written == {}
+        await publish("b")  # for a while, no other table waits out the same deadline
+        assert calls == ["a"]
+        clock[0] += handlers.WRITE_BACKOFF_S
+        await publish("b")  # still away: tried again after the backoff
+        assert calls == ["a", "b"]
+        answer[0] = True  # back
+        clock[0] += handlers.WRITE_BACKOFF_S
+        await publish("a")
+        await publish("b")
+        assert calls == ["a", "b", "a", "b"]
+        assert set(tables.written) == {("ns", "a"), ("ns", "b")}
+        answer[0] = False  # deleted while nobody watched: dropped
+        tables.written.clear()
+        await publish("a")
+        assert ("ns", "a") not in tables.entries
+
+    asyncio.run(go())
+    warnings = [r for r in caplog.records if "cannot write DeltaTable status" in r.getMessage()]
+    assert len(warnings) == 1 and "ReadTimeoutError" in warnings[0].getMessage()
+    assert "status writes work again" in caplog.text
 
 
 def test_a_restarted_loop_waits_for_the_previous_one() -> None:

@@ -44,8 +44,7 @@ def read_secret(api: client.ApiClient, namespace: str, name: str) -> dict[str, s
     except ApiException as e:
         if e.status == 404:
             return None
-        # The reason only: an ApiException's body echoes the request, never print it.
-        raise SecretUnreadable(f"HTTP {e.status} {e.reason}") from None
+        raise SecretUnreadable(short_error(e)) from None
     except (UnicodeDecodeError, ValueError):
         raise SecretUnreadable("its data is not UTF-8 text") from None
 
@@ -73,6 +72,14 @@ def write_status(
             raise
         return False
     return True
+
+
+def short_error(e: Exception) -> str:
+    """What went wrong, for a log line: an ApiException's body echoes the request, so only
+    its status and reason."""
+    if isinstance(e, ApiException):
+        return f"HTTP {e.status} {e.reason}"
+    return type(e).__name__
 
 
 def table_resource(body: Mapping[str, Any]) -> TableResource:

@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,7 @@ from deltakeeper.watcher import Observation, TableWatcher, Target
 log = logging.getLogger("deltakeeper.operator")
 PEERING = "deltakeeper"
 PEERING_CHECK_S = 3.0
+WRITE_BACKOFF_S = 10.0  # after a status write failed
 Key = tuple[str, str]
 
 
@@ -74,6 +76,8 @@ class Tables:
         self.acting = False
         self.policies: Any = {}  # kopf's live index of policies, by namespace
         self.written: dict[Key, tuple[dict[str, Any], int]] = {}
+        self.writes_failing = False
+        self.writes_resume = 0.0  # time.monotonic() before which no status is written
 
     # -- fed by watch events --------------------------------------------------------------------
     def upsert(self, body: kopf.Body) -> None:
@@ -186,6 +190,29 @@ class Tables:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- publishing -------------------------------------------------------------------------------
+    async def _write_status(self, target: Target, new: dict[str, Any]) -> bool | None:
+        """True: written; False: the DeltaTable is gone; None: not now (the API server is away
+        or refused). Maintenance goes on either way; the status is written at a later poll."""
+        try:
+            there = await asyncio.to_thread(
+                api.write_status, self.memo.api, target.namespace, target.name, new
+            )
+        except Exception as e:  # API server away or refusing: said once, not per table
+            # Every table would wait out the same deadline: no writes for a while.
+            self.writes_resume = time.monotonic() + WRITE_BACKOFF_S
+            if not self.writes_failing:
+                log.warning(
+                    "cannot write DeltaTable status (%s); maintenance goes on, statuses are "
+                    "written when the API server answers again",
+                    api.short_error(e),
+                )
+            self.writes_failing = True
+            return None
+        if self.writes_failing:
+            log.info("DeltaTable status writes work again")
+            self.writes_failing = False
+        return there
+
     async def publish(self, target: Target, obs: Observation) -> None:
         key = target.key
         entry = self.entries.get(key)
@@ -195,14 +222,13 @@ class Tables:
         now = now_ms()
         old, at = self.written.get(key, (None, 0))
         new = status.build(target, obs, old, now)
-        if status.worth_writing(old, new, now, at):
-            there = await asyncio.to_thread(
-                api.write_status, self.memo.api, target.namespace, target.name, new
-            )
-            if not there:  # deleted while this replica was paused (no event came)
+        if status.worth_writing(old, new, now, at) and time.monotonic() >= self.writes_resume:
+            there = await self._write_status(target, new)
+            if there is False:  # deleted while this replica was paused (no event came)
                 self.remove(key)
                 return
-            self.written[key] = (new, now)
+            if there:
+                self.written[key] = (new, now)
         for event in obs.events:
             kopf.event(
                 entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
