@@ -3,8 +3,9 @@ Secrets created through the API, tables on MinIO (S3) and local disk written by 
 
 Every scenario of issue 4: status and checkpoints while a writer runs, metrics, edits that
 take effect and bump observedGeneration, semantic errors as False conditions and Warning
-events with no writes, storage going away and coming back, a kill mid-maintenance, two
-replicas, suspend, deletion, namespace scoping, and no secret anywhere it should not be.
+events with no writes, storage going away and coming back, the API server going away, a kill
+mid-maintenance, two replicas, suspend, deletion, namespace scoping, and no secret anywhere it
+should not be.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from deltakeeper.k8s.secrets import TTL_S as SECRET_TTL_S
 from tests.support import stores
 from tests.support.kube import KubeCluster
 from tests.support.rows import deltars_digest
@@ -351,6 +353,55 @@ def test_storage_going_away_and_coming_back(
         s3.start()
     k.wait_condition("flaky", "StorageReachable", "True", timeout=90)
     k.wait_condition("flaky", "Ready", "True", timeout=30)
+
+
+def test_api_server_away_maintenance_goes_on(
+    kube_cluster: KubeCluster, operator_factory: Any, s3: Minio
+) -> None:
+    """The API server stops answering (SIGSTOP: requests hang, as with a hung server) for
+    longer than the Secret cache keeps a read: the table is still polled and checkpointed with
+    the last Secret read, and its status is written once the server answers again."""
+    k = Api(kube_cluster, "apiaway")
+    uri = "s3://lake/apiaway"
+    _append(uri, 0, s3.deltars_options())
+    k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
+    spec = {
+        "uri": uri,
+        "storage": {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}},
+        "pollInterval": "1s",
+        "checkpoint": {"interval": 3},
+    }
+    k.create("t", spec)
+    op = operator_factory("--namespace", "apiaway")
+    k.wait_condition("t", "Ready", "True", "Watching")
+    checkpoint = "lake/apiaway/_delta_log/00000000000000000003.checkpoint.parquet"
+
+    def version() -> float | None:
+        return _metric(op.metrics(), "deltakeeper_table_version", "apiaway", "t")
+
+    paused = time.monotonic()
+    kube_cluster.apiserver.send_signal(signal.SIGSTOP)
+    try:
+        for n in range(1, 4):
+            _append(uri, n, s3.deltars_options())
+        _until(lambda: version() == 3, 60, "version 3 in the metrics, the API server away")
+        _until(lambda: s3.fs().exists(checkpoint), 60, "a checkpoint, the API server away")
+        # Past the Secret cache's time: the next read hangs, and the last one is used.
+        time.sleep(max(0.0, paused + SECRET_TTL_S + 2 - time.monotonic()))
+        _append(uri, 4, s3.deltars_options())
+        _until(lambda: version() == 4, 60, "version 4 in the metrics after the Secret expired")
+        assert op.alive()
+    finally:
+        kube_cluster.apiserver.send_signal(signal.SIGCONT)
+    _until(lambda: k.status("t").get("version") == 4, 90, "the status, the API server back")
+    assert k.status("t")["lastCheckpointVersion"] == 3
+    k.wait_condition("t", "Ready", "True", "Watching")
+    log = op.log_text()
+    assert "using the last read" in log
+    assert "cannot write DeltaTable status" in log and "status writes work again" in log
+    assert "poll failed" not in log
+    dt = DeltaTable(uri, storage_options=s3.deltars_options())
+    assert dt.version() == 4 and dt.to_pyarrow_dataset().to_table().num_rows == 50
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
