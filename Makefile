@@ -29,9 +29,9 @@ test-unit: setup
 	$(PYTEST) tests/unit -q -p no:cacheprovider
 
 lint: setup
-	.venv/bin/ruff check operator
+	.venv/bin/ruff check operator tests benchmarks scripts
 	$(PY) scripts/gen_crds.py --check
-	.venv/bin/ruff format --check operator
+	.venv/bin/ruff format --check operator tests benchmarks scripts
 	.venv/bin/mypy
 
 bench: setup

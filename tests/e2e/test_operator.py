@@ -177,11 +177,8 @@ class Api:
                 return c
             return None
 
-        return _until(
-            ok,
-            timeout,
-            f"{self.ns}/{name} {kind}={status} {reason or ''} (now {self.status(name).get('conditions')})",
-        )
+        before = self.status(name).get("conditions")
+        return _until(ok, timeout, f"{self.ns}/{name} {kind}={status} {reason or ''} ({before})")
 
     def events(self, name: str) -> list[Any]:
         items = self.core.list_namespaced_event(

@@ -67,4 +67,3 @@ def azurite(
     emu = stores.start_azurite(store_binaries["AZURITE"], tmp_path_factory.mktemp("azurite"))
     yield emu
     emu.stop()
-

@@ -229,10 +229,12 @@ def _wait_ready(cluster: KubeCluster, timeout: float) -> None:
                 tail = cluster.log_tail()
                 cluster.stop()
                 raise KubeStartError(f"exited with code {proc.returncode}:\n{tail}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(request, timeout=5, context=context) as r:
-                if r.status == 200:
-                    return
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(request, timeout=5, context=context) as r,
+        ):
+            if r.status == 200:
+                return
         time.sleep(0.5)
     tail = cluster.log_tail()
     cluster.stop()

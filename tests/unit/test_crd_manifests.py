@@ -119,9 +119,10 @@ def test_selector_semantics() -> None:
     assert not manifests.matches(None, labels)
     assert manifests.matches({"matchLabels": {"tier": "gold"}}, labels)
     assert not manifests.matches({"matchLabels": {"tier": "silver"}}, labels)
-    expr = lambda op, *values: {
-        "matchExpressions": [{"key": "tier", "operator": op, "values": list(values)}]
-    }
+
+    def expr(op: str, *values: str) -> dict[str, Any]:
+        return {"matchExpressions": [{"key": "tier", "operator": op, "values": list(values)}]}
+
     assert manifests.matches(expr("In", "gold", "silver"), labels)
     assert not manifests.matches(expr("NotIn", "gold"), labels)
     assert manifests.matches(expr("Exists"), labels)

@@ -248,7 +248,8 @@ def test_standalone_once_and_status(tmp_path: Path, capsys: pytest.CaptureFixtur
     folder.mkdir()
     (folder / "t.yaml").write_text(
         "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
-        f"metadata: {{name: good}}\nspec: {{uri: 'file://{tmp_path / 't'}', checkpoint: {{interval: 2}}}}\n"
+        f"metadata: {{name: good}}\n"
+        f"spec: {{uri: 'file://{tmp_path / 't'}', checkpoint: {{interval: 2}}}}\n"
         "---\napiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
         f"metadata: {{name: gone}}\nspec: {{uri: 'file://{tmp_path / 'nothing'}'}}\n"
     )
