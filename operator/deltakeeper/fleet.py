@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import time
@@ -155,16 +156,18 @@ class Loop:
         watcher: TableWatcher,
         name: str,
         after: asyncio.Task[None] | None = None,
+        context: contextvars.Context | None = None,
     ) -> None:
         """Run the loop; `after`, the table's previous loop, ends first (its last poll may
-        still be running), so one table never has two polls at once."""
+        still be running), so one table never has two polls at once. `context`: the context
+        variables it runs with (default: a copy of the caller's)."""
 
         async def run() -> None:
             if after is not None:
                 await asyncio.gather(after, return_exceptions=True)
             await fleet.watch(current, watcher, self.sleep)
 
-        self.task = asyncio.create_task(run(), name=name)
+        self.task = asyncio.create_task(run(), name=name, context=context)
 
     def stop(self) -> None:
         self.stopped = True

@@ -101,7 +101,9 @@ def s3(store_binaries: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _until(check: Callable[[], Any], timeout: float, what: str = "condition") -> Any:
+def _until(
+    check: Callable[[], Any], timeout: float, what: str = "condition", every: float = 0.3
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -109,7 +111,7 @@ def _until(check: Callable[[], Any], timeout: float, what: str = "condition") ->
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.3)
+        time.sleep(every)
 
 
 def _append(uri: str, n: int, options: dict[str, str] | None = None) -> None:
@@ -415,8 +417,11 @@ def test_kill_mid_maintenance_then_restart_finishes(
     stray = table / "stray"
     stray.mkdir()
     old = time.time() - 30 * 86400
-    for i in range(20000):
-        p = stray / f"part-{i:05d}.parquet"
+    # Enough files that deleting them takes a while even on a fast disk (20,000 once went in
+    # less than the time between two looks), watched closely so the kill lands mid-way.
+    files = 100_000
+    for i in range(files):
+        p = stray / f"part-{i:06d}.parquet"
         p.write_bytes(b"x")
         os.utime(p, (old, old))
     k.create(
@@ -429,7 +434,7 @@ def test_kill_mid_maintenance_then_restart_finishes(
         },
     )
     op = operator_factory("--namespace", k.ns)
-    _until(lambda: len(os.listdir(stray)) < 20000, 60, "vacuum to start deleting")
+    _until(lambda: len(os.listdir(stray)) < files, 60, "vacuum to start deleting", every=0.005)
     code = op.stop(sig, timeout=60)
     assert deltars_digest(str(table)) == rows
     if sig == signal.SIGKILL:
@@ -483,6 +488,16 @@ def test_two_replicas_only_one_acts(
         "the other replica to take over",
     )
     _until(lambda: k.status("pair").get("lastCheckpointVersion") == 4, 60, "its checkpoint")
+    # Its loops started on the peering change, outside any kopf handler: Events still post.
+    _until(
+        lambda: any(
+            e.reason == "Checkpointed" and "version 4" in (e.message or "")
+            for e in k.events("pair")
+        ),
+        30,
+        "the Checkpointed event of the replica that took over",
+    )
+    assert "poll failed" not in idle.log_text() and "cannot post" not in idle.log_text()
 
 
 def test_suspend_delete_and_namespace_scope(

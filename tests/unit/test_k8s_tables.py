@@ -20,7 +20,7 @@ from deltakeeper.k8s.handlers import Tables
 from deltakeeper.metrics import Metrics
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.targets import SecretUnreadable
-from deltakeeper.watcher import Condition, Observation, TableWatcher, Target
+from deltakeeper.watcher import Condition, Event, Observation, TableWatcher, Target
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
@@ -259,6 +259,32 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     warnings = [r for r in caplog.records if "cannot write DeltaTable status" in r.getMessage()]
     assert len(warnings) == 1 and "ReadTimeoutError" in warnings[0].getMessage()
     assert "status writes work again" in caplog.text
+
+
+def test_an_event_that_cannot_be_posted_does_not_fail_the_poll(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(k8s_api, "write_status", lambda *_: True)
+    caplog.set_level(logging.INFO, "deltakeeper.operator")
+
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a"))
+        entry = tables.entries[("ns", "a")]
+        assert entry.loop is not None
+        entry.loop.stop()
+        events = [Event("Normal", "Checkpointed", "wrote the checkpoint at version 3")]
+        obs = Observation({"version": 3}, [], events=events)
+        # Outside kopf's handlers kopf.event finds none of its context (no poster here).
+        for _ in range(3):
+            await tables.publish(Target("ns", "a", "file:///lake/a"), obs)
+        assert ("ns", "a") in tables.written
+
+    asyncio.run(go())
+    warnings = [r for r in caplog.records if "cannot post Kubernetes Events" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "a: Checkpointed: wrote the checkpoint at version 3" in caplog.text
 
 
 def test_a_restarted_loop_waits_for_the_previous_one() -> None:

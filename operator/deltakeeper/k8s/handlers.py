@@ -13,6 +13,7 @@ metrics; the table's data is never touched.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import os
@@ -29,7 +30,7 @@ from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.resources.manifests import TableResource, select_policy
 from deltakeeper.targets import SecretUnreadable, resolve, unchanged
-from deltakeeper.watcher import Observation, TableWatcher, Target
+from deltakeeper.watcher import Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
 PEERING = "deltakeeper"
@@ -78,6 +79,10 @@ class Tables:
         self.written: dict[Key, tuple[dict[str, Any], int]] = {}
         self.writes_failing = False
         self.writes_resume = 0.0  # time.monotonic() before which no status is written
+        self.events_failing = False
+        # kopf.event needs context variables kopf sets only while it handles an object: loops
+        # started outside a handler (on a peering change) run in a copy of a handler's context.
+        self.context: contextvars.Context | None = None
 
     # -- fed by watch events --------------------------------------------------------------------
     def upsert(self, body: kopf.Body) -> None:
@@ -122,6 +127,7 @@ class Tables:
             watcher,
             f"{key[0]}/{key[1]}",
             previous,
+            self.context.copy() if self.context is not None else None,
         )
 
     async def target(self, key: Key, entry: _Entry) -> Target:
@@ -230,11 +236,20 @@ class Tables:
             if there:
                 self.written[key] = (new, now)
         for event in obs.events:
-            kopf.event(
-                entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
-            )
+            self._post(entry.ref, event)
             level = logging.WARNING if event.type == "Warning" else logging.INFO
             log.log(level, "%s/%s: %s: %s", *key, event.reason, event.message)
+
+    def _post(self, ref: kopf.Body, event: Event) -> None:
+        """A Kubernetes Event, queued to kopf's poster; it is also in the log, so one that
+        cannot be queued is not worth failing the poll for."""
+        try:
+            kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1000])
+            self.events_failing = False
+        except Exception as e:
+            if not self.events_failing:
+                log.warning("cannot post Kubernetes Events (%s); see the log", type(e).__name__)
+            self.events_failing = True
 
 
 @kopf.on.startup()
@@ -297,6 +312,8 @@ async def table_event(
 ) -> None:
     tables: Tables = memo.tables
     tables.policies = policies
+    if tables.context is None:
+        tables.context = contextvars.copy_context()
     if type == "DELETED":
         tables.remove((namespace, name))
     else:
