@@ -26,6 +26,11 @@ class SecretUnreadable(Exception):
     """The Secret exists (or may) but could not be read: permissions, API server trouble."""
 
 
+def secret_name(table: TableResource) -> str | None:
+    """The Secret `spec.storage.secretRef` names, if any."""
+    return ((table.spec.get("storage") or {}).get("secretRef") or {}).get("name") or None
+
+
 def unchanged(old: Sequence[object] | None, new: Sequence[object]) -> bool:
     """Whether a Target resolved from the objects `old` still holds for `new`: the same objects.
 
@@ -97,7 +102,7 @@ class _Refused(Exception):
 def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str, Any]:
     storage = table.spec.get("storage") or {}
     options: dict[str, Any] = dict(storage.get("options") or {})
-    ref = (storage.get("secretRef") or {}).get("name")
+    ref = secret_name(table)
     if not ref:
         return options
     where = f"Secret {table.namespace}/{ref}"

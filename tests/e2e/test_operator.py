@@ -122,6 +122,17 @@ def _append(uri: str, n: int, options: dict[str, str] | None = None) -> None:
     )
 
 
+def _minio_table(k: Api, s3: Minio, name: str, **spec: Any) -> str:
+    """A one-commit table at s3://lake/NAME written by delta-rs, and a DeltaTable NAME on it
+    reading its credentials from a Secret `minio`, polled every second."""
+    uri = f"s3://lake/{name}"
+    _append(uri, 0, s3.deltars_options())
+    k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
+    storage = {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}}
+    k.create(name, {"uri": uri, "storage": storage, "pollInterval": "1s", **spec})
+    return uri
+
+
 class Api:
     def __init__(self, cluster: KubeCluster, namespace: str) -> None:
         self.cluster = cluster
@@ -218,16 +229,7 @@ def test_status_checkpoint_metrics_and_edits_on_minio(
     kube_cluster: KubeCluster, operator_factory: Any, s3: Minio
 ) -> None:
     k = Api(kube_cluster, "lake")
-    uri = "s3://lake/events"
-    _append(uri, 0, s3.deltars_options())
-    k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
-    spec = {
-        "uri": uri,
-        "storage": {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}},
-        "pollInterval": "1s",
-        "checkpoint": {"interval": 5},
-    }
-    k.create("events", spec)
+    uri = _minio_table(k, s3, "events", checkpoint={"interval": 5})
     op = operator_factory("--namespace", "lake")
     k.wait_condition("events", "Ready", "True", "Watching")
     first = k.status("events")
@@ -329,15 +331,7 @@ def test_storage_going_away_and_coming_back(
     kube_cluster: KubeCluster, operator_factory: Any, s3: Minio
 ) -> None:
     k = Api(kube_cluster, "flaky")
-    uri = "s3://lake/flaky"
-    _append(uri, 0, s3.deltars_options())
-    k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
-    spec = {
-        "uri": uri,
-        "storage": {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}},
-        "pollInterval": "1s",
-    }
-    k.create("flaky", spec)
+    _minio_table(k, s3, "flaky")
     operator_factory("--namespace", "flaky")
     k.wait_condition("flaky", "StorageReachable", "True")
     s3.stop()
@@ -361,22 +355,13 @@ def test_api_server_away_maintenance_goes_on(
     longer than the Secret cache keeps a read: the table is still polled and checkpointed with
     the last Secret read, and its status is written once the server answers again."""
     k = Api(kube_cluster, "apiaway")
-    uri = "s3://lake/apiaway"
-    _append(uri, 0, s3.deltars_options())
-    k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
-    spec = {
-        "uri": uri,
-        "storage": {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}},
-        "pollInterval": "1s",
-        "checkpoint": {"interval": 3},
-    }
-    k.create("t", spec)
+    uri = _minio_table(k, s3, "apiaway", checkpoint={"interval": 3})
     op = operator_factory("--namespace", "apiaway")
-    k.wait_condition("t", "Ready", "True", "Watching")
+    k.wait_condition("apiaway", "Ready", "True", "Watching")
     checkpoint = "lake/apiaway/_delta_log/00000000000000000003.checkpoint.parquet"
 
     def version() -> float | None:
-        return _metric(op.metrics(), "deltakeeper_table_version", "apiaway", "t")
+        return _metric(op.metrics(), "deltakeeper_table_version", "apiaway", "apiaway")
 
     paused = time.monotonic()
     kube_cluster.apiserver.send_signal(signal.SIGSTOP)
@@ -392,9 +377,9 @@ def test_api_server_away_maintenance_goes_on(
         assert op.alive()
     finally:
         kube_cluster.apiserver.send_signal(signal.SIGCONT)
-    _until(lambda: k.status("t").get("version") == 4, 90, "the status, the API server back")
-    assert k.status("t")["lastCheckpointVersion"] == 3
-    k.wait_condition("t", "Ready", "True", "Watching")
+    _until(lambda: k.status("apiaway").get("version") == 4, 90, "the status, the API server back")
+    assert k.status("apiaway")["lastCheckpointVersion"] == 3
+    k.wait_condition("apiaway", "Ready", "True", "Watching")
     log = op.log_text()
     assert "using the last read" in log
     assert "cannot write DeltaTable status" in log and "status writes work again" in log

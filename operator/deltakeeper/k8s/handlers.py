@@ -29,7 +29,7 @@ from deltakeeper import credentials, metrics, status
 from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.resources.manifests import TableResource, select_policy
-from deltakeeper.targets import SecretUnreadable, resolve, unchanged
+from deltakeeper.targets import SecretUnreadable, resolve, secret_name, unchanged
 from deltakeeper.watcher import Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
@@ -134,7 +134,7 @@ class Tables:
         # Resolved again only when an input changed, which keeps a quiet table's poll cheap
         # (and lets the watcher take its quiet path).
         local = list(self.policies.get(key[0], []))
-        ref = ((entry.resource.spec.get("storage") or {}).get("secretRef") or {}).get("name")
+        ref = secret_name(entry.resource)
         secret: Any = None
         if ref:
             try:
