@@ -118,6 +118,7 @@ class Fleet:
         ns, name = target.key
         m = self.metrics
         m.table(ns, name, obs.status)
+        m.conditions(ns, name, {c.type: c.status for c in obs.conditions})
         m.checkpoint_written(ns, name, obs.checkpoint_written_ms)
         m.requests(ns, name, obs.requests)
         for o in obs.outcomes:

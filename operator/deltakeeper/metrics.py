@@ -75,6 +75,14 @@ _DELETED_BYTES = (
     "counter",
     "Bytes deleted, by kind (log, data)",
 )
+_CONDITION = (
+    "deltakeeper_table_condition",
+    "gauge",
+    "Status conditions by type (Ready, StorageReachable, ProtocolSupported, Degraded): "
+    "1 when True, 0 when False; absent while Unknown",
+)
+# A condition's status -> the gauge's value; Unknown is not exported.
+CONDITION_VALUES = {"True": 1, "False": 0}
 _COMPACTION = ("deltakeeper_compaction_jobs", "gauge", "SparkApplication compaction jobs, by state")
 _REQUESTS = (
     "deltakeeper_storage_requests_total",
@@ -111,6 +119,7 @@ class _Table:
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
     durations: dict[str, _Duration] = field(default_factory=dict)
     deleted: dict[str, list[int]] = field(default_factory=dict)  # kind -> [files, bytes]
+    conditions: dict[str, int] = field(default_factory=dict)  # type -> 1 (True) or 0 (False)
     compaction: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     labels: str = ""  # the two labels as exposed, escaped once
@@ -157,6 +166,12 @@ class Metrics:
                 t.commits += max(0, version - t.version)
             t.version = version
 
+    def conditions(self, namespace: str, table: str, statuses: Mapping[str, str]) -> None:
+        """The table's conditions (type -> "True", "False" or "Unknown"), all of them at once."""
+        self._of(namespace, table).conditions = {
+            kind: CONDITION_VALUES[s] for kind, s in statuses.items() if s in CONDITION_VALUES
+        }
+
     def checkpoint_written(self, namespace: str, table: str, written_ms: int | None) -> None:
         """When the table's newest checkpoint was written (None: it has none)."""
         self._of(namespace, table).checkpoint_ms = written_ms
@@ -198,6 +213,14 @@ class Metrics:
                 ((t, "", (), v) for t in tables if (v := t.gauges.get(key)) is not None),
             )
         yield _COMMITS, ((t, "", (), t.commits) for t in tables if t.version is not None)
+        yield (
+            _CONDITION,
+            (
+                (t, "", (("condition", kind),), v)
+                for t in tables
+                for kind, v in list(t.conditions.items())
+            ),
+        )
         yield (
             _AGE,
             (

@@ -96,6 +96,8 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
     assert value("deltakeeper_table_version") == 3
     assert value("deltakeeper_table_commits_total") == 1
     assert value("deltakeeper_table_files") == 4
+    assert value("deltakeeper_table_condition", condition="Ready") == 1
+    assert value("deltakeeper_table_condition", condition="Degraded") == 0
     runs = "deltakeeper_maintenance_runs_total"
     # Checkpoint looked twice (first poll, then the new commit); the rest once.
     assert value(runs, operation="checkpoint", result="skipped") == 2

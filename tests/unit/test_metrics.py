@@ -109,6 +109,19 @@ def test_maintenance_deleted_and_request_counters() -> None:
     assert value(m, req, operation="read") is None  # zero counts make no series
 
 
+def test_conditions_are_1_when_true_0_when_false_and_absent_while_unknown() -> None:
+    m = Metrics()
+    cond = "deltakeeper_table_condition"
+    m.conditions("ns", "t", {"Ready": "True", "Degraded": "False", "StorageReachable": "Unknown"})
+    assert value(m, cond, condition="Ready") == 1
+    assert value(m, cond, condition="Degraded") == 0
+    assert value(m, cond, condition="StorageReachable") is None
+    # Each call replaces the set: a condition gone Unknown stops being exported.
+    m.conditions("ns", "t", {"Ready": "False", "StorageReachable": "Unknown"})
+    assert value(m, cond, condition="Ready") == 0
+    assert value(m, cond, condition="Degraded") is None
+
+
 def test_checkpoint_age_is_computed_at_scrape_time() -> None:
     now = [1_000.0]
     m = Metrics(clock=lambda: now[0])
@@ -145,6 +158,7 @@ def _fill(m: Metrics, table: str) -> None:
     m.deleted("ns", table, "log", 1, 10)
     m.requests("ns", table, {"list": 1})
     m.compaction_jobs("ns", table, "running", 1)
+    m.conditions("ns", table, {"Ready": "True"})
 
 
 def test_forget_drops_every_series_of_one_table_only() -> None:
@@ -154,6 +168,7 @@ def test_forget_drops_every_series_of_one_table_only() -> None:
     before = _series(m, "t")
     assert "deltakeeper_table_checkpoint_age_seconds" in before
     assert "deltakeeper_compaction_jobs" in before and len(before) > 15
+    assert "deltakeeper_table_condition" in before
     m.forget("ns", "t")
     assert _series(m, "t") == set()
     assert _series(m, "keep") == before
