@@ -18,6 +18,7 @@ test-deps: setup
 	@scripts/stores/install.sh >/dev/null
 	@scripts/spark/install.sh >/dev/null
 	@scripts/k8s/install.sh >/dev/null
+	@scripts/prometheus/install.sh >/dev/null
 
 test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE
