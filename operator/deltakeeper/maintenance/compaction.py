@@ -23,11 +23,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltakeeper.delta.snapshot import Metadata, Snapshot
+from deltakeeper.delta.types import field_name, mapping_on, schema_fields
+
 MIB = 2**20
 DEFAULT_TARGET_FILE_SIZE = 128 * MIB
 DEFAULT_MIN_FILES = 50
 DEFAULT_MAX_AGE_MS = 3_600_000
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+MAPPING_MODE = "delta.columnMapping.mode"
 
 
 class Why(enum.StrEnum):
@@ -225,3 +229,81 @@ def _decide(
         return None
     expected = max(1, math.ceil(size / settings.target_file_size))
     return PartitionPlan(values, why, files, size, expected, oldest)
+
+
+def target_file_size(configuration: dict[str, str], explicit: int | None = None) -> int:
+    """An explicit size, else the table's `delta.targetFileSize` (bytes, or Spark's `128mb`
+    form), else 128 MiB."""
+    if explicit is not None:
+        return explicit
+    raw = configuration.get("delta.targetFileSize", "").strip().lower()
+    units = {"b": 1, "k": 2**10, "kb": 2**10, "m": MIB, "mb": MIB, "g": 2**30, "gb": 2**30}
+    digits = raw.rstrip("kmgb")
+    if digits.isdigit() and raw[len(digits) :] in {"", *units}:
+        return int(digits) * units.get(raw[len(digits) :], 1)
+    return DEFAULT_TARGET_FILE_SIZE
+
+
+def job_spec(
+    found: CompactionPlan, logical_names: dict[str, str], job_id: str, planned_version: int
+) -> dict[str, Any]:
+    """The compaction job's input for a plan. Spark's predicates name logical columns while
+    the log keys partition values by physical name under column mapping: `logical_names`
+    maps one to the other (identity without column mapping)."""
+
+    def logical(values: dict[str, str | None]) -> dict[str, str | None]:
+        return {logical_names.get(k, k): v for k, v in values.items()}
+
+    settings = found.settings
+    return {
+        "jobId": job_id,
+        "plannedVersion": planned_version,
+        "compact": [logical(p.values) for p in found.partitions if not p.purge_only],
+        "purge": [logical(p.values) for p in found.partitions if p.purge_only],
+        "minFileSize": settings.small_below,
+        "maxFileSize": settings.target_file_size,
+        "maxDeletedRowsRatio": settings.max_deleted_rows_ratio,
+    }
+
+
+def partition_names(
+    schema_string: str, partition_columns: tuple[str, ...], mapping_mode: str | None
+) -> dict[str, str]:
+    """Physical name (the key in partitionValues) -> logical name, for each partition column."""
+    physical = mapping_on(mapping_mode)
+    fields = {str(f["name"]): field_name(f, physical) for f in schema_fields(schema_string)}
+    return {fields.get(c, c): c for c in partition_columns}
+
+
+CATALOG_FEATURES = ("catalogManaged", "catalogOwned-preview")
+
+
+def refusal(snap: Snapshot) -> str | None:
+    """Why this table must not be compacted, or None. Spark would write the commit, but a
+    feature this build does not know may change what a correct plan is."""
+    if snap.unsupported_features:
+        return (
+            f"compaction refused: this deltakeeper does not support "
+            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
+        )
+    managed = [f for f in CATALOG_FEATURES if snap.protocol.has(f)]
+    if managed:
+        return (
+            f"compaction refused: the table is catalog-managed ({managed[0]}); run OPTIMIZE "
+            "through the catalog that owns it"
+        )
+    return None
+
+
+def logical_partition_names(meta: Metadata) -> dict[str, str]:
+    return partition_names(
+        meta.schema_string, meta.partition_columns, meta.configuration.get(MAPPING_MODE)
+    )
+
+
+def only_where(files: pa.Table, values: dict[str, str]) -> pa.Table:
+    """The files of the partitions whose serialized values equal `values` (physical names)."""
+    for name, value in values.items():
+        column = _partition_value(files, name)
+        files = files.filter(pc.fill_null(pc.equal(column, value), False))
+    return files
