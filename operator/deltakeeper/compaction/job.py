@@ -129,6 +129,9 @@ def hadoop_credentials(env: dict[str, str]) -> dict[str, str]:
         conf["fs.s3a.secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
         if env.get("AWS_SESSION_TOKEN"):
             conf["fs.s3a.session.token"] = env["AWS_SESSION_TOKEN"]
+    if env.get("AWS_ENDPOINT_URL"):  # an S3-compatible store named in the Secret
+        conf["fs.s3a.endpoint"] = env["AWS_ENDPOINT_URL"]
+        conf["fs.s3a.path.style.access"] = "true"
     keyfile = env.get("GOOGLE_APPLICATION_CREDENTIALS") or _keyfile(env)
     if keyfile:
         conf["google.cloud.auth.type"] = "SERVICE_ACCOUNT_JSON_KEYFILE"
