@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from deltakeeper import __version__
+from deltakeeper.compaction import submit
+from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import executor, planner, policy
+from deltakeeper.maintenance import compaction, executor, planner, policy
 from deltakeeper.units import (
     format_bytes,
     format_ms,
@@ -193,8 +196,52 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _maintenance_flags(p, dry_run="print the plan and what each step would do; change nothing")
     p.set_defaults(func=cmd_maintain)
+    _compact_command(sub)
     _daemon_commands(sub)
     return parser
+
+
+def _compact_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "compact",
+        help="plan small-file compaction and run it as a Spark job (spark-submit)",
+        description="Plan which partitions need compaction and why (small files, their age, "
+        "deleted rows), then run Delta's OPTIMIZE on exactly those partitions with "
+        "spark-submit (and REORG ... APPLY (PURGE) where only deleted rows are the problem). "
+        "Needs PySpark, delta-spark (pip install 'deltakeeper[spark]') and Java 17.",
+    )
+    _common(p)
+    p.add_argument(
+        "--target-file-size",
+        metavar="S",
+        help="size of compacted files (default: the table's delta.targetFileSize, else 128Mi)",
+    )
+    p.add_argument(
+        "--min-file-size", metavar="S", help="files below S are small (default: half the target)"
+    )
+    p.add_argument(
+        "--min-files", type=int, metavar="N", help="compact a partition at N small files (50)"
+    )
+    p.add_argument(
+        "--max-age",
+        metavar="D",
+        help="or once it has two small files and the oldest is D old (default 1h)",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COL=VALUE",
+        help="only partitions whose partition column COL has VALUE (repeatable; all must hold)",
+    )
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--jars-dir",
+        metavar="DIR",
+        help="a folder of Delta Lake jars (default: --packages from Maven Central)",
+    )
+    _maintenance_flags(p, dry_run="print the plan; run no job")
+    p.set_defaults(func=cmd_compact)
 
 
 def _daemon_commands(sub: Any) -> None:
@@ -614,6 +661,92 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         print("dry run, nothing changed:" if args.dry_run else "done:")
         print("\n".join(report.lines()))
     return max((o.exit_code for o in report.outcomes), default=0)
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    now = _now(args)
+    options = _storage_options(args.storage_option)
+    table = open_table(args.uri, options)
+    snap = table.snapshot(add_cols=(*LEAN_ADD, "stats"))
+    refusal = compaction.refusal(snap)
+    if refusal:
+        raise UnsupportedProtocolError(f"{args.uri}: {refusal}")
+    meta = snap.metadata
+    names = compaction.logical_partition_names(meta)
+    settings = compaction.CompactionSettings(
+        target_file_size=compaction.target_file_size(
+            meta.configuration, _size("--target-file-size", args.target_file_size)
+        ),
+        min_file_size=_size("--min-file-size", args.min_file_size),
+        min_files_per_partition=_positive("--min-files", args.min_files, 50),
+        max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms) or 3_600_000,
+    )
+    files = compaction.only_where(snap.files, _where(args.where, names))
+    found = compaction.plan(files, tuple(names), settings, now)
+    report: dict[str, Any] = {
+        "operation": "compact",
+        "version": snap.version,
+        "dryRun": args.dry_run,
+        "plan": found.to_json(),
+        "job": None,
+    }
+    if not args.json:
+        print(f"{args.uri} at version {snap.version}: {found.reason()}")
+        for p in found.partitions:
+            print(f"  {p.values or '(whole table)'}: {p.why} {p.files} files -> {p.expected_files}")
+    code = 0
+    if found.due and not args.dry_run:
+        job_id = f"deltakeeper-{meta.id[:8]}-{now}"
+        spec = compaction.job_spec(found, names, job_id, snap.version)
+        cfg = submit.SubmitConfig(args.master, jars_dir=args.jars_dir)
+        try:
+            done = submit.run(cfg, spark_storage(args.uri, options), spec)
+        except submit.SparkUnavailable as e:
+            raise InvalidInputError(str(e)) from e
+        report["job"] = done.result
+        code = 0 if done.ok else 1
+        if not args.json:
+            print(_job_line(done.result))
+    if args.json:
+        print(json.dumps(report))
+    return code
+
+
+def _job_line(result: dict[str, Any]) -> str:
+    if result.get("result") == "failed":
+        return f"job failed: {result.get('error')}: {result.get('message')}"
+    return (
+        f"job {result.get('result')}: {result.get('filesRemoved', 0)} files "
+        f"({format_bytes(int(result.get('bytesRemoved', 0)))}) rewritten as "
+        f"{result.get('filesAdded', 0)} ({format_bytes(int(result.get('bytesAdded', 0)))})"
+    )
+
+
+def _size(flag: str, text: str | None) -> int | None:
+    return _ms(flag, text, parse_size)
+
+
+def _positive(flag: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if value < 1:
+        raise InvalidInputError(f"{flag} must be at least 1, got {value}")
+    return value
+
+
+def _where(pairs: list[str], names: dict[str, str]) -> dict[str, str]:
+    """--where COL=VALUE on logical names -> {physical name: value}."""
+    physical = {logical: phys for phys, logical in names.items()}
+    out: dict[str, str] = {}
+    for pair in pairs:
+        column, sep, value = pair.partition("=")
+        if not sep or column not in physical:
+            raise InvalidInputError(
+                f"--where expects PARTITION_COLUMN=VALUE with one of "
+                f"{', '.join(sorted(physical)) or '(no partition columns)'}; got {pair!r}"
+            )
+        out[physical[column]] = value
+    return out
 
 
 def _operations(only: str | None) -> tuple[str, ...]:

@@ -1,0 +1,272 @@
+"""The compaction job: run by spark-submit, it compacts the partitions a plan names.
+
+It imports nothing but PySpark, delta-spark and the standard library, so it runs in a plain
+Spark image. deltakeeper plans, this file executes: the spec (one JSON object, from
+`--spec FILE` or `--spec-json TEXT`) names the table, the partitions to bin-pack and the ones
+whose only problem is deleted rows (purged with REORG), the file sizes and a job id. The job id
+goes into the commit's `userMetadata`, so the result can be read back from the log itself.
+
+Spec keys:
+  jobId            required; written to commitInfo.userMetadata
+  table            required; a path or URI Spark reads (s3a://, abfss://, gs://, file:/...)
+  compact          list of partitions to bin-pack: {logical column: serialized value or null};
+                   [{}] on an unpartitioned table means the whole table
+  purge            list of partitions to rewrite without their deleted rows (same form)
+  minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio   optional OPTIMIZE settings
+  zOrderBy         optional list of columns: Z-order instead of bin-packing
+  plannedVersion   optional; the version the plan was made at (reported back)
+
+Output: one JSON line on stdout (`"deltakeeperCompaction": 1` marks it). Exit 0 when the work
+is done or there was nothing to do, 1 when it failed (a conflicting concurrent write, a bad
+spec, an unreadable table); the line says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+MARK = "deltakeeperCompaction"
+
+# Spark conf keys of Delta's OPTIMIZE, by spec key.
+OPTIMIZE_CONF = {
+    "minFileSize": "spark.databricks.delta.optimize.minFileSize",
+    "maxFileSize": "spark.databricks.delta.optimize.maxFileSize",
+    "maxThreads": "spark.databricks.delta.optimize.maxThreads",
+    "maxDeletedRowsRatio": "spark.databricks.delta.optimize.maxDeletedRowsRatio",
+}
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+class SpecError(ValueError):
+    """The spec is malformed; the message says which key."""
+
+
+# ------------------------------------------------------------------------------------------
+# Predicates: typed, quoted SQL built from the serialized partition values of the log
+# ------------------------------------------------------------------------------------------
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def quote_string(value: str) -> str:
+    """A Spark SQL string literal: backslashes and single quotes escaped, the rest verbatim."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def value_sql(raw: str, sql_type: str) -> str:
+    literal = quote_string(raw)
+    return literal if sql_type == "string" else f"CAST({literal} AS {sql_type})"
+
+
+def partition_predicate(values: dict[str, str | None], types: dict[str, str]) -> str:
+    """`values` maps logical partition columns to the log's serialized values (None = null)."""
+    terms = []
+    for column, raw in sorted(values.items()):
+        if column not in types:
+            raise SpecError(f"{column!r} is not a partition column (have: {sorted(types)})")
+        ident = quote_identifier(column)
+        if raw is None:
+            terms.append(f"{ident} IS NULL")
+        else:
+            terms.append(f"{ident} = {value_sql(raw, types[column])}")
+    return " AND ".join(terms) if terms else "true"
+
+
+def any_of(predicates: list[str]) -> str:
+    return " OR ".join(f"({p})" for p in predicates)
+
+
+# ------------------------------------------------------------------------------------------
+# The spec
+# ------------------------------------------------------------------------------------------
+
+
+def load_spec(args: argparse.Namespace) -> dict[str, Any]:
+    text = args.spec_json
+    if args.spec:
+        with open(args.spec, encoding="utf-8") as f:
+            text = f.read()
+    if not text:
+        raise SpecError("no spec: give --spec FILE or --spec-json TEXT")
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"the spec is not JSON: {e}") from e
+    if not isinstance(spec, dict):
+        raise SpecError("the spec must be a JSON object")
+    for key in ("jobId", "table"):
+        if not isinstance(spec.get(key), str) or not spec[key]:
+            raise SpecError(f"spec.{key} must be a non-empty string")
+    for key in ("compact", "purge"):
+        groups = spec.setdefault(key, [])
+        if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+            raise SpecError(f"spec.{key} must be a list of {{column: value}} objects")
+    return spec
+
+
+# ------------------------------------------------------------------------------------------
+# Storage credentials: from the environment (Secret references) into Hadoop's configuration,
+# in-process, so no secret is ever on a command line or in the SparkApplication.
+# ------------------------------------------------------------------------------------------
+
+
+def hadoop_credentials(env: dict[str, str]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    account, key = env.get("AZURE_STORAGE_ACCOUNT_NAME"), env.get("AZURE_STORAGE_ACCOUNT_KEY")
+    if account and key:
+        for host in ("dfs.core.windows.net", "blob.core.windows.net"):
+            conf[f"fs.azure.account.key.{account}.{host}"] = key
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        conf["fs.s3a.access.key"] = env["AWS_ACCESS_KEY_ID"]
+        conf["fs.s3a.secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            conf["fs.s3a.session.token"] = env["AWS_SESSION_TOKEN"]
+    if env.get("AWS_ENDPOINT_URL"):  # an S3-compatible store named in the Secret
+        conf["fs.s3a.endpoint"] = env["AWS_ENDPOINT_URL"]
+        conf["fs.s3a.path.style.access"] = "true"
+    keyfile = env.get("GOOGLE_APPLICATION_CREDENTIALS") or _keyfile(env)
+    if keyfile:
+        conf["google.cloud.auth.type"] = "SERVICE_ACCOUNT_JSON_KEYFILE"
+        conf["google.cloud.auth.service.account.json.keyfile"] = keyfile
+    return conf
+
+
+def _keyfile(env: dict[str, str]) -> str | None:
+    """A service-account key given as JSON text goes to a private file: the GCS connector
+    reads keys from files only."""
+    text = env.get("GOOGLE_APPLICATION_CREDENTIALS_JSON")
+    if not text:
+        return None
+    fd, path = tempfile.mkstemp(prefix="deltakeeper-gcs-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+# ------------------------------------------------------------------------------------------
+# Running it
+# ------------------------------------------------------------------------------------------
+
+
+def _session(spec: dict[str, Any]) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"deltakeeper-compaction-{spec['jobId']}")
+    # Partition values of timestamps are serialized in UTC; compare them in UTC.
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    spark = builder.getOrCreate()
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in hadoop_credentials(dict(os.environ)).items():
+        hadoop.set(key, value)
+    for key, conf in OPTIMIZE_CONF.items():
+        if spec.get(key) is not None:
+            spark.conf.set(conf, str(spec[key]))
+    spark.conf.set(USER_METADATA_CONF, spec["jobId"])
+    return spark
+
+
+def _partition_types(table: Any) -> dict[str, str]:
+    detail = table.detail().select("partitionColumns").first()
+    columns = list(detail["partitionColumns"]) if detail else []
+    fields = {f.name: f.dataType.simpleString() for f in table.toDF().schema.fields}
+    return {c: fields[c] for c in columns}
+
+
+def _predicates(groups: list[dict[str, Any]], types: dict[str, str]) -> list[str]:
+    return [partition_predicate(group, types) for group in groups]
+
+
+def _our_commits(table: Any, job_id: str, after: int) -> list[dict[str, Any]]:
+    rows = (
+        table.history()
+        .where(f"version > {after}")
+        .select("version", "operation", "operationMetrics", "userMetadata")
+        .collect()
+    )
+    commits = [
+        {
+            "version": r["version"],
+            "operation": r["operation"],
+            "metrics": dict(r["operationMetrics"] or {}),
+        }
+        for r in rows
+        if r["userMetadata"] == job_id
+    ]
+    return sorted(commits, key=lambda c: c["version"])
+
+
+def _metric(commits: list[dict[str, Any]], name: str) -> int:
+    return sum(int(c["metrics"].get(name, 0) or 0) for c in commits)
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    from delta.tables import DeltaTable
+
+    spark = _session(spec)
+    table = DeltaTable.forPath(spark, spec["table"])
+    start = table.history(1).select("version").first()["version"]
+    types = _partition_types(table)
+    if spec["compact"]:
+        where = any_of(_predicates(spec["compact"], types))
+        builder = table.optimize().where(where) if types else table.optimize()
+        zorder = spec.get("zOrderBy") or []
+        if zorder:
+            builder.executeZOrderBy(*zorder)
+        else:
+            builder.executeCompaction()
+    if spec["purge"]:
+        target = f"delta.{quote_identifier(spec['table'])}"
+        where = any_of(_predicates(spec["purge"], types)) if types else "true"
+        spark.sql(f"REORG TABLE {target} WHERE {where} APPLY (PURGE)")
+    commits = _our_commits(table, spec["jobId"], start)
+    return {
+        "result": "done" if commits else "nothing-to-do",
+        "startVersion": start,
+        "commits": commits,
+        "filesRemoved": _metric(commits, "numRemovedFiles"),
+        "filesAdded": _metric(commits, "numAddedFiles"),
+        "bytesRemoved": _metric(commits, "numRemovedBytes"),
+        "bytesAdded": _metric(commits, "numAddedBytes"),
+    }
+
+
+def _error_name(error: BaseException) -> str:
+    """delta-spark raises Python twins of its JVM errors (ConcurrentDeleteReadException, ...);
+    anything else from the JVM is named by its Java class."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        return str(java.getClass().getSimpleName())
+    return type(error).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="deltakeeper's compaction job (spark-submit)")
+    parser.add_argument("--spec", help="a file with the job's JSON spec")
+    parser.add_argument("--spec-json", help="the job's JSON spec as text")
+    args = parser.parse_args(argv)
+    began = time.monotonic()
+    out: dict[str, Any] = {MARK: 1}
+    code = 0
+    try:
+        spec = load_spec(args)
+        out.update(jobId=spec["jobId"], table=spec["table"])
+        out["plannedVersion"] = spec.get("plannedVersion")
+        out.update(run(spec))
+    except Exception as error:  # one JSON line whatever happened; the launcher reads it
+        out.update(result="failed", error=_error_name(error), message=str(error)[:2000])
+        code = 1
+    out["seconds"] = round(time.monotonic() - began, 3)
+    print(json.dumps(out, sort_keys=True), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

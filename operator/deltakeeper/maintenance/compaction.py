@@ -1,0 +1,309 @@
+"""Which partitions of a table need compaction, and why: planned from the file actions alone.
+
+Delta's own OPTIMIZE rewrites every file under `minFileSize` (default 1 GiB) on every run, so a
+table compacted to 128 MiB files is rewritten whole again and again. Here a file is small below
+`min_file_size` (half the target by default), and a partition is due only when its small files
+are worth a job: at least `min_files_per_partition` of them (Delta's auto compaction uses 50),
+or more than one with the oldest older than `max_age_ms`, or a file whose deletion vector hides
+more than `max_deleted_rows_ratio` of its rows. A partition due only for deleted rows is purged
+(REORG ... APPLY (PURGE)) rather than bin-packed: OPTIMIZE drops single-file bins, so a lone file
+full of deleted rows would never be rewritten.
+
+Everything is computed with Arrow over the snapshot's file table; no Python object per file.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltakeeper.delta.snapshot import Metadata, Snapshot
+from deltakeeper.delta.types import field_name, mapping_on, schema_fields
+
+MIB = 2**20
+DEFAULT_TARGET_FILE_SIZE = 128 * MIB
+DEFAULT_MIN_FILES = 50
+DEFAULT_MAX_AGE_MS = 3_600_000
+DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+MAPPING_MODE = "delta.columnMapping.mode"
+
+
+class Why(enum.StrEnum):
+    MANY_SMALL_FILES = "many-small-files"
+    SMALL_FILES_AGED = "small-files-aged"
+    DELETED_ROWS = "deleted-rows"
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    min_file_size: int | None = None  # None: half the target
+    min_files_per_partition: int = DEFAULT_MIN_FILES
+    max_age_ms: int = DEFAULT_MAX_AGE_MS
+    max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
+
+    @property
+    def small_below(self) -> int:
+        return self.min_file_size if self.min_file_size is not None else self.target_file_size // 2
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    values: dict[str, str | None]  # partition column (as in the log) -> serialized value
+    why: Why
+    files: int  # files the job rewrites: the small ones, or the ones with many deleted rows
+    bytes: int
+    expected_files: int  # files after: the rewritten bytes in target-sized files
+    oldest_ms: int | None  # modification time of the oldest small file
+
+    @property
+    def purge_only(self) -> bool:
+        return self.why is Why.DELETED_ROWS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.values,
+            "why": str(self.why),
+            "files": self.files,
+            "bytes": self.bytes,
+            "expectedFiles": self.expected_files,
+            "oldestSmallFileMs": self.oldest_ms,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    settings: CompactionSettings
+    partitions: tuple[PartitionPlan, ...]
+    small_files: int  # in the whole table, due or not
+    partitions_scanned: int
+
+    @property
+    def due(self) -> bool:
+        return bool(self.partitions)
+
+    @property
+    def files(self) -> int:
+        return sum(p.files for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def expected_files(self) -> int:
+        return sum(p.expected_files for p in self.partitions)
+
+    def reason(self) -> str:
+        if not self.partitions:
+            return (
+                f"no partition is due ({self.small_files} small files in "
+                f"{self.partitions_scanned} partitions)"
+            )
+        purge = sum(p.purge_only for p in self.partitions)
+        return (
+            f"{len(self.partitions) - purge} partitions to compact, {purge} to purge: "
+            f"{self.files} files, {self.bytes} bytes -> about {self.expected_files} files"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "reason": self.reason(),
+            "files": self.files,
+            "bytes": self.bytes,
+            "expectedFiles": self.expected_files,
+            "smallFiles": self.small_files,
+            "partitionsScanned": self.partitions_scanned,
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+
+def plan(
+    files: pa.Table,
+    partition_columns: tuple[str, ...],
+    settings: CompactionSettings,
+    now_ms: int,
+) -> CompactionPlan:
+    """`files` is a snapshot's file table (path, partitionValues, size, modificationTime,
+    deletionVector, and `stats` when deleted-row ratios should be exact)."""
+    grouped = _per_partition(files, partition_columns, settings)
+    found = [
+        p for row in grouped.to_pylist() if (p := _decide(row, partition_columns, settings, now_ms))
+    ]
+    found.sort(key=lambda p: (p.purge_only, -p.files))
+    small = int(pc.sum(grouped["small"]).as_py() or 0) if grouped.num_rows else 0
+    return CompactionPlan(settings, tuple(found), small, grouped.num_rows)
+
+
+def _per_partition(
+    files: pa.Table, partition_columns: tuple[str, ...], settings: CompactionSettings
+) -> pa.Table:
+    size = files["size"]
+    is_small = pc.less(size, settings.small_below)
+    heavy = _many_deleted_rows(files, settings.max_deleted_rows_ratio)
+    columns: dict[str, Any] = {
+        f"p{i}": _partition_value(files, name) for i, name in enumerate(partition_columns)
+    }
+    columns.update(
+        small=pc.cast(is_small, pa.int64()),
+        small_bytes=pc.if_else(is_small, size, 0),
+        small_mtime=pc.if_else(is_small, files["modificationTime"], None),
+        heavy=pc.cast(heavy, pa.int64()),
+        heavy_bytes=pc.if_else(heavy, size, 0),
+    )
+    table = pa.table(columns)
+    keys = [f"p{i}" for i in range(len(partition_columns))]
+    return (
+        table.group_by(keys)
+        .aggregate(
+            [
+                ("small", "sum"),
+                ("small_bytes", "sum"),
+                ("small_mtime", "min"),
+                ("heavy", "sum"),
+                ("heavy_bytes", "sum"),
+            ]
+        )
+        .rename_columns([*keys, "small", "small_bytes", "oldest", "heavy", "heavy_bytes"])
+    )
+
+
+def _partition_value(files: pa.Table, name: str) -> pa.ChunkedArray:
+    """The serialized value of one partition column; the protocol reads "" as null."""
+    value = pc.map_lookup(files["partitionValues"], name, "first")
+    return pc.if_else(pc.equal(value, ""), pa.scalar(None, pa.string()), value)
+
+
+def _many_deleted_rows(files: pa.Table, ratio: float) -> pa.Array:
+    """Files whose deletion vector hides more than `ratio` of their rows. A file with a deletion
+    vector but no record count in its stats counts too, as in Delta's OPTIMIZE. Stats are parsed
+    for the files with a deletion vector only."""
+    if "deletionVector" not in files.column_names or not files.num_rows:
+        return pa.array([False] * files.num_rows, pa.bool_())
+    deleted = pc.struct_field(files["deletionVector"], "cardinality").combine_chunks()
+    has_dv = pc.fill_null(pc.greater(deleted, 0), False)
+    if "stats" not in files.column_names or not pc.any(has_dv).as_py():
+        return has_dv
+    stats = pc.filter(files["stats"], has_dv).to_pylist()
+    records = pa.array([_num_records(s) for s in stats], pa.float64())
+    ratios = pc.divide(pc.cast(pc.filter(deleted, has_dv), pa.float64()), records)
+    over = pc.fill_null(pc.greater(ratios, ratio), True)
+    return pc.replace_with_mask(has_dv, has_dv, over)
+
+
+def _num_records(stats: str | None) -> int | None:
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _decide(
+    row: dict[str, Any],
+    partition_columns: tuple[str, ...],
+    settings: CompactionSettings,
+    now_ms: int,
+) -> PartitionPlan | None:
+    values = {name: row[f"p{i}"] for i, name in enumerate(partition_columns)}
+    small, oldest = int(row["small"] or 0), row["oldest"]
+    why = None
+    if small >= settings.min_files_per_partition:
+        why = Why.MANY_SMALL_FILES
+    elif small > 1 and oldest is not None and now_ms - oldest >= settings.max_age_ms:
+        why = Why.SMALL_FILES_AGED
+    if why is not None:
+        files, size = small, int(row["small_bytes"] or 0)
+    elif row["heavy"]:
+        why, files, size = Why.DELETED_ROWS, int(row["heavy"]), int(row["heavy_bytes"] or 0)
+    else:
+        return None
+    expected = max(1, math.ceil(size / settings.target_file_size))
+    return PartitionPlan(values, why, files, size, expected, oldest)
+
+
+def target_file_size(configuration: dict[str, str], explicit: int | None = None) -> int:
+    """An explicit size, else the table's `delta.targetFileSize` (bytes, or Spark's `128mb`
+    form), else 128 MiB."""
+    if explicit is not None:
+        return explicit
+    raw = configuration.get("delta.targetFileSize", "").strip().lower()
+    units = {"b": 1, "k": 2**10, "kb": 2**10, "m": MIB, "mb": MIB, "g": 2**30, "gb": 2**30}
+    digits = raw.rstrip("kmgb")
+    if digits.isdigit() and raw[len(digits) :] in {"", *units}:
+        return int(digits) * units.get(raw[len(digits) :], 1)
+    return DEFAULT_TARGET_FILE_SIZE
+
+
+def job_spec(
+    found: CompactionPlan, logical_names: dict[str, str], job_id: str, planned_version: int
+) -> dict[str, Any]:
+    """The compaction job's input for a plan. Spark's predicates name logical columns while
+    the log keys partition values by physical name under column mapping: `logical_names`
+    maps one to the other (identity without column mapping)."""
+
+    def logical(values: dict[str, str | None]) -> dict[str, str | None]:
+        return {logical_names.get(k, k): v for k, v in values.items()}
+
+    settings = found.settings
+    return {
+        "jobId": job_id,
+        "plannedVersion": planned_version,
+        "compact": [logical(p.values) for p in found.partitions if not p.purge_only],
+        "purge": [logical(p.values) for p in found.partitions if p.purge_only],
+        "minFileSize": settings.small_below,
+        "maxFileSize": settings.target_file_size,
+        "maxDeletedRowsRatio": settings.max_deleted_rows_ratio,
+    }
+
+
+def partition_names(
+    schema_string: str, partition_columns: tuple[str, ...], mapping_mode: str | None
+) -> dict[str, str]:
+    """Physical name (the key in partitionValues) -> logical name, for each partition column."""
+    physical = mapping_on(mapping_mode)
+    fields = {str(f["name"]): field_name(f, physical) for f in schema_fields(schema_string)}
+    return {fields.get(c, c): c for c in partition_columns}
+
+
+CATALOG_FEATURES = ("catalogManaged", "catalogOwned-preview")
+
+
+def refusal(snap: Snapshot) -> str | None:
+    """Why this table must not be compacted, or None. Spark would write the commit, but a
+    feature this build does not know may change what a correct plan is."""
+    if snap.unsupported_features:
+        return (
+            f"compaction refused: this deltakeeper does not support "
+            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
+        )
+    managed = [f for f in CATALOG_FEATURES if snap.protocol.has(f)]
+    if managed:
+        return (
+            f"compaction refused: the table is catalog-managed ({managed[0]}); run OPTIMIZE "
+            "through the catalog that owns it"
+        )
+    return None
+
+
+def logical_partition_names(meta: Metadata) -> dict[str, str]:
+    return partition_names(
+        meta.schema_string, meta.partition_columns, meta.configuration.get(MAPPING_MODE)
+    )
+
+
+def only_where(files: pa.Table, values: dict[str, str]) -> pa.Table:
+    """The files of the partitions whose serialized values equal `values` (physical names)."""
+    for name, value in values.items():
+        column = _partition_value(files, name)
+        files = files.filter(pc.fill_null(pc.equal(column, value), False))
+    return files

@@ -1,0 +1,129 @@
+"""The compaction planner on hand-built file tables: which partitions are due, and why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from deltakeeper.delta.schema import add_schema
+from deltakeeper.maintenance.compaction import CompactionSettings, Why, plan
+
+MIB = 2**20
+NOW = 1_800_000_000_000
+HOUR = 3_600_000
+COLUMNS = ("path", "partitionValues", "size", "modificationTime", "deletionVector", "stats")
+
+
+def files(rows: list[dict[str, Any]]) -> pa.Table:
+    full = [
+        {
+            "path": r.get("path", f"f{i}.parquet"),
+            "partitionValues": list((r.get("part") or {}).items()),
+            "size": r["size"],
+            "modificationTime": r.get("mtime", NOW),
+            "deletionVector": r.get("dv"),
+            "stats": r.get("stats"),
+        }
+        for i, r in enumerate(rows)
+    ]
+    return pa.Table.from_pylist(full, schema=add_schema(COLUMNS))
+
+
+def dv(deleted: int) -> dict[str, Any]:
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": deleted,
+        "maxRowIndex": None,
+    }
+
+
+def stats(records: int) -> str:
+    return json.dumps({"numRecords": records})
+
+
+SETTINGS = CompactionSettings(target_file_size=128 * MIB, min_files_per_partition=4)
+
+
+def test_a_partition_is_due_at_the_minimum_count_of_small_files() -> None:
+    rows = [{"part": {"p": "a"}, "size": MIB} for _ in range(4)]
+    rows += [{"part": {"p": "b"}, "size": MIB} for _ in range(3)]
+    result = plan(files(rows), ("p",), SETTINGS, NOW)
+    [due] = result.partitions
+    assert due.values == {"p": "a"} and due.why is Why.MANY_SMALL_FILES
+    assert (due.files, due.bytes, due.expected_files) == (4, 4 * MIB, 1)
+    assert result.small_files == 7 and result.partitions_scanned == 2
+
+
+def test_files_at_half_the_target_or_more_are_not_small() -> None:
+    rows = [{"part": {"p": "a"}, "size": 64 * MIB} for _ in range(10)]
+    rows += [{"part": {"p": "a"}, "size": 64 * MIB - 1} for _ in range(3)]
+    result = plan(files(rows), ("p",), SETTINGS, NOW)
+    assert not result.due and result.small_files == 3
+
+
+def test_an_explicit_minimum_file_size_wins_over_half_the_target() -> None:
+    rows = [{"size": 10 * MIB} for _ in range(5)]
+    settings = CompactionSettings(128 * MIB, min_file_size=8 * MIB, min_files_per_partition=4)
+    assert not plan(files(rows), (), settings, NOW).due
+    assert plan(files(rows), (), SETTINGS, NOW).due
+
+
+def test_two_small_files_are_due_once_the_oldest_is_older_than_max_age() -> None:
+    young = [{"part": {"p": "x"}, "size": MIB, "mtime": NOW - HOUR + 1} for _ in range(2)]
+    old = [
+        {"part": {"p": "y"}, "size": MIB, "mtime": NOW - HOUR},
+        {"part": {"p": "y"}, "size": MIB},
+    ]
+    lone = [{"part": {"p": "z"}, "size": MIB, "mtime": NOW - 10 * HOUR}]
+    result = plan(files(young + old + lone), ("p",), SETTINGS, NOW)
+    [due] = result.partitions
+    assert due.values == {"p": "y"} and due.why is Why.SMALL_FILES_AGED
+    assert due.oldest_ms == NOW - HOUR
+
+
+def test_deleted_rows_over_the_ratio_make_a_purge() -> None:
+    rows = [
+        {"part": {"p": "a"}, "size": 100 * MIB, "dv": dv(6), "stats": stats(100)},  # 6% > 5%
+        {"part": {"p": "b"}, "size": 100 * MIB, "dv": dv(5), "stats": stats(100)},  # 5%: not over
+        {"part": {"p": "c"}, "size": 100 * MIB, "dv": dv(1)},  # no record count: a candidate
+    ]
+    result = plan(files(rows), ("p",), SETTINGS, NOW)
+    assert [(p.values["p"], p.why, p.purge_only) for p in result.partitions] == [
+        ("a", Why.DELETED_ROWS, True),
+        ("c", Why.DELETED_ROWS, True),
+    ]
+    assert result.partitions[0].files == 1 and result.partitions[0].bytes == 100 * MIB
+
+
+def test_null_and_special_partition_values_group_apart() -> None:
+    values = ["it's", "a=b/c", "ünï", None, ""]
+    rows = [{"part": {"s": v}, "size": MIB} for v in values for _ in range(4)]
+    result = plan(files(rows), ("s",), SETTINGS, NOW)
+    # The protocol reads an empty partition value as null: "" and null are one partition.
+    got = {p.values["s"]: p.files for p in result.partitions}
+    assert got == {"it's": 4, "a=b/c": 4, "ünï": 4, None: 8}
+
+
+def test_expected_files_are_the_bytes_in_target_sized_files() -> None:
+    rows = [{"size": 60 * MIB} for _ in range(5)]
+    result = plan(files(rows), (), SETTINGS, NOW)
+    assert result.expected_files == 3  # 300 MiB in 128 MiB files
+
+
+def test_an_empty_table_plans_nothing() -> None:
+    result = plan(files([]), ("p",), SETTINGS, NOW)
+    assert not result.due and result.small_files == 0 and result.partitions_scanned == 0
+    assert result.to_json()["partitions"] == []
+
+
+def test_the_plan_says_why_in_json() -> None:
+    rows = [{"part": {"p": "a"}, "size": MIB} for _ in range(4)]
+    out = plan(files(rows), ("p",), SETTINGS, NOW).to_json()
+    assert out["due"] is True and out["files"] == 4 and out["expectedFiles"] == 1
+    assert out["partitions"][0]["why"] == "many-small-files"
+    assert out["partitions"][0]["partition"] == {"p": "a"}

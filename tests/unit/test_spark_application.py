@@ -1,0 +1,127 @@
+"""The SparkApplication a compaction job becomes, checked against the real spark-operator CRD
+(../shared/third-party-crds, read in place)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from deltakeeper.compaction.spark_application import (
+    JOB_LABEL,
+    TABLE_LABEL,
+    Owner,
+    job_name,
+    merge,
+    spark_application,
+)
+
+CRD = (
+    Path(__file__).resolve().parents[2].parent
+    / "shared"
+    / "third-party-crds"
+    / "sparkoperator.k8s.io_sparkapplications.yaml"
+)
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+OWNER = Owner(name="events", namespace="lake", uid="5f0c7c1e-0000-4000-8000-000000000001")
+SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def crd_schema() -> dict[str, Any]:
+    crd = yaml.safe_load(CRD.read_text())
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def build(**kw: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "owner": OWNER,
+        "job_id": "deltakeeper-0001-1700000000000",
+        "job_spec": {"jobId": "deltakeeper-0001-1700000000000", "table": "s3a://lake/events"},
+        "template": {"image": "registry.local/deltakeeper-spark:0.1.0", "sparkVersion": "4.2.0"},
+        "storage_conf": {"spark.hadoop.fs.s3a.endpoint": "http://minio.lake:9000"},
+        "secret_name": "lake-credentials",
+        "secret_keys": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "SOMETHING_ELSE"],
+    }
+    args.update(kw)
+    return spark_application(**args)
+
+
+def test_it_validates_against_the_real_crd() -> None:
+    app = build()
+    jsonschema.validate(app, crd_schema())
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2" and app["kind"] == "SparkApplication"
+    spec = app["spec"]
+    assert spec["type"] == "Python" and spec["restartPolicy"] == {"type": "Never"}
+    assert spec["mainApplicationFile"] == "local:///opt/deltakeeper/job.py"
+    assert spec["timeToLiveSeconds"] == 3600
+
+
+def test_credentials_are_secret_references_only() -> None:
+    app = build()
+    for role in ("driver", "executor"):
+        env = {e["name"]: e for e in app["spec"][role]["env"]}
+        assert set(env) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+        ref = env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "lake-credentials", "key": "AWS_SECRET_ACCESS_KEY"}
+        assert all("value" not in e for e in env.values())
+    assert SECRET not in json.dumps(app)
+
+
+def test_fsspec_key_names_in_the_secret_map_to_the_same_variables() -> None:
+    app = build(secret_keys=["key", "secret", "account_name", "account_key"])
+    names = [e["name"] for e in app["spec"]["driver"]["env"]]
+    assert names == [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_ACCOUNT_NAME",
+    ]
+
+
+def test_owned_by_the_table_and_labelled_to_be_found_again() -> None:
+    meta = build()["metadata"]
+    assert meta["namespace"] == "lake"
+    assert meta["labels"] == {TABLE_LABEL: "events", JOB_LABEL: "deltakeeper-0001-1700000000000"}
+    [ref] = meta["ownerReferences"]
+    assert (ref["kind"], ref["name"], ref["uid"]) == ("DeltaTable", "events", OWNER.uid)
+    assert ref["controller"] is True
+
+
+def test_the_template_cannot_override_what_deltakeeper_owns() -> None:
+    template = {
+        "image": "img",
+        "arguments": ["--evil"],
+        "sparkConf": {"spark.sql.extensions": "x", "spark.executor.memoryOverhead": "512m"},
+        "driver": {"memory": "4g", "env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": "plain"}]},
+        "executor": {"instances": 3},
+    }
+    spec = build(template=template)["spec"]
+    assert spec["arguments"][0] == "--spec-json"
+    assert json.loads(spec["arguments"][1])["table"] == "s3a://lake/events"
+    assert spec["sparkConf"]["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert spec["sparkConf"]["spark.executor.memoryOverhead"] == "512m"
+    assert spec["driver"]["memory"] == "4g" and spec["driver"]["cores"] == 1
+    assert spec["executor"]["instances"] == 3
+    assert not any(e.get("value") == "plain" for e in spec["driver"]["env"])
+
+
+@pytest.mark.parametrize(
+    "table",
+    ["events", "Événements_2024", "a" * 200, "---", "x.y.z", "9lives"],
+)
+def test_names_are_dns_1035_labels_of_at_most_63(table: str) -> None:
+    name = job_name(table, "job-1")
+    assert len(name) <= 63 and DNS_1035.match(name), name
+    assert job_name(table, "job-2") != name
+
+
+def test_merge_merges_objects_and_replaces_the_rest() -> None:
+    base = {"a": {"b": 1, "c": [1]}, "d": 1}
+    assert merge(base, {"a": {"c": [2]}, "e": 2}) == {"a": {"b": 1, "c": [2]}, "d": 1, "e": 2}
+    assert base == {"a": {"b": 1, "c": [1]}, "d": 1}
