@@ -207,12 +207,19 @@ def _metric(commits: list[dict[str, Any]], name: str) -> int:
     return sum(int(c["metrics"].get(name, 0) or 0) for c in commits)
 
 
+def _latest_version(table: Any) -> int:
+    row = table.history(1).select("version").first()
+    if row is None:
+        raise SpecError("the table has no history: is it a Delta table?")
+    return int(row["version"])
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
     spark = _session(spec)
     table = DeltaTable.forPath(spark, spec["table"])
-    start = table.history(1).select("version").first()["version"]
+    start = _latest_version(table)
     types = _partition_types(table)
     if spec["compact"]:
         where = any_of(_predicates(spec["compact"], types))

@@ -1,0 +1,116 @@
+"""SparkApplications on the API server: create one for a compaction job, find a table's jobs
+again by label (so a restarted operator adopts a running job instead of launching a second),
+read their state as the spark-operator reports it, and delete them.
+
+Blocking calls with deadlines, like the rest of k8s/api.py; run them off the event loop.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from deltakeeper.compaction.spark_application import JOB_LABEL, TABLE_LABEL
+
+GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+TIMEOUT = (5.0, 15.0)
+
+
+class SparkState(enum.StrEnum):
+    """`status.applicationState.state` of spark-operator v1beta2; NEW before it says anything."""
+
+    NEW = ""
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDING = "SUCCEEDING"
+    COMPLETED = "COMPLETED"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    SUBMISSION_FAILED = "SUBMISSION_FAILED"
+    PENDING_RERUN = "PENDING_RERUN"
+    INVALIDATING = "INVALIDATING"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def finished(self) -> bool:
+        return self in (SparkState.COMPLETED, SparkState.FAILED, SparkState.SUBMISSION_FAILED)
+
+    @property
+    def failed(self) -> bool:
+        return self in (SparkState.FAILED, SparkState.SUBMISSION_FAILED)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    namespace: str
+    job_id: str
+    state: SparkState
+    error_message: str
+    created: str  # creationTimestamp, RFC 3339
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Job:
+        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+        app_state = status.get("applicationState") or {}
+        raw = str(app_state.get("state") or "")
+        state = SparkState(raw) if raw in SparkState._value2member_map_ else SparkState.UNKNOWN
+        return cls(
+            name=meta.get("name", ""),
+            namespace=meta.get("namespace", ""),
+            job_id=(meta.get("labels") or {}).get(JOB_LABEL, ""),
+            state=state,
+            error_message=str(app_state.get("errorMessage") or ""),
+            created=str(meta.get("creationTimestamp") or ""),
+        )
+
+
+def create(api: client.ApiClient, app: Mapping[str, Any]) -> Job:
+    """Create the SparkApplication; if one of that name exists (a retried create), it is
+    returned as it is."""
+    meta = app["metadata"]
+    custom = client.CustomObjectsApi(api)
+    obj: Any
+    try:
+        obj = custom.create_namespaced_custom_object(
+            GROUP, VERSION, meta["namespace"], PLURAL, dict(app), _request_timeout=TIMEOUT
+        )
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        obj = custom.get_namespaced_custom_object(
+            GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], _request_timeout=TIMEOUT
+        )
+    return Job.from_object(obj)
+
+
+def for_table(api: client.ApiClient, namespace: str, table: str) -> list[Job]:
+    """The table's jobs, oldest first."""
+    listed: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        label_selector=f"{TABLE_LABEL}={table}",
+        _request_timeout=TIMEOUT,
+    )
+    jobs = [Job.from_object(o) for o in listed.get("items") or []]
+    return sorted(jobs, key=lambda j: (j.created, j.name))
+
+
+def delete(api: client.ApiClient, namespace: str, name: str) -> bool:
+    """False when it was gone already."""
+    try:
+        client.CustomObjectsApi(api).delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
+        )
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
