@@ -27,7 +27,7 @@ from deltakeeper.delta.table import open_table
 from tests.support import spark as spark_support
 from tests.support.oracles import table_versions
 from tests.support.rows import deltars_digest, duckdb_digest
-from tests.support.spark import copy_table, ensure_spark
+from tests.support.spark import SUBMIT_CONF, copy_table, ensure_spark
 
 pytestmark = pytest.mark.spark
 
@@ -38,20 +38,9 @@ STRINGS = ["it's", "100%", "a=b/c", "back\\slash", "ünïcødé ☃", None]
 DAYS = [dt.date(2024, 2, 29), None]
 
 
-# Small, loopback-only Spark for a 2-core machine; the launcher adds Delta's own settings.
-TEST_CONF = {
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.databricks.delta.snapshotPartitions": "2",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-}
-
-
 def spark_submit(spec: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
     """Run the job through the spark-submit launcher; its exit code, JSON line and stderr."""
-    cfg = SubmitConfig("local[2]", jars_dir=str(ensure_spark()), conf=TEST_CONF, timeout_s=600)
+    cfg = SubmitConfig("local[2]", jars_dir=str(ensure_spark()), conf=SUBMIT_CONF, timeout_s=600)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     done = submit.run(cfg, spark_storage(spec["table"], {}), spec)
     return done.exit_code, done.result, done.stderr_tail

@@ -73,6 +73,17 @@ TABLES = (
 # --------------------------------------------------------------------------------------------
 
 
+# spark-submit settings for the compaction job in tests: loopback only, no UI, small on 2 cores.
+SUBMIT_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+}
+
+
 def pinned_versions() -> dict[str, str]:
     """PYSPARK_VERSION / DELTA_VERSION as pinned in scripts/spark/install.sh (one place)."""
     text = INSTALL_SH.read_text()

@@ -27,17 +27,9 @@ from kubernetes import client
 
 from deltakeeper.compaction import submit
 from deltakeeper.k8s.spark_jobs import GROUP, PLURAL, VERSION
-from tests.support.spark import ensure_spark
+from tests.support.spark import SUBMIT_CONF, ensure_spark
 
 IMAGE_FILES = {"local:///opt/deltakeeper/job.py": str(submit.JOB_FILE)}
-LOCAL_CONF = {
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.databricks.delta.snapshotPartitions": "2",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-}
 
 
 class StandIn:
@@ -96,7 +88,7 @@ class StandIn:
         self._state(name, "SUBMITTED")
         jdir = ensure_spark()
         jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split() if n]
-        conf = {**LOCAL_CONF, **(spec.get("sparkConf") or {})}
+        conf = {**SUBMIT_CONF, **(spec.get("sparkConf") or {})}
         main_file = IMAGE_FILES.get(spec["mainApplicationFile"], spec["mainApplicationFile"])
         cmd = [submit.spark_submit_path(), "--master", "local[2]", "--jars", ",".join(jars)]
         for key in sorted(conf):
