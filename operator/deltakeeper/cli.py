@@ -638,6 +638,7 @@ def _maintain_json(plan: planner.Plan, report: executor.Report) -> dict[str, Any
         "deletedFiles": report.total("deleted_files"),
         "deletedBytes": report.total("deleted_bytes"),
         "files": [f for o in report.outcomes for f in o.files],
+        "retention": plan.policy.retention_json(),
         "plan": plan.to_json(),
         "results": [o.to_json() for o in report.outcomes],
         "seconds": round(report.seconds, 3),

@@ -363,15 +363,28 @@ def test_monotonic_times_like_delta_spark() -> None:
     }
 
 
-def test_checkpoint_whose_commit_time_was_adjusted_is_not_a_cutoff() -> None:
-    # Commit 6's file time went backwards; keeping 6 and deleting 5 would move its time.
+def test_checkpoint_whose_commit_time_was_adjusted_is_a_cutoff_as_in_delta_spark() -> None:
+    # Commit 6's file time went backwards and is adjusted; Delta Spark still cuts at the
+    # checkpoint (its BufferingLogDeletionIterator ends a run of adjusted files there).
     times = hourly(0, 9, CUTOFF - HOUR)
     times[6] = times[2]
     files = [*history(times), fi(paths.checkpoint(6)), fi(paths.checkpoint(3))]
     p = plan(files)
     assert p.cutoff_commit == 9
-    assert p.cutoff_checkpoint == 3
-    assert "checkpoint 6 skipped: commit 6's time went backwards" in str(p)
+    assert p.cutoff_checkpoint == 6
+    assert deleted(p) == {paths.commit(v) for v in range(6)} | {paths.checkpoint(3)}
+
+
+def test_equal_commit_times_are_adjusted_and_cleaned() -> None:
+    # A table copied with one modification time for every file: times become T, T+1 ms, ...
+    same = CUTOFF - 2 * DAY_MS
+    files = [*history({v: same for v in range(25)}), fi(paths.checkpoint(10), same)]
+    files.append(fi(paths.checkpoint(20), same))
+    p = plan(files)
+    assert p.cutoff_commit == 24
+    assert p.cutoff_checkpoint == 20
+    assert deleted(p) == {paths.commit(v) for v in range(20)} | {paths.checkpoint(10)}
+    assert "went backwards" not in str(p)
 
 
 def test_caller_supplied_times_are_used_not_file_times() -> None:
@@ -463,10 +476,16 @@ def test_property_cleanup_keeps_every_version_from_the_cutoff_checkpoint(case: C
         return
     if published is not None:
         assert c <= published
-    # Time travel answers stay: kept commits keep their (adjusted) timestamps.
+    # Time travel answers stay where the first kept commit's time was not adjusted; when it
+    # was (Delta Spark cuts there too), kept times move back by at most that adjustment.
     kept = {v: times[v] for v in group(remaining(files, p)).commits}
     everything = monotonic({v: times[v] for v in group(files).commits})
-    assert monotonic(kept) == {v: everything[v] for v in kept}
+    after = monotonic(kept)
+    if kept:
+        first = min(kept)
+        shift = everything[first] - times[first]
+        for v in kept:
+            assert 0 <= everything[v] - after[v] <= shift
     # Checkpoint protection: history before P goes all at once, or up to a checkpoint that stays.
     gone = [int(f.name[:20]) for f in p.delete if kind(f) is Kind.COMMIT]
     below = [v for v in gone if protect is not None and v < protect]

@@ -142,3 +142,29 @@ def test_write_checksum_and_part_size_reach_the_checkpoint(capsys, tmp_path):
     assert sum(".checkpoint." in n for n in log_names(tmp_path)) == 3
     crc = json.loads((tmp_path / crc_key).read_text())
     assert crc["numFiles"] == 11 and crc["tableSizeBytes"] == 1100
+
+
+def test_a_tables_short_log_retention_is_honoured_and_its_source_reported(capsys, tmp_path):
+    # Delta Spark keeps one day of log for delta.logRetentionDuration = 1 day, not 30.
+    daily_table(tmp_path, **{"delta.logRetentionDuration": "interval 1 day"})
+    assert run(capsys, "checkpoint", str(tmp_path), "--version", "9", "--now", str(NOW))[0] == 0
+    now = START + 14 * DAY
+    code, out, _ = run(capsys, "maintain", str(tmp_path), "--now", str(now), "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["retention"] == {
+        "logRetention": {"ms": DAY, "source": "table"},
+        "deletedFileRetention": {"ms": 7 * DAY, "source": "default"},
+    }
+    cleaned = next(r for r in report["results"] if r["operation"] == "cleanup")
+    assert cleaned["result"] == "done" and cleaned["deletedFiles"] >= 9
+    assert "00000000000000000000.json" not in log_names(tmp_path)
+
+
+def test_an_explicit_retention_below_the_tables_is_raised_to_it(capsys, tmp_path):
+    daily_table(tmp_path, **{"delta.logRetentionDuration": "interval 40 days"})
+    code, report, _ = maintain_json(capsys, tmp_path, "--log-retention", "2d", "--dry-run")
+    assert code == 0
+    assert report["retention"]["logRetention"] == {"ms": 40 * DAY, "source": "table"}
+    code, report, _ = maintain_json(capsys, tmp_path, "--log-retention", "50d", "--dry-run")
+    assert report["retention"]["logRetention"] == {"ms": 50 * DAY, "source": "flag"}

@@ -457,3 +457,14 @@ def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) ->
     later = now + DAY + 1
     w.maintain(target, w.observe(target, later), later)
     assert sorted(p.name for p in root.glob("*.parquet")) == [f"new{v}.parquet" for v in range(3)]
+
+
+def test_the_status_says_where_each_retention_came_from(tmp_path: Path) -> None:
+    dated_table(tmp_path, 3)
+    settings = {"log_retention_ms": 5 * DAY, "sources": {"log_retention_ms": "spec"}}
+    target = Target("ns", "t", str(tmp_path), settings=settings)
+    obs = TableWatcher(START).observe(target, START + 3 * DAY)
+    assert obs.status["retention"] == {
+        "logRetention": {"ms": 5 * DAY, "source": "spec"},
+        "deletedFileRetention": {"ms": 7 * DAY, "source": "default"},
+    }

@@ -16,15 +16,14 @@ those of "Metadata Cleanup" in the Delta protocol:
    than the sidecar cut-off (see `sidecar_cutoff_ms`).
 
 Timestamps. `commit_time(version)` is whatever the table uses for time travel: the file
-modification time, or the in-commit timestamp for versions that have one. Like Delta Spark,
-the planner first makes the times strictly increasing in version order (a time not later than
-the previous one becomes previous + 1 ms); in-commit timestamps already are, so they are
-unchanged. The adjusted times choose the cutoffCommit. A checkpoint is only eligible as the
-cutOffCheckpoint when the first commit kept (the one at its version, or the next one listed) did
-not need adjusting: otherwise deleting the older commits would change the adjusted time of the
-commits kept, and a time-travel query could answer a different version than before. This is
-the rule Delta Spark's BufferingLogDeletionIterator enforces; when file times never go
-backwards it changes nothing.
+modification time, or the in-commit timestamp for versions that have one. Like Delta Spark
+(DeltaHistoryManager's monotonization), the planner first makes the times strictly increasing in
+version order: a time not later than the previous one becomes previous + 1 ms; in-commit
+timestamps already are, so they are unchanged. The adjusted times choose the cutoffCommit, so a
+table copied with equal file times (every commit adjusted) is cleaned like any other. As in
+Delta Spark, whose BufferingLogDeletionIterator ends a run of adjusted files at each checkpoint,
+a checkpoint is a valid cut whether or not its commit's time was adjusted; the kept commits'
+adjusted times may then move back by at most the adjustment they had.
 
 Checkpoint protection (`delta.requireCheckpointProtectionBeforeVersion` = P, passed only when
 the `checkpointProtection` writer feature is in the protocol) follows Delta Spark's
@@ -43,7 +42,6 @@ must permit metadata cleanup; that check is the caller's.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -138,12 +136,11 @@ def plan_cleanup(
     cutoff_ms = midnight_utc(now_ms - retention_ms)
     plan = CleanupPlan(now_ms, retention_ms, cutoff_ms, sidecar_cutoff(now_ms, cutoff_ms))
     versions = published(listing, published_up_to)
-    raw = {v: commit_time(v) for v in versions}
-    adjusted = monotonic(raw)
+    adjusted = monotonic({v: commit_time(v) for v in versions})
     plan.cutoff_commit = cutoff_commit(adjusted, cutoff_ms)
     if plan.cutoff_commit is None:
         return plan
-    checkpoint, skipped = cutoff_checkpoint(listing, plan.cutoff_commit, raw, adjusted)
+    checkpoint, skipped = cutoff_checkpoint(listing, plan.cutoff_commit)
     plan.notes += skipped
     if checkpoint is None:
         return plan
@@ -189,26 +186,14 @@ def cutoff_commit(adjusted: Mapping[int, int], cutoff_ms: int) -> int | None:
     return max(old) if old else None
 
 
-def cutoff_checkpoint(
-    listing: Listing, commit: int, raw: Mapping[int, int], adjusted: Mapping[int, int]
-) -> tuple[Checkpoint | None, list[str]]:
-    """The newest usable complete checkpoint at or before `commit` whose first kept commit's
-    time did not need adjusting (so cleanup leaves every kept commit's time as it was), and
-    why newer ones were passed over."""
-    versions = sorted(raw)
+def cutoff_checkpoint(listing: Listing, commit: int) -> tuple[Checkpoint | None, list[str]]:
+    """The newest usable complete checkpoint at or before `commit`, and why newer ones were
+    passed over."""
     skipped: list[str] = []
     for version in sorted((v for v in listing.checkpoints if v <= commit), reverse=True):
         found = [c for c in listing.checkpoints[version] if usable(c)]
         if not found:
             skipped.append(f"checkpoint {version} skipped: a file of it is empty")
-            continue
-        i = bisect_left(versions, version)
-        first = versions[i] if i < len(versions) else None
-        if first is not None and raw[first] != adjusted[first]:
-            skipped.append(
-                f"checkpoint {version} skipped: commit {first}'s time went backwards and was "
-                "adjusted; deleting older commits would change it"
-            )
             continue
         return found[0], skipped
     return None, skipped
