@@ -23,13 +23,19 @@ def maintain_json(capsys, path, *flags):
 def test_json_report_has_the_contract_keys_and_per_step_results(capsys, tmp_path):
     daily_table(tmp_path)
     touch(tmp_path / "stray.parquet", START)
+    log = tmp_path / "_delta_log"
+    commit_bytes = sum((log / f"{v:020d}.json").stat().st_size for v in range(11))
     code, report, _ = maintain_json(capsys, tmp_path)
     assert code == 0
     assert report["operation"] == "maintain" and report["version"] == 11
     assert report["dryRun"] is False and report["checkpointVersion"] == 11
-    assert report["deletedFiles"] == 2 and report["deletedBytes"] == 200  # f1 + stray
+    assert report["deletedFiles"] == 13  # commits 0-10, f1 and stray
+    assert report["deletedBytes"] == commit_bytes + 200
     results = {r["operation"]: r["result"] for r in report["results"]}
-    assert results == {"checkpoint": "done", "cleanup": "skipped", "vacuum": "done"}
+    # Cleanup uses the checkpoint written first in the same run: commits 0-10 go.
+    assert results == {"checkpoint": "done", "cleanup": "done", "vacuum": "done"}
+    cleaned = next(r for r in report["results"] if r["operation"] == "cleanup")
+    assert cleaned["deletedFiles"] == 11 and cleaned["deletedBytes"] == commit_bytes
     steps = {s["operation"]: s for s in report["plan"]["steps"]}
     assert steps["vacuum"]["files"] == 2 and steps["checkpoint"]["due"]
 
@@ -39,8 +45,11 @@ def test_dry_run_lists_the_files_and_changes_nothing(capsys, tmp_path):
     before = log_names(tmp_path)
     code, report, _ = maintain_json(capsys, tmp_path, "--dry-run")
     assert code == 0 and report["dryRun"] and report["deletedFiles"] == 0
+    # The cleanup that the checkpoint about to be written allows is shown too.
+    commits = [f"_delta_log/{v:020d}.json" for v in range(11)]
     assert report["files"] == [
         "_delta_log/00000000000000000011.checkpoint.parquet",
+        *commits,
         "f1.parquet",
     ]
     assert log_names(tmp_path) == before and (tmp_path / "f1.parquet").exists()

@@ -333,14 +333,26 @@ def _checkpoint_line(version: int | None) -> str:
 # -- reading what the planner needs, and carrying a plan out ------------------------------------
 
 
-def plan_table_cleanup(table: Table, snap: Snapshot, retention_ms: int, now_ms: int) -> CleanupPlan:
-    """List the log and read what `plan_cleanup` needs for this table; nothing is deleted."""
+def plan_table_cleanup(
+    table: Table,
+    snap: Snapshot,
+    retention_ms: int,
+    now_ms: int,
+    pending_checkpoint: int | None = None,
+) -> CleanupPlan:
+    """List the log and read what `plan_cleanup` needs for this table; nothing is deleted.
+    `pending_checkpoint`: a version whose checkpoint is about to be written (a dry run of
+    maintain), planned as if it were there; its sidecars are unknown, so none are deleted."""
     if snap.unsupported_features:
         raise UnsupportedProtocolError(
             f"{table.uri}: refusing to clean the log: this build does not support "
             f"{', '.join(snap.unsupported_features)}"
         )
     infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
+    pending = None
+    if pending_checkpoint is not None:
+        pending = FileInfo(f"{paths.LOG_DIR}/{paths.checkpoint(pending_checkpoint)}", 1, now_ms)
+        infos.append(pending)
     conf = snap.metadata.configuration
     protect = None
     if snap.protocol.has("checkpointProtection"):
@@ -350,7 +362,7 @@ def plan_table_cleanup(table: Table, snap: Snapshot, retention_ms: int, now_ms: 
         _commit_times(table, snap, infos),
         retention_ms,
         now_ms,
-        sidecar_refs=_sidecar_refs(table, infos),
+        sidecar_refs=_sidecar_refs(table, [f for f in infos if f is not pending]),
         protect_before_version=protect,
         published_up_to=snap.version if snap.protocol.has("catalogManaged") else None,
     )

@@ -150,6 +150,8 @@ def _cleanup(
     table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
 ) -> Outcome:
     detail = step.detail
+    if step.replan is not None and not dry_run:
+        detail = step.replan()  # the checkpoint step has written its file: plan with it there
     assert isinstance(detail, cleanup.CleanupPlan)
     deleted = 0 if dry_run else cleanup.execute_cleanup(table, detail)
     return _deleting("cleanup", detail.files, detail.bytes, deleted, detail.delete, dry_run)

@@ -8,6 +8,7 @@ checkpoint lets a later cleanup drop the commits before it, and cleanup never to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,9 @@ class Step:
     refused: bool = False  # not due because running it would be unsafe or against policy
     exit_code: int = 0  # for a refusal: the CLI exit code of its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
+    # cleanup after a checkpoint this run writes: `detail` counts that checkpoint as written (a
+    # dry run shows it so); a real run plans again with `replan()` once it is there.
+    replan: Callable[[], cleanup.CleanupPlan] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -95,8 +99,14 @@ def plan(
             "nothing will be written or deleted (upgrade deltakeeper)"
         )
         return result
-    planners = {"checkpoint": _checkpoint, "cleanup": _cleanup, "vacuum": _vacuum}
-    result.steps = [planners[op](table, snap, policy, now_ms) for op in operations]
+    for op in operations:
+        if op == "checkpoint":
+            result.steps.append(_checkpoint(table, snap, policy, now_ms))
+        elif op == "cleanup":
+            writes = any(s.operation == "checkpoint" and s.due for s in result.steps)
+            result.steps.append(_cleanup(table, snap, policy, now_ms, writes))
+        else:
+            result.steps.append(_vacuum(table, snap, policy, now_ms))
     return result
 
 
@@ -142,15 +152,26 @@ def _recent_classic(table: Table, version: int, window: int) -> bool:
     return any(c.kind is Kind.CHECKPOINT for found in listing.checkpoints.values() for c in found)
 
 
-def _cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+def _cleanup(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, after_checkpoint: bool
+) -> Step:
+    """Cleanup as it will be once the due checkpoint (if any) is written: a checkpoint written
+    in this run lets this run's cleanup drop the commits before it."""
     if not policy.expired_log_cleanup:
         reason = "disabled by the table property delta.enableExpiredLogCleanup"
         return Step("cleanup", False, reason)
-    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+
+    def planned() -> cleanup.CleanupPlan:
+        return cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+
+    pending = snap.version if after_checkpoint else None
+    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms, pending)
+    replan = planned if after_checkpoint else None
+    using = f", using the checkpoint at version {pending} written first" if replan else ""
     if not detail.delete:
-        return Step("cleanup", False, _why_nothing(detail), detail)
+        return Step("cleanup", False, _why_nothing(detail) + using, detail, replan=replan)
     reason = f"{detail.files} log files ({format_bytes(detail.bytes)}) past the log retention"
-    return Step("cleanup", True, reason, detail)
+    return Step("cleanup", True, reason + using, detail, replan=replan)
 
 
 def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
