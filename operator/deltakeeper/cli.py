@@ -551,11 +551,12 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     plan = vacuum.plan_table_vacuum(
         table, snap, pol.deleted_file_retention_ms, now, pol.allow_short_retention
     )
-    deleted = 0
+    deleted = folders = 0
     if not args.dry_run:
         deleted = vacuum.execute_vacuum(
             table, plan, None if args.json else functools.partial(_progress, "vacuum")
         )
+        folders = vacuum.remove_empty_folders(table, plan)
     report = {
         "operation": "vacuum",
         "version": plan.version,
@@ -567,6 +568,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         "filesWithSizes": [{"path": f.key, "size": f.size} for f in plan.delete]
         if args.dry_run
         else [],
+        "folders": plan.folders,
+        "deletedFolders": folders,
+        "skippedNestedTables": plan.nested,
         "retentionMs": plan.retention_ms,
         "cutoffTimestamp": plan.cutoff_ms,
         "scannedFiles": plan.scanned,
@@ -582,6 +586,11 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         print("\n".join(f"  {f.key}\t{f.size}" for f in plan.delete))
     elif plan.delete:
         print(f"deleted {deleted} files ({format_bytes(plan.bytes)})")
+    if plan.folders and args.dry_run:
+        print("would remove empty folders:")
+        print("\n".join(f"  {key}" for key in plan.folders))
+    elif plan.folders:
+        print(f"removed {folders} empty folders")
     return 0
 
 

@@ -71,12 +71,15 @@ def check_invariants(files: list[FileInfo], p: CleanupPlan) -> None:
     assert len({f.key for f in p.delete}) == len(p.delete)
     assert sum(t.files for t in p.by_kind.values()) == p.files
     assert sum(t.bytes for t in p.by_kind.values()) == p.bytes
+    temps = [f for f in p.delete if paths.is_temp(f.name)]
+    assert all(f.mtime_ms < p.now_ms - DAY_MS for f in temps)
+    log_files = [f for f in p.delete if not paths.is_temp(f.name)]
     c = p.cutoff_checkpoint
     if c is None:
-        assert p.delete == []
+        assert log_files == []
         return
     assert p.cutoff_commit is not None and c <= p.cutoff_commit
-    for f in p.delete:
+    for f in log_files:
         name = paths.parse(f.key.removeprefix("_delta_log/"))
         assert name is not None and name.kind is not Kind.LAST_CHECKPOINT
         if name.kind in (Kind.COMMIT, Kind.CRC) or name.is_checkpoint:
@@ -497,3 +500,26 @@ def test_property_cleanup_keeps_every_version_from_the_cutoff_checkpoint(case: C
     for f in p.delete:
         if "/_sidecars/" in f.key:
             assert f.name not in live and f.mtime_ms < p.sidecar_cutoff_ms
+
+
+def test_temp_files_of_killed_writes_older_than_a_day_go() -> None:
+    # Delta Spark / Hadoop (UUID with dashes, and Hadoop's .crc of it), deltakeeper (hex) and
+    # delta-rs temp names; one of each is younger than a day and stays.
+    dashed = "b16f838b-a848-4ab4-a5ff-f004e355b277"
+    old = NOW - 2 * DAY_MS
+    young = NOW - HOUR
+    names = {
+        f".{paths.commit(3)}.{dashed}.tmp": old,
+        f"..{paths.commit(3)}.{dashed}.tmp.crc": old,
+        f".{paths.checkpoint(3)}.{'ab' * 16}.tmp": old,
+        f"_commit_{dashed}.json.tmp": old,
+        f".{paths.commit(4)}.{dashed}.tmp": young,
+        f"_commit_{U2}.json.tmp": young,
+        ".notes.tmp": old,  # not a writer's temp name: left alone
+    }
+    files = [*history(hourly(0, 4, NOW - HOUR)), *(fi(n, t) for n, t in names.items())]
+    p = plan(files)
+    assert p.cutoff_checkpoint is None  # nothing of the log itself goes
+    assert deleted(p) == {n for n, t in names.items() if t == old and n != ".notes.tmp"}
+    assert p.by_kind[Kind.TEMP].files == 4
+    assert "4 temp files of killed writes" in str(p)

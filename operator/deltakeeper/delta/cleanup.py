@@ -15,6 +15,9 @@ those of "Metadata Cleanup" in the Delta protocol:
 4. Sidecars in `_sidecars/` go when no remaining checkpoint references them and they are older
    than the sidecar cut-off (see `sidecar_cutoff_ms`).
 
+Beyond the protocol: writers' temp files (`paths.is_temp`) in `_delta_log` older than a day go
+too, whatever the steps above decide; a killed write leaves them and no one else removes them.
+
 Timestamps. `commit_time(version)` is whatever the table uses for time travel: the file
 modification time, or the in-commit timestamp for versions that have one. Like Delta Spark
 (DeltaHistoryManager's monotonization), the planner first makes the times strictly increasing in
@@ -54,12 +57,14 @@ import pyarrow.parquet as pq
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
-from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import Table
 
 DAY_MS = 86_400_000
+# A writer's temp file this old belongs to a write that died: no write takes a day.
+TEMP_FILE_AGE_MS = DAY_MS
 
 
 @dataclass
@@ -109,6 +114,50 @@ class CleanupPlan:
 
 
 def plan_cleanup(
+    files: Iterable[FileInfo],
+    commit_time: Callable[[int], int],
+    retention_ms: int,
+    now_ms: int,
+    *,
+    sidecar_refs: Mapping[str, Collection[str]] | None = None,
+    protect_before_version: int | None = None,
+    published_up_to: int | None = None,
+) -> CleanupPlan:
+    """Plan a metadata cleanup (`plan_log_cleanup`, which documents the arguments), plus
+    writers' temp files in `_delta_log` older than `TEMP_FILE_AGE_MS`: a killed write leaves
+    them, and nothing else ever removes them."""
+    infos = [f for f in files if not f.is_dir]
+    plan = plan_log_cleanup(
+        infos,
+        commit_time,
+        retention_ms,
+        now_ms,
+        sidecar_refs=sidecar_refs,
+        protect_before_version=protect_before_version,
+        published_up_to=published_up_to,
+    )
+    leftovers = temp_leftovers(infos, now_ms)
+    if leftovers:
+        fill(plan, leftovers)
+        plan.notes.append(
+            f"{len(leftovers)} temp files of killed writes older than "
+            f"{_duration(TEMP_FILE_AGE_MS)} go"
+        )
+    return plan
+
+
+def temp_leftovers(infos: Iterable[FileInfo], now_ms: int) -> list[LogEntry]:
+    prefix = paths.LOG_DIR + "/"
+    return [
+        LogEntry(LogName(f.key.removeprefix(prefix), Kind.TEMP), f)
+        for f in infos
+        if f.key.startswith(prefix)
+        and paths.is_temp(f.name)
+        and f.mtime_ms < now_ms - TEMP_FILE_AGE_MS
+    ]
+
+
+def plan_log_cleanup(
     files: Iterable[FileInfo],
     commit_time: Callable[[int], int],
     retention_ms: int,
@@ -296,8 +345,9 @@ def bare(refs: Iterable[str]) -> set[str]:
 
 
 def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
+    """Add `doomed` to what the plan deletes."""
     entries = sorted(doomed, key=lambda e: e.key)
-    plan.delete = [e.info for e in entries]
+    plan.delete = sorted([*plan.delete, *(e.info for e in entries)], key=lambda f: f.key)
     for e in entries:
         total = plan.by_kind.setdefault(e.name.kind, KindTotal())
         total.files += 1

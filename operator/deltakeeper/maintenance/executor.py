@@ -164,7 +164,18 @@ def _vacuum(
     assert isinstance(detail, vacuum.VacuumPlan)
     report = None if progress is None else (lambda done, total: progress("vacuum", done, total))
     deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
-    return _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    folders = 0 if dry_run else vacuum.remove_empty_folders(table, detail)
+    outcome = _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    if detail.folders:
+        outcome.message += (
+            f"; {'would remove' if dry_run else 'removed'} "
+            f"{len(detail.folders) if dry_run else folders} empty folders"
+        )
+        if dry_run:
+            outcome.files += detail.folders
+    if detail.nested:
+        outcome.message += f"; skipped nested Delta tables: {', '.join(detail.nested)}"
+    return outcome
 
 
 def _deleting(
