@@ -42,6 +42,24 @@ class Hint:
     detail: str = ""
 
 
+def checked_hint(hint: Hint, listing: Listing) -> Hint:
+    """`hint` judged against a listing that holds its version: "stale" when it names no
+    complete checkpoint there (a version without one, beyond the table, a deleted file, or a
+    multi-part checkpoint missing a part, which delta-rs and DuckDB cannot read past)."""
+    cp = hint.checkpoint
+    if cp is None or hint.status != "ok":
+        return hint
+    found = listing.checkpoints.get(cp.version, [])
+    if cp.parts is not None and cp.parts > 1:
+        found = [c for c in found if len(c.files) == cp.parts]
+        what = f"complete {cp.parts}-part checkpoint"
+    else:
+        what = "complete checkpoint"
+    if found:
+        return hint
+    return Hint("stale", cp, f"it names version {cp.version}, where there is no {what}")
+
+
 class Table:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -70,8 +88,8 @@ class Table:
         if cp is not None and (version is None or cp.version <= version):
             listing = self.list_log(cp.version)
             if cp.version in listing.checkpoints:
-                return listing, hint
-            hint = Hint("stale", cp, f"no complete checkpoint at version {cp.version}")
+                return listing, checked_hint(hint, listing)
+            hint = checked_hint(hint, listing)
         return self.list_log(), hint
 
     def latest_version(self) -> int:

@@ -14,9 +14,11 @@ from typing import Any
 
 from deltakeeper.delta import cleanup, vacuum
 from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.last_checkpoint import LastCheckpoint
+from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.table import Table
+from deltakeeper.delta.table import Table, checked_hint
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
@@ -120,8 +122,8 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
     reason = f"{lag} commits {since}; the interval is {every}"
-    if lag < every and cp is not None:
-        behind = _hint_behind(table, cp.version)
+    if lag < every:
+        behind = _hint_behind(table, cp)
         if behind:
             return Step("checkpoint", True, f"{reason}, but {behind}")
     if lag < every or not snap.protocol.has("v2Checkpoint"):
@@ -132,18 +134,33 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     return Step("checkpoint", True, reason, classic_v2=classic)
 
 
-def _hint_behind(table: Table, checkpoint_version: int) -> str | None:
-    """Why `_last_checkpoint` needs moving to the newest checkpoint (a run killed between the
-    two writes leaves it behind), or None. Writing the checkpoint again moves it."""
+def _hint_behind(table: Table, cp: Checkpoint | None) -> str | None:
+    """Why `_last_checkpoint` needs moving to the newest checkpoint `cp` (a run killed between
+    the two writes leaves it behind; or it names no complete checkpoint, which delta-rs and
+    DuckDB cannot read past), or None. Writing the checkpoint again moves it. Costs one read,
+    and a listing only when the hint names something other than `cp`."""
     hint = table.read_hint()
-    if hint.checkpoint is None:
-        return f"_last_checkpoint is {hint.status}; writing the checkpoint again repairs it"
-    if hint.checkpoint.version < checkpoint_version:
+    named = hint.checkpoint
+    if named is not None and not _names(named, cp):
+        hint = checked_hint(hint, table.list_log(named.version))
+    if hint.status == "missing" and cp is None:
+        return None  # no checkpoint yet, and nothing claims one
+    if hint.checkpoint is None or hint.status == "stale":
+        why = f" ({hint.detail})" if hint.detail else ""
+        return f"_last_checkpoint is {hint.status}{why}; writing the checkpoint again repairs it"
+    if cp is not None and hint.checkpoint.version < cp.version:
         return (
             f"_last_checkpoint names version {hint.checkpoint.version}, behind the checkpoint "
-            f"at {checkpoint_version}; writing the checkpoint again moves it"
+            f"at {cp.version}; writing the checkpoint again moves it"
         )
     return None
+
+
+def _names(hint: LastCheckpoint, cp: Checkpoint | None) -> bool:
+    """Whether the hint describes `cp` (same version and, for multi-part, as many parts)."""
+    if cp is None or hint.version != cp.version:
+        return False
+    return hint.parts is None or hint.parts <= 1 or len(cp.files) == hint.parts
 
 
 def _recent_classic(table: Table, version: int, window: int) -> bool:
