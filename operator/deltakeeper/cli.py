@@ -16,6 +16,7 @@ from deltakeeper import __version__
 from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import executor, planner, policy
@@ -336,6 +337,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         raise InvalidInputError(str(e)) from e
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot(version=args.version, timestamp_ms=ts)
+    _warn_damage(snap)
     report = summarize(table, snap, small)
     if args.json:
         print(json.dumps(report, sort_keys=False))
@@ -387,6 +389,7 @@ def _print_inspect(r: dict[str, Any]) -> None:
 def cmd_files(args: argparse.Namespace) -> int:
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot(version=args.version)
+    _warn_damage(snap)
     out = sys.stdout
     for batch in snap.files.to_batches(max_chunksize=10_000):
         for row in batch.to_pylist():
@@ -404,6 +407,12 @@ def cmd_files(args: argparse.Namespace) -> int:
             else:
                 out.write(f"{row['path']}\t{row['size']}\n")
     return 0
+
+
+def _warn_damage(snap: Snapshot) -> None:
+    note = snap.damage_note()
+    if note:
+        print(f"deltakeeper: warning: {note}", file=sys.stderr)
 
 
 def _ms(flag: str, text: str | None, parse: Any) -> int | None:
@@ -430,6 +439,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     table = open_table(args.uri, _storage_options(args.storage_option))
     source = checkpoint_source(table, args.version)  # streams the newest checkpoint when it can
     snap = source.snapshot
+    _warn_damage(snap)
     pol = _policy(
         args.uri,
         snap.metadata.configuration,
@@ -502,6 +512,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     retention = _ms("--log-retention", args.log_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot()
+    _warn_damage(snap)
     pol = _policy(args.uri, snap.metadata.configuration, log_retention_ms=retention)
     if not pol.expired_log_cleanup:
         plan = None
@@ -542,6 +553,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = vacuum.load_for_vacuum(table)
+    _warn_damage(snap)
     pol = _policy(
         args.uri,
         snap.metadata.configuration,
@@ -598,6 +610,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     now = _now(args)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot()
+    _warn_damage(snap)
     flags = {
         "log_retention_ms": _ms("--log-retention", args.log_retention, parse_duration_ms),
         "deleted_file_retention_ms": _ms(

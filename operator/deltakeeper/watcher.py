@@ -414,6 +414,8 @@ def _classify(error: BaseException) -> tuple[str, str]:
 def _outcome_events(outcomes: list[executor.Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
+        if o.result == "done" and o.repaired:
+            events.append(Event("Warning", "CheckpointRepaired", o.message))
         if o.result == "done":
             events.append(Event("Normal", *_done(o)))
         elif o.result == "dry-run" and o.operation == "vacuum":

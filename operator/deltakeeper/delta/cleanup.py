@@ -122,6 +122,7 @@ def plan_cleanup(
     sidecar_refs: Mapping[str, Collection[str]] | None = None,
     protect_before_version: int | None = None,
     published_up_to: int | None = None,
+    newest_cut: int | None = None,
 ) -> CleanupPlan:
     """Plan a metadata cleanup (`plan_log_cleanup`, which documents the arguments), plus
     writers' temp files in `_delta_log` older than `TEMP_FILE_AGE_MS`: a killed write leaves
@@ -135,6 +136,7 @@ def plan_cleanup(
         sidecar_refs=sidecar_refs,
         protect_before_version=protect_before_version,
         published_up_to=published_up_to,
+        newest_cut=newest_cut,
     )
     leftovers = temp_leftovers(infos, now_ms)
     if leftovers:
@@ -166,6 +168,7 @@ def plan_log_cleanup(
     sidecar_refs: Mapping[str, Collection[str]] | None = None,
     protect_before_version: int | None = None,
     published_up_to: int | None = None,
+    newest_cut: int | None = None,
 ) -> CleanupPlan:
     """Plan a metadata cleanup.
 
@@ -176,7 +179,9 @@ def plan_log_cleanup(
     sidecar is deleted only when every single-file checkpoint that stays is in it.
     `protect_before_version`: `delta.requireCheckpointProtectionBeforeVersion` when the
     `checkpointProtection` feature is supported. `published_up_to`: for catalog-managed
-    tables, the newest published version the catalog reports.
+    tables, the newest published version the catalog reports. `newest_cut`: no checkpoint
+    newer than this is the cutOffCheckpoint (-1: none is); a reader that read past a damaged
+    checkpoint passes the one it used, so this run never deletes it.
     """
     if retention_ms < 0:
         raise ValueError(f"retention must not be negative, got {retention_ms} ms")
@@ -189,7 +194,15 @@ def plan_log_cleanup(
     plan.cutoff_commit = cutoff_commit(adjusted, cutoff_ms)
     if plan.cutoff_commit is None:
         return plan
-    checkpoint, skipped = cutoff_checkpoint(listing, plan.cutoff_commit)
+    newest = plan.cutoff_commit if newest_cut is None else min(newest_cut, plan.cutoff_commit)
+    checkpoint, skipped = cutoff_checkpoint(listing, newest)
+    if newest_cut is not None and newest_cut < plan.cutoff_commit:
+        skipped.append(
+            f"no checkpoint newer than {newest_cut} is a cut-off: a damaged checkpoint was read "
+            "past, and the one used instead stays until it is rewritten"
+            if newest_cut >= 0
+            else "no checkpoint is a cut-off: a damaged checkpoint was read past to the commits"
+        )
     plan.notes += skipped
     if checkpoint is None:
         return plan
@@ -415,7 +428,16 @@ def plan_table_cleanup(
         sidecar_refs=_sidecar_refs(table, [f for f in infos if f is not pending]),
         protect_before_version=protect,
         published_up_to=snap.version if snap.protocol.has("catalogManaged") else None,
+        newest_cut=_read_past(snap),
     )
+
+
+def _read_past(snap: Snapshot) -> int | None:
+    """The newest checkpoint cleanup may cut at when the snapshot read past a damaged one."""
+    if not snap.damaged_checkpoints:
+        return None
+    cp = snap.segment.checkpoint
+    return cp.version if cp is not None else -1
 
 
 def _commit_times(table: Table, snap: Snapshot, infos: list[FileInfo]) -> Callable[[int], int]:

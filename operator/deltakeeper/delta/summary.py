@@ -49,4 +49,5 @@ def summarize(table: Table, snap: Snapshot, small_file_bytes: int) -> dict[str, 
         "smallFiles": snap.small_files(small_file_bytes),
         "smallFileThreshold": small_file_bytes,
         "unpublishedCommits": unpublished,
+        "damagedCheckpoints": [d.to_json() for d in snap.damaged_checkpoints],
     }

@@ -9,7 +9,7 @@ checkpoint lets a later cleanup drop the commits before it, and cleanup never to
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deltakeeper.delta import cleanup, vacuum
@@ -35,6 +35,9 @@ class Step:
     refused: bool = False  # not due because running it would be unsafe or against policy
     exit_code: int = 0  # for a refusal: the CLI exit code of its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
+    # checkpoint: damaged checkpoints to rewrite first (classic-named, one file each)
+    repair: tuple[int, ...] = ()
+    regular: bool = True  # checkpoint: also the one at the plan's version (not only repairs)
     # cleanup after a checkpoint this run writes: `detail` counts that checkpoint as written (a
     # dry run shows it so); a real run plans again with `replan()` once it is there.
     replan: Callable[[], cleanup.CleanupPlan] | None = field(default=None, repr=False)
@@ -118,6 +121,18 @@ def commits_since_checkpoint(snap: Snapshot) -> int:
 
 
 def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    step = _regular_checkpoint(table, snap, policy)
+    damaged = sorted({d.version for d in snap.damaged_checkpoints})
+    if not damaged:
+        return step
+    names = ", ".join(d.keys[0] for d in snap.damaged_checkpoints)
+    reason = f"damaged checkpoint {names} is rewritten first"
+    if step.due:
+        reason += f"; then {step.reason}"
+    return replace(step, due=True, reason=reason, repair=tuple(damaged), regular=step.due)
+
+
+def _regular_checkpoint(table: Table, snap: Snapshot, policy: Policy) -> Step:
     lag, every = commits_since_checkpoint(snap), policy.checkpoint_interval
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
