@@ -118,7 +118,7 @@ def _checkpoint(
         outcome.files = [f for r in repaired for f in r.files] + outcome.files
     if repaired:
         verb = "would rewrite" if dry_run else "rewrote"
-        keys = ", ".join(r.message.split(" ", 1)[0] for r in repaired)
+        keys = ", ".join(r.message for r in repaired)  # a repair's message is its file
         outcome.message = f"{verb} damaged checkpoint {keys}" + (
             f"; {outcome.message}" if step.regular else ""
         )
