@@ -177,3 +177,20 @@ def test_an_explicit_retention_below_the_tables_is_raised_to_it(capsys, tmp_path
     assert report["retention"]["logRetention"] == {"ms": 40 * DAY, "source": "table"}
     code, report, _ = maintain_json(capsys, tmp_path, "--log-retention", "50d", "--dry-run")
     assert report["retention"]["logRetention"] == {"ms": 50 * DAY, "source": "flag"}
+
+
+def test_dry_run_shows_the_damaged_checkpoint_it_would_rewrite(capsys, tmp_path):
+    daily_table(tmp_path)
+    assert run(capsys, "checkpoint", str(tmp_path), "--version", "9", "--now", str(NOW))[0] == 0
+    damaged = tmp_path / "_delta_log" / "00000000000000000009.checkpoint.parquet"
+    damaged.write_bytes(b"")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "_delta_log").iterdir()}
+    code, report, err = maintain_json(capsys, tmp_path, "--dry-run", "--no-vacuum")
+    assert code == 0 and "00000000000000000009.checkpoint.parquet" in err  # the warning
+    step = next(s for s in report["plan"]["steps"] if s["operation"] == "checkpoint")
+    assert step["due"] and "damaged checkpoint" in step["reason"]
+    result = next(r for r in report["results"] if r["operation"] == "checkpoint")
+    assert result["result"] == "dry-run" and result["repairedCheckpoints"] == [9]
+    assert "_delta_log/00000000000000000009.checkpoint.parquet" in report["files"]
+    after = {p.name: p.read_bytes() for p in (tmp_path / "_delta_log").iterdir()}
+    assert after == before
