@@ -19,6 +19,7 @@ from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
+from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction, executor, planner, policy
@@ -383,6 +384,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         raise InvalidInputError(str(e)) from e
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot(version=args.version, timestamp_ms=ts)
+    _warn_damage(snap)
     report = summarize(table, snap, small)
     if args.json:
         print(json.dumps(report, sort_keys=False))
@@ -434,6 +436,7 @@ def _print_inspect(r: dict[str, Any]) -> None:
 def cmd_files(args: argparse.Namespace) -> int:
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot(version=args.version)
+    _warn_damage(snap)
     out = sys.stdout
     for batch in snap.files.to_batches(max_chunksize=10_000):
         for row in batch.to_pylist():
@@ -451,6 +454,12 @@ def cmd_files(args: argparse.Namespace) -> int:
             else:
                 out.write(f"{row['path']}\t{row['size']}\n")
     return 0
+
+
+def _warn_damage(snap: Snapshot) -> None:
+    note = snap.damage_note()
+    if note:
+        print(f"deltakeeper: warning: {note}", file=sys.stderr)
 
 
 def _ms(flag: str, text: str | None, parse: Any) -> int | None:
@@ -477,6 +486,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     table = open_table(args.uri, _storage_options(args.storage_option))
     source = checkpoint_source(table, args.version)  # streams the newest checkpoint when it can
     snap = source.snapshot
+    _warn_damage(snap)
     pol = _policy(
         args.uri,
         snap.metadata.configuration,
@@ -549,6 +559,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     retention = _ms("--log-retention", args.log_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot()
+    _warn_damage(snap)
     pol = _policy(args.uri, snap.metadata.configuration, log_retention_ms=retention)
     if not pol.expired_log_cleanup:
         plan = None
@@ -589,6 +600,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = vacuum.load_for_vacuum(table)
+    _warn_damage(snap)
     pol = _policy(
         args.uri,
         snap.metadata.configuration,
@@ -598,11 +610,12 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     plan = vacuum.plan_table_vacuum(
         table, snap, pol.deleted_file_retention_ms, now, pol.allow_short_retention
     )
-    deleted = 0
+    deleted = folders = 0
     if not args.dry_run:
         deleted = vacuum.execute_vacuum(
             table, plan, None if args.json else functools.partial(_progress, "vacuum")
         )
+        folders = vacuum.remove_empty_folders(table, plan)
     report = {
         "operation": "vacuum",
         "version": plan.version,
@@ -614,6 +627,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         "filesWithSizes": [{"path": f.key, "size": f.size} for f in plan.delete]
         if args.dry_run
         else [],
+        "folders": plan.folders,
+        "deletedFolders": folders,
+        "skippedNestedTables": plan.nested,
         "retentionMs": plan.retention_ms,
         "cutoffTimestamp": plan.cutoff_ms,
         "scannedFiles": plan.scanned,
@@ -629,6 +645,11 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         print("\n".join(f"  {f.key}\t{f.size}" for f in plan.delete))
     elif plan.delete:
         print(f"deleted {deleted} files ({format_bytes(plan.bytes)})")
+    if plan.folders and args.dry_run:
+        print("would remove empty folders:")
+        print("\n".join(f"  {key}" for key in plan.folders))
+    elif plan.folders:
+        print(f"removed {folders} empty folders")
     return 0
 
 
@@ -636,6 +657,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     now = _now(args)
     table = open_table(args.uri, _storage_options(args.storage_option))
     snap = table.snapshot()
+    _warn_damage(snap)
     flags = {
         "log_retention_ms": _ms("--log-retention", args.log_retention, parse_duration_ms),
         "deleted_file_retention_ms": _ms(
@@ -771,6 +793,7 @@ def _maintain_json(plan: planner.Plan, report: executor.Report) -> dict[str, Any
         "deletedFiles": report.total("deleted_files"),
         "deletedBytes": report.total("deleted_bytes"),
         "files": [f for o in report.outcomes for f in o.files],
+        "retention": plan.policy.retention_json(),
         "plan": plan.to_json(),
         "results": [o.to_json() for o in report.outcomes],
         "seconds": round(report.seconds, 3),

@@ -264,6 +264,8 @@ class TableWatcher:
         written = None
         if self._snap is not None and self._table is not None:
             status.update(self._status_numbers(self._table, self._snap, target.small_file_bytes))
+            if self._policy is not None:
+                status["retention"] = self._policy.retention_json()
             cp = self._snap.segment.checkpoint
             written = cp.files[0].info.mtime_ms if cp else None
         status["lastMaintenance"] = {
@@ -412,6 +414,8 @@ def _classify(error: BaseException) -> tuple[str, str]:
 def _outcome_events(outcomes: list[executor.Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
+        if o.result == "done" and o.repaired:
+            events.append(Event("Warning", "CheckpointRepaired", o.message))
         if o.result == "done":
             events.append(Event("Normal", *_done(o)))
         elif o.result == "dry-run" and o.operation == "vacuum":

@@ -87,7 +87,12 @@ def test_last_checkpoint_variants_give_the_same_answer(table, variant, corpus, c
         "lastCheckpointVersion",
     ):
         assert got[key] == want[key], key
-    expected_status = {"missing": "missing", "corrupt": "corrupt", "bad-checksum": "corrupt"}
+    expected_status = {
+        "missing": "missing",
+        "corrupt": "corrupt",
+        "bad-checksum": "corrupt",
+        "stale": "stale",
+    }
     if variant in expected_status:
         assert got["lastCheckpointFile"] == expected_status[variant]
     # delta-kernel (inside both oracles) gives up on a hint that points nowhere, where the spec

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -237,3 +238,19 @@ def test_we_delete_what_delta_spark_vacuum_would(tmp_path, capsys, tally):
         theirs = {Path(unquote(urlparse(r[0]).path)).relative_to(root).as_posix() for r in found}
         assert set(ours_dry["files"]) == theirs, name
         tally["dry runs equal to Delta Spark's VACUUM DRY RUN"] += 1
+
+
+def test_a_table_nested_in_another_is_skipped_and_still_reads_the_same(corpus_copy, capsys):
+    outer = corpus_copy("simple_table")
+    inner = outer / "nested"
+    shutil.copytree(corpus_copy("delta-0.8.0-partitioned"), inner)
+    age_data_files(outer)  # every data file, the nested table's too, is past the retention
+    inner_files = files_under(inner)
+    rows = row_digests(inner)
+    assert not any(isinstance(r, Unreadable) for r in rows.values()), rows
+    report, gone = vacuum_and_check(capsys, outer, FAR)
+    assert not any(k.startswith("nested/") for k in gone)
+    assert files_under(inner) == inner_files
+    assert report["skippedNestedTables"] == ["nested"]
+    assert row_digests(inner) == rows  # delta-rs and DuckDB read the nested table as before
+    assert not isinstance(ours(outer, None), DeltaError)

@@ -71,12 +71,15 @@ def check_invariants(files: list[FileInfo], p: CleanupPlan) -> None:
     assert len({f.key for f in p.delete}) == len(p.delete)
     assert sum(t.files for t in p.by_kind.values()) == p.files
     assert sum(t.bytes for t in p.by_kind.values()) == p.bytes
+    temps = [f for f in p.delete if paths.is_temp(f.name)]
+    assert all(f.mtime_ms < p.now_ms - DAY_MS for f in temps)
+    log_files = [f for f in p.delete if not paths.is_temp(f.name)]
     c = p.cutoff_checkpoint
     if c is None:
-        assert p.delete == []
+        assert log_files == []
         return
     assert p.cutoff_commit is not None and c <= p.cutoff_commit
-    for f in p.delete:
+    for f in log_files:
         name = paths.parse(f.key.removeprefix("_delta_log/"))
         assert name is not None and name.kind is not Kind.LAST_CHECKPOINT
         if name.kind in (Kind.COMMIT, Kind.CRC) or name.is_checkpoint:
@@ -363,15 +366,28 @@ def test_monotonic_times_like_delta_spark() -> None:
     }
 
 
-def test_checkpoint_whose_commit_time_was_adjusted_is_not_a_cutoff() -> None:
-    # Commit 6's file time went backwards; keeping 6 and deleting 5 would move its time.
+def test_checkpoint_whose_commit_time_was_adjusted_is_a_cutoff_as_in_delta_spark() -> None:
+    # Commit 6's file time went backwards and is adjusted; Delta Spark still cuts at the
+    # checkpoint (its BufferingLogDeletionIterator ends a run of adjusted files there).
     times = hourly(0, 9, CUTOFF - HOUR)
     times[6] = times[2]
     files = [*history(times), fi(paths.checkpoint(6)), fi(paths.checkpoint(3))]
     p = plan(files)
     assert p.cutoff_commit == 9
-    assert p.cutoff_checkpoint == 3
-    assert "checkpoint 6 skipped: commit 6's time went backwards" in str(p)
+    assert p.cutoff_checkpoint == 6
+    assert deleted(p) == {paths.commit(v) for v in range(6)} | {paths.checkpoint(3)}
+
+
+def test_equal_commit_times_are_adjusted_and_cleaned() -> None:
+    # A table copied with one modification time for every file: times become T, T+1 ms, ...
+    same = CUTOFF - 2 * DAY_MS
+    files = [*history({v: same for v in range(25)}), fi(paths.checkpoint(10), same)]
+    files.append(fi(paths.checkpoint(20), same))
+    p = plan(files)
+    assert p.cutoff_commit == 24
+    assert p.cutoff_checkpoint == 20
+    assert deleted(p) == {paths.commit(v) for v in range(20)} | {paths.checkpoint(10)}
+    assert "went backwards" not in str(p)
 
 
 def test_caller_supplied_times_are_used_not_file_times() -> None:
@@ -463,10 +479,16 @@ def test_property_cleanup_keeps_every_version_from_the_cutoff_checkpoint(case: C
         return
     if published is not None:
         assert c <= published
-    # Time travel answers stay: kept commits keep their (adjusted) timestamps.
+    # Time travel answers stay where the first kept commit's time was not adjusted; when it
+    # was (Delta Spark cuts there too), kept times move back by at most that adjustment.
     kept = {v: times[v] for v in group(remaining(files, p)).commits}
     everything = monotonic({v: times[v] for v in group(files).commits})
-    assert monotonic(kept) == {v: everything[v] for v in kept}
+    after = monotonic(kept)
+    if kept:
+        first = min(kept)
+        shift = everything[first] - times[first]
+        for v in kept:
+            assert 0 <= everything[v] - after[v] <= shift
     # Checkpoint protection: history before P goes all at once, or up to a checkpoint that stays.
     gone = [int(f.name[:20]) for f in p.delete if kind(f) is Kind.COMMIT]
     below = [v for v in gone if protect is not None and v < protect]
@@ -478,3 +500,26 @@ def test_property_cleanup_keeps_every_version_from_the_cutoff_checkpoint(case: C
     for f in p.delete:
         if "/_sidecars/" in f.key:
             assert f.name not in live and f.mtime_ms < p.sidecar_cutoff_ms
+
+
+def test_temp_files_of_killed_writes_older_than_a_day_go() -> None:
+    # Delta Spark / Hadoop (UUID with dashes, and Hadoop's .crc of it), deltakeeper (hex) and
+    # delta-rs temp names; one of each is younger than a day and stays.
+    dashed = "b16f838b-a848-4ab4-a5ff-f004e355b277"
+    old = NOW - 2 * DAY_MS
+    young = NOW - HOUR
+    names = {
+        f".{paths.commit(3)}.{dashed}.tmp": old,
+        f"..{paths.commit(3)}.{dashed}.tmp.crc": old,
+        f".{paths.checkpoint(3)}.{'ab' * 16}.tmp": old,
+        f"_commit_{dashed}.json.tmp": old,
+        f".{paths.commit(4)}.{dashed}.tmp": young,
+        f"_commit_{U2}.json.tmp": young,
+        ".notes.tmp": old,  # not a writer's temp name: left alone
+    }
+    files = [*history(hourly(0, 4, NOW - HOUR)), *(fi(n, t) for n, t in names.items())]
+    p = plan(files)
+    assert p.cutoff_checkpoint is None  # nothing of the log itself goes
+    assert deleted(p) == {n for n, t in names.items() if t == old and n != ".notes.tmp"}
+    assert p.by_kind[Kind.TEMP].files == 4
+    assert "4 temp files of killed writes" in str(p)

@@ -23,13 +23,19 @@ def maintain_json(capsys, path, *flags):
 def test_json_report_has_the_contract_keys_and_per_step_results(capsys, tmp_path):
     daily_table(tmp_path)
     touch(tmp_path / "stray.parquet", START)
+    log = tmp_path / "_delta_log"
+    commit_bytes = sum((log / f"{v:020d}.json").stat().st_size for v in range(11))
     code, report, _ = maintain_json(capsys, tmp_path)
     assert code == 0
     assert report["operation"] == "maintain" and report["version"] == 11
     assert report["dryRun"] is False and report["checkpointVersion"] == 11
-    assert report["deletedFiles"] == 2 and report["deletedBytes"] == 200  # f1 + stray
+    assert report["deletedFiles"] == 13  # commits 0-10, f1 and stray
+    assert report["deletedBytes"] == commit_bytes + 200
     results = {r["operation"]: r["result"] for r in report["results"]}
-    assert results == {"checkpoint": "done", "cleanup": "skipped", "vacuum": "done"}
+    # Cleanup uses the checkpoint written first in the same run: commits 0-10 go.
+    assert results == {"checkpoint": "done", "cleanup": "done", "vacuum": "done"}
+    cleaned = next(r for r in report["results"] if r["operation"] == "cleanup")
+    assert cleaned["deletedFiles"] == 11 and cleaned["deletedBytes"] == commit_bytes
     steps = {s["operation"]: s for s in report["plan"]["steps"]}
     assert steps["vacuum"]["files"] == 2 and steps["checkpoint"]["due"]
 
@@ -39,8 +45,11 @@ def test_dry_run_lists_the_files_and_changes_nothing(capsys, tmp_path):
     before = log_names(tmp_path)
     code, report, _ = maintain_json(capsys, tmp_path, "--dry-run")
     assert code == 0 and report["dryRun"] and report["deletedFiles"] == 0
+    # The cleanup that the checkpoint about to be written allows is shown too.
+    commits = [f"_delta_log/{v:020d}.json" for v in range(11)]
     assert report["files"] == [
         "_delta_log/00000000000000000011.checkpoint.parquet",
+        *commits,
         "f1.parquet",
     ]
     assert log_names(tmp_path) == before and (tmp_path / "f1.parquet").exists()
@@ -142,3 +151,46 @@ def test_write_checksum_and_part_size_reach_the_checkpoint(capsys, tmp_path):
     assert sum(".checkpoint." in n for n in log_names(tmp_path)) == 3
     crc = json.loads((tmp_path / crc_key).read_text())
     assert crc["numFiles"] == 11 and crc["tableSizeBytes"] == 1100
+
+
+def test_a_tables_short_log_retention_is_honoured_and_its_source_reported(capsys, tmp_path):
+    # Delta Spark keeps one day of log for delta.logRetentionDuration = 1 day, not 30.
+    daily_table(tmp_path, **{"delta.logRetentionDuration": "interval 1 day"})
+    assert run(capsys, "checkpoint", str(tmp_path), "--version", "9", "--now", str(NOW))[0] == 0
+    now = START + 14 * DAY
+    code, out, _ = run(capsys, "maintain", str(tmp_path), "--now", str(now), "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["retention"] == {
+        "logRetention": {"ms": DAY, "source": "table"},
+        "deletedFileRetention": {"ms": 7 * DAY, "source": "default"},
+    }
+    cleaned = next(r for r in report["results"] if r["operation"] == "cleanup")
+    assert cleaned["result"] == "done" and cleaned["deletedFiles"] >= 9
+    assert "00000000000000000000.json" not in log_names(tmp_path)
+
+
+def test_an_explicit_retention_below_the_tables_is_raised_to_it(capsys, tmp_path):
+    daily_table(tmp_path, **{"delta.logRetentionDuration": "interval 40 days"})
+    code, report, _ = maintain_json(capsys, tmp_path, "--log-retention", "2d", "--dry-run")
+    assert code == 0
+    assert report["retention"]["logRetention"] == {"ms": 40 * DAY, "source": "table"}
+    code, report, _ = maintain_json(capsys, tmp_path, "--log-retention", "50d", "--dry-run")
+    assert report["retention"]["logRetention"] == {"ms": 50 * DAY, "source": "flag"}
+
+
+def test_dry_run_shows_the_damaged_checkpoint_it_would_rewrite(capsys, tmp_path):
+    daily_table(tmp_path)
+    assert run(capsys, "checkpoint", str(tmp_path), "--version", "9", "--now", str(NOW))[0] == 0
+    damaged = tmp_path / "_delta_log" / "00000000000000000009.checkpoint.parquet"
+    damaged.write_bytes(b"")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "_delta_log").iterdir()}
+    code, report, err = maintain_json(capsys, tmp_path, "--dry-run", "--no-vacuum")
+    assert code == 0 and "00000000000000000009.checkpoint.parquet" in err  # the warning
+    step = next(s for s in report["plan"]["steps"] if s["operation"] == "checkpoint")
+    assert step["due"] and "damaged checkpoint" in step["reason"]
+    result = next(r for r in report["results"] if r["operation"] == "checkpoint")
+    assert result["result"] == "dry-run" and result["repairedCheckpoints"] == [9]
+    assert "_delta_log/00000000000000000009.checkpoint.parquet" in report["files"]
+    after = {p.name: p.read_bytes() for p in (tmp_path / "_delta_log").iterdir()}
+    assert after == before

@@ -151,6 +151,10 @@ def test_table_settings_win_over_the_policy_over_defaults() -> None:
     assert settings["log_retention_ms"] == 10 * policy.DAY_MS
     assert settings["deleted_file_retention_ms"] == 14 * policy.DAY_MS
     assert settings["checkpoint_interval"] == 5
+    assert settings["sources"] == {
+        "log_retention_ms": "spec",
+        "deleted_file_retention_ms": "policy",
+    }
     assert manifests.poll_interval_ms(t, p) == 60_000
     assert manifests.poll_interval_ms(t, None) == policy.POLL_INTERVAL_MS
     assert manifests.small_file_bytes(t, None) == policy.SMALL_FILE_BYTES

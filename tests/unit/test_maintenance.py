@@ -49,28 +49,29 @@ def steps(plan) -> dict[str, planner.Step]:
     return {s.operation: s for s in plan.steps}
 
 
-def test_a_long_log_without_checkpoint_gets_one_and_cleanup_waits_for_it(tmp_path):
+def test_a_long_log_without_checkpoint_gets_one_and_cleanup_uses_it_in_the_same_run(tmp_path):
     daily_table(tmp_path)
     now = START + 60 * DAY
     table, plan = plan_for(tmp_path, now)
     s = steps(plan)
     assert s["checkpoint"].due and "12 commits" in s["checkpoint"].reason
-    assert not s["cleanup"].due and "no usable checkpoint" in s["cleanup"].reason
+    # Cleanup is planned as it will be once the checkpoint at 11 is written.
+    assert s["cleanup"].due and "using the checkpoint at version 11" in s["cleanup"].reason
+    assert s["cleanup"].detail.cutoff_checkpoint == 11 and s["cleanup"].detail.files == 11
     report = executor.execute(table, plan)
     by_op = {o.operation: o for o in report.outcomes}
     assert by_op["checkpoint"].result == "done" and by_op["checkpoint"].checkpoint_version == 11
+    assert by_op["cleanup"].result == "done" and by_op["cleanup"].deleted_files == 11
     assert "00000000000000000011.checkpoint.parquet" in log_names(tmp_path)
-    # The next run: the checkpoint makes the commits before it deletable.
-    table, plan = plan_for(tmp_path, now)
-    s = steps(plan)
-    assert not s["checkpoint"].due and "0 commits" in s["checkpoint"].reason
-    assert s["cleanup"].due
-    report = executor.execute(table, plan)
-    assert {o.operation: o.result for o in report.outcomes}["cleanup"] == "done"
     assert sorted(n for n in log_names(tmp_path) if n.endswith(".json")) == [
         "00000000000000000011.json"
     ]
     assert open_table(str(tmp_path)).snapshot().num_files == 11
+    # The next run has nothing left to do in the log.
+    table, plan = plan_for(tmp_path, now)
+    s = steps(plan)
+    assert not s["checkpoint"].due and "0 commits" in s["checkpoint"].reason
+    assert not s["cleanup"].due
 
 
 def test_vacuum_removes_the_expired_tombstones_file_and_strays_only(tmp_path):
@@ -128,7 +129,7 @@ def test_short_vacuum_retention_is_refused_but_the_rest_runs(tmp_path):
     assert vac.refused and not vac.due and "allow" in vac.reason.lower()
     report = executor.execute(table, plan)
     by_op = {o.operation: o.result for o in report.outcomes}
-    assert by_op == {"checkpoint": "done", "cleanup": "skipped", "vacuum": "refused"}
+    assert by_op == {"checkpoint": "done", "cleanup": "done", "vacuum": "refused"}
     assert (tmp_path / "f1.parquet").exists()
 
 

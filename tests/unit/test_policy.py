@@ -115,3 +115,34 @@ def test_table_properties_stay_a_floor_under_layered_settings():
 def test_bad_checkpoint_interval_property_is_a_policy_error():
     with pytest.raises(PolicyError, match=r"delta\.checkpointInterval"):
         effective({"delta.checkpointInterval": "often"})
+
+
+def test_the_tables_own_retention_is_used_when_nothing_explicit_is_set():
+    # Delta Spark honours a table's delta.logRetentionDuration even below its 30-day default.
+    conf = {
+        "delta.logRetentionDuration": "interval 1 day",
+        "delta.deletedFileRetentionDuration": "interval 2 days",
+    }
+    p = effective(conf)
+    assert p.log_retention_ms == DAY_MS
+    assert p.deleted_file_retention_ms == 2 * DAY_MS
+    assert p.retention_json() == {
+        "logRetention": {"ms": DAY_MS, "source": "table"},
+        "deletedFileRetention": {"ms": 2 * DAY_MS, "source": "table"},
+    }
+
+
+def test_retention_sources_say_which_layer_won():
+    conf = {"delta.logRetentionDuration": "interval 10 days"}
+    table_spec = policy.from_spec({"logRetention": "5d"})
+    policy_spec = policy.from_spec({"logRetention": "20d", "deletedFileRetention": "14d"})
+    settings = policy.layered(table_spec, policy_spec)
+    sources = policy.sources_of(spec=table_spec, policy=policy_spec)
+    p = effective(conf, **settings, sources=sources)
+    # The spec's 5d is below the table's 10d: the table's property wins.
+    assert p.sources == {"log_retention_ms": "table", "deleted_file_retention_ms": "policy"}
+    assert (p.log_retention_ms, p.deleted_file_retention_ms) == (10 * DAY_MS, 14 * DAY_MS)
+    p = effective({}, **policy.layered(policy_spec), sources=policy.sources_of(policy=policy_spec))
+    assert p.sources == {"log_retention_ms": "policy", "deleted_file_retention_ms": "policy"}
+    p = effective({}, log_retention_ms=DAY_MS)
+    assert p.sources == {"log_retention_ms": "flag", "deleted_file_retention_ms": "default"}

@@ -522,3 +522,66 @@ def test_property_vacuum_never_deletes_a_referenced_or_young_file(history, data,
         left = files_under(Path(tmp))
         assert keep <= left
         assert {k for k, f in listed.items() if f.mtime_ms >= cutoff} <= left
+
+
+# -- nested tables and empty folders -------------------------------------------------------------
+def test_a_nested_delta_table_is_skipped_and_named(tmp_path, capsys):
+    outer = LogBuilder(tmp_path)
+    outer.commit(protocol(), metadata(), add("live"))
+    inner = LogBuilder(tmp_path / "inner")  # a table of its own inside the outer one's folder
+    inner.commit(protocol(), metadata(), add("part-0.parquet"))
+    deeper = LogBuilder(tmp_path / "inner" / "deeper")
+    deeper.commit(protocol(), metadata(), add("x.parquet"))
+    for key in ["live", "stray", "inner/part-0.parquet", "inner/deeper/x.parquet", "inner/y"]:
+        touch(tmp_path, key)
+    p = plan(tmp_path)
+    assert [f.key for f in p.delete] == ["stray"]
+    assert p.nested == ["inner"] and p.in_nested == 5  # 3 data files and 2 commits
+    assert "skipped 1 nested Delta tables (5 files; each has its own _delta_log): inner" in str(p)
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["skippedNestedTables"] == ["inner"]
+    before = files_under(tmp_path)
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json")
+    assert code == 0 and json.loads(out)["skippedNestedTables"] == ["inner"]
+    assert before - files_under(tmp_path) == {"stray"}
+
+
+def _old_folder(root: Path, key: str, mtime_ms: int = OLD) -> None:
+    os.utime(root / key, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+
+def test_folders_left_empty_are_removed_but_never_the_root_log_or_new_ones(tmp_path, capsys):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(partitions=("p",)), add("p=1/live.parquet"))
+    for key in ["p=1/live.parquet", "p=2/gone.parquet", "a/b/gone.parquet", "keep/.x.crc"]:
+        touch(tmp_path, key)
+    (tmp_path / "empty" / "deeper").mkdir(parents=True)
+    (tmp_path / "young").mkdir()
+    for key in ["p=1", "p=2", "a/b", "a", "keep", "empty/deeper", "empty"]:
+        _old_folder(tmp_path, key)
+    _old_folder(tmp_path, "young", NOW)  # a writer may be about to fill it
+    p = plan(tmp_path)
+    assert [f.key for f in p.delete] == ["a/b/gone.parquet", "p=2/gone.parquet"]
+    assert p.folders == ["a/", "a/b/", "empty/", "empty/deeper/", "p=2/"]
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    dry = json.loads(out)
+    assert dry["folders"] == p.folders and dry["deletedFolders"] == 0
+    assert (tmp_path / "empty" / "deeper").is_dir()
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json")
+    assert code == 0 and json.loads(out)["deletedFolders"] == 5
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["_delta_log", "keep", "p=1", "young"]
+
+
+def test_a_folder_filled_after_planning_stays(tmp_path):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata())
+    touch(tmp_path, "d/gone.parquet")
+    _old_folder(tmp_path, "d")
+    table = open_table(str(tmp_path))
+    p = plan(tmp_path)
+    assert p.folders == ["d/"]
+    execute_vacuum(table, p)
+    touch(tmp_path, "d/just-written.parquet", NOW)  # a writer got there first
+    assert vacuum.remove_empty_folders(table, p) == 0
+    assert (tmp_path / "d" / "just-written.parquet").exists()

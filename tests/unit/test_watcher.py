@@ -457,3 +457,38 @@ def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) ->
     later = now + DAY + 1
     w.maintain(target, w.observe(target, later), later)
     assert sorted(p.name for p in root.glob("*.parquet")) == [f"new{v}.parquet" for v in range(3)]
+
+
+def test_the_status_says_where_each_retention_came_from(tmp_path: Path) -> None:
+    dated_table(tmp_path, 3)
+    settings = {"log_retention_ms": 5 * DAY, "sources": {"log_retention_ms": "spec"}}
+    target = Target("ns", "t", str(tmp_path), settings=settings)
+    obs = TableWatcher(START).observe(target, START + 3 * DAY)
+    assert obs.status["retention"] == {
+        "logRetention": {"ms": 5 * DAY, "source": "spec"},
+        "deletedFileRetention": {"ms": 7 * DAY, "source": "default"},
+    }
+
+
+def test_a_damaged_newest_checkpoint_is_read_past_and_rewritten(tmp_path: Path) -> None:
+    dated_table(tmp_path, 12)
+    assert main(["checkpoint", str(tmp_path), "--version", "5", "--now", str(START)]) == 0
+    assert main(["checkpoint", str(tmp_path), "--version", "11", "--now", str(START)]) == 0
+    damaged = tmp_path / "_delta_log" / "00000000000000000011.checkpoint.parquet"
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[: len(good) // 2])  # truncated, as a killed copy leaves it
+    now = START + 60 * DAY  # every commit is past the log retention
+    target = Target("ns", "t", str(tmp_path))
+    w = TableWatcher(now)
+    obs = w.observe(target, now)
+    assert cond(obs, "Ready") == ("True", "Watching") and obs.status["files"] == 12
+    obs = w.maintain(target, obs, now)
+    assert ("Warning", "CheckpointRepaired") in events(obs)
+    assert "00000000000000000011.checkpoint.parquet" in all_text(obs)
+    log = {p.name for p in (tmp_path / "_delta_log").iterdir()}
+    # The checkpoint read instead (5) and its commit stay in this run; only older ones went.
+    assert "00000000000000000005.checkpoint.parquet" in log
+    assert "00000000000000000005.json" in log and "00000000000000000004.json" not in log
+    snap = open_table(str(tmp_path)).snapshot()
+    assert not snap.damaged_checkpoints and snap.segment.checkpoint.version == 11
+    assert snap.num_files == 12

@@ -388,9 +388,13 @@ def _existing_parts(snap: Snapshot) -> int | None:
     directory order) refuses the table.
     """
     cp = snap.segment.checkpoint
-    if cp is None or cp.version != snap.version or cp.kind is Kind.UUID_CHECKPOINT:
-        return None
-    return len(cp.files)
+    if cp is not None and cp.version == snap.version and cp.kind is not Kind.UUID_CHECKPOINT:
+        return len(cp.files)
+    for damaged in snap.damaged_checkpoints:  # a damaged one being rewritten: same layout
+        name = paths.parse(damaged.keys[0].removeprefix(paths.LOG_DIR + "/"))
+        if damaged.version == snap.version and name and name.kind is Kind.MULTIPART_CHECKPOINT:
+            return len(damaged.keys)
+    return None
 
 
 def _num_parts(content: Content, part_size: int) -> int:

@@ -15,16 +15,18 @@ those of "Metadata Cleanup" in the Delta protocol:
 4. Sidecars in `_sidecars/` go when no remaining checkpoint references them and they are older
    than the sidecar cut-off (see `sidecar_cutoff_ms`).
 
+Beyond the protocol: writers' temp files (`paths.is_temp`) in `_delta_log` older than a day go
+too, whatever the steps above decide; a killed write leaves them and no one else removes them.
+
 Timestamps. `commit_time(version)` is whatever the table uses for time travel: the file
-modification time, or the in-commit timestamp for versions that have one. Like Delta Spark,
-the planner first makes the times strictly increasing in version order (a time not later than
-the previous one becomes previous + 1 ms); in-commit timestamps already are, so they are
-unchanged. The adjusted times choose the cutoffCommit. A checkpoint is only eligible as the
-cutOffCheckpoint when the first commit kept (the one at its version, or the next one listed) did
-not need adjusting: otherwise deleting the older commits would change the adjusted time of the
-commits kept, and a time-travel query could answer a different version than before. This is
-the rule Delta Spark's BufferingLogDeletionIterator enforces; when file times never go
-backwards it changes nothing.
+modification time, or the in-commit timestamp for versions that have one. Like Delta Spark
+(DeltaHistoryManager's monotonization), the planner first makes the times strictly increasing in
+version order: a time not later than the previous one becomes previous + 1 ms; in-commit
+timestamps already are, so they are unchanged. The adjusted times choose the cutoffCommit, so a
+table copied with equal file times (every commit adjusted) is cleaned like any other. As in
+Delta Spark, whose BufferingLogDeletionIterator ends a run of adjusted files at each checkpoint,
+a checkpoint is a valid cut whether or not its commit's time was adjusted; the kept commits'
+adjusted times may then move back by at most the adjustment they had.
 
 Checkpoint protection (`delta.requireCheckpointProtectionBeforeVersion` = P, passed only when
 the `checkpointProtection` writer feature is in the protocol) follows Delta Spark's
@@ -43,7 +45,6 @@ must permit metadata cleanup; that check is the caller's.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,12 +57,14 @@ import pyarrow.parquet as pq
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
-from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import Table
 
 DAY_MS = 86_400_000
+# A writer's temp file this old belongs to a write that died: no write takes a day.
+TEMP_FILE_AGE_MS = DAY_MS
 
 
 @dataclass
@@ -119,6 +122,53 @@ def plan_cleanup(
     sidecar_refs: Mapping[str, Collection[str]] | None = None,
     protect_before_version: int | None = None,
     published_up_to: int | None = None,
+    newest_cut: int | None = None,
+) -> CleanupPlan:
+    """Plan a metadata cleanup (`plan_log_cleanup`, which documents the arguments), plus
+    writers' temp files in `_delta_log` older than `TEMP_FILE_AGE_MS`: a killed write leaves
+    them, and nothing else ever removes them."""
+    infos = [f for f in files if not f.is_dir]
+    plan = plan_log_cleanup(
+        infos,
+        commit_time,
+        retention_ms,
+        now_ms,
+        sidecar_refs=sidecar_refs,
+        protect_before_version=protect_before_version,
+        published_up_to=published_up_to,
+        newest_cut=newest_cut,
+    )
+    leftovers = temp_leftovers(infos, now_ms)
+    if leftovers:
+        fill(plan, leftovers)
+        plan.notes.append(
+            f"{len(leftovers)} temp files of killed writes older than "
+            f"{_duration(TEMP_FILE_AGE_MS)} go"
+        )
+    return plan
+
+
+def temp_leftovers(infos: Iterable[FileInfo], now_ms: int) -> list[LogEntry]:
+    prefix = paths.LOG_DIR + "/"
+    return [
+        LogEntry(LogName(f.key.removeprefix(prefix), Kind.TEMP), f)
+        for f in infos
+        if f.key.startswith(prefix)
+        and paths.is_temp(f.name)
+        and f.mtime_ms < now_ms - TEMP_FILE_AGE_MS
+    ]
+
+
+def plan_log_cleanup(
+    files: Iterable[FileInfo],
+    commit_time: Callable[[int], int],
+    retention_ms: int,
+    now_ms: int,
+    *,
+    sidecar_refs: Mapping[str, Collection[str]] | None = None,
+    protect_before_version: int | None = None,
+    published_up_to: int | None = None,
+    newest_cut: int | None = None,
 ) -> CleanupPlan:
     """Plan a metadata cleanup.
 
@@ -129,7 +179,9 @@ def plan_cleanup(
     sidecar is deleted only when every single-file checkpoint that stays is in it.
     `protect_before_version`: `delta.requireCheckpointProtectionBeforeVersion` when the
     `checkpointProtection` feature is supported. `published_up_to`: for catalog-managed
-    tables, the newest published version the catalog reports.
+    tables, the newest published version the catalog reports. `newest_cut`: no checkpoint
+    newer than this is the cutOffCheckpoint (-1: none is); a reader that read past a damaged
+    checkpoint passes the one it used, so this run never deletes it.
     """
     if retention_ms < 0:
         raise ValueError(f"retention must not be negative, got {retention_ms} ms")
@@ -138,12 +190,19 @@ def plan_cleanup(
     cutoff_ms = midnight_utc(now_ms - retention_ms)
     plan = CleanupPlan(now_ms, retention_ms, cutoff_ms, sidecar_cutoff(now_ms, cutoff_ms))
     versions = published(listing, published_up_to)
-    raw = {v: commit_time(v) for v in versions}
-    adjusted = monotonic(raw)
+    adjusted = monotonic({v: commit_time(v) for v in versions})
     plan.cutoff_commit = cutoff_commit(adjusted, cutoff_ms)
     if plan.cutoff_commit is None:
         return plan
-    checkpoint, skipped = cutoff_checkpoint(listing, plan.cutoff_commit, raw, adjusted)
+    newest = plan.cutoff_commit if newest_cut is None else min(newest_cut, plan.cutoff_commit)
+    checkpoint, skipped = cutoff_checkpoint(listing, newest)
+    if newest_cut is not None and newest_cut < plan.cutoff_commit:
+        skipped.append(
+            f"no checkpoint newer than {newest_cut} is a cut-off: a damaged checkpoint was read "
+            "past, and the one used instead stays until it is rewritten"
+            if newest_cut >= 0
+            else "no checkpoint is a cut-off: a damaged checkpoint was read past to the commits"
+        )
     plan.notes += skipped
     if checkpoint is None:
         return plan
@@ -189,26 +248,14 @@ def cutoff_commit(adjusted: Mapping[int, int], cutoff_ms: int) -> int | None:
     return max(old) if old else None
 
 
-def cutoff_checkpoint(
-    listing: Listing, commit: int, raw: Mapping[int, int], adjusted: Mapping[int, int]
-) -> tuple[Checkpoint | None, list[str]]:
-    """The newest usable complete checkpoint at or before `commit` whose first kept commit's
-    time did not need adjusting (so cleanup leaves every kept commit's time as it was), and
-    why newer ones were passed over."""
-    versions = sorted(raw)
+def cutoff_checkpoint(listing: Listing, commit: int) -> tuple[Checkpoint | None, list[str]]:
+    """The newest usable complete checkpoint at or before `commit`, and why newer ones were
+    passed over."""
     skipped: list[str] = []
     for version in sorted((v for v in listing.checkpoints if v <= commit), reverse=True):
         found = [c for c in listing.checkpoints[version] if usable(c)]
         if not found:
             skipped.append(f"checkpoint {version} skipped: a file of it is empty")
-            continue
-        i = bisect_left(versions, version)
-        first = versions[i] if i < len(versions) else None
-        if first is not None and raw[first] != adjusted[first]:
-            skipped.append(
-                f"checkpoint {version} skipped: commit {first}'s time went backwards and was "
-                "adjusted; deleting older commits would change it"
-            )
             continue
         return found[0], skipped
     return None, skipped
@@ -311,8 +358,9 @@ def bare(refs: Iterable[str]) -> set[str]:
 
 
 def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
+    """Add `doomed` to what the plan deletes."""
     entries = sorted(doomed, key=lambda e: e.key)
-    plan.delete = [e.info for e in entries]
+    plan.delete = sorted([*plan.delete, *(e.info for e in entries)], key=lambda f: f.key)
     for e in entries:
         total = plan.by_kind.setdefault(e.name.kind, KindTotal())
         total.files += 1
@@ -348,14 +396,26 @@ def _checkpoint_line(version: int | None) -> str:
 # -- reading what the planner needs, and carrying a plan out ------------------------------------
 
 
-def plan_table_cleanup(table: Table, snap: Snapshot, retention_ms: int, now_ms: int) -> CleanupPlan:
-    """List the log and read what `plan_cleanup` needs for this table; nothing is deleted."""
+def plan_table_cleanup(
+    table: Table,
+    snap: Snapshot,
+    retention_ms: int,
+    now_ms: int,
+    pending_checkpoint: int | None = None,
+) -> CleanupPlan:
+    """List the log and read what `plan_cleanup` needs for this table; nothing is deleted.
+    `pending_checkpoint`: a version whose checkpoint is about to be written (a dry run of
+    maintain), planned as if it were there; its sidecars are unknown, so none are deleted."""
     if snap.unsupported_features:
         raise UnsupportedProtocolError(
             f"{table.uri}: refusing to clean the log: this build does not support "
             f"{', '.join(snap.unsupported_features)}"
         )
     infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
+    pending = None
+    if pending_checkpoint is not None:
+        pending = FileInfo(f"{paths.LOG_DIR}/{paths.checkpoint(pending_checkpoint)}", 1, now_ms)
+        infos.append(pending)
     conf = snap.metadata.configuration
     protect = None
     if snap.protocol.has("checkpointProtection"):
@@ -365,10 +425,19 @@ def plan_table_cleanup(table: Table, snap: Snapshot, retention_ms: int, now_ms: 
         _commit_times(table, snap, infos),
         retention_ms,
         now_ms,
-        sidecar_refs=_sidecar_refs(table, infos),
+        sidecar_refs=_sidecar_refs(table, [f for f in infos if f is not pending]),
         protect_before_version=protect,
         published_up_to=snap.version if snap.protocol.has("catalogManaged") else None,
+        newest_cut=_read_past(snap),
     )
+
+
+def _read_past(snap: Snapshot) -> int | None:
+    """The newest checkpoint cleanup may cut at when the snapshot read past a damaged one."""
+    if not snap.damaged_checkpoints:
+        return None
+    cp = snap.segment.checkpoint
+    return cp.version if cp is not None else -1
 
 
 def _commit_times(table: Table, snap: Snapshot, infos: list[FileInfo]) -> Callable[[int], int]:

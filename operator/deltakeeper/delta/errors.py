@@ -29,6 +29,15 @@ class MissingLogFileError(CorruptLogError):
     """A log file that was listed or referenced is not there (deleted underneath us?)."""
 
 
+class DamagedCheckpointError(CorruptLogError):
+    """A checkpoint that cannot be read (truncated, empty): readers fall back past it."""
+
+    def __init__(self, message: str, version: int, keys: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.version = version
+        self.keys = keys
+
+
 class UnsupportedProtocolError(DeltaError):
     """The table needs a reader or writer feature this build does not understand."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, NotADeltaTableError
@@ -103,6 +103,16 @@ def group(infos: Iterable[FileInfo]) -> Listing:
             files = tuple(found[p] for p in range(1, parts + 1))
             listing.checkpoints.setdefault(version, []).append(Checkpoint(version, files))
     return listing
+
+
+def without(listing: Listing, checkpoint: Checkpoint) -> Listing:
+    """The listing less one checkpoint (a damaged one a reader must read past)."""
+    gone = {f.key for f in checkpoint.files}
+    kept = {
+        v: [c for c in found if not gone & {f.key for f in c.files}]
+        for v, found in listing.checkpoints.items()
+    }
+    return replace(listing, checkpoints={v: found for v, found in kept.items() if found})
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ class Kind(StrEnum):
     LAST_CHECKPOINT = "last_checkpoint"
     SIDECAR = "sidecar"
     STAGED_COMMIT = "staged_commit"
+    TEMP = "temp"  # a writer's temp file (`is_temp`); never returned by `parse`
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,26 @@ _PATTERNS: list[tuple[re.Pattern[str], Kind]] = [
     (re.compile(rf"^(?:_staged_commits|_commits)/{_V}\.{_UUID}\.json$"), Kind.STAGED_COMMIT),
     (re.compile(r"^_sidecars/([^/]+\.parquet)$"), Kind.SIDECAR),
 ]
+
+
+# Temp files a killed writer can leave in `_delta_log`: Delta Spark, Hadoop LogStores, the Delta
+# kernel and deltakeeper write `.<name>.<uuid>.tmp` then rename it (uuid with or without dashes);
+# Hadoop's local file system adds `..<name>.<uuid>.tmp.crc` beside it; delta-rs writes
+# `_commit_<uuid>.json.tmp`.
+_TOKEN = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+_TEMP = re.compile(
+    rf"^(\.[^/]+\.{_TOKEN}\.tmp|\.\.[^/]+\.{_TOKEN}\.tmp\.crc|_commit_{_TOKEN}\.json\.tmp)$"
+)
+
+
+def is_temp(name: str) -> bool:
+    """Whether a file name (no folder) is a writer's temp file (see _TEMP)."""
+    return _TEMP.match(name) is not None
+
+
+def temp_name(name: str, token: str) -> str:
+    """The temp file deltakeeper writes before renaming it to `name`: `.<name>.<token>.tmp`."""
+    return f".{name}.{token}.tmp"
 
 
 def parse(name: str) -> LogName | None:

@@ -20,7 +20,11 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths, schema
-from deltakeeper.delta.errors import CorruptLogError, MissingLogFileError
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    DamagedCheckpointError,
+    MissingLogFileError,
+)
 from deltakeeper.delta.log import Checkpoint, LogSegment
 from deltakeeper.delta.storage import Storage
 
@@ -332,9 +336,14 @@ def replay(
     if base is not None:
         cp_adds, cp_removes = [drop(base[0])], [drop(base[1])]
     elif segment.checkpoint is not None:
-        cp_adds, cp_removes, others = _read_checkpoint(
-            storage, segment.checkpoint, add_cols, remove_cols, drop
-        )
+        cp = segment.checkpoint
+        try:
+            cp_adds, cp_removes, others = _read_checkpoint(storage, cp, add_cols, remove_cols, drop)
+        except MissingLogFileError:
+            raise  # deleted underneath us: the caller lists again
+        except CorruptLogError as e:
+            keys = tuple(f.key for f in cp.files)
+            raise DamagedCheckpointError(str(e), cp.version, keys) from e
         for action in others:
             kind, body = next(iter(action.items()))
             _take_table_action(result, kind, body)

@@ -57,6 +57,18 @@ class Metadata:
         }
 
 
+@dataclass(frozen=True)
+class DamagedCheckpoint:
+    """A checkpoint the reader could not read and read past (an older one, or the commits)."""
+
+    version: int
+    keys: tuple[str, ...]
+    error: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "files": list(self.keys), "error": self.error}
+
+
 @dataclass
 class Snapshot:
     uri: str
@@ -70,6 +82,19 @@ class Snapshot:
     domains: dict[str, dict[str, Any]]  # live domains only (removed ones dropped)
     segment: LogSegment
     commit_info: dict[str, Any] | None = None
+    damaged_checkpoints: list[DamagedCheckpoint] = field(default_factory=list)
+
+    def damage_note(self) -> str | None:
+        """What the reader read past, and what it used instead; None when nothing."""
+        if not self.damaged_checkpoints:
+            return None
+        names = ", ".join(f"{d.keys[0]} ({d.error})" for d in self.damaged_checkpoints)
+        cp = self.segment.checkpoint
+        used = f"the checkpoint at version {cp.version}" if cp else "the commits alone"
+        return (
+            f"damaged checkpoint {names} read past: read {used} instead; run `deltakeeper "
+            "checkpoint` (or maintain) to rewrite it"
+        )
 
     @property
     def num_files(self) -> int:

@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlparse
 
+from deltakeeper.delta import paths
 from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
 
 T = TypeVar("T")
@@ -87,9 +88,22 @@ class Storage(ABC):
             key=lambda f: f.key,
         )
 
-    def walk(self, prefix: str = "") -> Iterator[FileInfo]:
-        """Every file below `prefix` (recursively), in no promised order."""
-        yield from self._walk(_folder(prefix))
+    def walk(self, prefix: str = "", folders: bool = False) -> Iterator[FileInfo]:
+        """Every file below `prefix` (recursively), in no promised order. With `folders`, also
+        the folders the store really has (`is_dir`, key ending in '/'): those of the local disk;
+        object stores have none."""
+        for info in self._walk(_folder(prefix)):
+            if folders or not info.is_dir:
+                yield info
+
+    def remove_empty_folders(self, keys: Iterable[str]) -> int:
+        """Remove folders (keys ending in '/'), deepest first, each only if it is empty at that
+        moment: a folder a writer has just put a file in stays. Returns how many went."""
+        ordered = sorted(set(keys), key=lambda k: (-k.count("/"), k))
+        return self._remove_empty_folders(ordered)
+
+    def _remove_empty_folders(self, keys: list[str]) -> int:
+        return 0  # object stores have no folders to remove
 
     def read(self, key: str) -> bytes:
         """The whole object; FileNotFoundError when it is missing."""
@@ -177,6 +191,25 @@ class LocalStorage(Storage):
             for name in files:
                 if (st := _stat(os.path.join(dirpath, name))) is not None:
                     yield FileInfo(rel + name, st.st_size, st.st_mtime_ns // 1_000_000)
+            for name in _dirs:
+                if (st := _stat(os.path.join(dirpath, name))) is not None:
+                    yield FileInfo(rel + name + "/", 0, st.st_mtime_ns // 1_000_000, is_dir=True)
+
+    def _remove_empty_folders(self, keys: list[str]) -> int:
+        removed = 0
+        for key in keys:
+            self.requests["delete"] += 1
+            with self._writable(key):
+                try:
+                    os.rmdir(self.local_path(key))  # refuses a folder that is not empty
+                except FileNotFoundError:
+                    continue
+                except OSError as e:
+                    if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                        raise
+                    continue
+                removed += 1
+        return removed
 
     def _read(self, key: str) -> bytes:
         self.requests["read"] += 1
@@ -199,9 +232,8 @@ class LocalStorage(Storage):
     def _write_temp(self, key: str, data: bytes) -> str:
         final = self.local_path(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = os.path.join(
-            os.path.dirname(final), f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp"
-        )
+        name = paths.temp_name(os.path.basename(final), uuid.uuid4().hex)
+        tmp = os.path.join(os.path.dirname(final), name)
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()

@@ -5,22 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from deltakeeper.delta import paths
+from deltakeeper.delta.log import group
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.table import Table
+from deltakeeper.delta.table import Table, checked_hint
 
 
 def summarize(table: Table, snap: Snapshot, small_file_bytes: int) -> dict[str, Any]:
     """The documented `inspect --json` object (keys are a contract; see README)."""
     log_files = log_bytes = unpublished = 0
-    for info in table.storage.walk(paths.LOG_DIR):
+    infos = list(table.storage.walk(paths.LOG_DIR))
+    for info in infos:
         log_files += 1
         log_bytes += info.size
         name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
         if name is not None and name.kind is Kind.STAGED_COMMIT and name.version > snap.version:
             unpublished += 1
     cp = snap.segment.checkpoint
-    hint = table.read_hint()
+    hint = checked_hint(table.read_hint(), group(infos))
     m = snap.metadata
     return {
         "uri": snap.uri,
@@ -47,4 +49,5 @@ def summarize(table: Table, snap: Snapshot, small_file_bytes: int) -> dict[str, 
         "smallFiles": snap.small_files(small_file_bytes),
         "smallFileThreshold": small_file_bytes,
         "unpublishedCommits": unpublished,
+        "damagedCheckpoints": [d.to_json() for d in snap.damaged_checkpoints],
     }

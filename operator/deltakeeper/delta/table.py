@@ -13,6 +13,7 @@ from typing import Any
 from deltakeeper.delta import last_checkpoint, paths, schema
 from deltakeeper.delta.errors import (
     CorruptLogError,
+    DamagedCheckpointError,
     InvalidInputError,
     MissingLogFileError,
     UnsupportedProtocolError,
@@ -25,9 +26,10 @@ from deltakeeper.delta.log import (
     group,
     monotonic,
     segment_for,
+    without,
 )
 from deltakeeper.delta.replay import Actions, read_actions, replay
-from deltakeeper.delta.snapshot import Metadata, Snapshot
+from deltakeeper.delta.snapshot import DamagedCheckpoint, Metadata, Snapshot
 from deltakeeper.delta.storage import Storage, open_storage
 
 LOG = paths.LOG_DIR
@@ -40,6 +42,24 @@ class Hint:
     status: str  # ok | missing | corrupt | stale
     checkpoint: last_checkpoint.LastCheckpoint | None = None
     detail: str = ""
+
+
+def checked_hint(hint: Hint, listing: Listing) -> Hint:
+    """`hint` judged against a listing that holds its version: "stale" when it names no
+    complete checkpoint there (a version without one, beyond the table, a deleted file, or a
+    multi-part checkpoint missing a part, which delta-rs and DuckDB cannot read past)."""
+    cp = hint.checkpoint
+    if cp is None or hint.status != "ok":
+        return hint
+    found = listing.checkpoints.get(cp.version, [])
+    if cp.parts is not None and cp.parts > 1:
+        found = [c for c in found if len(c.files) == cp.parts]
+        what = f"complete {cp.parts}-part checkpoint"
+    else:
+        what = "complete checkpoint"
+    if found:
+        return hint
+    return Hint("stale", cp, f"it names version {cp.version}, where there is no {what}")
 
 
 class Table:
@@ -70,8 +90,8 @@ class Table:
         if cp is not None and (version is None or cp.version <= version):
             listing = self.list_log(cp.version)
             if cp.version in listing.checkpoints:
-                return listing, hint
-            hint = Hint("stale", cp, f"no complete checkpoint at version {cp.version}")
+                return listing, checked_hint(hint, listing)
+            hint = checked_hint(hint, listing)
         return self.list_log(), hint
 
     def latest_version(self) -> int:
@@ -95,15 +115,37 @@ class Table:
             version = self.version_at(timestamp_ms)
         for attempt in (1, 2):
             listing, _ = self.listing_for(version)
-            segment = segment_for(listing, self.uri, version)
             try:
-                return self._build(segment, replay(self.storage, segment, add_cols, remove_cols))
+                return self._read_past_damage(listing, version, add_cols, remove_cols)
             except MissingLogFileError:
                 # A cleanup may have deleted old files between our listing and our reads;
                 # a fresh listing finds the newer checkpoint it kept.
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _read_past_damage(
+        self,
+        listing: Listing,
+        version: int | None,
+        add_cols: tuple[str, ...],
+        remove_cols: tuple[str, ...],
+    ) -> Snapshot:
+        """The snapshot from the newest checkpoint that can be read: a damaged (truncated,
+        empty) one is read past, as Delta Spark does, and recorded in the snapshot."""
+        damaged: list[DamagedCheckpoint] = []
+        while True:
+            segment = segment_for(listing, self.uri, version)
+            try:
+                snap = self._build(segment, replay(self.storage, segment, add_cols, remove_cols))
+            except DamagedCheckpointError as e:
+                assert segment.checkpoint is not None  # only a checkpoint read raises it
+                damaged.append(DamagedCheckpoint(e.version, e.keys, str(e)))
+                full = listing if len(damaged) > 1 else self.list_log()  # older ones too
+                listing = without(full, segment.checkpoint)
+                continue
+            snap.damaged_checkpoints = damaged
+            return snap
 
     def moved_on(self, snap: Snapshot) -> bool:
         """Whether the log has a commit after `snap`, or a checkpoint at or after its version
@@ -136,7 +178,9 @@ class Table:
             tuple(snap.tombstones.column_names),
             base=(snap.files, snap.tombstones),
         )
-        return self._build(segment, actions, previous=snap)
+        fresh = self._build(segment, actions, previous=snap)
+        fresh.damaged_checkpoints = snap.damaged_checkpoints
+        return fresh
 
     def _build(
         self, segment: LogSegment, actions: Actions, previous: Snapshot | None = None

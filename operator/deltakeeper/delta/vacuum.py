@@ -12,9 +12,14 @@ The rules are Delta Spark's full VACUUM (VacuumCommand, DeltaTableUtils.isHidden
    as expired, as in Delta), and the deletion-vector files of both. Paths in the log are
    URL-encoded, relative to the root or absolute; an absolute path outside the root is a
    reference to something else and protects nothing here.
-3. Delete the unreferenced files modified before the cut-off. Directories are left in place:
-   object stores have none, and on a local disk an empty partition directory is harmless (Delta
-   Spark removes empty ones; deltakeeper does not, to keep one code path for every store).
+3. Delete the unreferenced files modified before the cut-off. Then, as Delta Spark does, remove
+   the folders left empty (never the root, nor a hidden one such as `_delta_log`): those whose
+   every file and folder goes and which were modified before the cut-off (a writer may have
+   just created a newer one). Delta Spark removes folders that were empty before it ran; this
+   also takes those it empties, a run earlier. Object stores have no folders.
+4. Never descend into a folder (other than the root) that holds its own `_delta_log`: it is
+   another Delta table, whose files this table's log knows nothing of. Delta Spark's VACUUM
+   would delete them all; deltakeeper skips the folder and names it in the plan.
 
 Safety leans one way: when a log path could name a file in two spellings (URL-decoded or as
 written) both are protected, and the referenced set may hold keys that are not listed.
@@ -224,6 +229,9 @@ class VacuumPlan:
     in_use: int = 0  # listed files that are referenced
     too_new: int = 0  # unreferenced, but modified at or after the cut-off
     delete: list[FileInfo] = field(default_factory=list)  # sorted by key
+    folders: list[str] = field(default_factory=list)  # empty afterwards: removed, sorted
+    nested: list[str] = field(default_factory=list)  # roots of other Delta tables, skipped
+    in_nested: int = 0  # listed files inside them
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -244,6 +252,13 @@ class VacuumPlan:
             f"_ or .), {self.in_use} referenced, {self.too_new} unreferenced but too new",
             *self.notes,
         ]
+        if self.nested:
+            lines.append(
+                f"skipped {len(self.nested)} nested Delta tables ({self.in_nested} files; each "
+                f"has its own _delta_log): {', '.join(self.nested)}"
+            )
+        if self.folders:
+            lines.append(f"remove {len(self.folders)} folders left empty")
         if not self.delete:
             return [*lines, "nothing to delete"]
         return [*lines, f"delete {self.files} unreferenced files, {self.bytes} bytes"]
@@ -266,12 +281,16 @@ def plan_vacuum(
     store spells them). `referenced`: the keys that must stay (see `referenced_keys`)."""
     columns = tuple(partition_columns)
     plan = VacuumPlan(version, retention_ms, cutoff_ms, referenced=len(referenced))
+    infos = list(listed)
+    plan.nested = nested_tables(infos)
     doomed = []
-    for info in listed:
+    for info in infos:
         if info.is_dir:
             continue
         plan.scanned += 1
-        if hidden_key(info.key, columns, iceberg_metadata):
+        if inside(info.key, plan.nested):
+            plan.in_nested += 1
+        elif hidden_key(info.key, columns, iceberg_metadata):
             plan.hidden += 1
         elif info.key in referenced:
             plan.in_use += 1
@@ -280,7 +299,48 @@ def plan_vacuum(
         else:
             doomed.append(info)
     plan.delete = sorted(doomed, key=lambda f: f.key)
+    plan.folders = empty_folders(infos, plan, columns, iceberg_metadata)
     return plan
+
+
+def nested_tables(infos: Iterable[FileInfo]) -> list[str]:
+    """Folders below the root that hold a `_delta_log` of their own (outermost only)."""
+    roots = set()
+    for info in infos:
+        parts = info.key.rstrip("/").split("/")
+        for i, part in enumerate(parts[1:], start=1):
+            if part == "_delta_log":
+                roots.add("/".join(parts[:i]))
+                break
+    return sorted(r for r in roots if not inside(r, [o for o in roots if o != r]))
+
+
+def inside(key: str, folders: Iterable[str]) -> bool:
+    return any(key == f or key.startswith(f + "/") for f in folders)
+
+
+def empty_folders(
+    infos: list[FileInfo], plan: VacuumPlan, columns: tuple[str, ...], iceberg: bool
+) -> list[str]:
+    """Folders (keys ending in '/') that hold nothing once `plan.delete` is gone and were
+    modified before the cut-off; never hidden ones or those of nested tables."""
+    doomed = {f.key for f in plan.delete}
+    busy: set[str] = set()  # folders something stays in
+    for info in infos:
+        key = info.key.rstrip("/")
+        if info.is_dir:
+            if info.mtime_ms < plan.cutoff_ms and not hidden_key(key, columns, iceberg):
+                continue  # empty unless something below it stays
+            busy.add(key)
+        elif info.key in doomed:
+            continue
+        parts = key.split("/")  # whatever stays keeps every folder above it
+        busy.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    return sorted(
+        f.key
+        for f in infos
+        if f.is_dir and f.key.rstrip("/") not in busy and not inside(f.key.rstrip("/"), plan.nested)
+    )
 
 
 def referenced_keys(snap: Snapshot, cutoff_ms: int, root: Root) -> set[str]:
@@ -367,7 +427,7 @@ def plan_table_vacuum(
     cutoff_ms = now_ms - retention_ms
     referenced = referenced_keys(snap, cutoff_ms, table_root(table.storage))
     return plan_vacuum(
-        table.storage.walk(""),
+        table.storage.walk("", folders=True),
         referenced,
         cutoff_ms,
         version=snap.version,
@@ -390,6 +450,12 @@ def execute_vacuum(
         if progress is not None:
             progress(start + len(batch), len(keys))
     return deleted
+
+
+def remove_empty_folders(table: Table, plan: VacuumPlan) -> int:
+    """After `execute_vacuum`: remove the folders it left empty; returns how many went (a folder
+    a writer has put a file in since is not empty, and stays)."""
+    return table.storage.remove_empty_folders(plan.folders)
 
 
 # -- text -------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class Outcome:
     checkpoint_version: int | None = None
     files: list[str] = field(default_factory=list)  # what a dry run would write or delete
     exit_code: int = 0  # a failed step's error class, as the CLI reports it
+    repaired: list[int] = field(default_factory=list)  # checkpoint: damaged versions rewritten
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +51,7 @@ class Outcome:
             "deletedFiles": self.deleted_files,
             "deletedBytes": self.deleted_bytes,
             "files": self.files,
+            "repairedCheckpoints": self.repaired,
         }
 
 
@@ -108,6 +110,45 @@ def _timed(
 def _checkpoint(
     table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
 ) -> Outcome:
+    repaired = [_repair(table, plan, version, dry_run) for version in step.repair]
+    if not step.regular:
+        outcome = repaired[-1]
+    else:
+        outcome = _regular_checkpoint(table, plan, step, dry_run)
+        outcome.files = [f for r in repaired for f in r.files] + outcome.files
+    if repaired:
+        verb = "would rewrite" if dry_run else "rewrote"
+        keys = ", ".join(r.message for r in repaired)  # a repair's message is its file
+        outcome.message = f"{verb} damaged checkpoint {keys}" + (
+            f"; {outcome.message}" if step.regular else ""
+        )
+        outcome.repaired = list(step.repair)
+    return outcome
+
+
+def _repair(table: Table, plan: Plan, version: int, dry_run: bool) -> Outcome:
+    """Rewrite a damaged checkpoint at its own version, as one classic-named file: readers
+    prefer that name, so none reads the damaged one again."""
+    pol = plan.policy
+    result = write_source(
+        table,
+        checkpoint_source(table, version),
+        plan.now_ms,
+        pol.deleted_file_retention_ms,
+        pol.txn_retention_ms,
+        dry_run,
+        classic=True,
+    )
+    return Outcome(
+        "checkpoint",
+        "dry-run" if dry_run else "done",
+        result.key,
+        checkpoint_version=result.version,
+        files=list(result.keys) if dry_run else [],
+    )
+
+
+def _regular_checkpoint(table: Table, plan: Plan, step: Step, dry_run: bool) -> Outcome:
     pol = plan.policy
     # The checksum needs every file; otherwise the newest checkpoint is streamed when it can be.
     if pol.write_checksum:
@@ -150,6 +191,8 @@ def _cleanup(
     table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
 ) -> Outcome:
     detail = step.detail
+    if step.replan is not None and not dry_run:
+        detail = step.replan()  # the checkpoint step has written its file: plan with it there
     assert isinstance(detail, cleanup.CleanupPlan)
     deleted = 0 if dry_run else cleanup.execute_cleanup(table, detail)
     return _deleting("cleanup", detail.files, detail.bytes, deleted, detail.delete, dry_run)
@@ -162,7 +205,18 @@ def _vacuum(
     assert isinstance(detail, vacuum.VacuumPlan)
     report = None if progress is None else (lambda done, total: progress("vacuum", done, total))
     deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
-    return _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    folders = 0 if dry_run else vacuum.remove_empty_folders(table, detail)
+    outcome = _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    if detail.folders:
+        outcome.message += (
+            f"; {'would remove' if dry_run else 'removed'} "
+            f"{len(detail.folders) if dry_run else folders} empty folders"
+        )
+        if dry_run:
+            outcome.files += detail.folders
+    if detail.nested:
+        outcome.message += f"; skipped nested Delta tables: {', '.join(detail.nested)}"
+    return outcome
 
 
 def _deleting(

@@ -8,14 +8,17 @@ checkpoint lets a later cleanup drop the commits before it, and cleanup never to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deltakeeper.delta import cleanup, vacuum
 from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.last_checkpoint import LastCheckpoint
+from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.table import Table
+from deltakeeper.delta.table import Table, checked_hint
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
@@ -32,6 +35,12 @@ class Step:
     refused: bool = False  # not due because running it would be unsafe or against policy
     exit_code: int = 0  # for a refusal: the CLI exit code of its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
+    # checkpoint: damaged checkpoints to rewrite first (classic-named, one file each)
+    repair: tuple[int, ...] = ()
+    regular: bool = True  # checkpoint: also the one at the plan's version (not only repairs)
+    # cleanup after a checkpoint this run writes: `detail` counts that checkpoint as written (a
+    # dry run shows it so); a real run plans again with `replan()` once it is there.
+    replan: Callable[[], cleanup.CleanupPlan] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -95,8 +104,14 @@ def plan(
             "nothing will be written or deleted (upgrade deltakeeper)"
         )
         return result
-    planners = {"checkpoint": _checkpoint, "cleanup": _cleanup, "vacuum": _vacuum}
-    result.steps = [planners[op](table, snap, policy, now_ms) for op in operations]
+    for op in operations:
+        if op == "checkpoint":
+            result.steps.append(_checkpoint(table, snap, policy, now_ms))
+        elif op == "cleanup":
+            writes = any(s.operation == "checkpoint" and s.due for s in result.steps)
+            result.steps.append(_cleanup(table, snap, policy, now_ms, writes))
+        else:
+            result.steps.append(_vacuum(table, snap, policy, now_ms))
     return result
 
 
@@ -106,12 +121,24 @@ def commits_since_checkpoint(snap: Snapshot) -> int:
 
 
 def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    step = _regular_checkpoint(table, snap, policy)
+    damaged = sorted({d.version for d in snap.damaged_checkpoints})
+    if not damaged:
+        return step
+    names = ", ".join(d.keys[0] for d in snap.damaged_checkpoints)
+    reason = f"damaged checkpoint {names} is rewritten first"
+    if step.due:
+        reason += f"; then {step.reason}"
+    return replace(step, due=True, reason=reason, repair=tuple(damaged), regular=step.due)
+
+
+def _regular_checkpoint(table: Table, snap: Snapshot, policy: Policy) -> Step:
     lag, every = commits_since_checkpoint(snap), policy.checkpoint_interval
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
     reason = f"{lag} commits {since}; the interval is {every}"
-    if lag < every and cp is not None:
-        behind = _hint_behind(table, cp.version)
+    if lag < every:
+        behind = _hint_behind(table, cp)
         if behind:
             return Step("checkpoint", True, f"{reason}, but {behind}")
     if lag < every or not snap.protocol.has("v2Checkpoint"):
@@ -122,18 +149,33 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     return Step("checkpoint", True, reason, classic_v2=classic)
 
 
-def _hint_behind(table: Table, checkpoint_version: int) -> str | None:
-    """Why `_last_checkpoint` needs moving to the newest checkpoint (a run killed between the
-    two writes leaves it behind), or None. Writing the checkpoint again moves it."""
+def _hint_behind(table: Table, cp: Checkpoint | None) -> str | None:
+    """Why `_last_checkpoint` needs moving to the newest checkpoint `cp` (a run killed between
+    the two writes leaves it behind; or it names no complete checkpoint, which delta-rs and
+    DuckDB cannot read past), or None. Writing the checkpoint again moves it. Costs one read,
+    and a listing only when the hint names something other than `cp`."""
     hint = table.read_hint()
-    if hint.checkpoint is None:
-        return f"_last_checkpoint is {hint.status}; writing the checkpoint again repairs it"
-    if hint.checkpoint.version < checkpoint_version:
+    named = hint.checkpoint
+    if named is not None and not _names(named, cp):
+        hint = checked_hint(hint, table.list_log(named.version))
+    if hint.status == "missing" and cp is None:
+        return None  # no checkpoint yet, and nothing claims one
+    if hint.checkpoint is None or hint.status == "stale":
+        why = f" ({hint.detail})" if hint.detail else ""
+        return f"_last_checkpoint is {hint.status}{why}; writing the checkpoint again repairs it"
+    if cp is not None and hint.checkpoint.version < cp.version:
         return (
             f"_last_checkpoint names version {hint.checkpoint.version}, behind the checkpoint "
-            f"at {checkpoint_version}; writing the checkpoint again moves it"
+            f"at {cp.version}; writing the checkpoint again moves it"
         )
     return None
+
+
+def _names(hint: LastCheckpoint, cp: Checkpoint | None) -> bool:
+    """Whether the hint describes `cp` (same version and, for multi-part, as many parts)."""
+    if cp is None or hint.version != cp.version:
+        return False
+    return hint.parts is None or hint.parts <= 1 or len(cp.files) == hint.parts
 
 
 def _recent_classic(table: Table, version: int, window: int) -> bool:
@@ -142,15 +184,26 @@ def _recent_classic(table: Table, version: int, window: int) -> bool:
     return any(c.kind is Kind.CHECKPOINT for found in listing.checkpoints.values() for c in found)
 
 
-def _cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+def _cleanup(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, after_checkpoint: bool
+) -> Step:
+    """Cleanup as it will be once the due checkpoint (if any) is written: a checkpoint written
+    in this run lets this run's cleanup drop the commits before it."""
     if not policy.expired_log_cleanup:
         reason = "disabled by the table property delta.enableExpiredLogCleanup"
         return Step("cleanup", False, reason)
-    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+
+    def planned() -> cleanup.CleanupPlan:
+        return cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+
+    pending = snap.version if after_checkpoint else None
+    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms, pending)
+    replan = planned if after_checkpoint else None
+    using = f", using the checkpoint at version {pending} written first" if replan else ""
     if not detail.delete:
-        return Step("cleanup", False, _why_nothing(detail), detail)
+        return Step("cleanup", False, _why_nothing(detail) + using, detail, replan=replan)
     reason = f"{detail.files} log files ({format_bytes(detail.bytes)}) past the log retention"
-    return Step("cleanup", True, reason, detail)
+    return Step("cleanup", True, reason + using, detail, replan=replan)
 
 
 def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:

@@ -1,8 +1,10 @@
 """Defaults and effective policy. Every default deltakeeper uses is defined here and only here.
 
 Precedence (DESIGN.md): the DeltaTable spec (or CLI flag), then a DeltaMaintenancePolicy that
-selects the table, then Delta Lake's defaults. The table's own retention properties are a
-floor: deltakeeper never keeps less than the table asks for.
+selects the table, then Delta Lake's defaults. Retention follows the table as Delta Spark does:
+an explicit setting never goes below the table's own property (`delta.logRetentionDuration`,
+`delta.deletedFileRetentionDuration`); with none, the table's property is used as it is (even
+below Delta's default); else Delta's default. `Policy.sources` says which of these won.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from deltakeeper.delta import vacuum
@@ -47,6 +50,19 @@ _UNIT_MS = {
 _PAIR = re.compile(r"(-?\d+)\s+([a-z]+?)s?\b")
 
 
+# Where an effective retention came from (Policy.sources): an explicit setting of a DeltaTable
+# spec, a DeltaMaintenancePolicy or a CLI flag, the table's own property, or Delta's default.
+SOURCES = ("spec", "policy", "flag", "table", "default")
+RETENTION_PROPERTIES = {
+    "log_retention_ms": "delta.logRetentionDuration",
+    "deleted_file_retention_ms": "delta.deletedFileRetentionDuration",
+}
+RETENTION_DEFAULTS = {
+    "log_retention_ms": LOG_RETENTION_MS,
+    "deleted_file_retention_ms": DELETED_FILE_RETENTION_MS,
+}
+
+
 class PolicyError(ValueError):
     pass
 
@@ -77,6 +93,21 @@ class Policy:
     allow_short_retention: bool = False
     write_checksum: bool = False  # N.crc next to each checkpoint deltakeeper writes
     checkpoint_part_size: int | None = None  # actions per part; None: one file (Delta's default)
+    # For each retention field: spec, policy, flag, table or default (see SOURCES).
+    sources: Mapping[str, str] = dataclass_field(default_factory=dict)
+
+    def retention_json(self) -> dict[str, dict[str, Any]]:
+        """The retentions with where each came from, as status and `maintain --json` show them."""
+        return {
+            "logRetention": {
+                "ms": self.log_retention_ms,
+                "source": self.sources.get("log_retention_ms", "default"),
+            },
+            "deletedFileRetention": {
+                "ms": self.deleted_file_retention_ms,
+                "source": self.sources.get("deleted_file_retention_ms", "default"),
+            },
+        }
 
 
 # The explicit settings a DeltaTable spec, a DeltaMaintenancePolicy spec or CLI flags can carry,
@@ -89,6 +120,7 @@ SETTINGS = (
     "allow_short_retention",
     "write_checksum",
     "checkpoint_part_size",
+    "sources",
 )
 
 
@@ -124,6 +156,17 @@ def layered(*layers: Mapping[str, Any]) -> dict[str, Any]:
         for key, value in layer.items():
             if value is not None:
                 out.setdefault(key, value)
+    return out
+
+
+def sources_of(**layers: Mapping[str, Any]) -> dict[str, str]:
+    """For each retention setting, the name of the first layer (most specific first) that sets
+    it: `sources_of(spec=..., policy=...)`. Passed to `effective` as `sources`."""
+    out: dict[str, str] = {}
+    for name, layer in layers.items():
+        for key in RETENTION_PROPERTIES:
+            if layer.get(key) is not None:
+                out.setdefault(key, name)
     return out
 
 
@@ -163,29 +206,20 @@ def effective(
     allow_short_retention: bool | None = None,
     write_checksum: bool | None = None,
     checkpoint_part_size: int | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> Policy:
-    """The policy for one table: explicit values (spec, policy or flags) over Delta's defaults,
-    never below what the table's own properties ask for."""
-
-    def floor(prop: str) -> int:
-        value = configuration.get(prop)
-        try:
-            return parse_interval_ms(value) if value else 0
-        except PolicyError as e:
-            raise PolicyError(f"table property {prop}: {e}") from e
-
+    """The policy for one table: explicit values (spec, policy or flags; `sources` names where
+    each retention came from, "flag" when not said) over Delta's defaults, with retention
+    following the table's own properties (see the module's docstring)."""
+    explicit = {
+        "log_retention_ms": log_retention_ms,
+        "deleted_file_retention_ms": deleted_file_retention_ms,
+    }
+    chosen = {key: _retention(configuration, key, explicit[key], sources or {}) for key in explicit}
     txn = configuration.get("delta.setTransactionRetentionDuration")
     return Policy(
-        log_retention_ms=max(
-            log_retention_ms if log_retention_ms is not None else LOG_RETENTION_MS,
-            floor("delta.logRetentionDuration"),
-        ),
-        deleted_file_retention_ms=max(
-            deleted_file_retention_ms
-            if deleted_file_retention_ms is not None
-            else DELETED_FILE_RETENTION_MS,
-            floor("delta.deletedFileRetentionDuration"),
-        ),
+        log_retention_ms=chosen["log_retention_ms"][0],
+        deleted_file_retention_ms=chosen["deleted_file_retention_ms"][0],
         checkpoint_interval=checkpoint_interval or _table_interval(configuration),
         expired_log_cleanup=configuration.get("delta.enableExpiredLogCleanup", "true").lower()
         != "false",
@@ -194,4 +228,23 @@ def effective(
         allow_short_retention=bool(allow_short_retention),
         write_checksum=bool(write_checksum),
         checkpoint_part_size=checkpoint_part_size,
+        sources={key: value[1] for key, value in chosen.items()},
     )
+
+
+def _retention(
+    configuration: Mapping[str, str], key: str, explicit: int | None, sources: Mapping[str, str]
+) -> tuple[int, str]:
+    """One retention and its source: explicit but never below the table's property, else the
+    table's property, else Delta's default."""
+    prop = RETENTION_PROPERTIES[key]
+    text = configuration.get(prop)
+    try:
+        table = parse_interval_ms(text) if text else None
+    except PolicyError as e:
+        raise PolicyError(f"table property {prop}: {e}") from e
+    if explicit is not None and (table is None or explicit >= table):
+        return explicit, sources.get(key, "flag")
+    if table is not None:
+        return table, "table"
+    return RETENTION_DEFAULTS[key], "default"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltakeeper.maintenance.policy import SOURCES
+
 GROUP = "deltakeeper.io"
 VERSION = "v1alpha1"
 
@@ -141,6 +143,7 @@ def _table_status() -> dict[str, Any]:
             "message": {"type": "string"},
         }
     )
+    retention = _obj({"ms": count, "source": {"type": "string", "enum": list(SOURCES)}})
     return _obj(
         {
             "observedGeneration": count,
@@ -155,6 +158,7 @@ def _table_status() -> dict[str, Any]:
             "smallFiles": count,
             "tombstones": count,
             "policy": {"type": "string", "nullable": True},
+            "retention": _obj({"logRetention": retention, "deletedFileRetention": retention}),
             "lastPoll": {"type": "string", "format": "date-time"},
             "lastMaintenance": _obj({"checkpoint": run, "cleanup": run, "vacuum": run}),
             "conditions": _conditions(),

@@ -228,7 +228,11 @@ def _layers(table: TableResource, policy: PolicyResource | None) -> list[Mapping
 def settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
     """The table's explicit settings over its policy's (DESIGN.md's precedence); Delta's
     defaults fill the rest in policy.effective."""
-    return defaults.layered(*(defaults.from_spec(layer) for layer in _layers(table, policy)))
+    spec = defaults.from_spec(table.spec)
+    chosen = defaults.from_spec(policy.spec) if policy else {}
+    out = defaults.layered(spec, chosen)
+    out["sources"] = defaults.sources_of(spec=spec, policy=chosen)
+    return out
 
 
 def _first(table: TableResource, policy: PolicyResource | None, key: str) -> Any:
