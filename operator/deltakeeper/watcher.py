@@ -64,6 +64,7 @@ class Target:
     policy_name: str | None = None
     problem: Problem | None = None
     warnings: tuple[str, ...] = ()  # acted on, but the user should look (Degraded)
+    duplicates: tuple[str, ...] = ()  # other resources ("ns/name") naming the same table
 
     @property
     def key(self) -> tuple[str, str]:
@@ -380,6 +381,13 @@ def _conditions(
         op, e = failed[0]
         reason = "MaintenanceFailed" if e["result"] == "failed" else "MaintenanceRefused"
         degraded = Condition("Degraded", "True", reason, f"{op} {e['result']}: {e.get('message')}")
+    elif target.duplicates:
+        message = (
+            f"{', '.join(target.duplicates)} also name{'s' if len(target.duplicates) == 1 else ''}"
+            f" {SCRUBBER.scrub(target.uri)}: one table maintained by several resources; "
+            "delete all but one"
+        )
+        degraded = Condition("Degraded", "True", "DuplicateUri", message)
     elif target.warnings:
         degraded = Condition(
             "Degraded", "True", "PolicyWarning", SCRUBBER.scrub("; ".join(target.warnings))

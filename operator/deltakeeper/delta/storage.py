@@ -38,7 +38,11 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlparse
 
-from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
+from deltakeeper.delta.errors import (
+    InvalidInputError,
+    NotADeltaTableError,
+    StorageUnreachableError,
+)
 
 T = TypeVar("T")
 
@@ -183,7 +187,7 @@ class LocalStorage(Storage):
         try:
             with open(self.local_path(key), "rb") as f:
                 return f.read()
-        except IsADirectoryError as e:
+        except (IsADirectoryError, NotADirectoryError) as e:
             raise FileNotFoundError(key) from e
         except PermissionError as e:
             raise StorageUnreachableError(f"cannot read {self.uri}/{key}: permission denied") from e
@@ -192,7 +196,7 @@ class LocalStorage(Storage):
         self.requests["head"] += 1
         try:
             st = os.stat(self.local_path(key))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
 
@@ -654,7 +658,7 @@ def _safe(uri: str) -> str:
     p = urlparse(uri)
     if not p.scheme or not p.netloc:
         return uri
-    netloc = p.netloc.rsplit("@", 1)[-1] if p.password is not None else p.netloc
+    netloc = p.netloc.rsplit("@", 1)[-1] if _has_password(p) else p.netloc
     return f"{p.scheme}://{netloc}{p.path}"
 
 
@@ -763,12 +767,28 @@ def _status(e: BaseException) -> int | None:
     return None
 
 
+def _has_password(parsed: Any) -> bool:
+    try:
+        return parsed.password is not None
+    except ValueError:  # a malformed port after the password; still a password
+        return "@" in parsed.netloc and ":" in parsed.netloc.split("@", 1)[0]
+
+
+def _local(uri: str, path: str) -> LocalStorage:
+    if os.path.isfile(path):
+        raise NotADeltaTableError(
+            f"{uri} is a file, not a table: give the table's root folder (the one that holds "
+            "_delta_log/)"
+        )
+    return LocalStorage(uri, path)
+
+
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
     """Storage for a table URI: a plain path, file://, s3://, gs://, abfss:// or az://."""
     options = dict(options or {})
-    if "://" not in uri:
-        return LocalStorage(uri, uri)
-    parsed = urlparse(uri)
+    if "://" not in uri and not uri.lower().startswith("file:"):
+        return _local(uri, uri)
+    parsed = urlparse(uri)  # file:/path (one slash, as Spark writes them) included
     scheme = parsed.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidInputError(
@@ -776,7 +796,12 @@ def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
             "gs://, abfss://, az://"
         )
     if scheme == "file":
-        return LocalStorage(uri, unquote(parsed.path))
+        return _local(uri, unquote(parsed.path))
+    if _has_password(parsed):
+        raise InvalidInputError(
+            f"{_safe(uri)}: credentials inside the URI are not used (nor shown); pass them as "
+            "storage options (key=..., secret=...) or the cloud's environment variables"
+        )
     if not parsed.netloc:
         raise InvalidInputError(f"{_safe(uri)} names no bucket or container")
     root = unquote(parsed.path)
