@@ -454,7 +454,7 @@ def cmd_files(args: argparse.Namespace) -> int:
                 line = {
                     "path": row["path"],
                     "size": row["size"],
-                    "partitionValues": dict(row["partitionValues"] or []),
+                    "partitionValues": _partition_values(row["partitionValues"]),
                     "deletionVector": {k: v for k, v in dv.items() if v is not None}
                     if dv
                     else None,
@@ -465,6 +465,11 @@ def cmd_files(args: argparse.Namespace) -> int:
     return 0
 
 
+def _partition_values(pairs: list[tuple[str, str | None]] | None) -> dict[str, str | None]:
+    # The protocol writes a null partition value as "" as often as null; both mean null.
+    return {k: None if v == "" else v for k, v in pairs or []}
+
+
 def _ms(flag: str, text: str | None, parse: Any) -> int | None:
     try:
         return None if text is None else int(parse(text))
@@ -473,7 +478,12 @@ def _ms(flag: str, text: str | None, parse: Any) -> int | None:
 
 
 def _now(args: argparse.Namespace) -> int:
-    return _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+    now = _ms("--now", args.now, parse_timestamp_ms)
+    if now is None:
+        return int(time.time() * 1000)
+    if now == 0:  # once silently replaced by the clock; say so instead
+        raise InvalidInputError("--now 0 is the epoch itself; give a time after 1970-01-01")
+    return now
 
 
 def _policy(uri: str, configuration: dict[str, str], **explicit: Any) -> policy.Policy:
@@ -766,7 +776,8 @@ def _main(argv: list[str]) -> int:
         return int(args.func(args))
     except _UsageError as e:
         e.parser.print_usage(sys.stderr)
-        return _fail(as_json, "InvalidInput", f"{e.parser.prog}: {e}", 2)
+        command = e.parser.prog.removeprefix("deltakeeper").strip()
+        return _fail(as_json, "InvalidInput", f"{command}: {e}" if command else str(e), 2)
     except DeltaError as e:
         return _fail(as_json, _error_name(e), str(e), e.exit_code)
     except KeyboardInterrupt:

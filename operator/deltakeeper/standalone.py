@@ -53,13 +53,13 @@ class Standalone:
         status_path: Path,
         registry: metrics.Metrics,
         max_concurrent: int = 2,
-        out: TextIO = sys.stdout,
+        out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.folder = folder
         self.status_path = status_path
         self.metrics = registry
-        self.out = out
+        self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
         self.clock = clock
         self.fleet = Fleet(registry, self._publish, max_concurrent=max_concurrent, clock=clock)
         self.tables: dict[tuple[str, str], _Table] = {}

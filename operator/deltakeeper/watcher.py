@@ -19,6 +19,7 @@ from deltakeeper.credentials import SCRUBBER
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
+    InvalidCredentialsError,
     InvalidInputError,
     NotADeltaTableError,
     StorageUnreachableError,
@@ -402,6 +403,7 @@ _REASONS = (
     (NotADeltaTableError, "NotADeltaTable", "check spec.uri points at a table's root"),
     (UnsupportedProtocolError, "UnsupportedProtocol", "upgrade deltakeeper to maintain this table"),
     (CorruptLogError, "CorruptLog", "the log needs a repair; nothing is written meanwhile"),
+    (InvalidCredentialsError, "InvalidSecret", "fix the credentials in spec.storage"),
     (InvalidInputError, "InvalidSpec", "fix the DeltaTable's spec"),
     (PolicyError, "InvalidPolicy", "fix the retention settings or the table's properties"),
     (OSError, "StorageUnreachable", "check the endpoint, network and credentials"),

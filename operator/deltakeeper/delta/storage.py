@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlparse
 
 from deltakeeper.delta.errors import (
+    InvalidCredentialsError,
     InvalidInputError,
     NotADeltaTableError,
     StorageUnreachableError,
@@ -310,8 +311,8 @@ class ObjectStorage(Storage):
         self.root = root.strip("/")
         try:
             self.fs = _filesystem(fs_class, options)
-        except (ImportError, ValueError, TypeError) as e:
-            raise InvalidInputError(f"cannot open {_safe(uri)}: {type(e).__name__}") from e
+        except Exception as e:  # the message may quote a credential: only its type is shown
+            raise _open_error(uri, e) from e
 
     def _key(self, key: str) -> str:
         """The object name in the bucket for a table-relative key ('' gives the root folder)."""
@@ -644,6 +645,36 @@ class _BatchError(OSError):
         self.status = status
 
 
+def _open_error(uri: str, e: Exception) -> Exception:
+    """A client that could not be made: the network (gcsfs checks a token when it starts) or
+    the options."""
+    if isinstance(e, ConnectionError | TimeoutError) or _has(_names(e), _CONNECTION_MARKERS):
+        return StorageUnreachableError(
+            f"cannot open {_safe(uri)}: {type(e).__name__} while checking the credentials; "
+            "check the network and the endpoint"
+        )
+    return InvalidInputError(
+        f"cannot open {_safe(uri)} with these storage options ({type(e).__name__}); check the "
+        "option names and values (e.g. endpoint_url, key, secret, account_name, token)"
+    )
+
+
+def _unusable_options(uri: str, e: Exception, names: str) -> InvalidInputError | None:
+    """Options the client rejects when it first sends: a bad key, an unknown option name."""
+    if "AzureSigningError" in names:
+        return InvalidCredentialsError(
+            f"cannot sign requests to {_safe(uri)}: the account key is not valid base64; "
+            "check account_key (AZURE_STORAGE_ACCOUNT_KEY in a Secret)"
+        )
+    if isinstance(e, TypeError) and "unexpected keyword argument" in str(e):
+        option = str(e).rsplit(" ", 1)[-1]
+        return InvalidCredentialsError(
+            f"the client for {_safe(uri)} does not know the storage option {option}; check its "
+            "spelling against the fsspec backend's options (s3fs, gcsfs, adlfs)"
+        )
+    return None
+
+
 def _mtime_ms(v: Any) -> int:
     if isinstance(v, datetime):
         return int(v.timestamp() * 1000)
@@ -713,6 +744,8 @@ def with_retries(uri: str, op: str, fn: Callable[[], T], attempts: int = 5) -> T
             connection = isinstance(e, ConnectionError | TimeoutError) or _has(
                 names, _CONNECTION_MARKERS
             )
+            if (unusable := _unusable_options(uri, e, names)) is not None:
+                raise unusable from e
             if not (transient or connection):
                 raise
             if attempt + 1 < attempts:

@@ -44,8 +44,10 @@ class Options:
     """Set by `deltakeeper operator`; from the environment under `kopf run -m deltakeeper.k8s`."""
 
     metrics_port: int = int(os.environ.get("DELTAKEEPER_METRICS_PORT", metrics.DEFAULT_PORT))
-    metrics_bind_address: str = (
-        os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or metrics.DEFAULT_BIND_ADDRESS
+    metrics_bind_address: str = field(
+        default_factory=lambda: (
+            os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or metrics.DEFAULT_BIND_ADDRESS
+        )
     )
     max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
     # kopf pauses every replica that sees a peer of higher or equal priority, so each replica
