@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -108,7 +109,8 @@ def test_gcs_token_in_a_failed_token_check_is_masked(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {"HTTPS_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": "", "PATH": "/usr/bin:/bin"}
+    proxy = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HTTPS_PROXY": proxy, "https_proxy": proxy, "NO_PROXY": "", "no_proxy": ""}
     for command in ("inspect", "maintain", "vacuum"):
         argv = [command, "gs://bucket/t", "--storage-option", f"token={SECRET}", "--json"]
         if command == "vacuum":
@@ -325,3 +327,133 @@ def test_a_misspelt_dry_run_deletes_nothing_and_the_other_tables_run(capsys, tmp
     assert status["rejected"] and "spec.vacuum.dryrun" in status["rejected"][0]
     assert main(["status", "--manifests", str(folder)]) == 0
     assert "spec.vacuum.dryrun" in capsys.readouterr().out
+
+
+# -- finding 12: the daemon ------------------------------------------------------------------
+
+SECRET_YAML = """\
+apiVersion: v1
+kind: Secret
+metadata: {{name: creds}}
+stringData: {{{key}: "{value}"}}
+---
+apiVersion: deltakeeper.io/v1alpha1
+kind: DeltaTable
+metadata: {{name: t}}
+spec: {{uri: "{uri}", storage: {{secretRef: {{name: creds}}, options: {options}}}}}
+"""
+
+
+def once(capsys: pytest.CaptureFixture[str], folder: Path) -> tuple[int, dict, str]:
+    code = main(["run", "--manifests", str(folder), "--once"])
+    out, err = capsys.readouterr()
+    status = json.loads((folder / ".deltakeeper" / "status.json").read_text())
+    return code, status, out + err
+
+
+def conditions(status: dict, name: str = "default/t") -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["tables"][name]["conditions"]}
+
+
+def test_daemon_azure_key_not_base64_is_invalid_secret_without_a_traceback(
+    capsys, caplog, tmp_path
+):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        SECRET_YAML.format(
+            key="AZURE_STORAGE_ACCOUNT_KEY",
+            value=f"{SECRET}!!!",
+            uri="az://lake/t",
+            options="{account_name: devaccount}",
+        )
+    )
+    code, status, output = once(capsys, folder)
+    assert code == 1
+    cond = conditions(status)
+    assert cond["Ready"] == ("False", "InvalidSecret")
+    assert cond["StorageReachable"][0] != "True"  # nothing was sent
+    message = status["tables"]["default/t"]["conditions"][0]["message"]
+    assert "not valid base64" in message
+    logged = output + caplog.text
+    assert "Traceback" not in logged and SECRET not in logged + json.dumps(status)
+
+
+def test_daemon_gcs_unreachable_agrees_in_both_conditions(capsys, monkeypatch, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setenv("no_proxy", "")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        SECRET_YAML.format(key="token", value=SECRET, uri="gs://lake/t", options="{}")
+    )
+    code, status, output = once(capsys, folder)
+    assert code == 1
+    cond = conditions(status)
+    assert cond["Ready"] == ("False", "StorageUnreachable")
+    assert cond["StorageReachable"] == ("False", "StorageUnreachable")
+    assert SECRET not in output + json.dumps(status)
+
+
+def test_daemon_keeps_a_manifest_at_its_last_good_version_when_its_yaml_breaks(
+    capsys, caplog, tmp_path
+):
+    from deltakeeper import metrics, standalone
+
+    root = tmp_path / "t"
+    LogBuilder(root).commit(protocol(), metadata(), add("a.parquet"))
+    folder = tmp_path / "m"
+    folder.mkdir()
+    manifest = folder / "t.yaml"
+    manifest.write_text(TABLE_YAML.format(name="t", uri=root, vacuum="dryRun"))
+    daemon = standalone.Standalone(folder, tmp_path / "status.json", metrics.Metrics())
+    assert daemon.reload()
+    spec = daemon.tables[("default", "t")].resource.spec
+    assert spec["vacuum"]["dryRun"] is True
+    manifest.write_text(manifest.read_text().replace("vacuum: {", "vacuum: {{{"))  # bad YAML
+    assert daemon.reload()
+    assert daemon.tables[("default", "t")].resource.spec == spec  # still watched, as it was
+    assert "kept its last good version" in caplog.text
+    assert daemon.rejected and "t.yaml" in daemon.rejected[0]
+    # A typo in a field is refused the same way: the table keeps its dry run.
+    manifest.write_text(TABLE_YAML.format(name="t", uri=root, vacuum="dryrun"))
+    assert daemon.reload()
+    assert daemon.tables[("default", "t")].resource.spec == spec
+    assert "spec.vacuum.dryrun" in daemon.rejected[0]
+    daemon.flush()
+    assert main(["status", "--status-file", str(tmp_path / "status.json")]) == 0
+    assert "spec.vacuum.dryrun" in capsys.readouterr().out
+    manifest.write_text(TABLE_YAML.format(name="t", uri=root, vacuum="enabled"))
+    assert daemon.reload()
+    assert daemon.tables[("default", "t")].resource.spec["vacuum"] == {
+        "enabled": True,
+        "allowShortRetention": True,
+    }
+    assert daemon.rejected == []
+    daemon.fleet.close()
+
+
+def test_daemon_warns_when_two_tables_name_one_uri(capsys, tmp_path):
+    root = tmp_path / "t"
+    LogBuilder(root).commit(protocol(), metadata(), add("a.parquet"))
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "a.yaml").write_text(TABLE_YAML.format(name="a", uri=root, vacuum="dryRun"))
+    # The same table, spelt file:/path/ this time.
+    (folder / "b.yaml").write_text(
+        TABLE_YAML.format(name="b", uri=root, vacuum="dryRun").replace(
+            f"file://{root}", f"file:{root}/"
+        )
+    )
+    code, status, _ = once(capsys, folder)
+    assert code == 0  # both are watched, and Ready
+    for name, other in (("a", "default/b"), ("b", "default/a")):
+        entry = status["tables"][f"default/{name}"]
+        degraded = next(c for c in entry["conditions"] if c["type"] == "Degraded")
+        assert (degraded["status"], degraded["reason"]) == ("True", "DuplicateUri")
+        assert other in degraded["message"]
