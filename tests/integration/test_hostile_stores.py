@@ -74,9 +74,14 @@ def _wrong_secret(store: stores.Emulator, uri: str) -> tuple[str, dict[str, obje
     return uri, options
 
 
+# 21 base64 letters: one more than a multiple of 4, which no decoder accepts. (A key with other
+# characters may decode anyway, leniently, and then is simply wrong: 403, exit 4.)
+NOT_BASE64 = "HostileSup3rSecretVal"
+
+
 def _key_not_base64(store: stores.Emulator, uri: str) -> tuple[str, dict[str, object]]:
     options = dict(store.storage_options)
-    key = BAD + "!!"
+    key = NOT_BASE64
     options["connection_string"] = str(options["connection_string"]).replace(
         str(options["account_key"]), key
     )
@@ -202,6 +207,6 @@ def test_azure_key_that_is_not_base64_is_exit_2(
         got = main([command, given, *flags(options), "--json"])
         out, err = capsys.readouterr()
         assert got == 2, (command, out, err)
-        assert "not valid base64" in err and json.loads(out)["error"] == "InvalidInput"
-        assert BAD not in out + err and azurite.secret not in out + err
+        assert "not valid base64" in err and json.loads(out)["error"] == "InvalidCredentials"
+        assert NOT_BASE64 not in out + err and azurite.secret not in out + err
     assert objects(azurite, where) == before
