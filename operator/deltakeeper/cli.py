@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from deltakeeper import __version__, credentials
-from deltakeeper.delta import cleanup, crc, vacuum
+from deltakeeper.delta import cleanup, crc, errors, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.summary import summarize
@@ -717,6 +717,18 @@ def _progress(operation: str, done: int, total: int) -> None:
     print(f"{operation}: deleted {done}/{total} files", file=sys.stderr, flush=True)
 
 
+# Most specific first.
+_ERROR_NAMES = (
+    (errors.InvalidCredentialsError, "InvalidCredentials"),
+    (errors.InvalidInputError, "InvalidInput"),
+    (errors.NotADeltaTableError, "NotADeltaTable"),
+    (errors.CorruptLogError, "CorruptLog"),
+    (errors.UnsupportedProtocolError, "UnsupportedProtocol"),
+    (errors.StorageUnreachableError, "StorageUnreachable"),
+    (errors.CommitConflictError, "CommitConflict"),
+)
+
+
 class _UsageError(Exception):
     """An argparse error, raised so `main` can report it like every other error."""
 
@@ -791,10 +803,8 @@ def _main(argv: list[str]) -> int:
 
 
 def _error_name(e: DeltaError) -> str:
-    for cls in type(e).__mro__:  # the documented kind, not a private subclass's name
-        if cls.__module__ == DeltaError.__module__ and cls is not DeltaError:
-            return cls.__name__.removesuffix("Error")
-    return "Unexpected"
+    """The documented `error` of a --json error object (README: Exit codes)."""
+    return next((name for cls, name in _ERROR_NAMES if isinstance(e, cls)), "Unexpected")
 
 
 def _fail(as_json: bool, error: str, message: str, code: int) -> int:
