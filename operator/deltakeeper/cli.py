@@ -10,12 +10,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from deltakeeper import __version__
+from deltakeeper import __version__, credentials
 from deltakeeper.compaction import submit
 from deltakeeper.compaction.spark_storage import spark_storage
-from deltakeeper.delta import cleanup, crc, vacuum
+from deltakeeper.delta import cleanup, crc, errors, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
@@ -31,16 +31,60 @@ from deltakeeper.units import (
     parse_timestamp_ms,
 )
 
+# Options fsspec wants as mappings; given as JSON on the command line.
+_MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "token")
+
 
 def _storage_options(pairs: list[str]) -> dict[str, Any]:
     options: dict[str, Any] = {}
-    for pair in pairs:
+    for n, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InvalidInputError(f"--storage-option expects KEY=VALUE, got {pair!r}")
-        lowered = value.lower()
-        options[key] = lowered == "true" if lowered in ("true", "false") else value
+            # Never echoed: a value typed without its key is still a secret.
+            raise InvalidInputError(
+                f"--storage-option number {n} is not KEY=VALUE (its text is not shown, it may "
+                "be a secret); write it as e.g. --storage-option secret=..."
+            )
+        options[key] = _option_value(key, value)
     return options
+
+
+def _option_value(key: str, value: str) -> Any:
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if key in _MAPPING_OPTIONS and (value.lstrip().startswith("{") or key != "token"):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise InvalidInputError(
+                f"--storage-option {key} takes a JSON object, e.g. "
+                f'{key}=\'{{"region_name": "eu-west-1"}}\''
+            )
+        return parsed
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port; use 1-65535, or 0 for any")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -85,7 +129,7 @@ def _checkpoint_flags(p: argparse.ArgumentParser, part_size_flag: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="deltakeeper",
         description="Keep Delta Lake tables healthy: inspect, checkpoint, clean up, vacuum.",
         epilog="Exit codes: 0 ok, 1 unexpected failure, 2 bad input or not a Delta table, "
@@ -182,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--checkpoint-interval",
-        type=int,
+        type=_positive,
         metavar="N",
         help="checkpoint once N commits have passed since the last one (default: the table's "
         "delta.checkpointInterval, else 10)",
@@ -221,7 +265,11 @@ def _compact_command(sub: Any) -> None:
         "--min-file-size", metavar="S", help="files below S are small (default: half the target)"
     )
     p.add_argument(
-        "--min-files", type=int, metavar="N", help="compact a partition at N small files (50)"
+        "--min-files",
+        type=_positive,
+        default=50,
+        metavar="N",
+        help="compact a partition at N small files (default 50)",
     )
     p.add_argument(
         "--max-age",
@@ -246,6 +294,8 @@ def _compact_command(sub: Any) -> None:
 
 
 def _daemon_commands(sub: Any) -> None:
+    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS
+
     p = sub.add_parser(
         "run",
         help="standalone mode: watch and maintain the tables of DeltaTable manifests in a folder",
@@ -255,7 +305,7 @@ def _daemon_commands(sub: Any) -> None:
         "(see `deltakeeper status`). Ctrl-C stops cleanly.",
     )
     p.add_argument("--manifests", required=True, metavar="DIR", help="folder of YAML manifests")
-    _daemon_flags(p)
+    _daemon_flags(p, DEFAULT_BIND_ADDRESS)
     p.add_argument("--status-file", metavar="FILE", help="where to write the status JSON")
     p.add_argument(
         "--once", action="store_true", help="poll (and maintain) every table once, then exit"
@@ -285,24 +335,31 @@ def _daemon_commands(sub: Any) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--namespace", action="append", metavar="NS", help="watch NS only (repeatable)")
     g.add_argument("--all-namespaces", action="store_true", help="watch every namespace (default)")
-    _daemon_flags(p)
+    _daemon_flags(p, f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {DEFAULT_BIND_ADDRESS}")
     p.add_argument("--verbose", action="store_true", help="log kopf's own debug messages")
     p.set_defaults(func=cmd_operator)
 
 
-def _daemon_flags(p: argparse.ArgumentParser) -> None:
-    from deltakeeper.metrics import DEFAULT_PORT
+def _daemon_flags(p: argparse.ArgumentParser, bind_default: str) -> None:
+    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=_port,
         default=DEFAULT_PORT,
         metavar="PORT",
         help=f"serve /metrics and /healthz on PORT (default {DEFAULT_PORT}; 0: any free port)",
     )
     p.add_argument(
+        "--metrics-bind-address",
+        default=None,
+        metavar="ADDR",
+        help=f"the address metrics listen on (default {bind_default}; {DEFAULT_BIND_ADDRESS} is "
+        "this machine only, 0.0.0.0 lets Prometheus in from other hosts or pods)",
+    )
+    p.add_argument(
         "--max-concurrent",
-        type=int,
+        type=_positive,
         default=2,
         metavar="N",
         help="at most N tables under maintenance at once (default 2)",
@@ -321,11 +378,13 @@ def _configure_logging() -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from deltakeeper import standalone
+    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS
 
     _configure_logging()
     return standalone.run(
         args.manifests,
         args.metrics_port,
+        args.metrics_bind_address or DEFAULT_BIND_ADDRESS,
         args.status_file,
         args.max_concurrent,
         args.once,
@@ -350,10 +409,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         name: {k: v for k, v in s.items() if not k.startswith("_")}
         for name, s in (body.get("tables") or {}).items()
     }
+    rejected = [str(r) for r in body.get("rejected") or []]
     if args.json:
         print(json.dumps(tables, indent=2, sort_keys=True))
+        standalone.print_rejected(rejected, sys.stderr)  # keeps stdout the name -> status map
     else:
-        standalone.print_summary(tables, sys.stdout)
+        standalone.print_summary(tables, sys.stdout, rejected)
     return 0
 
 
@@ -363,6 +424,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
     from deltakeeper.k8s import handlers
 
     handlers.OPTIONS.metrics_port = args.metrics_port
+    if args.metrics_bind_address is not None:
+        handlers.OPTIONS.metrics_bind_address = args.metrics_bind_address
     handlers.OPTIONS.max_concurrent = args.max_concurrent
     if args.namespace:
         handlers.OPTIONS.namespaces = list(args.namespace)
@@ -445,7 +508,7 @@ def cmd_files(args: argparse.Namespace) -> int:
                 line = {
                     "path": row["path"],
                     "size": row["size"],
-                    "partitionValues": dict(row["partitionValues"] or []),
+                    "partitionValues": _partition_values(row["partitionValues"]),
                     "deletionVector": {k: v for k, v in dv.items() if v is not None}
                     if dv
                     else None,
@@ -462,6 +525,11 @@ def _warn_damage(snap: Snapshot) -> None:
         print(f"deltakeeper: warning: {note}", file=sys.stderr)
 
 
+def _partition_values(pairs: list[tuple[str, str | None]] | None) -> dict[str, str | None]:
+    # The protocol writes a null partition value as "" as often as null; both mean null.
+    return {k: None if v == "" else v for k, v in pairs or []}
+
+
 def _ms(flag: str, text: str | None, parse: Any) -> int | None:
     try:
         return None if text is None else int(parse(text))
@@ -470,7 +538,12 @@ def _ms(flag: str, text: str | None, parse: Any) -> int | None:
 
 
 def _now(args: argparse.Namespace) -> int:
-    return _ms("--now", args.now, parse_timestamp_ms) or int(time.time() * 1000)
+    now = _ms("--now", args.now, parse_timestamp_ms)
+    if now is None:
+        return int(time.time() * 1000)
+    if now == 0:  # once silently replaced by the clock; say so instead
+        raise InvalidInputError("--now 0 is the epoch itself; give a time after 1970-01-01")
+    return now
 
 
 def _policy(uri: str, configuration: dict[str, str], **explicit: Any) -> policy.Policy:
@@ -700,7 +773,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             meta.configuration, _size("--target-file-size", args.target_file_size)
         ),
         min_file_size=_size("--min-file-size", args.min_file_size),
-        min_files_per_partition=_positive("--min-files", args.min_files, 50),
+        min_files_per_partition=args.min_files,
         max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms) or 3_600_000,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
@@ -746,14 +819,6 @@ def _job_line(result: dict[str, Any]) -> str:
 
 def _size(flag: str, text: str | None) -> int | None:
     return _ms(flag, text, parse_size)
-
-
-def _positive(flag: str, value: int | None, default: int) -> int:
-    if value is None:
-        return default
-    if value < 1:
-        raise InvalidInputError(f"{flag} must be at least 1, got {value}")
-    return value
 
 
 def _where(pairs: list[str], names: dict[str, str]) -> dict[str, str]:
@@ -804,13 +869,81 @@ def _progress(operation: str, done: int, total: int) -> None:
     print(f"{operation}: deleted {done}/{total} files", file=sys.stderr, flush=True)
 
 
+# Most specific first.
+_ERROR_NAMES = (
+    (errors.InvalidCredentialsError, "InvalidCredentials"),
+    (errors.InvalidInputError, "InvalidInput"),
+    (errors.NotADeltaTableError, "NotADeltaTable"),
+    (errors.CorruptLogError, "CorruptLog"),
+    (errors.UnsupportedProtocolError, "UnsupportedProtocol"),
+    (errors.StorageUnreachableError, "StorageUnreachable"),
+    (errors.CommitConflictError, "CommitConflict"),
+)
+
+
+class _UsageError(Exception):
+    """An argparse error, raised so `main` can report it like every other error."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviated flags: `--storage-opt X` would slip past the secret masking.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
+def _register_secrets(argv: Sequence[str]) -> None:
+    """Every value given on the command line that may be a credential is masked in all output:
+    storage option values and the user:password part of a URI."""
+    words = list(argv)
+    values: set[str] = set()
+    for i, word in enumerate(words):
+        if word.startswith("--storage-option"):
+            pair = word.partition("=")[2] if "=" in word else (words[i + 1 : i + 2] or [""])[0]
+            values |= credentials.option_secrets(pair)
+        elif "@" in word:
+            values |= credentials.uri_secrets(word)
+    credentials.SCRUBBER.register(values)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _register_secrets(argv)
+    credentials.install_log_scrubbing()
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = credentials.ScrubbingStream(stdout)
+    sys.stderr = credentials.ScrubbingStream(stderr)
     try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _main(argv: list[str]) -> int:
+    as_json = "--json" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        as_json = bool(getattr(args, "json", False))
+        _register_secrets(
+            [
+                *(f"--storage-option={o}" for o in getattr(args, "storage_option", [])),
+                str(getattr(args, "uri", "")),
+            ]
+        )
         return int(args.func(args))
+    except _UsageError as e:
+        e.parser.print_usage(sys.stderr)
+        command = e.parser.prog.removeprefix("deltakeeper").strip()
+        return _fail(as_json, "InvalidInput", f"{command}: {e}" if command else str(e), 2)
     except DeltaError as e:
-        print(f"deltakeeper: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _fail(as_json, _error_name(e), str(e), e.exit_code)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -818,5 +951,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # the last line of defence: say what failed, never dump secrets
         if os.environ.get("DELTAKEEPER_DEBUG"):
             raise
-        print(f"deltakeeper: unexpected error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return _fail(as_json, "Unexpected", f"unexpected error: {type(e).__name__}: {e}", 1)
+
+
+def _error_name(e: DeltaError) -> str:
+    """The documented `error` of a --json error object (README: Exit codes)."""
+    return next((name for cls, name in _ERROR_NAMES if isinstance(e, cls)), "Unexpected")
+
+
+def _fail(as_json: bool, error: str, message: str, code: int) -> int:
+    """Report an error on stderr, and as one JSON object on stdout when --json asked for JSON."""
+    print(f"deltakeeper: error: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": error, "message": message, "exitCode": code}))
+    return code

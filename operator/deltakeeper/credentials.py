@@ -10,11 +10,13 @@ invariant 6).
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TextIO
+from urllib.parse import unquote, urlparse
 
 from deltakeeper.delta.errors import InvalidInputError
 
@@ -106,6 +108,66 @@ def secret_values(secret: Mapping[str, str]) -> set[str]:
             out.update(v for v in inner.values() if isinstance(v, str))
     # Short values ("1", "us-east-1"-like) would mask ordinary words; they are not secrets.
     return {v for v in out if len(v) >= 6}
+
+
+# Storage options that never carry a credential; every other option's value is masked.
+_PUBLIC_OPTIONS = {
+    "endpoint_url",
+    "account_name",
+    "region_name",
+    "anon",
+    "use_ssl",
+    "project",
+    "requester_pays",
+    "default_location",
+    "version_aware",
+}
+
+
+def option_secrets(pair: str) -> set[str]:
+    """The values worth masking in one KEY=VALUE storage option (the whole text when it has
+    no '=': a value typed without its key)."""
+    key, sep, value = pair.partition("=")
+    if not sep:
+        return secret_values({"": pair})
+    return set() if key in _PUBLIC_OPTIONS else secret_values({key: value})
+
+
+def uri_secrets(uri: str) -> set[str]:
+    """The user and password of a URI like s3://KEY:SECRET@bucket/path."""
+    try:
+        parsed = urlparse(uri)
+        user, password = parsed.username, parsed.password
+    except ValueError:
+        return set()
+    if password is None:
+        return set()  # abfss://container@account...: no credential in it
+    return secret_values({"user": unquote(user or ""), "password": unquote(password)}) | {password}
+
+
+class ScrubbingStream(io.TextIOBase):
+    """A text stream that masks every registered secret before writing to the one it wraps."""
+
+    def __init__(self, inner: TextIO, scrubber: Scrubber | None = None) -> None:
+        self.inner = inner
+        self.scrubber = scrubber or SCRUBBER
+
+    def write(self, text: str) -> int:
+        self.inner.write(self.scrubber.scrub(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8")
 
 
 class Scrubber:

@@ -14,6 +14,7 @@ readers (`get_sample_value`, `generate_latest`), which tests use.
 from __future__ import annotations
 
 import functools
+import socket
 import threading
 import time
 import zlib
@@ -26,7 +27,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from deltakeeper.delta.errors import InvalidInputError
+
 DEFAULT_PORT = 9108
+# This machine only: metrics name every table, so other hosts get them only when asked for
+# (`--metrics-bind-address 0.0.0.0`; the Helm chart does, for Prometheus).
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # status key -> gauge name (and the help text); one gauge per table per key.
 _TABLE_GAUGES = {
@@ -313,13 +319,29 @@ class _Collector(Collector):
             yield family
 
 
+class MetricsBindError(InvalidInputError):
+    """The metrics address cannot be bound: in use, not this host's, or not an address."""
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def url(server: ThreadingHTTPServer) -> str:
+    """Where the server really listens, for the log."""
+    address, port = server.server_address[:2]
+    host = address.decode() if isinstance(address, bytes) else address
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics (and /healthz)"
+
+
 def serve(
     metrics: Metrics,
     port: int = DEFAULT_PORT,
-    host: str = "0.0.0.0",
+    host: str = DEFAULT_BIND_ADDRESS,
     healthy: Callable[[], bool] = lambda: True,
 ) -> ThreadingHTTPServer:
-    """Serve /metrics and /healthz from a daemon thread; `server.shutdown()` stops it."""
+    """Serve /metrics and /healthz from a daemon thread; `server.shutdown()` stops it.
+    MetricsBindError says what to change when the address cannot be bound."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -360,7 +382,15 @@ def serve(
         def log_message(self, *args: Any) -> None:  # scrapes every 15 s would flood the log
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+    try:
+        server = server_class((host, port), Handler)
+    except (OSError, OverflowError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise MetricsBindError(
+            f"cannot serve metrics on {host}:{port}: {reason}; choose another "
+            "--metrics-port (0: any free port) or --metrics-bind-address"
+        ) from e
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

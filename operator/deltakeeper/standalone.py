@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -53,13 +53,13 @@ class Standalone:
         status_path: Path,
         registry: metrics.Metrics,
         max_concurrent: int = 2,
-        out: TextIO = sys.stdout,
+        out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.folder = folder
         self.status_path = status_path
         self.metrics = registry
-        self.out = out
+        self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
         self.clock = clock
         self.fleet = Fleet(registry, self._publish, max_concurrent=max_concurrent, clock=clock)
         self.tables: dict[tuple[str, str], _Table] = {}
@@ -67,6 +67,9 @@ class Standalone:
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
         self.statuses: dict[str, dict[str, Any]] = _read_json(status_path).get("tables", {})
         self._signature: object = None
+        self.duplicates: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._good: dict[str, list[Any]] = {}  # file -> its last documents that loaded
+        self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
 
     # -- manifests ----------------------------------------------------------------------------
@@ -76,15 +79,21 @@ class Standalone:
         if signature == self._signature:
             return False
         self._signature = signature
-        loaded = manifests.load_dir(self.folder)
-        for error in loaded.errors:
-            log.error("%s", credentials.SCRUBBER.scrub(str(error)))
+        loaded = manifests.load_dir(self.folder, self._good)
+        self._good = loaded.good
+        self.rejected = [credentials.SCRUBBER.scrub(str(e)) for e in loaded.errors]
+        for message in self.rejected:
+            log.error("%s", message)
+        for path in loaded.kept:
+            log.warning("%s: kept its last good version until the file is fixed", path)
+        self._dirty = True
         self.policies = list(loaded.policies)
         self.secrets = dict(loaded.secrets)
         credentials.SCRUBBER.register(
             v for data in self.secrets.values() for v in credentials.secret_values(data)
         )
         wanted = {(t.namespace, t.name): t for t in loaded.tables}
+        self.duplicates = _duplicates(loaded.tables)
         for key in [k for k in self.tables if k not in wanted]:
             self._drop(key)
         for key, resource in wanted.items():
@@ -127,10 +136,12 @@ class Standalone:
     async def target(self, key: tuple[str, str]) -> Target:
         table = self.tables[key]
         # A changed spec replaces the resource and bumps the generation together.
-        inputs = (table.resource, self.policies, self.secrets)
+        duplicates = self.duplicates.get(key, ())
+        inputs = (table.resource, self.policies, self.secrets, duplicates)
         if table.cached is None or not unchanged(table.cached[0], inputs):
             target = resolve(table.resource, self.policies, self._secret)
-            table.cached = (inputs, Target(**{**target.__dict__, "generation": table.generation}))
+            changes = {"generation": table.generation, "duplicates": duplicates}
+            table.cached = (inputs, Target(**{**target.__dict__, **changes}))
         return table.cached[1]
 
     def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
@@ -158,7 +169,12 @@ class Standalone:
         self._dirty = False
         self.status_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.status_path.with_suffix(".tmp")
-        body = {"updated": self.clock(), "folder": str(self.folder), "tables": self.statuses}
+        body = {
+            "updated": self.clock(),
+            "folder": str(self.folder),
+            "tables": self.statuses,
+            "rejected": self.rejected,
+        }
         tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
         os.replace(tmp, self.status_path)
 
@@ -182,7 +198,7 @@ class Standalone:
                 loop_now = asyncio.get_running_loop().time()
                 if summary_s and loop_now - last_summary >= summary_s:
                     last_summary = loop_now
-                    print_summary(self.statuses, self.out)
+                    print_summary(self.statuses, self.out, self.rejected)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), RELOAD_S)
             return 0
@@ -197,13 +213,14 @@ class Standalone:
 
     async def _once(self) -> int:
         """Poll every table once (maintenance included), write the status, exit 0 when every
-        table is Ready."""
+        table is Ready and no manifest was rejected."""
         self.reload()
         for key, table in self.tables.items():
             await self.fleet.poll_once(await self.target(key), table.watcher)
         self.flush()
-        print_summary(self.statuses, self.out)
-        return 0 if all(_ready(s) == "True" for s in self.statuses.values()) else 1
+        print_summary(self.statuses, self.out, self.rejected)
+        ready = all(_ready(s) == "True" for s in self.statuses.values())
+        return 0 if ready and not self.rejected else 1
 
 
 def _signature(folder: Path) -> object:
@@ -216,6 +233,29 @@ def _signature(folder: Path) -> object:
         for e in entries
         if e.is_file() and e.name.endswith((".yaml", ".yml", ".json"))
     )
+
+
+def _duplicates(tables: Sequence[TableResource]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """For each table whose URI another table names too: the others' names."""
+    by_uri: dict[str, list[str]] = {}
+    for t in tables:
+        by_uri.setdefault(_same_table(str(t.spec.get("uri", ""))), []).append(
+            f"{t.namespace}/{t.name}"
+        )
+    return {
+        (t.namespace, t.name): tuple(n for n in names if n != f"{t.namespace}/{t.name}")
+        for t in tables
+        if len(names := by_uri[_same_table(str(t.spec.get("uri", "")))]) > 1
+    }
+
+
+def _same_table(uri: str) -> str:
+    """A URI in one spelling per table: no trailing '/', a local path for file: URIs."""
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            uri = uri[len(prefix) :]
+            break
+    return uri.rstrip("/") or uri
 
 
 def _name(key: tuple[str, str]) -> str:
@@ -285,7 +325,9 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def print_summary(statuses: Mapping[str, Mapping[str, Any]], out: TextIO) -> None:
+def print_summary(
+    statuses: Mapping[str, Mapping[str, Any]], out: TextIO, rejected: Sequence[str] = ()
+) -> None:
     rows = [COLUMNS, *status_rows(statuses)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     for row in rows:
@@ -294,17 +336,24 @@ def print_summary(statuses: Mapping[str, Mapping[str, Any]], out: TextIO) -> Non
         why = _reason(statuses[name])
         if why:
             out.write(f"  {name}: {why}\n")
+    print_rejected(rejected, out)
     out.flush()
+
+
+def print_rejected(rejected: Sequence[str], out: TextIO) -> None:
+    if rejected:
+        out.write(f"rejected manifests ({len(rejected)}; fix them, the others run):\n")
+        out.writelines(f"  {message}\n" for message in rejected)
 
 
 def run(
     folder: str,
     metrics_port: int,
+    host: str,
     status_path: str | None,
     max_concurrent: int,
     once: bool,
     summary_s: float,
-    host: str = "0.0.0.0",
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -318,7 +367,7 @@ def run(
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
     if server is not None:
-        log.info("metrics: http://127.0.0.1:%d/metrics  health: /healthz", server.server_address[1])
+        log.info("metrics: %s", metrics.url(server))
 
     async def main() -> int:
         stop = asyncio.Event()

@@ -20,6 +20,9 @@ _SIZE_FACTORS = {
 }
 _DURATION = re.compile(r"^\s*(\d+)\s*(d|h|m|s)\s*$")
 _DURATION_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+# Beyond these, dates leave what datetime (and Delta's readers) can represent.
+MAX_DURATION_MS = 36_500 * 86_400_000  # 100 years
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 def parse_size(text: str) -> int:
@@ -33,23 +36,30 @@ def parse_duration_ms(text: str) -> int:
     m = _DURATION.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a duration; use a number and d, h, m or s (e.g. 30d)")
-    return int(m.group(1)) * _DURATION_MS[m.group(2)]
+    ms = int(m.group(1)) * _DURATION_MS[m.group(2)]
+    if ms > MAX_DURATION_MS:
+        raise ValueError(f"{text!r} is too long; use at most 36500d (100 years)")
+    return ms
 
 
 def parse_timestamp_ms(text: str) -> int:
     """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it says otherwise)."""
     if re.fullmatch(r"\d+", text.strip()):
-        return int(text)
-    try:
-        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as e:
-        raise ValueError(
-            f"{text!r} is not a timestamp; use epoch milliseconds or ISO-8601 "
-            "like 2024-05-01T12:00:00Z"
-        ) from e
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+        ms = int(text)
+    else:
+        try:
+            dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError as e:
+            raise ValueError(
+                f"{text!r} is not a timestamp (or is past the year 9999); use epoch "
+                "milliseconds or ISO-8601 like 2024-05-01T12:00:00Z"
+            ) from e
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        ms = int(dt.timestamp() * 1000)
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        raise ValueError(f"{text!r} is outside 1970-01-01 to 9999-12-31")
+    return ms
 
 
 def format_ms(ms: int) -> str:

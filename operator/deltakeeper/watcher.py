@@ -19,6 +19,7 @@ from deltakeeper.credentials import SCRUBBER
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
+    InvalidCredentialsError,
     InvalidInputError,
     NotADeltaTableError,
     StorageUnreachableError,
@@ -64,6 +65,7 @@ class Target:
     policy_name: str | None = None
     problem: Problem | None = None
     warnings: tuple[str, ...] = ()  # acted on, but the user should look (Degraded)
+    duplicates: tuple[str, ...] = ()  # other resources ("ns/name") naming the same table
 
     @property
     def key(self) -> tuple[str, str]:
@@ -382,6 +384,13 @@ def _conditions(
         op, e = failed[0]
         reason = "MaintenanceFailed" if e["result"] == "failed" else "MaintenanceRefused"
         degraded = Condition("Degraded", "True", reason, f"{op} {e['result']}: {e.get('message')}")
+    elif target.duplicates:
+        message = (
+            f"{', '.join(target.duplicates)} also name{'s' if len(target.duplicates) == 1 else ''}"
+            f" {SCRUBBER.scrub(target.uri)}: one table maintained by several resources; "
+            "delete all but one"
+        )
+        degraded = Condition("Degraded", "True", "DuplicateUri", message)
     elif target.warnings:
         degraded = Condition(
             "Degraded", "True", "PolicyWarning", SCRUBBER.scrub("; ".join(target.warnings))
@@ -396,6 +405,7 @@ _REASONS = (
     (NotADeltaTableError, "NotADeltaTable", "check spec.uri points at a table's root"),
     (UnsupportedProtocolError, "UnsupportedProtocol", "upgrade deltakeeper to maintain this table"),
     (CorruptLogError, "CorruptLog", "the log needs a repair; nothing is written meanwhile"),
+    (InvalidCredentialsError, "InvalidSecret", "fix the credentials in spec.storage"),
     (InvalidInputError, "InvalidSpec", "fix the DeltaTable's spec"),
     (PolicyError, "InvalidPolicy", "fix the retention settings or the table's properties"),
     (OSError, "StorageUnreachable", "check the endpoint, network and credentials"),

@@ -112,8 +112,11 @@ def test_exit_2_corrupt_log_line(capsys, tmp_path):
 
 def test_exit_3_unsupported_protocol(capsys, corpus):
     code, out, err = run(capsys, "inspect", str(corpus / "simple_table_features"), "--json")
-    assert code == 3 and out == ""
-    assert "blahabl" in err
+    assert code == 3 and "blahabl" in err
+    # --json: the error as one JSON object on stdout too, so a script always gets JSON.
+    error = json.loads(out)
+    assert error["error"] == "UnsupportedProtocol" and error["exitCode"] == 3
+    assert "blahabl" in error["message"]
 
 
 def test_exit_4_storage_unreachable_without_leaking_the_secret(capsys):

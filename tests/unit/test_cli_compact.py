@@ -88,7 +88,7 @@ def test_a_young_table_below_the_count_is_not_due(
     [
         (["--where", "nope=1"], "--where expects PARTITION_COLUMN=VALUE with one of day"),
         (["--where", "day"], "--where expects PARTITION_COLUMN=VALUE"),
-        (["--min-files", "0"], "--min-files must be at least 1"),
+        (["--min-files", "0"], "--min-files: must be 1 or more, got 0"),
         (["--target-file-size", "big"], "--target-file-size"),
         (["--max-age", "1y"], "--max-age"),
     ],

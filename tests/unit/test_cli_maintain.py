@@ -97,7 +97,12 @@ def test_unsupported_protocol_is_exit_3_and_nothing_written(capsys, tmp_path):
         b.commit(add("a.parquet"))
     before = log_names(tmp_path)
     code, out, err = run(capsys, "maintain", str(tmp_path), "--now", str(NOW), "--json")
-    assert code == 3 and "futureRead" in err and out == ""
+    assert code == 3 and "futureRead" in err
+    assert json.loads(out) == {
+        "error": "UnsupportedProtocol",
+        "message": err.strip().removeprefix("deltakeeper: error: "),
+        "exitCode": 3,
+    }
     assert log_names(tmp_path) == before
 
 

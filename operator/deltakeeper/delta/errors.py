@@ -13,6 +13,11 @@ class InvalidInputError(DeltaError):
     exit_code = 2
 
 
+class InvalidCredentialsError(InvalidInputError):
+    """Credentials the store's client cannot even use (an account key that is not base64, an
+    option it does not know); nothing was sent."""
+
+
 class NotADeltaTableError(DeltaError):
     """The location holds no readable `_delta_log`."""
 

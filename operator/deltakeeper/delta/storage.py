@@ -39,7 +39,12 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlparse
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
+from deltakeeper.delta.errors import (
+    InvalidCredentialsError,
+    InvalidInputError,
+    NotADeltaTableError,
+    StorageUnreachableError,
+)
 
 T = TypeVar("T")
 
@@ -216,7 +221,7 @@ class LocalStorage(Storage):
         try:
             with open(self.local_path(key), "rb") as f:
                 return f.read()
-        except IsADirectoryError as e:
+        except (IsADirectoryError, NotADirectoryError) as e:
             raise FileNotFoundError(key) from e
         except PermissionError as e:
             raise StorageUnreachableError(f"cannot read {self.uri}/{key}: permission denied") from e
@@ -225,7 +230,7 @@ class LocalStorage(Storage):
         self.requests["head"] += 1
         try:
             st = os.stat(self.local_path(key))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
 
@@ -338,8 +343,8 @@ class ObjectStorage(Storage):
         self.root = root.strip("/")
         try:
             self.fs = _filesystem(fs_class, options)
-        except (ImportError, ValueError, TypeError) as e:
-            raise InvalidInputError(f"cannot open {_safe(uri)}: {type(e).__name__}") from e
+        except Exception as e:  # the message may quote a credential: only its type is shown
+            raise _open_error(uri, e) from e
 
     def _key(self, key: str) -> str:
         """The object name in the bucket for a table-relative key ('' gives the root folder)."""
@@ -672,6 +677,36 @@ class _BatchError(OSError):
         self.status = status
 
 
+def _open_error(uri: str, e: Exception) -> Exception:
+    """A client that could not be made: the network (gcsfs checks a token when it starts) or
+    the options."""
+    if isinstance(e, ConnectionError | TimeoutError) or _has(_names(e), _CONNECTION_MARKERS):
+        return StorageUnreachableError(
+            f"cannot open {_safe(uri)}: {type(e).__name__} while checking the credentials; "
+            "check the network and the endpoint"
+        )
+    return InvalidInputError(
+        f"cannot open {_safe(uri)} with these storage options ({type(e).__name__}); check the "
+        "option names and values (e.g. endpoint_url, key, secret, account_name, token)"
+    )
+
+
+def _unusable_options(uri: str, e: Exception, names: str) -> InvalidInputError | None:
+    """Options the client rejects when it first sends: a bad key, an unknown option name."""
+    if "AzureSigningError" in names:
+        return InvalidCredentialsError(
+            f"cannot sign requests to {_safe(uri)}: the account key is not valid base64; "
+            "check account_key (AZURE_STORAGE_ACCOUNT_KEY in a Secret)"
+        )
+    if isinstance(e, TypeError) and "unexpected keyword argument" in str(e):
+        option = str(e).rsplit(" ", 1)[-1]
+        return InvalidCredentialsError(
+            f"the client for {_safe(uri)} does not know the storage option {option}; check its "
+            "spelling against the fsspec backend's options (s3fs, gcsfs, adlfs)"
+        )
+    return None
+
+
 def _mtime_ms(v: Any) -> int:
     if isinstance(v, datetime):
         return int(v.timestamp() * 1000)
@@ -686,7 +721,7 @@ def _safe(uri: str) -> str:
     p = urlparse(uri)
     if not p.scheme or not p.netloc:
         return uri
-    netloc = p.netloc.rsplit("@", 1)[-1] if p.password is not None else p.netloc
+    netloc = p.netloc.rsplit("@", 1)[-1] if _has_password(p) else p.netloc
     return f"{p.scheme}://{netloc}{p.path}"
 
 
@@ -741,6 +776,8 @@ def with_retries(uri: str, op: str, fn: Callable[[], T], attempts: int = 5) -> T
             connection = isinstance(e, ConnectionError | TimeoutError) or _has(
                 names, _CONNECTION_MARKERS
             )
+            if (unusable := _unusable_options(uri, e, names)) is not None:
+                raise unusable from e
             if not (transient or connection):
                 raise
             if attempt + 1 < attempts:
@@ -795,12 +832,28 @@ def _status(e: BaseException) -> int | None:
     return None
 
 
+def _has_password(parsed: Any) -> bool:
+    try:
+        return parsed.password is not None
+    except ValueError:  # a malformed port after the password; still a password
+        return "@" in parsed.netloc and ":" in parsed.netloc.split("@", 1)[0]
+
+
+def _local(uri: str, path: str) -> LocalStorage:
+    if os.path.isfile(path):
+        raise NotADeltaTableError(
+            f"{uri} is a file, not a table: give the table's root folder (the one that holds "
+            "_delta_log/)"
+        )
+    return LocalStorage(uri, path)
+
+
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
     """Storage for a table URI: a plain path, file://, s3://, gs://, abfss:// or az://."""
     options = dict(options or {})
-    if "://" not in uri:
-        return LocalStorage(uri, uri)
-    parsed = urlparse(uri)
+    if "://" not in uri and not uri.lower().startswith("file:"):
+        return _local(uri, uri)
+    parsed = urlparse(uri)  # file:/path (one slash, as Spark writes them) included
     scheme = parsed.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidInputError(
@@ -808,7 +861,12 @@ def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
             "gs://, abfss://, az://"
         )
     if scheme == "file":
-        return LocalStorage(uri, unquote(parsed.path))
+        return _local(uri, unquote(parsed.path))
+    if _has_password(parsed):
+        raise InvalidInputError(
+            f"{_safe(uri)}: credentials inside the URI are not used (nor shown); pass them as "
+            "storage options (key=..., secret=...) or the cloud's environment variables"
+        )
     if not parsed.netloc:
         raise InvalidInputError(f"{_safe(uri)} names no bucket or container")
     root = unquote(parsed.path)

@@ -44,6 +44,11 @@ class Options:
     """Set by `deltakeeper operator`; from the environment under `kopf run -m deltakeeper.k8s`."""
 
     metrics_port: int = int(os.environ.get("DELTAKEEPER_METRICS_PORT", metrics.DEFAULT_PORT))
+    metrics_bind_address: str = field(
+        default_factory=lambda: (
+            os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or metrics.DEFAULT_BIND_ADDRESS
+        )
+    )
     max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
     # kopf pauses every replica that sees a peer of higher or equal priority, so each replica
     # draws its own: the highest acts, the others wait until it is gone.
@@ -281,9 +286,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(memo.fleet.heartbeat()),
         asyncio.create_task(memo.tables.follow_peering()),
     ]
-    memo.server = metrics.serve(memo.metrics, OPTIONS.metrics_port, healthy=memo.fleet.healthy)
-    port = memo.server.server_address[1]
-    log.info("metrics on :%d/metrics, peering priority %d", port, OPTIONS.priority)
+    memo.server = metrics.serve(
+        memo.metrics, OPTIONS.metrics_port, OPTIONS.metrics_bind_address, memo.fleet.healthy
+    )
+    log.info("metrics: %s, peering priority %d", metrics.url(memo.server), OPTIONS.priority)
 
 
 @kopf.on.cleanup()

@@ -14,7 +14,7 @@ DURATION = r"^[0-9]+(d|h|m|s)$"
 SIZE = r"^[0-9]+(Ki|Mi|Gi|Ti|K|M|G|T|B)?$"
 # A scheme and something after it; which schemes are supported is the operator's call (it
 # reports an unknown one in the Ready condition), so a typo shows up in `kubectl get`.
-URI = r"^([a-z][a-z0-9+.-]*://.+|/.+)$"
+URI = r"^([a-z][a-z0-9+.-]*://.+|file:/.+|/.+)$"  # file:/path too, as Spark writes it
 # Five fields of digits, *, ranges, steps, lists and names, or a macro like @daily.
 _FIELD = r"[0-9A-Za-z*?/,-]+"
 CRON = rf"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|{_FIELD}( +{_FIELD}){{4}})$"

@@ -62,6 +62,9 @@ class Loaded:
     policies: list[PolicyResource] = field(default_factory=list)
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     errors: list[ManifestError] = field(default_factory=list)
+    # file -> its documents, for files that loaded whole (or were kept at their last good)
+    good: dict[str, list[Any]] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)  # files kept at their last good version
 
 
 _VALIDATORS = {
@@ -91,6 +94,14 @@ def parse(doc: Any, source: str = "") -> TableResource | PolicyResource:
     errors = sorted(_VALIDATORS[kind].iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         raise ManifestError(f"{where}: {kind} {namespace}/{name}: {_explain(errors[0])}")
+    unknown = unknown_fields(_VALIDATORS[kind].schema, doc)
+    if unknown:
+        # The API server would prune these silently; a misspelt `dryRun` must not turn a
+        # dry run into deletes, so standalone mode refuses like `kubectl apply --validate=strict`.
+        raise ManifestError(
+            f"{where}: {kind} {namespace}/{name}: unknown field {', '.join(unknown)}; "
+            "check its spelling against `kubectl explain` (nothing in this manifest was applied)"
+        )
     labels = meta.get("labels") or {}
     generation = int(meta.get("generation") or 1)
     spec = doc["spec"]
@@ -99,6 +110,55 @@ def parse(doc: Any, source: str = "") -> TableResource | PolicyResource:
     return PolicyResource(
         namespace, name, labels, generation, spec, spec.get("tableSelector"), source
     )
+
+
+# ObjectMeta's fields a manifest may carry; the CRD schema leaves metadata open.
+_METADATA_FIELDS = {
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "generation",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "finalizers",
+    "ownerReferences",
+    "managedFields",
+    "generateName",
+    "selfLink",
+}
+
+
+def unknown_fields(schema: Mapping[str, Any], doc: Any, path: str = "") -> list[str]:
+    """Dotted paths of fields in `doc` that `schema` does not declare, as
+    `kubectl apply --validate=strict` reports them."""
+    if path == "metadata" and isinstance(doc, dict):
+        return [f"metadata.{k}" for k in doc if k not in _METADATA_FIELDS]
+    if isinstance(doc, list) and isinstance(schema.get("items"), dict):
+        return [
+            u
+            for i, item in enumerate(doc)
+            for u in unknown_fields(schema["items"], item, f"{path}[{i}]")
+        ]
+    if not isinstance(doc, dict) or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    properties = schema.get("properties")
+    if properties is None:  # a free-form map (labels, storage options): any key goes
+        extra = schema.get("additionalProperties")
+        if not isinstance(extra, dict):
+            return []
+        return [u for k, v in doc.items() for u in unknown_fields(extra, v, f"{path}.{k}")]
+    out: list[str] = []
+    for key, value in doc.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key in properties:
+            out.extend(unknown_fields(properties[key], value, where))
+        else:
+            out.append(where)
+    return out
 
 
 def _explain(error: jsonschema.ValidationError) -> str:
@@ -125,26 +185,58 @@ def secret_data(doc: Mapping[str, Any], where: str) -> dict[str, str]:
     return out
 
 
-def load_dir(folder: str | Path) -> Loaded:
+def load_dir(folder: str | Path, previous: Mapping[str, list[Any]] | None = None) -> Loaded:
     """Every manifest in `folder` (*.yaml, *.yml, *.json, multi-document); a bad file or
-    document is an error entry and the rest still load."""
+    document is an error entry and the rest still load. A file that was good before
+    (`previous`, a former `Loaded.good`) and is bad now stays at its last good version, as
+    the API server keeps an object whose new manifest it rejects."""
     loaded = Loaded()
     seen: dict[tuple[str, str, str], str] = {}
     for path in sorted(Path(folder).iterdir()):
         if not path.is_file() or path.suffix not in (".yaml", ".yml", ".json"):
             continue
-        try:
-            docs = _documents(path)
-        except ManifestError as e:
-            loaded.errors.append(e)
-            continue
-        for i, doc in enumerate(docs):
-            where = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
+        items, errors, docs = _read_file(path)
+        last = (previous or {}).get(str(path))
+        if errors and last is not None:
+            loaded.errors.extend(errors)
+            loaded.kept.append(str(path))
+            items, _, docs = _parse_all(path, last)
+        elif errors:
+            loaded.errors.extend(errors)
+        if not errors or last is not None:
+            loaded.good[str(path)] = docs
+        for where, item in items:
             try:
-                _add(loaded, doc, where, seen)
+                _add(loaded, item, where, seen)
             except ManifestError as e:
                 loaded.errors.append(e)
     return loaded
+
+
+_Item = tuple[str, Any]  # (where, a resource or a Secret's (namespace, name, data))
+
+
+def _read_file(path: Path) -> tuple[list[_Item], list[ManifestError], list[Any]]:
+    try:
+        docs = _documents(path)
+    except ManifestError as e:
+        return [], [e], []
+    return _parse_all(path, docs)
+
+
+def _parse_all(path: Path, docs: list[Any]) -> tuple[list[_Item], list[ManifestError], list[Any]]:
+    items: list[_Item] = []
+    errors: list[ManifestError] = []
+    for i, doc in enumerate(docs):
+        where = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
+        try:
+            item = _parse_doc(doc, where)
+        except ManifestError as e:
+            errors.append(e)
+            continue
+        if item is not None:
+            items.append((where, item))
+    return items, errors, docs
 
 
 def _documents(path: Path) -> list[Any]:
@@ -157,26 +249,32 @@ def _documents(path: Path) -> list[Any]:
         raise ManifestError(f"{path}: cannot read it as {path.suffix[1:].upper()}: {e}") from None
 
 
-def _add(loaded: Loaded, doc: Any, where: str, seen: dict[tuple[str, str, str], str]) -> None:
+def _parse_doc(doc: Any, where: str) -> Any:
     if isinstance(doc, dict) and doc.get("kind") == "Secret":
         meta = doc.get("metadata") or {}
         ref = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-        loaded.secrets[ref] = secret_data(doc, where)
-        return
+        return (*ref, secret_data(doc, where))
     if isinstance(doc, dict) and doc.get("kind") not in (None, *_VALIDATORS):
-        return  # other kinds (ConfigMaps, ...) may share the folder
-    resource = parse(doc, where)
-    kind = "table" if isinstance(resource, TableResource) else "policy"
-    key = (kind, resource.namespace, resource.name)
+        return None  # other kinds (ConfigMaps, ...) may share the folder
+    return parse(doc, where)
+
+
+def _add(loaded: Loaded, item: Any, where: str, seen: dict[tuple[str, str, str], str]) -> None:
+    if isinstance(item, tuple):
+        namespace, name, data = item
+        loaded.secrets[(namespace, name)] = data
+        return
+    kind = "table" if isinstance(item, TableResource) else "policy"
+    key = (kind, item.namespace, item.name)
     if key in seen:
         raise ManifestError(
-            f"{where}: {resource.namespace}/{resource.name} is defined again (first in {seen[key]})"
+            f"{where}: {item.namespace}/{item.name} is defined again (first in {seen[key]})"
         )
     seen[key] = where
-    if isinstance(resource, TableResource):
-        loaded.tables.append(resource)
+    if isinstance(item, TableResource):
+        loaded.tables.append(item)
     else:
-        loaded.policies.append(resource)
+        loaded.policies.append(item)
 
 
 # -- policy selection and precedence -------------------------------------------------------
