@@ -113,5 +113,8 @@ def test_inspect_json_is_valid_json_for_every_readable_table(corpus, capsys):
             assert json.loads(out)["uri"] == str(corpus / table)
             readable += 1
         else:
-            assert code in (2, 3) and out == ""
+            # An unreadable table is a JSON error object on stdout (README: exit codes).
+            assert code in (2, 3)
+            error = json.loads(out)
+            assert error["exitCode"] == code and error["error"] and error["message"]
     assert readable >= 40
