@@ -63,7 +63,8 @@ cluster serves the API. */}}
 {{/* What the operator does where tables live (the same in a Role and in the ClusterRole):
 README.md says why each verb is needed. */}}
 {{- define "deltakeeper.tableRules" -}}
-# Watched by kopf (list, watch); patch: kopf removes the finalizer of earlier versions.
+# Watched by kopf (list, watch). patch: kopf puts its finalizer on each policy (its timer
+# needs one) and removes from tables the finalizer earlier versions added.
 - apiGroups: [deltakeeper.io]
   resources: [deltatables, deltamaintenancepolicies]
   verbs: [list, watch, patch]
