@@ -13,11 +13,13 @@ run: setup
 	@$(PY) scripts/demo.py
 
 # Everything the suite starts (MinIO, Azurite, fake-gcs-server, Spark with Delta jars, etcd and
-# kube-apiserver) is installed by these scripts, cached under ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
+# kube-apiserver) or runs (helm, kubeconform, Prometheus and promtool) is installed by these scripts, cached under
+# ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
 test-deps: setup
 	@scripts/stores/install.sh >/dev/null
 	@scripts/spark/install.sh >/dev/null
 	@scripts/k8s/install.sh >/dev/null
+	@scripts/helm/install.sh >/dev/null
 	@scripts/prometheus/install.sh >/dev/null
 
 test: test-deps

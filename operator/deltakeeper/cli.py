@@ -337,6 +337,12 @@ def _daemon_commands(sub: Any) -> None:
     g.add_argument("--all-namespaces", action="store_true", help="watch every namespace (default)")
     _daemon_flags(p, f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {DEFAULT_BIND_ADDRESS}")
     p.add_argument("--verbose", action="store_true", help="log kopf's own debug messages")
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one JSON object a line, for a cluster's log collector",
+    )
     p.set_defaults(func=cmd_operator)
 
 
@@ -429,7 +435,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
     handlers.OPTIONS.max_concurrent = args.max_concurrent
     if args.namespace:
         handlers.OPTIONS.namespaces = list(args.namespace)
-    kopf.configure(verbose=args.verbose)
+    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(verbose=args.verbose, log_format=log_format)
     kopf.run(
         clusterwide=not handlers.OPTIONS.namespaces,
         namespaces=handlers.OPTIONS.namespaces,

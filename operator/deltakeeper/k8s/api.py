@@ -110,19 +110,22 @@ def policy_resource(body: Mapping[str, Any]) -> PolicyResource:
 
 def ensure_peering(api: client.ApiClient, name: str, namespaces: list[str]) -> None:
     """Create the kopf peering object(s) replicas meet in, if missing (the CRDs must exist):
-    ClusterKopfPeering cluster-wide, else a KopfPeering in each watched namespace."""
+    ClusterKopfPeering cluster-wide, else a KopfPeering in each watched namespace. Each is read
+    first: where the Helm chart made them, the operator needs no right to create them."""
     objects = client.CustomObjectsApi(api)
     body: dict[str, Any] = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}
 
     def cluster() -> None:
-        objects.create_cluster_custom_object(
-            "kopf.dev", "v1", "clusterkopfpeerings", {**body, "kind": "ClusterKopfPeering"}
-        )
+        if not _exists(objects.get_cluster_custom_object, "clusterkopfpeerings", name):
+            objects.create_cluster_custom_object(
+                "kopf.dev", "v1", "clusterkopfpeerings", {**body, "kind": "ClusterKopfPeering"}
+            )
 
     def namespaced(ns: str) -> None:
-        objects.create_namespaced_custom_object(
-            "kopf.dev", "v1", ns, "kopfpeerings", {**body, "kind": "KopfPeering"}
-        )
+        if not _exists(objects.get_namespaced_custom_object, ns, "kopfpeerings", name):
+            objects.create_namespaced_custom_object(
+                "kopf.dev", "v1", ns, "kopfpeerings", {**body, "kind": "KopfPeering"}
+            )
 
     creates: list[Callable[[], None]] = [functools.partial(namespaced, ns) for ns in namespaces]
     creates = creates or [cluster]
@@ -130,5 +133,15 @@ def ensure_peering(api: client.ApiClient, name: str, namespaces: list[str]) -> N
         try:
             create()
         except ApiException as e:
-            if e.status != 409:  # 409: it exists already, as it should
+            if e.status != 409:  # 409: another replica made it meanwhile
                 raise
+
+
+def _exists(get: Callable[..., Any], *where: str) -> bool:
+    try:
+        get("kopf.dev", "v1", *where, _request_timeout=TIMEOUT)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True

@@ -272,6 +272,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         prefix="deltakeeper.io", key="last-handled-configuration"
     )
     settings.watching.server_timeout = 300
+    # The namespaces are named and the CRDs exist before the operator starts: kopf need not
+    # list and watch every namespace and CRD, which would take cluster-wide rights.
+    settings.scanning.disabled = True
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # kopf logs each handler call ("Handler 'table_event' succeeded.") at INFO: a line for
         # every DeltaTable event, thousands a minute; its warnings and errors still show.
