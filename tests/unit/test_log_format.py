@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from deltakeeper.cli import build_parser
+from deltakeeper.cli import build_parser, main
 
 SECRET = "AKIAsecretvalue-1234"
 # The operator's logging set-up as `cmd_operator` and its startup handler make it, in a child
@@ -61,7 +61,6 @@ def test_text_is_the_default_and_masked_too() -> None:
 
 
 def test_unknown_log_format_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["operator", "--log-format", "yaml"])
-    assert exit_.value.code == 2
+    # Usage errors go through main's one error path (exit 2, JSON with --json).
+    assert main(["operator", "--log-format", "yaml"]) == 2
     assert "invalid choice: 'yaml'" in capsys.readouterr().err
