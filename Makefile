@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint bench bench-maintenance bench-operator clean
+.PHONY: setup run test test-deps test-fast test-unit lint images test-spark-image bench bench-maintenance bench-operator clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -18,6 +18,7 @@ test-deps: setup
 	@scripts/stores/install.sh >/dev/null
 	@scripts/spark/install.sh >/dev/null
 	@scripts/k8s/install.sh >/dev/null
+	@scripts/image/install.sh >/dev/null
 
 test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE
@@ -33,6 +34,12 @@ lint: setup
 	$(PY) scripts/gen_crds.py --check
 	.venv/bin/ruff format --check operator tests benchmarks scripts
 	.venv/bin/mypy
+	.venv/bin/hadolint Dockerfile Dockerfile.spark
+
+# The operator and compaction images, built with buildah on local Debian bases (scripts/image/).
+images: test-deps
+	@scripts/image/build.sh operator
+	@scripts/image/build.sh spark
 
 bench: setup
 	$(PY) -m benchmarks.snapshot_load
