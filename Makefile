@@ -41,6 +41,10 @@ images: test-deps
 	@scripts/image/build.sh operator
 	@scripts/image/build.sh spark
 
+# The compaction image built and a Delta job run in it; too heavy for `make test` on 2 cores.
+test-spark-image: test-deps
+	$(PYTEST) tests/image/spark_image_check.py -q -p no:cacheprovider -rfE
+
 bench: setup
 	$(PY) -m benchmarks.snapshot_load
 

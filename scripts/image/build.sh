@@ -56,12 +56,34 @@ stage_spark() {
     fi
 }
 
+# What went into an image, hashed: its Dockerfile, base and staged files (a wheel's bytes carry
+# build times, so deltakeeper's own wheel counts by its sources instead). A new commit that
+# changes none of these reuses the image, revision label included.
+inputs_key() {
+    {
+        echo "$base"
+        cat "$DOCKERFILE" .dockerignore
+        find dist/wheels dist/spark-jars dist/spark-python dist/spark-job -type f \
+            ! -name 'deltakeeper-*.whl' 2>/dev/null | LC_ALL=C sort | xargs -r sha256sum
+        find operator -type f -name '*.py' | LC_ALL=C sort | xargs sha256sum
+        sha256sum pyproject.toml
+    } | sha256sum | cut -c1-16
+}
+
 "stage_$KIND"
 tag="$NAME:$version"
-say "building $tag from $DOCKERFILE on $base"
-"$HERE/buildah.sh" bud --quiet --isolation chroot --layers=false \
-    --build-arg BASE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
-    -f "$DOCKERFILE" -t "$tag" . >&2
-# A rebuild leaves the previous image untagged; vfs keeps full copies, so drop it.
+built="$NAME:build-$(inputs_key)"
+if "$HERE/buildah.sh" inspect --type image "$built" >/dev/null 2>&1; then
+    say "$tag is up to date ($built)"
+else
+    say "building $tag from $DOCKERFILE on $base"
+    "$HERE/buildah.sh" bud --quiet --isolation chroot --layers=false \
+        --build-arg BASE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
+        -f "$DOCKERFILE" -t "$built" . >&2
+fi
+"$HERE/buildah.sh" tag "$built" "$tag"
+# Older builds of this image: vfs keeps full copies of every one, so drop them.
+"$HERE/buildah.sh" images --format '{{.Name}}:{{.Tag}}' | grep -F "$NAME:build-" \
+    | grep -vxF "$built" | xargs -r "$HERE/buildah.sh" rmi >/dev/null 2>&1 || true
 "$HERE/buildah.sh" rmi --prune >/dev/null 2>&1 || true
 echo "IMAGE=$tag"
