@@ -19,9 +19,14 @@ VARIANT=minbase
 # Docs, man pages and locales are of no use in an image; copyright files stay.
 DPKG_OPTS=(--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
            --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*')
+HOOKS=()
 case "$KIND" in
     operator) PACKAGES="python3,ca-certificates" ;;
-    spark) PACKAGES="python3,ca-certificates,openjdk-17-jre-headless,procps" ;;
+    spark)
+        PACKAGES="python3,ca-certificates,openjdk-17-jre-headless,procps"
+        # the JRE's update-alternatives links its man pages and fails if man1/ is missing
+        HOOKS=(--setup-hook='mkdir -p "$1/usr/share/man/man1"')
+        ;;
     *) echo "usage: $0 operator|spark" >&2; exit 2 ;;
 esac
 
@@ -30,17 +35,17 @@ HERE=scripts/image
 say() { echo "image/base: $*" >&2; }
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper"
 mkdir -p "$CACHE"
-exec 8>"$CACHE/.image-base.lock"
+exec 8>"$CACHE/.image-base-$KIND.lock"
 flock 8
 
-key="$(printf '%s\n' "$SUITE" "$VARIANT" "$PACKAGES" "$MIRROR" "${DPKG_OPTS[@]}" | sha256sum | cut -c1-12)"
+key="$(printf '%s\n' "$SUITE" "$VARIANT" "$PACKAGES" "$MIRROR" "${DPKG_OPTS[@]}" "${HOOKS[@]}" | sha256sum | cut -c1-12)"
 dir="$CACHE/image-base-$KIND-$SUITE-$key"
 tar="$dir/rootfs.tar"
 if [ ! -f "$tar" ]; then
     command -v mmdebstrap >/dev/null || { say "ERROR: mmdebstrap missing; run $HERE/install.sh"; exit 1; }
     say "mmdebstrap $SUITE ($VARIANT + $PACKAGES) into $tar (cold: a few minutes)"
     rm -rf "$dir" && mkdir -p "$dir"
-    mmdebstrap --quiet --format=tar --variant="$VARIANT" --include="$PACKAGES" "${DPKG_OPTS[@]}" \
+    mmdebstrap --quiet --format=tar --variant="$VARIANT" --include="$PACKAGES" "${DPKG_OPTS[@]}" "${HOOKS[@]}" \
         "$SUITE" "$dir/rootfs.tmp.tar" "$MIRROR" >&2
     mv "$dir/rootfs.tmp.tar" "$tar"
 fi
