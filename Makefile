@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint images test-spark-image bench bench-maintenance bench-operator clean
+.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -40,10 +40,6 @@ lint: setup
 images: test-deps
 	@scripts/image/build.sh operator
 	@scripts/image/build.sh spark
-
-# The compaction image built and a Delta job run in it; too heavy for `make test` on 2 cores.
-test-spark-image: test-deps
-	$(PYTEST) tests/image/spark_image_check.py -q -p no:cacheprovider -rfE
 
 bench: setup
 	$(PY) -m benchmarks.snapshot_load
