@@ -23,8 +23,8 @@ LABEL org.opencontainers.image.title="deltakeeper" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.licenses="Apache-2.0"
 # kopf names its peer after the login (getpass.getuser()), which needs a passwd entry.
-RUN groupadd --system --gid 10001 deltakeeper \
-    && useradd --system --no-log-init --uid 10001 --gid 10001 --no-create-home \
+RUN groupadd --gid 10001 deltakeeper \
+    && useradd --no-log-init --uid 10001 --gid 10001 --no-create-home \
         --home-dir /nonexistent --shell /usr/sbin/nologin deltakeeper
 COPY --from=build /opt/venv /opt/venv
 # The chart mounts the root file system read-only: no bytecode writes at run time.

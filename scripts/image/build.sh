@@ -12,8 +12,11 @@ set -euo pipefail
 
 KIND="${1:-}"
 case "$KIND" in
-    operator) DOCKERFILE=Dockerfile NAME=localhost/deltakeeper ;;
-    spark) DOCKERFILE=Dockerfile.spark NAME=localhost/deltakeeper-spark ;;
+    operator) DOCKERFILE=Dockerfile NAME=localhost/deltakeeper STAGED=(dist/wheels) ;;
+    spark)
+        DOCKERFILE=Dockerfile.spark NAME=localhost/deltakeeper-spark
+        STAGED=(dist/spark-jars dist/spark-python dist/spark-job)
+        ;;
     *) echo "usage: $0 operator|spark" >&2; exit 2 ;;
 esac
 
@@ -63,8 +66,8 @@ inputs_key() {
     {
         echo "$base"
         cat "$DOCKERFILE" .dockerignore
-        find dist/wheels dist/spark-jars dist/spark-python dist/spark-job -type f \
-            ! -name 'deltakeeper-*.whl' 2>/dev/null | LC_ALL=C sort | xargs -r sha256sum
+        find "${STAGED[@]}" -type f ! -name 'deltakeeper-*.whl' | LC_ALL=C sort \
+            | xargs -r sha256sum
         find operator -type f -name '*.py' | LC_ALL=C sort | xargs sha256sum
         sha256sum pyproject.toml
     } | sha256sum | cut -c1-16
