@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint bench bench-maintenance bench-operator clean
+.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -21,6 +21,7 @@ test-deps: setup
 	@scripts/k8s/install.sh >/dev/null
 	@scripts/helm/install.sh >/dev/null
 	@scripts/prometheus/install.sh >/dev/null
+	@scripts/image/install.sh >/dev/null
 
 test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE
@@ -36,6 +37,12 @@ lint: setup
 	$(PY) scripts/gen_crds.py --check
 	.venv/bin/ruff format --check operator tests benchmarks scripts
 	.venv/bin/mypy
+	.venv/bin/hadolint Dockerfile Dockerfile.spark
+
+# The operator and compaction images, built with buildah on local Debian bases (scripts/image/).
+images: test-deps
+	@scripts/image/build.sh operator
+	@scripts/image/build.sh spark
 
 bench: setup
 	$(PY) -m benchmarks.snapshot_load

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Build an image with buildah (vfs storage, chroot isolation) on a local base from base.sh:
+#   build.sh operator   Dockerfile        -> localhost/deltakeeper:<version>
+#   build.sh spark      Dockerfile.spark  -> localhost/deltakeeper-spark:<version>
+# The inputs are staged under dist/ first (the only part of the context .dockerignore lets
+# through): the operator gets the wheels of deltakeeper and its dependencies (pip's cache makes
+# a rebuild offline), the Spark image the Delta jars and delta-spark's Python package from
+# scripts/spark/install.sh and the compaction job, when it exists.
+# Env: BASE=TAG uses that base instead of base.sh's (e.g. a pulled python:3.11-slim-bookworm).
+# Prints IMAGE=TAG on stdout (progress goes to stderr).
+set -euo pipefail
+
+KIND="${1:-}"
+case "$KIND" in
+    operator) DOCKERFILE=Dockerfile NAME=localhost/deltakeeper STAGED=(dist/wheels) ;;
+    spark)
+        DOCKERFILE=Dockerfile.spark NAME=localhost/deltakeeper-spark
+        STAGED=(dist/spark-jars dist/spark-python dist/spark-job)
+        ;;
+    *) echo "usage: $0 operator|spark" >&2; exit 2 ;;
+esac
+
+cd "$(dirname "$0")/../.."
+HERE=scripts/image
+say() { echo "image/build: $*" >&2; }
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper"
+[ -x .venv/bin/python ] || { say "ERROR: no .venv; run make setup first"; exit 1; }
+"$HERE/install.sh" >/dev/null
+mkdir -p "$CACHE"
+exec 7>"$CACHE/.image-build-$KIND.lock"
+flock 7
+
+base="${BASE:-$("$HERE/base.sh" "$KIND" | sed -n 's/^BASE=//p')}"
+version="$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')"
+revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+stage_operator() {
+    say "wheels of deltakeeper $version and its dependencies into dist/wheels"
+    rm -rf dist/wheels
+    .venv/bin/pip wheel --quiet --cache-dir "$CACHE/pip" --wheel-dir dist/wheels . pip >&2
+    rm -rf build   # setuptools' work folder from building deltakeeper's wheel
+}
+
+stage_spark() {
+    local jars_dir delta
+    jars_dir="$(scripts/spark/install.sh)"
+    delta="$(sed -n 's/^artifact=.*://p' "$jars_dir/versions.txt")"
+    say "Delta $delta jars from $jars_dir into dist/spark-jars"
+    rm -rf dist/spark-jars dist/spark-python dist/spark-job
+    mkdir -p dist/spark-jars dist/spark-job
+    while read -r jar; do cp "$jars_dir/$jar" dist/spark-jars/; done <"$jars_dir/jars.txt"
+    .venv/bin/pip install --quiet --cache-dir "$CACHE/pip" --no-deps \
+        --target dist/spark-python "delta-spark==$delta" >&2
+    rm -rf dist/spark-python/bin dist/spark-python/*.dist-info
+    if [ -f operator/deltakeeper/compaction/job.py ]; then
+        cp operator/deltakeeper/compaction/job.py dist/spark-job/
+    else
+        say "WARNING: operator/deltakeeper/compaction/job.py does not exist yet; the image has no job"
+    fi
+}
+
+# What went into an image, hashed: its Dockerfile, base and staged files (a wheel's bytes carry
+# build times, so deltakeeper's own wheel counts by its sources instead). A new commit that
+# changes none of these reuses the image, revision label included.
+inputs_key() {
+    {
+        echo "$base"
+        cat "$DOCKERFILE" .dockerignore
+        find "${STAGED[@]}" -type f ! -name 'deltakeeper-*.whl' | LC_ALL=C sort \
+            | xargs -r sha256sum
+        find operator -type f -name '*.py' | LC_ALL=C sort | xargs sha256sum
+        sha256sum pyproject.toml
+    } | sha256sum | cut -c1-16
+}
+
+"stage_$KIND"
+tag="$NAME:$version"
+built="$NAME:build-$(inputs_key)"
+if "$HERE/buildah.sh" inspect --type image "$built" >/dev/null 2>&1; then
+    say "$tag is up to date ($built)"
+else
+    say "building $tag from $DOCKERFILE on $base"
+    "$HERE/buildah.sh" bud --quiet --isolation chroot --layers=false \
+        --build-arg BASE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
+        -f "$DOCKERFILE" -t "$built" . >&2
+fi
+"$HERE/buildah.sh" tag "$built" "$tag"
+# Older builds of this image: vfs keeps full copies of every one, so drop them.
+"$HERE/buildah.sh" images --format '{{.Name}}:{{.Tag}}' | grep -F "$NAME:build-" \
+    | grep -vxF "$built" | xargs -r "$HERE/buildah.sh" rmi >/dev/null 2>&1 || true
+"$HERE/buildah.sh" rmi --prune >/dev/null 2>&1 || true
+echo "IMAGE=$tag"
