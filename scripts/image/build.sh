@@ -5,7 +5,7 @@
 # The inputs are staged under dist/ first (the only part of the context .dockerignore lets
 # through): the operator gets the wheels of deltakeeper and its dependencies (pip's cache makes
 # a rebuild offline), the Spark image the Delta jars and delta-spark's Python package from
-# scripts/spark/install.sh and the compaction job, when it exists.
+# scripts/spark/install.sh and the compaction job.
 # Env: BASE=TAG uses that base instead of base.sh's (e.g. a pulled python:3.11-slim-bookworm).
 # Prints IMAGE=TAG on stdout (progress goes to stderr).
 set -euo pipefail
@@ -52,11 +52,7 @@ stage_spark() {
     .venv/bin/pip install --quiet --cache-dir "$CACHE/pip" --no-deps \
         --target dist/spark-python "delta-spark==$delta" >&2
     rm -rf dist/spark-python/bin dist/spark-python/*.dist-info
-    if [ -f operator/deltakeeper/compaction/job.py ]; then
-        cp operator/deltakeeper/compaction/job.py dist/spark-job/
-    else
-        say "WARNING: operator/deltakeeper/compaction/job.py does not exist yet; the image has no job"
-    fi
+    cp operator/deltakeeper/compaction/job.py dist/spark-job/
 }
 
 # What went into an image, hashed: its Dockerfile, base and staged files (a wheel's bytes carry
