@@ -523,3 +523,19 @@ def test_temp_files_of_killed_writes_older_than_a_day_go() -> None:
     assert deleted(p) == {n for n, t in names.items() if t == old and n != ".notes.tmp"}
     assert p.by_kind[Kind.TEMP].files == 4
     assert "4 temp files of killed writes" in str(p)
+
+
+def test_temp_files_of_the_newest_version_or_later_stay_whatever_the_clock_says() -> None:
+    # A writer committing or checkpointing the tip right now leaves such a file for a moment;
+    # with an injected clock far ahead of the files' times, age alone would delete it mid-write.
+    dashed = "b16f838b-a848-4ab4-a5ff-f004e355b277"
+    old = NOW - 2 * DAY_MS
+    names = {
+        f".{paths.commit(2)}.{dashed}.tmp": old,  # behind the tip: a dead write, goes
+        f".{paths.checkpoint(3)}.{'ab' * 16}.tmp": old,  # the tip's checkpoint: may be in flight
+        f".{paths.commit(4)}.{dashed}.tmp": old,  # the next commit: may be in flight
+        f"..{paths.commit(4)}.{dashed}.tmp.crc": old,
+    }
+    files = [*history(hourly(0, 3, NOW - HOUR)), *(fi(n, t) for n, t in names.items())]
+    assert max(v for f in files if (n := paths.parse(f.name)) and (v := n.version) >= 0) == 3
+    assert deleted(plan(files)) == {f".{paths.commit(2)}.{dashed}.tmp"}

@@ -149,14 +149,24 @@ def plan_cleanup(
 
 
 def temp_leftovers(infos: Iterable[FileInfo], now_ms: int) -> list[LogEntry]:
+    """Temp files older than a day, except those for the newest commit's version or a later one:
+    a write of those may still be under way, whatever the clock says (time is injected)."""
     prefix = paths.LOG_DIR + "/"
+    logs = [f for f in infos if f.key.startswith(prefix)]
+    versions = [n.version for f in logs if (n := paths.parse(f.name)) and n.kind is Kind.COMMIT]
+    newest = max(versions, default=-1)
     return [
         LogEntry(LogName(f.key.removeprefix(prefix), Kind.TEMP), f)
-        for f in infos
-        if f.key.startswith(prefix)
-        and paths.is_temp(f.name)
+        for f in logs
+        if paths.is_temp(f.name)
         and f.mtime_ms < now_ms - TEMP_FILE_AGE_MS
+        and not _maybe_in_flight(f.name, newest)
     ]
+
+
+def _maybe_in_flight(name: str, newest_commit: int) -> bool:
+    target = paths.temp_target(name)
+    return target is not None and target.version >= newest_commit
 
 
 def plan_log_cleanup(

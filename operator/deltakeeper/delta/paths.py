@@ -81,6 +81,16 @@ def is_temp(name: str) -> bool:
     return _TEMP.match(name) is not None
 
 
+_TEMP_TARGET = re.compile(rf"^\.\.?([^/]+)\.{_TOKEN}\.tmp(?:\.crc)?$")
+
+
+def temp_target(name: str) -> LogName | None:
+    """What a temp file (`is_temp`) was going to become, when its name says (delta-rs's
+    `_commit_<uuid>.json.tmp` does not)."""
+    m = _TEMP_TARGET.match(name)
+    return parse(m.group(1)) if m else None
+
+
 def temp_name(name: str, token: str) -> str:
     """The temp file deltakeeper writes before renaming it to `name`: `.<name>.<token>.tmp`."""
     return f".{name}.{token}.tmp"
