@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from deltakeeper import credentials
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "tables"
 
@@ -44,3 +47,12 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     if TALLY:
         parts = ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items()))
         terminalreporter.write_line(f"compared: {parts}")
+
+
+@pytest.fixture(autouse=True)
+def _scrubber_per_test() -> Iterator[None]:
+    """The CLI registers the secrets of its arguments in the process-wide scrubber for good, as
+    a one-shot command should; tests run many commands in one process, and MinIO's access key
+    of one test must not mask that word in the next test's output."""
+    yield
+    credentials.SCRUBBER.clear()
