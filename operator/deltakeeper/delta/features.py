@@ -49,6 +49,9 @@ WRITER_FEATURES = READER_FEATURES | frozenset(
     }
 )
 
+# Features that hand a table's commits to a catalog: vacuum and compaction belong to it then.
+CATALOG_MANAGED = ("catalogManaged", "catalogOwned-preview")
+
 # Features implied by legacy (pre-table-features) protocol versions.
 _LEGACY_READER = {2: {"columnMapping"}}
 _LEGACY_WRITER = {

@@ -49,6 +49,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltakeeper.delta import features
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo, LocalStorage, ObjectStorage, Storage
@@ -62,8 +63,6 @@ DELETE_BATCH = 1000  # keys per delete_many call, one progress report each
 
 VACUUM_ADD = ("path", "deletionVector")
 VACUUM_REMOVE = ("path", "deletionTimestamp", "deletionVector")
-
-_CATALOG_FEATURES = ("catalogManaged", "catalogOwned-preview")
 
 
 # -- deletion vectors -------------------------------------------------------------------------
@@ -398,7 +397,7 @@ def check_protocol(snap: Snapshot) -> None:
             f"{snap.uri}: vacuum refused, nothing deleted: this deltakeeper does not support "
             f"{', '.join(unknown)} ({why}); upgrade deltakeeper before vacuuming this table"
         )
-    managed = [f for f in _CATALOG_FEATURES if snap.protocol.has(f)]
+    managed = [f for f in features.CATALOG_MANAGED if snap.protocol.has(f)]
     if managed:
         raise UnsupportedProtocolError(
             f"{snap.uri}: vacuum refused, nothing deleted: the table is catalog-managed "

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltakeeper.delta import features
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.types import field_name, mapping_on, schema_fields
 
@@ -275,9 +276,6 @@ def partition_names(
     return {fields.get(c, c): c for c in partition_columns}
 
 
-CATALOG_FEATURES = ("catalogManaged", "catalogOwned-preview")
-
-
 def refusal(snap: Snapshot) -> str | None:
     """Why this table must not be compacted, or None. Spark would write the commit, but a
     feature this build does not know may change what a correct plan is."""
@@ -286,7 +284,7 @@ def refusal(snap: Snapshot) -> str | None:
             f"compaction refused: this deltakeeper does not support "
             f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
         )
-    managed = [f for f in CATALOG_FEATURES if snap.protocol.has(f)]
+    managed = [f for f in features.CATALOG_MANAGED if snap.protocol.has(f)]
     if managed:
         return (
             f"compaction refused: the table is catalog-managed ({managed[0]}); run OPTIMIZE "
