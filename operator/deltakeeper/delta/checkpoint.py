@@ -34,27 +34,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import last_checkpoint, paths, schema, spark_hash, types
+from deltakeeper.delta import checkpoint_files, last_checkpoint, paths, schema, spark_hash, types
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
     InvalidInputError,
     UnsupportedProtocolError,
 )
-from deltakeeper.delta.log import Checkpoint, segment_for
+from deltakeeper.delta.log import segment_for
 from deltakeeper.delta.paths import Kind
-from deltakeeper.delta.replay import (
-    Actions,
-    _file_actions,
-    _has,
-    _open_parquet,
-    _project,
-    _read_checkpoint_file,
-    _sidecar_key,
-    dv_unique_ids,
-    read_actions,
-    replay,
-)
+from deltakeeper.delta.reconcile import Actions, DropSet, dv_unique_ids, keep
+from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 
@@ -181,33 +171,20 @@ def _checkpoint_keys(table: Table, keys: list[str]) -> list[str]:
     """Checkpoint files and the sidecars they name."""
     out = list(keys)
     for key in keys:
-        if key.endswith(".json"):
-            rows = [a["sidecar"] for _, a in read_actions(table.storage, key) if "sidecar" in a]
-        else:
-            pf = _open(table, key)
-            if "sidecar" not in pf.schema_arrow.names:
-                continue
-            col = pf.read(columns=["sidecar"])["sidecar"]
-            rows = col.filter(pc.is_valid(col)).to_pylist()
-        out += [f"{paths.LOG_DIR}/{paths.sidecar(r['path'].rsplit('/', 1)[-1])}" for r in rows]
+        out += map(checkpoint_files.sidecar_key, checkpoint_files.sidecar_paths(table.storage, key))
     return out
 
 
 def _parsed_stats_as_json(table: Table, key: str) -> dict[str, str]:
     if key.endswith(".json"):
         return {}
-    pf = _open(table, key)
+    pf = checkpoint_files.open_parquet(table.storage, key)
     names = pf.schema_arrow.names
     if "add" not in names or pf.schema_arrow.field("add").type.get_field_index("stats_parsed") < 0:
         return {}
     col = pf.read(columns=["add.path", "add.stats_parsed"])["add"]
     col = col.filter(pc.is_valid(pc.struct_field(col, "stats_parsed")))
     return {row["path"]: _dumps(_stats_json(row["stats_parsed"])) for row in col.to_pylist()}
-
-
-def _open(table: Table, key: str) -> pq.ParquetFile:
-    local = table.storage.local_path(key)
-    return pq.ParquetFile(local if local is not None else pa.BufferReader(table.storage.read(key)))
 
 
 _EXACT = "\0"
@@ -254,7 +231,7 @@ def _skipping_bad_checkpoints(
             if not listing.checkpoints[cp.version]:
                 del listing.checkpoints[cp.version]
             continue
-        return table._build(segment, actions)
+        return table.build(segment, actions)
 
 
 def write_checkpoint(
@@ -580,7 +557,7 @@ def incremental_source(table: Table, version: int | None = None) -> CheckpointSo
     if segment.checkpoint is None:
         return None
     try:
-        old = _read_old_header(table, segment.checkpoint)
+        old = checkpoint_files.read_header(table.storage, segment.checkpoint)
         if old is None:
             return None
         commits = replace(segment, checkpoint=None)
@@ -597,74 +574,7 @@ def incremental_source(table: Table, version: int | None = None) -> CheckpointSo
         commit_info=newer.commit_info,
     )
     incremental = _Incremental(table, old.files, newer.adds, newer.removes)
-    return CheckpointSource(table, table._build(segment, header), incremental)
-
-
-@dataclass
-class _OldHeader:
-    files: list[str]  # parquet files holding file rows: the checkpoint's own, then sidecars
-    actions: Actions  # its protocol, metaData, txns and domains
-
-
-def _read_old_header(table: Table, cp: Checkpoint) -> _OldHeader | None:
-    actions = Actions(pa.table({}), pa.table({}))
-    files: list[str] = []
-    rows: list[dict[str, Any]] = []
-    for entry in cp.files:
-        if entry.name.fmt == "json":
-            found = [a for _, a in read_actions(table.storage, entry.key)]
-            if any("add" in a or "remove" in a for a in found):
-                return None  # inline file actions in JSON: left to the full path
-            rows += found
-        else:
-            rows += _read_checkpoint_file(table.storage, entry.key, (), ())[2]
-            files.append(entry.key)
-    for row in rows:
-        kind, body = next(iter(row.items()))
-        if not isinstance(body, dict):
-            continue
-        if kind == "protocol":
-            actions.protocol = body
-        elif kind == "metaData":
-            actions.metadata = body
-        elif kind == "txn" and isinstance(body.get("appId"), str):
-            actions.txns[body["appId"]] = body
-        elif kind == "domainMetadata" and isinstance(body.get("domain"), str):
-            actions.domains[body["domain"]] = body
-        elif kind == "sidecar" and isinstance(body.get("path"), str):
-            files.append(_sidecar_key(body["path"]))
-    return _OldHeader(files, actions)
-
-
-class _Keys:
-    """Reconciliation keys (path, DV unique id) touched by the newer commits, as Arrow sets."""
-
-    def __init__(self, tables: list[pa.Table]) -> None:
-        tables = [t for t in tables if t.num_rows]
-        paths_ = [t["path"].combine_chunks() for t in tables]
-        keys = [_key_column(t) for t in tables]
-        self.paths = pc.unique(pa.concat_arrays(paths_)) if tables else pa.array([], pa.string())
-        self.keys = pc.unique(pa.concat_arrays(keys)) if tables else pa.array([], pa.string())
-
-    def untouched(self, table: pa.Table) -> pa.Array | None:
-        """A mask: True for rows whose key no newer commit touched; None when that is all."""
-        if table.num_rows == 0 or len(self.paths) == 0:
-            return None
-        same_path = pc.is_in(table["path"].combine_chunks(), value_set=self.paths)
-        rows = pc.indices_nonzero(same_path)
-        if len(rows) == 0:
-            return None
-        # Full keys only for the few rows whose path matches: building them all is costly.
-        hit = pc.is_in(_key_column(table.take(rows)), value_set=self.keys)
-        every = pa.repeat(pa.scalar(True), table.num_rows)
-        return pc.replace_with_mask(every, same_path, pc.invert(hit))  # in row order
-
-
-def _key_column(table: pa.Table) -> pa.Array:
-    # "\0" occurs in neither a path nor a DV id, so it separates the two safely.
-    ids = pc.fill_null(dv_unique_ids(table), "")
-    joined = pc.binary_join_element_wise(table["path"], ids, "\0")
-    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+    return CheckpointSource(table, table.build(segment, header), incremental)
 
 
 _KEY_ADD = ("path", "deletionVector")
@@ -686,7 +596,7 @@ class _Incremental:
         self.files = files
         self.adds = adds  # the commits' winning adds, schema.FULL_ADD
         self.removes = removes  # the commits' winning removes, schema.FULL_REMOVE
-        self.touched = _Keys([adds, removes])
+        self.touched = DropSet(tables=[adds, removes])
 
     def content(
         self,
@@ -723,8 +633,8 @@ class _Incremental:
         for key in self.files:
             pf = _open_old(self.table, key)
             for adds, removes, _ in _old_rows(self.table, key, pf, _KEY_ADD, _KEY_REMOVE, False):
-                counts.adds += _keep(adds, self.touched.untouched(adds)).num_rows
-                removes = _keep(removes, self.touched.untouched(removes))
+                counts.adds += keep(adds, self.touched.untouched(adds)).num_rows
+                removes = keep(removes, self.touched.untouched(removes))
                 live = _true_count(_not_expired(removes, expire_before))
                 counts.removes += live
                 counts.expired += removes.num_rows - live
@@ -746,17 +656,19 @@ class _Incremental:
         seen = _Counts()
         for key in self.files:
             pf = _open_old(self.table, key)
-            parsed = _has(pf, "add", "stats_parsed") and (bool(want) or _stats_missing(pf))
+            parsed = checkpoint_files.has_field(pf, "add", "stats_parsed") and (
+                bool(want) or _stats_missing(pf)
+            )
             for adds, old_removes, stats_parsed in _old_rows(
                 self.table, key, pf, schema.FULL_ADD, CHECKPOINT_REMOVE, parsed
             ):
                 if stats_parsed is not None:
                     found.update(_parsed_stats(adds, stats_parsed, want))
                     adds = _fill_stats(adds, stats_parsed)
-                adds = _without_data_change(_keep(adds, self.touched.untouched(adds)))
-                old_removes = _keep(old_removes, self.touched.untouched(old_removes))
+                adds = _without_data_change(keep(adds, self.touched.untouched(adds)))
+                old_removes = keep(old_removes, self.touched.untouched(old_removes))
                 untouched = old_removes.num_rows
-                old_removes = _keep(old_removes, _not_expired(old_removes, expire_before))
+                old_removes = keep(old_removes, _not_expired(old_removes, expire_before))
                 seen.adds += adds.num_rows
                 seen.removes += old_removes.num_rows
                 seen.expired += untouched - old_removes.num_rows
@@ -786,7 +698,6 @@ class _Incremental:
 
 
 _T = TypeVar("_T")
-_Rows = TypeVar("_Rows", pa.Table, pa.ChunkedArray)
 PREFETCH = 2  # batches read ahead of the writer
 
 
@@ -831,10 +742,7 @@ def _prefetched(items: Iterator[_T], depth: int = PREFETCH) -> Iterator[_T]:
 
 
 def _open_old(table: Table, key: str) -> pq.ParquetFile:
-    try:
-        return _open_parquet(table.storage, key)
-    except (OSError, pa.ArrowInvalid) as e:
-        raise CorruptLogError(f"{table.uri}/{key}: unreadable checkpoint parquet: {e}") from e
+    return checkpoint_files.open_parquet(table.storage, key)
 
 
 def _old_rows(
@@ -847,19 +755,13 @@ def _old_rows(
 ) -> Iterator[tuple[pa.Table, pa.Table, pa.ChunkedArray | None]]:
     """(adds, removes, the adds' stats_parsed when `parsed`) of an old checkpoint file, one
     record batch at a time, projected and cast to our columns."""
-    columns = [f"add.{c}" for c in add_cols if _has(pf, "add", c)]
+    columns = checkpoint_files.file_columns(pf, add_cols, remove_cols)
     columns += ["add.stats_parsed"] if parsed else []
-    columns += [f"remove.{c}" for c in remove_cols if _has(pf, "remove", c)]
-    if not columns:
-        return
-    try:
-        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
-            rows = pa.Table.from_batches([batch])
-            adds, stats_parsed = _old_adds(rows, add_cols, parsed)
-            removes = _file_actions(rows, "remove", remove_cols, schema.remove_schema(remove_cols))
-            yield adds, removes, stats_parsed
-    except (OSError, pa.ArrowInvalid) as e:
-        raise CorruptLogError(f"{table.uri}/{key}: unreadable checkpoint parquet: {e}") from e
+    remove_schema = schema.remove_schema(remove_cols)
+    for rows in checkpoint_files.batches(table.storage, key, pf, columns, BATCH_ROWS):
+        adds, stats_parsed = _old_adds(rows, add_cols, parsed)
+        removes = checkpoint_files.file_actions(rows, "remove", remove_cols, remove_schema)
+        yield adds, removes, stats_parsed
 
 
 def _old_adds(
@@ -869,9 +771,9 @@ def _old_adds(
     if "add" not in rows.column_names:
         return target.empty_table(), None
     struct = rows["add"]
-    present = _keep(struct, pc.is_valid(pc.struct_field(struct, "path")))
+    present = keep(struct, pc.is_valid(pc.struct_field(struct, "path")))
     stats_parsed = pc.struct_field(present, "stats_parsed") if parsed else None
-    return _project(present, cols, target), stats_parsed
+    return schema.project(present, cols, target), stats_parsed
 
 
 def _stats_missing(pf: pq.ParquetFile) -> bool:
@@ -932,13 +834,6 @@ def _with_stats(adds: pa.Table, found: dict[str, str]) -> pa.Table:
     filled = [s if s is not None else found.get(p) for p, s in zip(paths_, stats, strict=True)]
     i = adds.schema.get_field_index("stats")
     return adds.set_column(i, "stats", pa.array(filled, pa.string()))
-
-
-def _keep(rows: _Rows, mask: pa.Array | pa.ChunkedArray | None) -> _Rows:
-    """`rows` where `mask` is true; the rows themselves (no copy) when it is true throughout."""
-    if mask is None or pc.all(mask).as_py():
-        return rows
-    return rows.filter(mask)
 
 
 def _not_expired(tombstones: pa.Table, expire_before_ms: int) -> pa.Array:
@@ -1267,11 +1162,9 @@ def _sidecar_row(f: _File) -> dict[str, Any]:
 def _verify(table: Table, f: _File) -> None:
     """Read a written file back: same row count and schema, or it must not be used."""
     try:
-        local = table.storage.local_path(f.key)
-        source = local if local is not None else pa.BufferReader(table.storage.read(f.key))
-        meta = pq.ParquetFile(source)
+        meta = checkpoint_files.open_parquet(table.storage, f.key, len(f.body))
         ok = meta.metadata.num_rows == f.rows and meta.schema_arrow.equals(f.schema)
-    except (OSError, pa.ArrowInvalid) as e:
+    except CorruptLogError as e:  # missing or not parquet
         raise CorruptLogError(
             f"{table.uri}/{f.key}: checkpoint unreadable after writing: {e}; nothing points at "
             "it yet, so run the checkpoint again"

@@ -48,13 +48,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from urllib.parse import unquote
 
-import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from deltakeeper.delta import paths
+from deltakeeper.delta import checkpoint_files, paths
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind, LogName
@@ -360,11 +355,7 @@ def sidecar_deletions(
 
 def bare(refs: Iterable[str]) -> set[str]:
     """File names of sidecar paths (a sidecar action's path is a URI-encoded name or path)."""
-    out = set()
-    for ref in refs:
-        name = ref.rstrip("/").rsplit("/", 1)[-1]
-        out |= {name, unquote(name)}
-    return out
+    return {checkpoint_files.sidecar_name(ref) for ref in refs}
 
 
 def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
@@ -479,20 +470,8 @@ def _sidecar_refs(table: Table, infos: list[FileInfo]) -> dict[str, list[str]]:
     for info in infos:
         name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
         if name is not None and name.kind in (Kind.CHECKPOINT, Kind.UUID_CHECKPOINT):
-            refs[info.key] = _sidecars_of(table, info.key, name.fmt)
+            refs[info.key] = checkpoint_files.sidecar_paths(table.storage, info.key)
     return refs
-
-
-def _sidecars_of(table: Table, key: str, fmt: str) -> list[str]:
-    data = table.storage.read(key)
-    if fmt == "json":
-        rows = (orjson.loads(line) for line in data.split(b"\n") if line.strip())
-        return [r["sidecar"]["path"] for r in rows if "sidecar" in r]
-    pf = pq.ParquetFile(pa.BufferReader(data))
-    if "sidecar" not in pf.schema_arrow.names:
-        return []
-    col = pf.read(columns=["sidecar.path"])["sidecar"]
-    return [row["path"] for row in col.to_pylist() if row]
 
 
 def execute_cleanup(table: Table, plan: CleanupPlan) -> int:

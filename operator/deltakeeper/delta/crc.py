@@ -24,7 +24,7 @@ from deltakeeper.delta.errors import (
     MissingLogFileError,
     UnsupportedProtocolError,
 )
-from deltakeeper.delta.replay import read_actions
+from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 

@@ -25,6 +25,7 @@ import contextlib
 import errno
 import functools
 import importlib
+import io
 import os
 import re
 import threading
@@ -37,6 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlparse
+
+import pyarrow as pa
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import (
@@ -128,9 +131,11 @@ class Storage(ABC):
         """Delete keys in batches; returns how many were deleted. Missing keys are not errors."""
         return self._delete_many(list(keys))
 
-    def local_path(self, key: str) -> str | None:
-        """A path the OS can open directly, when the store is the local disk."""
-        return None
+    def open_input(self, key: str, size: int | None = None) -> pa.NativeFile:
+        """A seekable reader of `key` that fetches only the byte ranges read from it (a
+        parquet footer, the projected columns), each counted as a "read" request. `size`, when
+        the caller knows it from a listing, saves a "head". FileNotFoundError when missing."""
+        return self._open_input(key, size)
 
     # -- backend hooks ------------------------------------------------------------------------
     @abstractmethod
@@ -142,6 +147,9 @@ class Storage(ABC):
 
     @abstractmethod
     def _read(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def _open_input(self, key: str, size: int | None) -> pa.NativeFile: ...
 
     @abstractmethod
     def _head(self, key: str) -> FileInfo | None: ...
@@ -166,13 +174,13 @@ class LocalStorage(Storage):
         super().__init__(uri)
         self.root = os.path.abspath(root)
 
-    def local_path(self, key: str) -> str:
+    def _path(self, key: str) -> str:
         return os.path.join(self.root, *key.strip("/").split("/")) if key.strip("/") else self.root
 
     def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
         self.requests["list"] += 1
         try:
-            entries = list(os.scandir(self.local_path(folder)))
+            entries = list(os.scandir(self._path(folder)))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError as e:
@@ -189,7 +197,7 @@ class LocalStorage(Storage):
         return out
 
     def _walk(self, folder: str) -> Iterator[FileInfo]:
-        for dirpath, _dirs, files in os.walk(self.local_path(folder)):
+        for dirpath, _dirs, files in os.walk(self._path(folder)):
             self.requests["list"] += 1
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             rel = "" if rel == "." else rel + "/"
@@ -206,7 +214,7 @@ class LocalStorage(Storage):
             self.requests["delete"] += 1
             with self._writable(key):
                 try:
-                    os.rmdir(self.local_path(key))  # refuses a folder that is not empty
+                    os.rmdir(self._path(key))  # refuses a folder that is not empty
                 except FileNotFoundError:
                     continue
                 except OSError as e:
@@ -219,23 +227,32 @@ class LocalStorage(Storage):
     def _read(self, key: str) -> bytes:
         self.requests["read"] += 1
         try:
-            with open(self.local_path(key), "rb") as f:
+            with open(self._path(key), "rb") as f:
                 return f.read()
         except (IsADirectoryError, NotADirectoryError) as e:
             raise FileNotFoundError(key) from e
         except PermissionError as e:
             raise StorageUnreachableError(f"cannot read {self.uri}/{key}: permission denied") from e
 
+    def _open_input(self, key: str, size: int | None) -> pa.NativeFile:
+        self.requests["read"] += 1
+        if os.path.isdir(self._path(key)):
+            raise FileNotFoundError(key)
+        try:
+            return pa.OSFile(self._path(key))
+        except PermissionError as e:
+            raise StorageUnreachableError(f"cannot read {self.uri}/{key}: permission denied") from e
+
     def _head(self, key: str) -> FileInfo | None:
         self.requests["head"] += 1
         try:
-            st = os.stat(self.local_path(key))
+            st = os.stat(self._path(key))
         except (FileNotFoundError, NotADirectoryError):
             return None
         return FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def _write_temp(self, key: str, data: bytes) -> str:
-        final = self.local_path(key)
+        final = self._path(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         name = paths.temp_name(os.path.basename(final), uuid.uuid4().hex)
         tmp = os.path.join(os.path.dirname(final), name)
@@ -252,7 +269,7 @@ class LocalStorage(Storage):
         with self._writable(key):
             tmp = self._write_temp(key, data)
             try:
-                os.link(tmp, self.local_path(key))
+                os.link(tmp, self._path(key))
             finally:
                 os.unlink(tmp)
 
@@ -261,13 +278,13 @@ class LocalStorage(Storage):
         with self._writable(key):
             tmp = self._write_temp(key, data)
             self._drop_hadoop_checksum(key)
-            os.replace(tmp, self.local_path(key))
+            os.replace(tmp, self._path(key))
 
     def _drop_hadoop_checksum(self, key: str) -> None:
         # Spark on a local disk keeps `.<name>.crc` beside each file it wrote and refuses to
         # read a file that no longer matches it; with no `.crc` it reads the file as it is.
         # Dropped before the replace, so a crash in between leaves the old file, unchecked.
-        final = self.local_path(key)
+        final = self._path(key)
         crc = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.crc")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(crc)
@@ -277,7 +294,7 @@ class LocalStorage(Storage):
         for key in keys:
             self.requests["delete"] += 1
             with self._writable(key), contextlib.suppress(FileNotFoundError):
-                os.unlink(self.local_path(key))
+                os.unlink(self._path(key))
                 deleted += 1
         return deleted
 
@@ -374,6 +391,21 @@ class ObjectStorage(Storage):
         for page in self._pages(folder, "", recursive=True):
             yield from (f for f in page if not f.is_dir)
 
+    def _open_input(self, key: str, size: int | None) -> pa.NativeFile:
+        if size is None:
+            info = self._head(key)
+            if info is None:
+                raise FileNotFoundError(f"{_safe(self.uri)}/{key}: not found (head)")
+            size = info.size
+        if size <= WHOLE_READ_BYTES:  # one request for the whole of a small file
+            return pa.BufferReader(self._read(key))
+        raw = RangedFile(lambda start, end: self._read_range(key, start, end), size)
+        return pa.PythonFile(io.BufferedReader(raw, RANGE_BUFFER_BYTES), mode="r")
+
+    @abstractmethod
+    def _read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes `start` (inclusive) to `end` (exclusive) of `key`: one request."""
+
     def _put_if_absent(self, key: str, data: bytes) -> None:
         sent = self.requests["put"]
         try:
@@ -439,6 +471,13 @@ class S3Storage(ObjectStorage):
     def _read(self, key: str) -> bytes:
         def get() -> bytes:
             return bytes(self.fs.cat_file(f"{self.bucket}/{self._key(key)}"))
+
+        return self._call("read", get, key)
+
+    def _read_range(self, key: str, start: int, end: int) -> bytes:
+        def get() -> bytes:
+            path = f"{self.bucket}/{self._key(key)}"
+            return bytes(self.fs.cat_file(path, start=start, end=end))
 
         return self._call("read", get, key)
 
@@ -510,6 +549,20 @@ class GcsStorage(ObjectStorage):
     def _read(self, key: str) -> bytes:
         _headers, data = self._gcs(
             "read", "GET", "b/{}/o/{}", self.bucket, self._key(key), key=key, alt="media"
+        )
+        return bytes(data)
+
+    def _read_range(self, key: str, start: int, end: int) -> bytes:
+        ranged = {"Range": f"bytes={start}-{end - 1}"}
+        _headers, data = self._gcs(
+            "read",
+            "GET",
+            "b/{}/o/{}",
+            self.bucket,
+            self._key(key),
+            key=key,
+            alt="media",
+            headers=ranged,
         )
         return bytes(data)
 
@@ -626,6 +679,15 @@ class AzureStorage(ObjectStorage):
 
         return self._az("read", get, key)
 
+    def _read_range(self, key: str, start: int, end: int) -> bytes:
+        async def get() -> bytes:
+            stream = await self.container.download_blob(
+                self._key(key), offset=start, length=end - start, **self.NO_RETRY
+            )
+            return bytes(await stream.readall())
+
+        return self._az("read", get, key)
+
     def _head(self, key: str) -> FileInfo | None:
         async def props() -> Any:
             return await self.container.get_blob_client(self._key(key)).get_blob_properties(
@@ -669,6 +731,40 @@ class AzureStorage(ObjectStorage):
 
             deleted += self._az("delete", batch)
         return deleted
+
+
+WHOLE_READ_BYTES = 1 << 20  # a file this small is read in one request
+RANGE_BUFFER_BYTES = 1 << 20  # reads ahead this far, so near column chunks share a request
+
+
+class RangedFile(io.RawIOBase):
+    """A seekable, read-only file whose reads are ranged requests (`fetch(start, end)`)."""
+
+    def __init__(self, fetch: Callable[[int, int], bytes], size: int) -> None:
+        self.fetch, self.size, self.pos = fetch, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), self.size - self.pos)
+        if n <= 0:
+            return 0
+        data = self.fetch(self.pos, self.pos + n)
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
 
 
 class _BatchError(OSError):

@@ -19,6 +19,7 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.features import Protocol, unsupported_reader
+from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.log import (
     Listing,
     LogSegment,
@@ -28,7 +29,8 @@ from deltakeeper.delta.log import (
     segment_for,
     without,
 )
-from deltakeeper.delta.replay import Actions, read_actions, replay
+from deltakeeper.delta.reconcile import Actions
+from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import DamagedCheckpoint, Metadata, Snapshot
 from deltakeeper.delta.storage import Storage, open_storage
 
@@ -137,7 +139,7 @@ class Table:
         while True:
             segment = segment_for(listing, self.uri, version)
             try:
-                snap = self._build(segment, replay(self.storage, segment, add_cols, remove_cols))
+                snap = self.build(segment, replay(self.storage, segment, add_cols, remove_cols))
             except DamagedCheckpointError as e:
                 assert segment.checkpoint is not None  # only a checkpoint read raises it
                 damaged.append(DamagedCheckpoint(e.version, e.keys, str(e)))
@@ -178,13 +180,15 @@ class Table:
             tuple(snap.tombstones.column_names),
             base=(snap.files, snap.tombstones),
         )
-        fresh = self._build(segment, actions, previous=snap)
+        fresh = self.build(segment, actions, previous=snap)
         fresh.damaged_checkpoints = snap.damaged_checkpoints
         return fresh
 
-    def _build(
+    def build(
         self, segment: LogSegment, actions: Actions, previous: Snapshot | None = None
     ) -> Snapshot:
+        """The snapshot that `actions`, reconciled over `segment`, make (with `previous`: the
+        one they update)."""
         if actions.protocol is None and previous is None:
             raise CorruptLogError(f"{self.uri}: no protocol action at version {segment.version}")
         if actions.metadata is None and previous is None:
