@@ -1,0 +1,176 @@
+"""The entry point: write a checkpoint of a source in the layout the table calls for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deltakeeper.delta import paths
+from deltakeeper.delta.checkpoint.last import move_last_checkpoint
+from deltakeeper.delta.checkpoint.layouts import (
+    CLASSIC,
+    MULTIPART,
+    V2,
+    V2_PART_SIZE,
+    Writer,
+    checkpoint_metadata,
+    num_parts,
+    write_classic,
+    write_v2,
+)
+from deltakeeper.delta.checkpoint.sources import (
+    CheckpointSource,
+    checkpoint_source,
+    refuse_unsupported,
+)
+from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import Table
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    version: int
+    key: str  # the file a reader opens first: the classic file, part 1, or the V2 file
+    rows: int
+    adds: int
+    tombstones: int
+    expired_tombstones: int
+    size_bytes: int
+    last_checkpoint_moved: bool
+    layout: str = CLASSIC  # classic | multipart | v2
+    keys: tuple[str, ...] = ()  # every file written (or that would be), sidecars first
+    parts: int | None = None  # multi-part only
+    sidecars: int = 0
+
+
+def write_checkpoint(
+    table: Table,
+    snap: Snapshot,
+    now_ms: int,
+    tombstone_retention_ms: int,
+    txn_retention_ms: int | None = None,
+    dry_run: bool = False,
+    *,
+    part_size: int | None = None,
+    classic: bool = False,
+) -> CheckpointResult:
+    """Write `snap` (loaded with `load_for_checkpoint`) as a checkpoint; see `write_source`."""
+    return write_source(
+        table,
+        CheckpointSource(table, snap),
+        now_ms,
+        tombstone_retention_ms,
+        txn_retention_ms,
+        dry_run,
+        part_size=part_size,
+        classic=classic,
+    )
+
+
+def checkpoint_table(
+    table: Table,
+    version: int | None,
+    now_ms: int,
+    tombstone_retention_ms: int,
+    txn_retention_ms: int | None = None,
+    dry_run: bool = False,
+    *,
+    part_size: int | None = None,
+    classic: bool = False,
+) -> CheckpointResult:
+    """Checkpoint `version` (latest when None): from the newest checkpoint and the commits
+    after it when that checkpoint can be streamed, else from a snapshot loaded in memory."""
+    return write_source(
+        table,
+        checkpoint_source(table, version),
+        now_ms,
+        tombstone_retention_ms,
+        txn_retention_ms,
+        dry_run,
+        part_size=part_size,
+        classic=classic,
+    )
+
+
+def write_source(
+    table: Table,
+    source: CheckpointSource,
+    now_ms: int,
+    tombstone_retention_ms: int,
+    txn_retention_ms: int | None = None,
+    dry_run: bool = False,
+    *,
+    part_size: int | None = None,
+    classic: bool = False,
+) -> CheckpointResult:
+    """Write a checkpoint of `source`; expire old tombstones and txns.
+
+    The layout: on a table using V2 checkpoints (see `uses_v2`), a UUID-named V2 checkpoint
+    with sidecars of at most `part_size` actions (default 50,000, as Delta Spark), or with
+    `classic=True` a classic-named V2 checkpoint that older readers recognise. Otherwise a
+    classic checkpoint, split into ceil(actions / part_size) parts when `part_size` is set
+    and that is more than one (Delta Spark writes one file unless checkpoint.partSize is set).
+    With `dry_run` everything is computed and nothing is written.
+    """
+    snap = source.snapshot
+    refuse_unsupported(table, snap)
+    if part_size is not None and part_size < 1:
+        raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
+    v2 = uses_v2(snap)
+    # Only layouts split by count need the counts before the rows (a pass less otherwise).
+    split = (v2 and not classic) or (not v2 and part_size is not None)
+    content = source.content(now_ms, tombstone_retention_ms, txn_retention_ms, count_first=split)
+    writer = Writer(table, snap.version, now_ms, dry_run)
+    if v2 and not classic:
+        write_v2(writer, content, part_size or V2_PART_SIZE)
+        layout = V2
+    else:
+        if v2:
+            content.header.insert(0, ("checkpointMetadata", checkpoint_metadata(snap.version, {})))
+        n = 1 if v2 or part_size is None else num_parts(content, part_size)
+        n = _existing_parts(snap) or n
+        write_classic(writer, content, n)
+        layout = MULTIPART if n > 1 else CLASSIC
+    moved = False
+    if not dry_run:
+        writer.verify()
+        moved = move_last_checkpoint(table, snap.version, writer, content, layout)
+    return CheckpointResult(
+        version=snap.version,
+        key=writer.main_key,
+        rows=writer.rows,
+        adds=content.num_adds,
+        tombstones=content.num_removes,
+        expired_tombstones=content.expired,
+        size_bytes=writer.size_bytes,
+        last_checkpoint_moved=moved,
+        layout=layout,
+        keys=tuple(f.key for f in [*writer.sidecars, *writer.files]),
+        parts=len(writer.files) if layout == MULTIPART else None,
+        sidecars=len(writer.sidecars),
+    )
+
+
+def uses_v2(snap: Snapshot) -> bool:
+    """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
+    explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
+    policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
+    return snap.protocol.has("v2Checkpoint") and policy != "classic"
+
+
+def _existing_parts(snap: Snapshot) -> int | None:
+    """The part count of a classic or multi-part checkpoint already at this version.
+
+    A rewrite keeps that layout: with two layouts at one version, a reader that trusts
+    `_last_checkpoint`'s part count but lists the other one first (delta-kernel does, in
+    directory order) refuses the table.
+    """
+    cp = snap.segment.checkpoint
+    if cp is not None and cp.version == snap.version and cp.kind is not Kind.UUID_CHECKPOINT:
+        return len(cp.files)
+    for damaged in snap.damaged_checkpoints:  # a damaged one being rewritten: same layout
+        name = paths.parse(damaged.keys[0].removeprefix(paths.LOG_DIR + "/"))
+        if damaged.version == snap.version and name and name.kind is Kind.MULTIPART_CHECKPOINT:
+            return len(damaged.keys)
+    return None
