@@ -290,3 +290,30 @@ def test_a_field_of_the_wrong_type_names_file_and_line(tmp_path):
         CorruptLogError, match=r"00000000000000000001\.json: line 1: add has a field"
     ):
         open_table(str(tmp_path)).snapshot()
+
+
+def _segment(snap) -> tuple[int | None, list[int]]:
+    cp = snap.segment.checkpoint
+    return (cp.version if cp else None), [c.name.version for c in snap.segment.commits]
+
+
+def test_an_updated_snapshot_has_the_segment_a_fresh_one_has(tmp_path):
+    from deltakeeper.delta.checkpoint import checkpoint_table
+    from deltakeeper.delta.summary import summarize
+
+    day, now = 86_400_000, 1_800_000_000_000
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a", 1))
+    b.commit(add("b", 2))
+    table = open_table(str(tmp_path))
+    checkpoint_table(table, None, now, day)
+    b.commit(add("c", 3))
+    snap = table.snapshot()
+    b.commit(add("d", 4))
+    newer = table.update(snap)
+    assert _segment(newer) == _segment(open_table(str(tmp_path)).snapshot()) == (1, [2, 3])
+    assert summarize(table, newer, 1)["commitsSinceCheckpoint"] == 2
+    checkpoint_table(table, None, now, day)  # a checkpoint written since: a fresh one uses it
+    b.commit(add("e", 5))
+    newer = table.update(newer)
+    assert _segment(newer) == _segment(open_table(str(tmp_path)).snapshot()) == (3, [4])

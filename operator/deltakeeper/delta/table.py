@@ -22,6 +22,7 @@ from deltakeeper.delta.features import Protocol, unsupported_reader
 from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.log import (
     Listing,
+    LogEntry,
     LogSegment,
     earliest_version,
     group,
@@ -172,15 +173,14 @@ class Table:
         if any(e is None for e in new):
             return self.snapshot(add_cols=tuple(snap.files.column_names))
         commits = tuple(e for e in new if e is not None)
-        segment = LogSegment(latest, None, commits, listing.commits.get(latest))
         actions = replay(
             self.storage,
-            segment,
+            LogSegment(latest, None, commits, listing.commits.get(latest)),  # the new commits
             tuple(snap.files.column_names),
             tuple(snap.tombstones.column_names),
             base=(snap.files, snap.tombstones),
         )
-        fresh = self.build(segment, actions, previous=snap)
+        fresh = self.build(extended(snap.segment, listing, commits), actions, previous=snap)
         fresh.damaged_checkpoints = snap.damaged_checkpoints
         return fresh
 
@@ -277,6 +277,18 @@ class Table:
                 f"available version is {candidates[0] if candidates else earliest}"
             )
         return candidates[i - 1]
+
+
+def extended(old: LogSegment, listing: Listing, new: tuple[LogEntry, ...]) -> LogSegment:
+    """`old` carried on through the commits `new` that follow it. A checkpoint in `listing`
+    newer than the old segment's takes its place, as in a segment listed afresh."""
+    latest = new[-1].name.version
+    cp = listing.newest_checkpoint(latest)
+    if cp is None or (old.checkpoint is not None and cp.version <= old.checkpoint.version):
+        cp = old.checkpoint
+    after = cp.version if cp is not None else -1
+    commits = tuple(e for e in (*old.commits, *new) if e.name.version > after)
+    return LogSegment(latest, cp, commits, listing.commits.get(latest))
 
 
 def _same_tip(listing: Listing, snap: Snapshot) -> bool:
