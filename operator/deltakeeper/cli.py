@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from deltakeeper import __version__, credentials
+from deltakeeper import __version__
 from deltakeeper.compaction import submit
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta import cleanup, crc, errors, vacuum
@@ -23,6 +23,7 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction, executor, planner, policy
+from deltakeeper.runtime import credentials
 from deltakeeper.units import (
     format_bytes,
     format_ms,
@@ -294,7 +295,7 @@ def _compact_command(sub: Any) -> None:
 
 
 def _daemon_commands(sub: Any) -> None:
-    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS
+    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
 
     p = sub.add_parser(
         "run",
@@ -347,7 +348,7 @@ def _daemon_commands(sub: Any) -> None:
 
 
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str) -> None:
-    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
+    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
     p.add_argument(
         "--metrics-port",
@@ -384,7 +385,7 @@ def _configure_logging() -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from deltakeeper import standalone
-    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS
+    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
 
     _configure_logging()
     return standalone.run(

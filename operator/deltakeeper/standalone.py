@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from deltakeeper import credentials, metrics, status
-from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.targets import resolve, unchanged
-from deltakeeper.watcher import Observation, TableWatcher, Target
+from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
+from deltakeeper.runtime.targets import resolve, unchanged
+from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.standalone")
 RELOAD_S = 2.0  # how often the folder is checked for changed manifests

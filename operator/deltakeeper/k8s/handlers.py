@@ -25,12 +25,12 @@ from typing import Any
 
 import kopf
 
-from deltakeeper import credentials, metrics, status
-from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.resources.manifests import TableResource, select_policy
-from deltakeeper.targets import SecretUnreadable, resolve, secret_name, unchanged
-from deltakeeper.watcher import Event, Observation, TableWatcher, Target
+from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
+from deltakeeper.runtime.targets import SecretUnreadable, resolve, secret_name, unchanged
+from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
 PEERING = "deltakeeper"

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from deltakeeper.maintenance.executor import AFTER_FAILURE
-from deltakeeper.metrics import Metrics
-from deltakeeper.watcher import Observation, TableWatcher, Target
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.fleet")
 T = TypeVar("T")

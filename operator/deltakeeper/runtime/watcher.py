@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from deltakeeper.credentials import SCRUBBER
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
@@ -30,6 +29,7 @@ from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.policy import Policy, PolicyError, effective
+from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.units import format_bytes
 
 log = logging.getLogger("deltakeeper.watcher")

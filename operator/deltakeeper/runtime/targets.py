@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from deltakeeper import credentials
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.maintenance.schedule import check_cron
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.watcher import Problem, Target
+from deltakeeper.runtime import credentials
+from deltakeeper.runtime.watcher import Problem, Target
 
 # (namespace, name) -> the Secret's decoded data, or None when there is no such Secret.
 ReadSecret = Callable[[str, str], Mapping[str, str] | None]
