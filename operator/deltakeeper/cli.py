@@ -430,19 +430,19 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
     from deltakeeper.k8s import handlers
 
-    handlers.OPTIONS.metrics_port = args.metrics_port
+    options = handlers.Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
     if args.metrics_bind_address is not None:
-        handlers.OPTIONS.metrics_bind_address = args.metrics_bind_address
-    handlers.OPTIONS.max_concurrent = args.max_concurrent
+        options.metrics_bind_address = args.metrics_bind_address
     if args.namespace:
-        handlers.OPTIONS.namespaces = list(args.namespace)
+        options.namespaces = list(args.namespace)
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=args.verbose, log_format=log_format)
     kopf.run(
-        clusterwide=not handlers.OPTIONS.namespaces,
-        namespaces=handlers.OPTIONS.namespaces,
+        clusterwide=not options.namespaces,
+        namespaces=options.namespaces,
         peering_name=handlers.PEERING,
-        priority=handlers.OPTIONS.priority,
+        priority=options.priority,
+        memo=kopf.Memo(options=options),
     )
     return 0
 
