@@ -12,7 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.targets import SecretUnreadable
+from deltakeeper.runtime.targets import SecretUnreadable
 
 GROUP, VERSION = "deltakeeper.io", "v1alpha1"
 TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from deltakeeper.credentials import SCRUBBER
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
@@ -29,7 +28,14 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
-from deltakeeper.maintenance.policy import Policy, PolicyError, effective
+from deltakeeper.maintenance.policy import (
+    POLL_INTERVAL_MS,
+    SMALL_FILE_BYTES,
+    Policy,
+    PolicyError,
+    effective,
+)
+from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.units import format_bytes
 
 log = logging.getLogger("deltakeeper.watcher")
@@ -57,8 +63,8 @@ class Target:
     generation: int = 1
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     settings: Mapping[str, Any] = field(default_factory=dict)  # policy.SETTINGS, layered
-    small_file_bytes: int = 32 * 2**20
-    poll_interval_s: float = 30.0
+    small_file_bytes: int = SMALL_FILE_BYTES
+    poll_interval_s: float = POLL_INTERVAL_MS / 1000
     suspend: bool = False
     vacuum_schedule: str | None = None
     vacuum_dry_run: bool = False
