@@ -18,7 +18,7 @@ from deltakeeper.delta import cleanup, errors, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import compaction, executor, planner, policy
@@ -526,7 +526,7 @@ def cmd_files(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_damage(snap: Snapshot) -> None:
+def _warn_damage(snap: SnapshotHeader) -> None:
     note = snap.damage_note()
     if note:
         print(f"deltakeeper: warning: {note}", file=sys.stderr)
@@ -565,7 +565,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     retention = _ms("--deleted-file-retention", args.deleted_file_retention, parse_duration_ms)
     table = open_table(args.uri, _storage_options(args.storage_option))
     source = checkpoint_source(table, args.version)  # streams the newest checkpoint when it can
-    snap = source.snapshot
+    snap = source.header  # no file actions when the source streams
     _warn_damage(snap)
     pol = _policy(
         args.uri,

@@ -282,8 +282,8 @@ def test_counting_late_gives_the_same_rows_and_counts(tmp_path):
     b.commit(remove("day=d2/f2.parquet", ts=NOW - 30 * DAY), *_many(b, 2, first=10))
     source = checkpoint_source(open_table(str(tmp_path)))
     assert source.incremental is not None
-    counted = source.incremental.content(source.snapshot, NOW, 7 * DAY, None)
-    late = source.incremental.content(source.snapshot, NOW, 7 * DAY, None, count_first=False)
+    counted = source.incremental.content(source.header, NOW, 7 * DAY, None)
+    late = source.incremental.content(source.header, NOW, 7 * DAY, None, count_first=False)
     assert (late.num_adds, late.num_removes) == (0, 0)  # not known yet
     assert content_rows(late) == content_rows(counted)
     assert (late.num_adds, late.num_removes, late.expired) == (9, 1, 2)
@@ -373,3 +373,21 @@ def test_old_rows_without_stats_parsed_are_parsed(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert assert_same(tmp_path)[1] == set(map(_hashable, adds.values()))
     assert [adds[p]["stats_parsed"]["numRecords"] for p in ("f2", "f5", "f0", "g")] == [3, 6, 1, 42]
+
+
+def test_old_checkpoint_parts_are_opened_with_their_listed_sizes(tmp_path):
+    """On object stores a size saves a head request per old part and pass."""
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(("day",)), *_many(b, 10))
+    mid_checkpoint(tmp_path, 0, part_size=4)
+    b.commit(*_many(b, 2, first=10))
+    table = open_table(str(tmp_path))
+    opened: list[tuple[str, int | None]] = []
+    real = table.storage.open_input
+    table.storage.open_input = lambda key, size=None: opened.append((key, size)) or real(key, size)  # type: ignore[method-assign]
+    source = checkpoint_source(table)
+    assert source.incremental is not None
+    content_rows(source.incremental.content(source.header, NOW, 7 * DAY, None))
+    parts = [(k, s) for k, s in opened if ".checkpoint." in k]
+    assert len(parts) >= 3 * 3  # header, counting and rows pass over each of 3 parts
+    assert all(s == (tmp_path / k).stat().st_size for k, s in parts)

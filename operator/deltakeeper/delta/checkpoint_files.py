@@ -227,11 +227,20 @@ def _rows(table: pa.Table) -> list[Any]:
     return col.filter(pc.is_valid(col)).to_pylist()
 
 
+@dataclass(frozen=True)
+class PartFile:
+    """A parquet file that holds checkpoint rows; `size` when a listing gave it (it saves a
+    head request on object stores)."""
+
+    key: str
+    size: int | None = None
+
+
 @dataclass
 class Header:
     """A checkpoint's non-file actions, and the parquet files that hold its file rows."""
 
-    files: list[str]  # the checkpoint's own parquet files, then its sidecars
+    files: list[PartFile]  # the checkpoint's own parquet files, then its sidecars
     actions: Actions  # its protocol, metaData, txns and domains
 
 
@@ -239,7 +248,7 @@ def read_header(storage: Storage, cp: Checkpoint) -> Header | None:
     """The checkpoint's non-file actions, reading no file rows; None for a JSON checkpoint
     with file actions inline (those rows cannot be streamed from parquet)."""
     actions = Actions(pa.table({}), pa.table({}))
-    files: list[str] = []
+    files: list[PartFile] = []
     rows: list[dict[str, Any]] = []
     for entry in cp.files:
         if entry.name.fmt == "json":
@@ -249,8 +258,8 @@ def read_header(storage: Storage, cp: Checkpoint) -> Header | None:
             rows += found
         else:
             rows += read_file(storage, entry.key, (), (), size=entry.info.size)[2]
-            files.append(entry.key)
+            files.append(PartFile(entry.key, entry.info.size))
     for row in rows:
         kind, body = next(iter(row.items()))
         actions.take(kind, body)
-    return Header(files + sidecar_keys(rows), actions)
+    return Header(files + [PartFile(key) for key in sidecar_keys(rows)], actions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,20 +70,34 @@ class DamagedCheckpoint:
         return {"version": self.version, "files": list(self.keys), "error": self.error}
 
 
-@dataclass
-class Snapshot:
+@dataclass(frozen=True)
+class FileActions:
+    """A snapshot's file actions as Arrow tables: live adds, one row per logical file, and the
+    removes not yet expired from the log's point of view."""
+
+    adds: pa.Table
+    tombstones: pa.Table
+
+
+def in_commit_timestamps(protocol: Protocol, metadata: Metadata) -> bool:
+    return protocol.has("inCommitTimestamp") and metadata.flag("delta.enableInCommitTimestamps")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotHeader:
+    """The state of a table at one version, without its file actions: what a checkpoint
+    streamed from an older one needs, and what every Snapshot has."""
+
     uri: str
     version: int
     timestamp_ms: int
     protocol: Protocol
     metadata: Metadata
-    files: pa.Table  # live adds, one row per logical file
-    tombstones: pa.Table  # removes not yet expired from the log's point of view
     txns: dict[str, dict[str, Any]]
     domains: dict[str, dict[str, Any]]  # live domains only (removed ones dropped)
     segment: LogSegment
     commit_info: dict[str, Any] | None = None
-    damaged_checkpoints: list[DamagedCheckpoint] = field(default_factory=list)
+    damaged_checkpoints: tuple[DamagedCheckpoint, ...] = ()
 
     def damage_note(self) -> str | None:
         """What the reader read past, and what it used instead; None when nothing."""
@@ -95,6 +110,45 @@ class Snapshot:
             f"damaged checkpoint {names} read past: read {used} instead; run `deltakeeper "
             "checkpoint` (or maintain) to rewrite it"
         )
+
+    @property
+    def in_commit_timestamps(self) -> bool:
+        return in_commit_timestamps(self.protocol, self.metadata)
+
+    @property
+    def unsupported_reader_features(self) -> list[str]:
+        return unsupported_reader(self.protocol)
+
+    @property
+    def unsupported_features(self) -> list[str]:
+        """Everything that stops deltakeeper from writing to this table."""
+        return unsupported_writer(self.protocol)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot(SnapshotHeader):
+    """A table at one version with its file actions."""
+
+    file_actions: FileActions
+
+    @classmethod
+    def of(cls, header: SnapshotHeader, file_actions: FileActions) -> Snapshot:
+        fields = {f.name: getattr(header, f.name) for f in dataclasses.fields(SnapshotHeader)}
+        return cls(**fields, file_actions=file_actions)
+
+    def with_adds(self, adds: pa.Table) -> Snapshot:
+        """This snapshot with other add rows (the same files, e.g. with stats filled in)."""
+        return dataclasses.replace(
+            self, file_actions=dataclasses.replace(self.file_actions, adds=adds)
+        )
+
+    @property
+    def files(self) -> pa.Table:
+        return self.file_actions.adds
+
+    @property
+    def tombstones(self) -> pa.Table:
+        return self.file_actions.tombstones
 
     @property
     def num_files(self) -> int:
@@ -113,18 +167,3 @@ class Snapshot:
         if not self.files.num_rows:
             return 0
         return int(pc.sum(pc.less(self.files["size"], threshold_bytes)).as_py() or 0)
-
-    @property
-    def in_commit_timestamps(self) -> bool:
-        return self.protocol.has("inCommitTimestamp") and self.metadata.flag(
-            "delta.enableInCommitTimestamps"
-        )
-
-    @property
-    def unsupported_reader_features(self) -> list[str]:
-        return unsupported_reader(self.protocol)
-
-    @property
-    def unsupported_features(self) -> list[str]:
-        """Everything that stops deltakeeper from writing to this table."""
-        return unsupported_writer(self.protocol)

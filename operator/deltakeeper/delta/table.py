@@ -32,7 +32,14 @@ from deltakeeper.delta.log import (
 )
 from deltakeeper.delta.reconcile import Actions
 from deltakeeper.delta.replay import replay
-from deltakeeper.delta.snapshot import DamagedCheckpoint, Metadata, Snapshot
+from deltakeeper.delta.snapshot import (
+    DamagedCheckpoint,
+    FileActions,
+    Metadata,
+    Snapshot,
+    SnapshotHeader,
+    in_commit_timestamps,
+)
 from deltakeeper.delta.storage import Storage, open_storage
 
 LOG = paths.LOG_DIR
@@ -140,15 +147,14 @@ class Table:
         while True:
             segment = segment_for(listing, self.uri, version)
             try:
-                snap = self.build(segment, replay(self.storage, segment, add_cols, remove_cols))
+                actions = replay(self.storage, segment, add_cols, remove_cols)
             except DamagedCheckpointError as e:
                 assert segment.checkpoint is not None  # only a checkpoint read raises it
                 damaged.append(DamagedCheckpoint(e.version, e.keys, str(e)))
                 full = listing if len(damaged) > 1 else self.list_log()  # older ones too
                 listing = without(full, segment.checkpoint)
                 continue
-            snap.damaged_checkpoints = damaged
-            return snap
+            return self.build(segment, actions, damaged=tuple(damaged))
 
     def moved_on(self, snap: Snapshot) -> bool:
         """Whether the log has a commit after `snap`, or a checkpoint at or after its version
@@ -180,28 +186,30 @@ class Table:
             tuple(snap.tombstones.column_names),
             base=(snap.files, snap.tombstones),
         )
-        fresh = self.build(extended(snap.segment, listing, commits), actions, previous=snap)
-        fresh.damaged_checkpoints = snap.damaged_checkpoints
-        return fresh
+        segment = extended(snap.segment, listing, commits)
+        return self.build(segment, actions, previous=snap, damaged=snap.damaged_checkpoints)
 
     def build(
-        self, segment: LogSegment, actions: Actions, previous: Snapshot | None = None
+        self,
+        segment: LogSegment,
+        actions: Actions,
+        previous: Snapshot | None = None,
+        damaged: tuple[DamagedCheckpoint, ...] = (),
     ) -> Snapshot:
         """The snapshot that `actions`, reconciled over `segment`, make (with `previous`: the
-        one they update)."""
-        if actions.protocol is None and previous is None:
-            raise CorruptLogError(f"{self.uri}: no protocol action at version {segment.version}")
-        if actions.metadata is None and previous is None:
-            raise CorruptLogError(f"{self.uri}: no metaData action at version {segment.version}")
-        if actions.metadata is not None:
-            missing = [
-                k for k in ("id", "schemaString") if not isinstance(actions.metadata.get(k), str)
-            ]
-            if missing:
-                raise CorruptLogError(
-                    f"{self.uri}: the metaData action in effect at version {segment.version} lacks "
-                    f"the required {', '.join(missing)}"
-                )
+        one they update; `damaged`: the checkpoints read past to get here)."""
+        files = FileActions(actions.adds, actions.removes)
+        return Snapshot.of(self.header(segment, actions, previous, damaged), files)
+
+    def header(
+        self,
+        segment: LogSegment,
+        actions: Actions,
+        previous: SnapshotHeader | None = None,
+        damaged: tuple[DamagedCheckpoint, ...] = (),
+    ) -> SnapshotHeader:
+        """The snapshot header (no file actions) that `actions` over `segment` make."""
+        _require_table_actions(self.uri, segment, actions, previous)
         protocol = Protocol.from_action(actions.protocol) if actions.protocol else previous.protocol  # type: ignore[union-attr]
         metadata = Metadata.from_action(actions.metadata) if actions.metadata else previous.metadata  # type: ignore[union-attr]
         blocked = unsupported_reader(protocol)
@@ -212,34 +220,33 @@ class Table:
             )
         txns = {**(previous.txns if previous else {}), **actions.txns}
         domains = {**(previous.domains if previous else {}), **actions.domains}
-        snap = Snapshot(
+        ict = in_commit_timestamps(protocol, metadata)
+        return SnapshotHeader(
             uri=self.uri,
             version=segment.version,
-            timestamp_ms=0,
+            timestamp_ms=self._commit_timestamp(segment, actions.commit_info, ict),
             protocol=protocol,
             metadata=metadata,
-            files=actions.adds,
-            tombstones=actions.removes,
             txns=txns,
             domains={d: a for d, a in domains.items() if not a.get("removed")},
             segment=segment,
             commit_info=actions.commit_info,
+            damaged_checkpoints=damaged,
         )
-        snap.timestamp_ms = self._commit_timestamp(snap)
-        return snap
 
     # -- time ---------------------------------------------------------------------------------
-    def _commit_timestamp(self, snap: Snapshot) -> int:
-        info = snap.commit_info
-        if snap.in_commit_timestamps:
-            if info is None and snap.segment.commit_at_version is not None:
-                info = _commit_info(self.storage, snap.segment.commit_at_version.key)
+    def _commit_timestamp(
+        self, segment: LogSegment, info: dict[str, Any] | None, in_commit_timestamps: bool
+    ) -> int:
+        if in_commit_timestamps:
+            if info is None and segment.commit_at_version is not None:
+                info = _commit_info(self.storage, segment.commit_at_version.key)
             if info is not None and isinstance(info.get("inCommitTimestamp"), int):
                 return int(info["inCommitTimestamp"])
-        entry = snap.segment.commit_at_version
+        entry = segment.commit_at_version
         if entry is not None:
             return entry.info.mtime_ms
-        cp = snap.segment.checkpoint
+        cp = segment.checkpoint
         return cp.files[0].info.mtime_ms if cp else 0
 
     def in_commit_timestamp(self, version: int) -> int:
@@ -289,6 +296,26 @@ def extended(old: LogSegment, listing: Listing, new: tuple[LogEntry, ...]) -> Lo
     after = cp.version if cp is not None else -1
     commits = tuple(e for e in (*old.commits, *new) if e.name.version > after)
     return LogSegment(latest, cp, commits, listing.commits.get(latest))
+
+
+def _require_table_actions(
+    uri: str, segment: LogSegment, actions: Actions, previous: SnapshotHeader | None
+) -> None:
+    """CorruptLogError when the version has no protocol or metaData, or a metaData without
+    its required fields."""
+    if actions.protocol is None and previous is None:
+        raise CorruptLogError(f"{uri}: no protocol action at version {segment.version}")
+    if actions.metadata is None and previous is None:
+        raise CorruptLogError(f"{uri}: no metaData action at version {segment.version}")
+    if actions.metadata is not None:
+        missing = [
+            k for k in ("id", "schemaString") if not isinstance(actions.metadata.get(k), str)
+        ]
+        if missing:
+            raise CorruptLogError(
+                f"{uri}: the metaData action in effect at version {segment.version} lacks "
+                f"the required {', '.join(missing)}"
+            )
 
 
 def _same_tip(listing: Listing, snap: Snapshot) -> bool:

@@ -18,7 +18,7 @@ from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.last_checkpoint import LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
@@ -121,7 +121,7 @@ def plan(
 
 def forced(
     table: Table,
-    snap: Snapshot,
+    snap: SnapshotHeader,
     policy: Policy,
     now_ms: int,
     operation: str,
@@ -135,6 +135,8 @@ def forced(
     result = Plan(table.uri, snap.version, now_ms, policy)
     if operation == "checkpoint":
         step = Step("checkpoint", True, "asked for", classic_v2=classic, source=source)
+    elif not isinstance(snap, Snapshot):
+        raise TypeError(f"{operation} is planned from a snapshot with its file actions")
     elif operation == "cleanup":
         step = _cleanup_disabled(policy) or _forced_cleanup(table, snap, policy, now_ms)
     else:

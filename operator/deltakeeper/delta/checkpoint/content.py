@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from deltakeeper.delta import schema
 from deltakeeper.delta.checkpoint.stats import StatsColumns, struct_array
 from deltakeeper.delta.reconcile import dv_unique_ids
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 
 # Removes in checkpoints are tombstones for VACUUM: no stats, no tags (spec).
 CHECKPOINT_REMOVE = tuple(c for c in schema.FULL_REMOVE if c not in ("stats", "tags"))
@@ -98,7 +98,7 @@ def live_tombstones(tombstones: pa.Table, expire_before_ms: int) -> tuple[pa.Tab
     return kept, tombstones.num_rows - kept.num_rows
 
 
-def header_rows(snap: Snapshot, now_ms: int, txn_retention_ms: int | None) -> list[HeaderRow]:
+def header_rows(snap: SnapshotHeader, now_ms: int, txn_retention_ms: int | None) -> list[HeaderRow]:
     """protocol, metaData, the txns still within retention, live domains."""
     rows: list[HeaderRow] = [
         ("protocol", _protocol_row(snap)),
@@ -114,7 +114,7 @@ def header_rows(snap: Snapshot, now_ms: int, txn_retention_ms: int | None) -> li
     return rows
 
 
-def _protocol_row(snap: Snapshot) -> dict[str, Any]:
+def _protocol_row(snap: SnapshotHeader) -> dict[str, Any]:
     p = snap.protocol
     return {
         "minReaderVersion": p.min_reader_version,

@@ -41,9 +41,9 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.log import segment_for
-from deltakeeper.delta.reconcile import Actions, DropSet, keep
+from deltakeeper.delta.reconcile import DropSet, keep
 from deltakeeper.delta.replay import replay
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 
 
@@ -85,7 +85,7 @@ def _skipping_bad_checkpoints(
         return table.build(segment, actions)
 
 
-def refuse_unsupported(table: Table, snap: Snapshot) -> None:
+def refuse_unsupported(table: Table, snap: SnapshotHeader) -> None:
     if snap.unsupported_features:
         raise UnsupportedProtocolError(
             f"{table.uri}: refusing to write a checkpoint: this build does not support "
@@ -98,23 +98,32 @@ class CheckpointSource:
 
     Full: a snapshot loaded with every add column (`load_for_checkpoint`); rows sorted by key.
     Incremental: the newest checkpoint, streamed a batch at a time, plus the commits after it;
-    `snapshot` then has protocol, metadata, txns and domains but no files or tombstones. Rows
+    `header` is then a SnapshotHeader (no file actions). Rows
     keep the old checkpoint's order (its files, then its sidecars) with the touched keys left
     out, followed by the commits' adds and tombstones sorted by key. Both orders depend only on
     the log, so the same log gives the same bytes; the two sources agree on the set of rows.
     """
 
     def __init__(
-        self, table: Table, snapshot: Snapshot, incremental: _Incremental | None = None
+        self, table: Table, header: SnapshotHeader, incremental: _Incremental | None = None
     ) -> None:
+        if incremental is None and not isinstance(header, Snapshot):
+            raise TypeError("a full checkpoint source needs a Snapshot with its file actions")
         self.table = table
-        self.snapshot = snapshot
+        self.header = header
         self.incremental = incremental
 
     @property
     def full(self) -> bool:
         """Whether `snapshot` holds the files and tombstones (needed e.g. for a checksum)."""
         return self.incremental is None
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The loaded snapshot of a full source; TypeError for an incremental one."""
+        if not isinstance(self.header, Snapshot):
+            raise TypeError("an incremental checkpoint source has no file actions loaded")
+        return self.header
 
     def content(
         self,
@@ -126,11 +135,11 @@ class CheckpointSource:
         if self.incremental is not None:
             try:
                 return self.incremental.content(
-                    self.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms, count_first
+                    self.header, now_ms, tombstone_retention_ms, txn_retention_ms, count_first
                 )
             except CorruptLogError:  # MissingLogFileError included
                 # An unreadable old checkpoint: the full path rebuilds from an older one.
-                self.snapshot = load_for_checkpoint(self.table, self.snapshot.version)
+                self.header = load_for_checkpoint(self.table, self.header.version)
                 self.incremental = None
         snap = self.snapshot
         return snapshot_content(snap, now_ms, tombstone_retention_ms, txn_retention_ms)[0]
@@ -156,11 +165,11 @@ def incremental_content(
     source = incremental_source(table, version)
     if source is None:
         return None
-    refuse_unsupported(table, source.snapshot)
+    refuse_unsupported(table, source.header)
     assert source.incremental is not None
     try:
         content = source.incremental.content(
-            source.snapshot, now_ms, tombstone_retention_ms, txn_retention_ms
+            source.header, now_ms, tombstone_retention_ms, txn_retention_ms
         )
     except CorruptLogError:  # MissingLogFileError included
         return None
@@ -184,17 +193,15 @@ def incremental_source(table: Table, version: int | None = None) -> CheckpointSo
         newer = replay(table.storage, commits, schema.FULL_ADD, schema.FULL_REMOVE)
     except CorruptLogError:  # MissingLogFileError included
         return None
-    header = Actions(
-        newer.adds.schema.empty_table(),
-        newer.removes.schema.empty_table(),
+    header = replace(
+        newer,
         protocol=newer.protocol or old.actions.protocol,
         metadata=newer.metadata or old.actions.metadata,
         txns={**old.actions.txns, **newer.txns},
         domains={**old.actions.domains, **newer.domains},
-        commit_info=newer.commit_info,
     )
     incremental = _Incremental(table, old.files, newer.adds, newer.removes)
-    return CheckpointSource(table, table.build(segment, header), incremental)
+    return CheckpointSource(table, table.header(segment, header), incremental)
 
 
 _KEY_ADD = ("path", "deletionVector")
@@ -213,7 +220,13 @@ class _Counts:
 class _Incremental:
     """The old checkpoint's file rows, streamed, merged with the commits' net file actions."""
 
-    def __init__(self, table: Table, files: list[str], adds: pa.Table, removes: pa.Table) -> None:
+    def __init__(
+        self,
+        table: Table,
+        files: list[checkpoint_files.PartFile],
+        adds: pa.Table,
+        removes: pa.Table,
+    ) -> None:
         self.table = table
         self.files = files
         self.adds = adds  # the commits' winning adds, schema.FULL_ADD
@@ -222,7 +235,7 @@ class _Incremental:
 
     def content(
         self,
-        snap: Snapshot,
+        snap: SnapshotHeader,
         now_ms: int,
         tombstone_retention_ms: int,
         txn_retention_ms: int | None,
@@ -233,8 +246,8 @@ class _Incremental:
             old: _Counts | None = self._count(expire_before)
         else:
             old = None
-            for key in self.files:  # a missing or truncated file: the caller falls back now
-                _open_old(self.table, key)
+            for part in self.files:  # a missing or truncated file: the caller falls back now
+                _open_old(self.table, part)
         removes, expired = live_tombstones(self.removes, expire_before)
         stats = StatsColumns.for_snapshot(snap)
         add_type = stats.add_type(schema.add_schema(schema.FULL_ADD))
@@ -252,9 +265,11 @@ class _Incremental:
     def _count(self, expire_before: int) -> _Counts:
         """First pass over the old rows, keys only: the counts the layouts need up front."""
         counts = _Counts()
-        for key in self.files:
-            pf = _open_old(self.table, key)
-            for adds, removes, _ in _old_rows(self.table, key, pf, _KEY_ADD, _KEY_REMOVE, False):
+        for part in self.files:
+            pf = _open_old(self.table, part)
+            for adds, removes, _ in _old_rows(
+                self.table, part.key, pf, _KEY_ADD, _KEY_REMOVE, False
+            ):
                 counts.adds += keep(adds, self.touched.untouched(adds)).num_rows
                 removes = keep(removes, self.touched.untouched(removes))
                 live = true_count(not_expired(removes, expire_before))
@@ -276,13 +291,13 @@ class _Incremental:
         want = paths_without_stats(self.adds)
         found: dict[str, str] = {}  # stats JSON for those paths, from old stats_parsed
         seen = _Counts()
-        for key in self.files:
-            pf = _open_old(self.table, key)
+        for part in self.files:
+            pf = _open_old(self.table, part)
             has_parsed = checkpoint_files.has_field(pf, "add", "stats_parsed")
             reuse = stats.as_struct and has_parsed
             parsed = reuse or (has_parsed and (bool(want) or stats_missing(pf)))
             for adds, old_removes, stats_parsed in _old_rows(
-                self.table, key, pf, schema.FULL_ADD, CHECKPOINT_REMOVE, parsed
+                self.table, part.key, pf, schema.FULL_ADD, CHECKPOINT_REMOVE, parsed
             ):
                 if stats_parsed is not None:
                     found.update(parsed_stats(adds, stats_parsed, want))
@@ -321,8 +336,8 @@ class _Incremental:
             yield file_batch(pa.nulls(len(piece), add_type), piece)
 
 
-def _open_old(table: Table, key: str) -> pq.ParquetFile:
-    return checkpoint_files.open_parquet(table.storage, key)
+def _open_old(table: Table, part: checkpoint_files.PartFile) -> pq.ParquetFile:
+    return checkpoint_files.open_parquet(table.storage, part.key, part.size)
 
 
 def _old_rows(

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import checkpoint_files, schema, types
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 
 
@@ -31,7 +31,7 @@ def stats_from_struct(table: Table, snap: Snapshot) -> Snapshot:
         found.update(_parsed_stats_as_json(table, key))
     if not found:
         return snap
-    return replace(snap, files=with_stats(files, found))  # a new snapshot: never mutated
+    return snap.with_adds(with_stats(files, found))
 
 
 def _checkpoint_keys(table: Table, keys: list[str]) -> list[str]:
@@ -167,7 +167,7 @@ class StatsColumns:
     mapping_mode: str | None
 
     @classmethod
-    def for_snapshot(cls, snap: Snapshot) -> StatsColumns:
+    def for_snapshot(cls, snap: SnapshotHeader) -> StatsColumns:
         conf = snap.metadata.configuration
         flag = {k: v.strip().lower() for k, v in conf.items()}
         return cls(

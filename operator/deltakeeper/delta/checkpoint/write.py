@@ -24,7 +24,7 @@ from deltakeeper.delta.checkpoint.sources import (
 )
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.paths import Kind
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 
 
@@ -113,7 +113,7 @@ def write_source(
     and that is more than one (Delta Spark writes one file unless checkpoint.partSize is set).
     With `dry_run` everything is computed and nothing is written.
     """
-    snap = source.snapshot
+    snap = source.header
     refuse_unsupported(table, snap)
     if part_size is not None and part_size < 1:
         raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
@@ -152,14 +152,14 @@ def write_source(
     )
 
 
-def uses_v2(snap: Snapshot) -> bool:
+def uses_v2(snap: SnapshotHeader) -> bool:
     """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
     explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
     policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
     return snap.protocol.has("v2Checkpoint") and policy != "classic"
 
 
-def _existing_parts(snap: Snapshot) -> int | None:
+def _existing_parts(snap: SnapshotHeader) -> int | None:
     """The part count of a classic or multi-part checkpoint already at this version.
 
     A rewrite keeps that layout: with two layouts at one version, a reader that trusts
