@@ -22,7 +22,7 @@ from deltakeeper.maintenance import policy as defaults
 from deltakeeper.resources import crd
 from deltakeeper.units import parse_duration_ms, parse_size
 
-API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
+API_VERSION = crd.API_VERSION
 _HINTS = {
     crd.DURATION: "use a number and d, h, m or s, e.g. 30d or 12h",
     crd.SIZE: "use bytes or a suffix, e.g. 128Mi or 1Gi",
