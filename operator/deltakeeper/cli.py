@@ -781,7 +781,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         ),
         min_file_size=_size("--min-file-size", args.min_file_size),
         min_files_per_partition=args.min_files,
-        max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms) or 3_600_000,
+        max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
+        or compaction.DEFAULT_MAX_AGE_MS,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
     found = compaction.plan(files, tuple(names), settings, now)

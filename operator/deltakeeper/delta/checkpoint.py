@@ -376,7 +376,7 @@ def _refuse_unsupported(table: Table, snap: Snapshot) -> None:
 def uses_v2(snap: Snapshot) -> bool:
     """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
     explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
-    policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
+    policy = snap.metadata.properties.checkpoint_policy
     return snap.protocol.has("v2Checkpoint") and policy != "classic"
 
 
@@ -970,14 +970,13 @@ class StatsColumns:
 
     @classmethod
     def for_snapshot(cls, snap: Snapshot) -> StatsColumns:
-        conf = snap.metadata.configuration
-        flag = {k: v.strip().lower() for k, v in conf.items()}
+        props = snap.metadata.properties
         return cls(
-            as_json=flag.get("delta.checkpoint.writeStatsAsJson", "true") != "false",
-            as_struct=flag.get("delta.checkpoint.writeStatsAsStruct", "false") == "true",
+            as_json=props.write_stats_as_json,
+            as_struct=props.write_stats_as_struct,
             schema_string=snap.metadata.schema_string,
             partition_columns=snap.metadata.partition_columns,
-            mapping_mode=conf.get("delta.columnMapping.mode"),
+            mapping_mode=props.column_mapping_mode,
         )
 
     @property

@@ -55,8 +55,6 @@ ALL_FILES_MAX = 50
 # Delta Spark skips allFiles when stats are collected on more columns than this.
 ALL_FILES_MAX_INDEXED_COLS = 32
 
-RETENTION_KEY = "delta.setTransactionRetentionDuration"
-
 
 @dataclass(frozen=True)
 class CrcResult:
@@ -96,7 +94,7 @@ def build_crc(
     crc["numProtocol"] = 1
     if snap.in_commit_timestamps:
         crc["inCommitTimestampOpt"] = _in_commit_timestamp(snap, info)
-    if RETENTION_KEY not in snap.metadata.configuration:
+    if not snap.metadata.properties.has_txn_retention:
         # With a retention the live set depends on the clock, so a checksum could not hold it.
         crc["setTransactions"] = [_txn(t) for t in snap.txns.values()]
     crc["domainMetadata"] = [_domain(d) for d in snap.domains.values()]
@@ -210,16 +208,13 @@ def protocol_json(snap: Snapshot) -> dict[str, Any]:
 def _lists_files(snap: Snapshot, max_files: int) -> bool:
     if snap.num_files > max_files or not set(schema.FULL_ADD) <= set(snap.files.column_names):
         return False
-    conf = snap.metadata.configuration
+    props = snap.metadata.properties
     # Delta Spark leaves allFiles out when checkpoints may drop JSON stats (its replay would
     # then see files without stats) and when stats cover many columns (a big file).
-    if conf.get("delta.checkpoint.writeStatsAsJson", "true").strip().lower() == "false":
+    if not props.write_stats_as_json:
         return False
-    indexed = conf.get("delta.dataSkippingNumIndexedCols", str(ALL_FILES_MAX_INDEXED_COLS))
-    try:
-        return int(indexed) <= ALL_FILES_MAX_INDEXED_COLS
-    except ValueError:
-        return False
+    indexed = props.num_indexed_cols
+    return indexed is not None and indexed <= ALL_FILES_MAX_INDEXED_COLS
 
 
 def add_actions(files: pa.Table) -> list[dict[str, Any]]:
@@ -362,7 +357,7 @@ def _expected(field: str, found: Any, expected: dict[str, Any], snap: Snapshot) 
         bins = found.get("sortedBinBoundaries")
         if isinstance(bins, list) and bins and all(isinstance(b, int) for b in bins):
             return file_size_histogram(_sizes(snap.files), bins)  # the writer's own bins
-    if field == "setTransactions" and RETENTION_KEY in snap.metadata.configuration:
+    if field == "setTransactions" and snap.metadata.properties.has_txn_retention:
         return _UNCHECKED  # depends on when the checksum was written
     return expected.get(field)
 

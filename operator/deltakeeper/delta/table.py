@@ -253,10 +253,9 @@ class Table:
         earliest = earliest_version(listing) or 0
         versions = [v for v in range(earliest, latest + 1) if v in listing.commits]
         current = self.snapshot(latest)
-        conf = current.metadata.configuration
-        ict_version = int(conf.get("delta.inCommitTimestampEnablementVersion", "0"))
-        ict_ts = conf.get("delta.inCommitTimestampEnablementTimestamp")
-        if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= int(ict_ts)):
+        props = current.metadata.properties
+        ict_version, ict_ts = props.ict_enablement_version, props.ict_enablement_timestamp
+        if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= ict_ts):
             candidates = [v for v in versions if v >= ict_version]
             # In-commit timestamps increase strictly, so a binary search reads O(log n) commits.
             i = bisect_right(candidates, timestamp_ms, key=self.in_commit_timestamp)
