@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from deltakeeper.credentials import SCRUBBER
+from deltakeeper.delta import features
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
@@ -352,13 +353,10 @@ def _conditions(
     else:
         reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
     if snap is not None:
-        if snap.unsupported_features:
-            message = (
-                f"the table uses {', '.join(snap.unsupported_features)}, which this deltakeeper "
-                "does not support; nothing is written or deleted until deltakeeper is upgraded"
-            )
-            proto = Condition("ProtocolSupported", "False", "UnsupportedFeatures", message)
-            ready = Condition("Ready", "False", "UnsupportedFeatures", message)
+        refused = features.refusal(snap.protocol, "status")
+        if refused:
+            proto = Condition("ProtocolSupported", "False", "UnsupportedFeatures", refused)
+            ready = Condition("Ready", "False", "UnsupportedFeatures", refused)
         else:
             p = snap.protocol
             proto = Condition(

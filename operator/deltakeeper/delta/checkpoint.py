@@ -34,12 +34,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import last_checkpoint, paths, schema, spark_hash, types
+from deltakeeper.delta import features, last_checkpoint, paths, schema, spark_hash, types
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
     InvalidInputError,
-    UnsupportedProtocolError,
 )
 from deltakeeper.delta.log import Checkpoint, segment_for
 from deltakeeper.delta.paths import Kind
@@ -327,7 +326,7 @@ def write_source(
     With `dry_run` everything is computed and nothing is written.
     """
     snap = source.snapshot
-    _refuse_unsupported(table, snap)
+    features.require_writable(snap, "checkpoint")
     if part_size is not None and part_size < 1:
         raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
     v2 = uses_v2(snap)
@@ -363,14 +362,6 @@ def write_source(
         parts=len(writer.files) if layout == MULTIPART else None,
         sidecars=len(writer.sidecars),
     )
-
-
-def _refuse_unsupported(table: Table, snap: Snapshot) -> None:
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to write a checkpoint: this build does not support "
-            f"{', '.join(snap.unsupported_features)}"
-        )
 
 
 def uses_v2(snap: Snapshot) -> bool:
@@ -559,7 +550,7 @@ def incremental_content(
     source = incremental_source(table, version)
     if source is None:
         return None
-    _refuse_unsupported(table, source.snapshot)
+    features.require_writable(source.snapshot, "checkpoint")
     assert source.incremental is not None
     try:
         content = source.incremental.content(

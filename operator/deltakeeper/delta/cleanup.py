@@ -53,8 +53,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import paths
-from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta import features, paths
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.properties import DAY_MS, duration_text, when_text
@@ -406,11 +405,7 @@ def plan_table_cleanup(
     """List the log and read what `plan_cleanup` needs for this table; nothing is deleted.
     `pending_checkpoint`: a version whose checkpoint is about to be written (a dry run of
     maintain), planned as if it were there; its sidecars are unknown, so none are deleted."""
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to clean the log: this build does not support "
-            f"{', '.join(snap.unsupported_features)}"
-        )
+    features.require_writable(snap, "cleanup")
     infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
     pending = None
     if pending_checkpoint is not None:

@@ -17,12 +17,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta import paths, schema
+from deltakeeper.delta import features, paths, schema
 from deltakeeper.delta.errors import (
     CorruptLogError,
     InvalidInputError,
     MissingLogFileError,
-    UnsupportedProtocolError,
 )
 from deltakeeper.delta.replay import read_actions
 from deltakeeper.delta.snapshot import Snapshot
@@ -250,11 +249,7 @@ def write_crc(
     The commit at `snap.version` must already be in the log, which a snapshot guarantees.
     Tables with features this build does not know are refused before anything is written.
     """
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to write a version checksum: this build does not support "
-            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
-        )
+    features.require_writable(snap, "checksum")
     crc = build_crc(snap, snap.commit_info or commit_info(table, snap.version), max_files)
     body = serialize(crc)
     key = crc_key(snap.version)

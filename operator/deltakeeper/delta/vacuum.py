@@ -383,24 +383,7 @@ def check_retention(retention_ms: int, allow_short_retention: bool) -> None:
 def check_protocol(snap: Snapshot) -> None:
     """Refuse unless this build understands every reader and writer feature (the check
     vacuumProtocolCheck asks for, done for every table), and the table is not catalog-managed."""
-    unknown = snap.unsupported_features
-    if unknown:
-        why = (
-            "the table has vacuumProtocolCheck, so vacuum must support every reader and "
-            "writer feature"
-            if snap.protocol.has("vacuumProtocolCheck")
-            else "files this build does not understand may be in use"
-        )
-        raise UnsupportedProtocolError(
-            f"{snap.uri}: vacuum refused, nothing deleted: this deltakeeper does not support "
-            f"{', '.join(unknown)} ({why}); upgrade deltakeeper before vacuuming this table"
-        )
-    managed = [f for f in features.CATALOG_MANAGED if snap.protocol.has(f)]
-    if managed:
-        raise UnsupportedProtocolError(
-            f"{snap.uri}: vacuum refused, nothing deleted: the table is catalog-managed "
-            f"({managed[0]}); run VACUUM through the catalog that owns it"
-        )
+    features.require_writable(snap, "vacuum")
 
 
 # -- table I/O --------------------------------------------------------------------------------

@@ -275,18 +275,7 @@ def partition_names(
 def refusal(snap: Snapshot) -> str | None:
     """Why this table must not be compacted, or None. Spark would write the commit, but a
     feature this build does not know may change what a correct plan is."""
-    if snap.unsupported_features:
-        return (
-            f"compaction refused: this deltakeeper does not support "
-            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
-        )
-    managed = [f for f in features.CATALOG_MANAGED if snap.protocol.has(f)]
-    if managed:
-        return (
-            f"compaction refused: the table is catalog-managed ({managed[0]}); run OPTIMIZE "
-            "through the catalog that owns it"
-        )
-    return None
+    return features.refusal(snap.protocol, "compaction")
 
 
 def logical_partition_names(meta: Metadata) -> dict[str, str]:

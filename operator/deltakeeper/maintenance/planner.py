@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta import cleanup, features, vacuum
 from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.last_checkpoint import LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
@@ -98,11 +98,8 @@ def plan(
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
-    if snap.unsupported_features:
-        result.refusal = (
-            f"this build does not support {', '.join(snap.unsupported_features)}; "
-            "nothing will be written or deleted (upgrade deltakeeper)"
-        )
+    result.refusal = features.refusal(snap.protocol, "maintenance")
+    if result.refusal:
         return result
     for op in operations:
         if op == "checkpoint":
