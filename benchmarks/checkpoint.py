@@ -44,22 +44,32 @@ from benchmarks.harness import (
 )
 from benchmarks.synth import TOMBSTONE_RETENTION_MS, Params, cache_dir, ensure
 
-ENGINES = ("deltakeeper", "delta-rs", "spark")
+ENGINES = ("deltakeeper", "deltakeeper-json", "delta-rs", "spark")
 PEER = "delta-rs"
 SCENARIOS = {
     "incremental": Params(files=1_000_000, commits=10_000, commits_after_checkpoint=10),
+    "incremental-parsed": Params(
+        files=1_000_000, commits=10_000, commits_after_checkpoint=10, stats_parsed=True
+    ),
     "full": Params(files=1_000_000, commits=10_000, checkpoint=False),
 }
 QUICK = {
     "incremental": Params(files=10_000, commits=1_000, commits_after_checkpoint=10),
+    "incremental-parsed": Params(
+        files=10_000, commits=1_000, commits_after_checkpoint=10, stats_parsed=True
+    ),
     "full": Params(files=10_000, commits=1_000, checkpoint=False),
 }
 # Issue 3's targets, as (max time ratio, max peak RSS ratio) against delta-rs.
-TARGETS = {"incremental": (0.5, 1.0), "full": (1.0, None)}
+TARGETS = {"incremental": (0.5, 1.0), "incremental-parsed": (0.5, 1.0), "full": (1.0, None)}
+# Issue 14's: writing stats_parsed costs at most this much time over not writing it.
+STRUCT_COST = 1.5
 METHOD = {
     "deltakeeper": "table = open_table(path); source = checkpoint_source(table); "
     "write_source(table, source, now_ms, 7 days) (= checkpoint_table: the newest checkpoint "
     "streamed when there is one, else the snapshot loaded in memory)",
+    "deltakeeper-json": "the same, as on a table that sets "
+    "delta.checkpoint.writeStatsAsStruct=false (no stats_parsed or partitionValues_parsed)",
     "delta-rs": "dt = DeltaTable(path); dt.create_checkpoint()",
     "spark": "DeltaLog.forTable(spark, path).checkpoint() in a local[2] session "
     "(driver JVM, default JIT and GC, spark.driver.memory=6g)",
@@ -70,6 +80,20 @@ CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
 # -- children: one engine, one checkpoint -----------------------------------------------------
+def _json_only() -> None:
+    """Make every table read as if it set delta.checkpoint.writeStatsAsStruct=false."""
+    import dataclasses
+
+    from deltakeeper.delta.checkpoint import StatsColumns
+
+    of_table = StatsColumns.for_snapshot
+
+    def without_struct(snap: Any) -> StatsColumns:
+        return dataclasses.replace(of_table(snap), as_struct=False)
+
+    StatsColumns.for_snapshot = without_struct  # type: ignore[method-assign]
+
+
 def _deltakeeper(path: str, now_ms: int) -> dict[str, Any]:
     from deltakeeper.delta.checkpoint import checkpoint_source, write_source
     from deltakeeper.delta.table import open_table
@@ -158,7 +182,9 @@ def _spark(path: str) -> dict[str, Any]:
 
 def _child(engine: str, path: str, now_ms: int) -> int:
     try:
-        if engine == "deltakeeper":
+        if engine == "deltakeeper-json":
+            _json_only()
+        if engine.startswith("deltakeeper"):
             report = _deltakeeper(path, now_ms)
         elif engine == "delta-rs":
             report = _deltars(path)
@@ -352,7 +378,21 @@ def table_lines(scenario: str, results: dict) -> list[str]:
                 f"- **{engine} / {PEER}: time {r[engine][0]:.2f}x, peak RSS {r[engine][1]:.2f}x**"
             )
     lines.append(target_line(scenario, results))
+    lines.append(struct_cost_line(results))
     return lines
+
+
+def struct_cost_line(results: dict) -> str:
+    want = f"deltakeeper <= {STRUCT_COST}x deltakeeper-json and <= delta-rs"
+    with_, without, peer = (results.get(e) for e in ("deltakeeper", "deltakeeper-json", PEER))
+    if not (with_ and without and peer and with_["ok"] and without["ok"] and peer["ok"]):
+        return f"- Target for stats_parsed ({want}): **not measured**"
+    cost = with_["seconds"] / without["seconds"]
+    met = cost <= STRUCT_COST and with_["seconds"] <= peer["seconds"]
+    return (
+        f"- stats_parsed costs {cost:.2f}x the time of JSON stats alone; target ({want}): "
+        f"**{'met' if met else 'NOT met'}**"
+    )
 
 
 def report(
@@ -369,14 +409,18 @@ def report(
         f" ({min(repeats, spark_repeats)} for Spark)" if spark_repeats is not None else ""
     )
     ck = info["checkpoint"]
+    parsed = " with stats_parsed" if params.stats_parsed else ""
     layout = (
-        f"a classic V1 checkpoint at version {ck['version']} ({ck['numOfAddFiles']:,} adds, "
+        f"a classic V1 checkpoint{parsed} at version {ck['version']} "
+        f"({ck['numOfAddFiles']:,} adds, "
         f"{ck['sizeInBytes'] / MIB:,.1f} MiB) plus {info['json_commits']} JSON commits"
         if ck
         else f"{info['json_commits']:,} JSON commits, no checkpoint"
     )
     title = {
         "incremental": f"checkpoint + {params.commits_after_checkpoint} commits",
+        "incremental-parsed": f"checkpoint with stats_parsed + {params.commits_after_checkpoint} "
+        "commits",
         "full": f"{params.commits:,} JSON commits, no checkpoint",
     }[scenario]
     out = [

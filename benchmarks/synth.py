@@ -139,6 +139,9 @@ class Params:
     commits_after_checkpoint: int = 100  # ignored without a checkpoint
     keep_history: bool = False  # also write the JSON commits the checkpoint covers
     seed: int = 1
+    # The checkpoint's adds also carry `stats_parsed` (what Delta Spark and deltakeeper write
+    # by default), typed by deltakeeper's parser.
+    stats_parsed: bool = False
 
     def __post_init__(self) -> None:
         if self.files < 1 or self.commits < 1:
@@ -157,7 +160,10 @@ class Params:
         return self.version - self.commits_after_checkpoint if self.checkpoint else None
 
     def key(self) -> str:
-        blob = json.dumps({**asdict(self), "generator": GENERATOR_VERSION}, sort_keys=True)
+        fields = asdict(self)
+        if not self.stats_parsed:  # keeps the keys of tables made before the field existed
+            del fields["stats_parsed"]
+        blob = json.dumps({**fields, "generator": GENERATOR_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -479,11 +485,41 @@ def commit_lines(params: Params, p: Plan, c: Commit) -> list[str]:
 
 
 # -- checkpoint ----------------------------------------------------------------------------------
-def _rows(**columns: pa.Array) -> pa.Table:
+def _rows(schema: pa.Schema = CHECKPOINT_SCHEMA, **columns: pa.Array) -> pa.Table:
     """One checkpoint row group: the given action columns, every other column null."""
     n = len(next(iter(columns.values())))
-    arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in CHECKPOINT_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=CHECKPOINT_SCHEMA)
+    arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _checkpoint_schema(params: Params) -> pa.Schema:
+    if not params.stats_parsed:
+        return CHECKPOINT_SCHEMA
+    from deltakeeper.delta import types
+
+    parsed = types.stats_type(SCHEMA_STRING, None, PARTITION_COLUMNS)
+    add = pa.struct([*ADD, pa.field("stats_parsed", parsed)])
+    return CHECKPOINT_SCHEMA.set(CHECKPOINT_SCHEMA.get_field_index("add"), pa.field("add", add))
+
+
+def _add_struct(params: Params, c: dict[str, list]) -> pa.StructArray:
+    arrays = [
+        pa.array(c["path"], STR),
+        _map(c["pv"]),
+        pa.array(c["size"], LONG),
+        pa.array(c["mtime"], LONG),
+        pa.array([False] * len(c["path"])),
+        pa.array(c["stats"], STR),
+        pa.nulls(len(c["path"]), SMAP),
+    ]
+    fields = list(ADD)
+    if params.stats_parsed:
+        from deltakeeper.delta import types
+
+        parsed = types.stats_parsed(arrays[5], SCHEMA_STRING, None, PARTITION_COLUMNS)
+        arrays.append(parsed)
+        fields.append(pa.field("stats_parsed", parsed.type))
+    return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
 def _map(dicts: list[dict]) -> pa.Array:
@@ -508,24 +544,14 @@ def write_checkpoint(params: Params, p: Plan, log: Path) -> dict:
         head = {k: pa.concat_arrays([a, pa.nulls(1, a.type)]) for k, a in head.items()}
         head["txn"] = pa.array([None, None, _txn(params, p.checkpoint_epoch, txn_version)], TXN)
     rows = 0
-    with pq.ParquetWriter(path, CHECKPOINT_SCHEMA, compression="snappy") as writer:
-        writer.write_table(_rows(**head))
+    schema = _checkpoint_schema(params)
+    with pq.ParquetWriter(path, schema, compression="snappy") as writer:
+        writer.write_table(_rows(schema, **head))
         rows += len(head["protocol"])
         for start in range(0, len(p.checkpoint_live), CHUNK):
             c = file_columns(params, p.checkpoint_live[start : start + CHUNK], p.added_at)
-            add = pa.StructArray.from_arrays(
-                [
-                    pa.array(c["path"], STR),
-                    _map(c["pv"]),
-                    pa.array(c["size"], LONG),
-                    pa.array(c["mtime"], LONG),
-                    pa.array([False] * len(c["path"])),
-                    pa.array(c["stats"], STR),
-                    pa.nulls(len(c["path"]), SMAP),
-                ],
-                fields=list(ADD),
-            )
-            writer.write_table(_rows(add=add))
+            add = _add_struct(params, c)
+            writer.write_table(_rows(schema, add=add))
             rows += len(add)
         for start in range(0, len(p.checkpoint_tombstones), CHUNK):
             ids = p.checkpoint_tombstones[start : start + CHUNK]
@@ -541,7 +567,7 @@ def write_checkpoint(params: Params, p: Plan, log: Path) -> dict:
                 ],
                 fields=list(REMOVE),
             )
-            writer.write_table(_rows(remove=remove))
+            writer.write_table(_rows(schema, remove=remove))
             rows += len(remove)
     last = {
         "version": version,

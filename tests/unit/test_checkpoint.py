@@ -287,8 +287,17 @@ def test_without_json_stats_only_unparsable_strings_are_kept(tmp_path):
     assert adds["day=2024-01-02/f1"]["stats"] == "[1, 2]"
 
 
-def test_no_struct_columns_by_default(tmp_path):
+def test_struct_columns_by_default_as_delta_spark_writes_them(tmp_path):
+    # Delta Spark's writeStatsAsStruct defaults to true (issue 14, finding 8).
     path = _stats_table(tmp_path, [GOOD])
+    adds = _adds(path, _write(path).key)
+    assert adds[0]["stats"] == GOOD and adds[0]["stats_parsed"]["maxValues"]["id"] == 9
+    assert str(adds[0]["partitionValues_parsed"]["day"]) == "2024-01-01"
+
+
+@pytest.mark.parametrize("flag", ["false", " FALSE "])
+def test_no_struct_columns_when_the_table_turns_them_off(tmp_path, flag):
+    path = _stats_table(tmp_path, [GOOD], **{"delta.checkpoint.writeStatsAsStruct": flag})
     names = pq.read_schema(path / _write(path).key).field("add").type.names
     assert (
         "stats" in names and "stats_parsed" not in names and "partitionValues_parsed" not in names

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -296,3 +297,79 @@ def test_counting_late_gives_the_same_rows_and_counts(tmp_path):
     )
     hint = json.loads((tmp_path / "_delta_log" / "_last_checkpoint").read_text())
     assert (hint["numOfAddFiles"], hint["size"]) == (9, 12)  # + protocol, metaData
+
+
+def _with_stats(path: str, n: int) -> dict[str, Any]:
+    a = add(path)
+    a["add"]["stats"] = json.dumps({"numRecords": n, "minValues": {"id": n}, "nullCount": {}})
+    return a
+
+
+class _ParseSpy:
+    """Counts the rows `types.stats_parsed` is asked to parse."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from deltakeeper.delta import types
+
+        self.rows = 0
+        real = types.stats_parsed
+
+        def spy(stats, *args, **kw):
+            self.rows += len(stats)
+            return real(stats, *args, **kw)
+
+        monkeypatch.setattr(types, "stats_parsed", spy)
+
+
+def _incremental_rows(path: Path) -> set[str]:
+    found = incremental_content(open_table(str(path)), None, NOW, 10_000 * DAY)
+    assert found is not None
+    return content_rows(found[0])[1]
+
+
+def test_old_stats_parsed_is_kept_not_parsed_again(tmp_path, monkeypatch):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), *[_with_stats(f"f{i}", i + 10) for i in range(50)])
+    mid_checkpoint(tmp_path, 0)
+    b.commit(_with_stats("g1", 1), _with_stats("g2", 2))
+    assert_same(tmp_path)
+    spy = _ParseSpy(monkeypatch)
+    adds = _incremental_rows(tmp_path)
+    assert spy.rows == 2  # the two new files only
+    counts = sorted(json.loads(a)["stats_parsed"]["numRecords"] for a in adds)
+    assert counts == [1, 2, *range(10, 60)]
+
+
+def test_old_stats_parsed_of_another_schema_is_parsed_again(tmp_path, monkeypatch):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), *[_with_stats(f"f{i}", i) for i in range(5)])
+    mid_checkpoint(tmp_path, 0)
+    wider = metadata()
+    fields = json.loads(wider["metaData"]["schemaString"])
+    fields["fields"].append({"name": "extra", "type": "integer", "nullable": True, "metadata": {}})
+    wider["metaData"]["schemaString"] = json.dumps(fields)
+    b.commit(wider, _with_stats("g", 9))
+    assert_same(tmp_path)
+    spy = _ParseSpy(monkeypatch)
+    _incremental_rows(tmp_path)
+    assert spy.rows == 6
+
+
+def test_old_rows_without_stats_parsed_are_parsed(tmp_path, monkeypatch):
+    # Another writer left stats_parsed null in two rows that do have JSON stats.
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), *[_with_stats(f"f{i}", i + 1) for i in range(8)])
+    mid_checkpoint(tmp_path, 0)
+    (cp,) = (tmp_path / "_delta_log").glob("*.checkpoint.parquet")
+    rows = pq.read_table(cp).to_pylist()
+    for r in rows:
+        if r["add"] and r["add"]["path"] in ("f2", "f5"):
+            r["add"]["stats_parsed"] = None
+    pq.write_table(pa.Table.from_pylist(rows, pq.read_schema(cp)), cp)
+    b.commit(_with_stats("g", 42))
+    spy = _ParseSpy(monkeypatch)
+    adds = {json.loads(a)["path"]: json.loads(a) for a in _incremental_rows(tmp_path)}
+    assert spy.rows == 3
+    monkeypatch.undo()
+    assert assert_same(tmp_path)[1] == set(map(_hashable, adds.values()))
+    assert [adds[p]["stats_parsed"]["numRecords"] for p in ("f2", "f5", "f0", "g")] == [3, 6, 1, 42]

@@ -43,7 +43,7 @@ def test_defaults_and_parsing_as_delta_has_them():
     empty = TableProperties({})
     assert (empty.checkpoint_interval, empty.checkpoint_policy) == (None, "v2")
     assert empty.expired_log_cleanup and empty.write_stats_as_json
-    assert not empty.write_stats_as_struct and not empty.in_commit_timestamps
+    assert empty.write_stats_as_struct and not empty.in_commit_timestamps
     assert (empty.num_indexed_cols, empty.target_file_size) == (32, None)
     conf = {
         "delta.checkpointPolicy": " Classic ",

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -737,13 +737,18 @@ class _Incremental:
         seen = _Counts()
         for key in self.files:
             pf = _open_old(self.table, key)
-            parsed = _has(pf, "add", "stats_parsed") and (bool(want) or _stats_missing(pf))
+            reuse = stats.as_struct and _has(pf, "add", "stats_parsed")
+            parsed = reuse or (
+                _has(pf, "add", "stats_parsed") and (bool(want) or _stats_missing(pf))
+            )
             for adds, old_removes, stats_parsed in _old_rows(
                 self.table, key, pf, schema.FULL_ADD, CHECKPOINT_REMOVE, parsed
             ):
                 if stats_parsed is not None:
                     found.update(_parsed_stats(adds, stats_parsed, want))
                     adds = _fill_stats(adds, stats_parsed)
+                    if reuse:
+                        adds = adds.append_column(StatsColumns.KNOWN, stats_parsed)
                 adds = _without_data_change(_keep(adds, self.touched.untouched(adds)))
                 old_removes = _keep(old_removes, self.touched.untouched(old_removes))
                 untouched = old_removes.num_rows
@@ -947,11 +952,13 @@ def _true_count(mask: pa.Array | pa.ChunkedArray) -> int:
 class StatsColumns:
     """Which of `stats`, `partitionValues_parsed` and `stats_parsed` an add row carries.
 
-    `delta.checkpoint.writeStatsAsJson` (default true) keeps the JSON; with
-    `delta.checkpoint.writeStatsAsStruct=true` the typed columns are added (physical names
-    under column mapping). When the JSON is turned off, a stats string that does not parse
-    is still kept as JSON in that row, so no statistics are lost.
+    `delta.checkpoint.writeStatsAsJson` (default true) keeps the JSON;
+    `delta.checkpoint.writeStatsAsStruct` (default true, as in Delta Spark) adds the typed
+    columns (physical names under column mapping). When the JSON is turned off, a stats string
+    that does not parse is still kept as JSON in that row, so no statistics are lost.
     """
+
+    KNOWN: ClassVar[str] = "_known_stats_parsed"
 
     as_json: bool
     as_struct: bool
@@ -983,12 +990,16 @@ class StatsColumns:
         return pa.struct(fields)
 
     def add_struct(self, adds: pa.Table) -> pa.StructArray:
+        """The add rows as checkpoint structs. A `KNOWN` column holds `stats_parsed` an old
+        checkpoint already had for these rows: it is taken as is where its type is ours."""
+        known = None
+        if self.KNOWN in adds.column_names:
+            known = adds[self.KNOWN]
+            adds = adds.drop_columns([self.KNOWN])
         if not self.as_struct:
             return _struct(adds if self.keeps_stats else adds.drop_columns(["stats"]))
         stats = adds["stats"]
-        parsed = types.stats_parsed(
-            stats, self.schema_string, self.mapping_mode, self.partition_columns
-        )
+        parsed = self._stats_parsed(stats, known)
         if not self.as_json:
             unparsed = pc.and_(pc.is_valid(stats), pc.is_null(parsed))
             kept = pc.if_else(unparsed, stats, pa.scalar(None, pa.string()))
@@ -1002,6 +1013,26 @@ class StatsColumns:
             )
             adds = adds.append_column("partitionValues_parsed", pv)
         return _struct(adds.append_column("stats_parsed", parsed))
+
+    def _stats_parsed(self, stats: pa.ChunkedArray, known: pa.ChunkedArray | None) -> pa.Array:
+        """`stats` parsed, except rows whose `known` value (of our exact type) can be kept:
+        an old checkpoint's rows then cost a copy, not a JSON parse."""
+        if known is None or known.type != self._stats_type():
+            return self._parse(stats)
+        known = known.combine_chunks()
+        missing = pc.and_(pc.is_null(known), pc.is_valid(stats))
+        if not pc.any(missing).as_py():
+            return known
+        fresh = self._parse(stats.filter(missing))
+        # Row i comes from `known`, or from `fresh` at its rank among the missing rows.
+        rank = pc.subtract(pc.cumulative_sum(pc.cast(missing, pa.int64())), 1)
+        index = pc.if_else(missing, pc.add(rank, len(known)), pa.array(range(len(known))))
+        return pa.concat_arrays([known, fresh]).take(index)
+
+    def _parse(self, stats: pa.ChunkedArray) -> pa.Array:
+        return types.stats_parsed(
+            stats, self.schema_string, self.mapping_mode, self.partition_columns
+        )
 
     def _partition_type(self) -> pa.DataType:
         empty = pa.array([], schema.STRING_MAP)

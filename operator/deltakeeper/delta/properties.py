@@ -119,7 +119,8 @@ class TableProperties:
 
     @property
     def write_stats_as_struct(self) -> bool:
-        return self._word(STATS_AS_STRUCT, "false") == "true"
+        """Delta Spark writes stats_parsed unless this is `false`."""
+        return self._word(STATS_AS_STRUCT, "true") != "false"
 
     @property
     def num_indexed_cols(self) -> int | None:

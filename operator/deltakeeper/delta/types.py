@@ -1,6 +1,6 @@
 """Delta schema types as Arrow types, and the typed columns a checkpoint can carry.
 
-With `delta.checkpoint.writeStatsAsStruct=true` a checkpoint's `add` struct holds
+Unless a table sets `delta.checkpoint.writeStatsAsStruct=false`, a checkpoint's `add` struct holds
 `partitionValues_parsed` and `stats_parsed` next to the `partitionValues` map and the `stats`
 JSON string. This module builds both from those raw columns. Neither function raises on bad
 data: a value that does not parse becomes null, and the raw columns stay as they are, so
@@ -358,11 +358,9 @@ def stats_parsed(
     valid = _maybe_objects(text)
     # Raw newlines in valid JSON can only be whitespace between tokens, so blank them out.
     for newline in ("\n", "\r"):
-        if pc.any(pc.match_substring(text, newline)).as_py():
+        if _may_contain(text, newline):
             text = pc.replace_substring(text, newline, " ")
-    lines = pc.if_else(valid, text, pa.scalar("{}", pa.large_string()))
-    newline = pa.scalar("\n", pa.large_string())
-    lines = pc.binary_join_element_wise(lines, newline, pa.scalar("", pa.large_string()))
+    lines = _lines(text, valid)
     reader = _BlockReader(lines, out_type)
     parts: list[pa.Array] = []
     for lo in range(0, len(lines), BLOCK_ROWS):
@@ -373,10 +371,34 @@ def stats_parsed(
 
 
 def _maybe_objects(text: pa.Array) -> pa.Array:
-    """Which rows may hold a JSON object: `{...}` around optional whitespace, checked in bulk
-    (RE2). A truncated row, the common kind of bad stats, fails here and never reaches the
-    bulk reader, whose failures cost a re-read each; the rare rest is found by the reader."""
-    return pc.fill_null(pc.match_substring_regex(text, r"^\s*\{(?s:.*)\}\s*$"), False)
+    """Which rows may hold a JSON object: `{...}` around optional whitespace. A truncated row,
+    the common kind of bad stats, fails here and never reaches the bulk reader, whose failures
+    cost a re-read each; the rare rest is found by the reader. Most rows are `{...}` exactly,
+    a cheap test; only the others go through the regex (RE2)."""
+    exact = pc.fill_null(pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}")), False)
+    others = pc.invert(exact)
+    if not pc.any(others).as_py():
+        return exact
+    padded = pc.match_substring_regex(text.filter(others), r"^\s*\{(?s:.*)\}\s*$")
+    return pc.replace_with_mask(exact, others, pc.fill_null(padded, False))
+
+
+def _may_contain(text: pa.Array, needle: str) -> bool:
+    """Whether any row may contain `needle`: one scan of the value buffer (which may reach past
+    a sliced array's rows, so a yes can be wrong; a no is not), far cheaper than a substring
+    match per row."""
+    data = text.buffers()[2]
+    return data is not None and memoryview(data).tobytes().find(needle.encode()) >= 0
+
+
+def _lines(text: pa.Array, valid: pa.Array) -> pa.Array:
+    """The rows joined into one newline-terminated buffer, `{}` standing in for invalid ones."""
+    empty, newline = pa.scalar("", pa.large_string()), pa.scalar("\n", pa.large_string())
+    if not pc.all(pc.or_(valid, pc.is_null(text))).as_py():
+        text = pc.if_else(valid, text, pa.scalar(None, pa.large_string()))
+    return pc.binary_join_element_wise(
+        text, newline, empty, null_handling="replace", null_replacement="{}"
+    )
 
 
 # Rows per Arrow JSON read. A block that fails (a value of the wrong type) is re-read after the
