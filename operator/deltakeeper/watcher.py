@@ -217,7 +217,8 @@ class TableWatcher:
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
             return [executor.Outcome(op, "failed", message) for op in ops]
         if plan.refusal:
-            return [executor.Outcome(op, "refused", plan.refusal, exit_code=3) for op in ops]
+            refused = UnsupportedProtocolError
+            return [executor.Outcome(op, "refused", plan.refusal, error=refused) for op in ops]
         dry = [s for s in plan.steps if s.operation == "vacuum" and target.vacuum_dry_run]
         wet = [s for s in plan.steps if s not in dry]
         report = executor.execute(table, replace(plan, steps=wet))

@@ -38,7 +38,7 @@ class Outcome:
     deleted_bytes: int = 0
     checkpoint_version: int | None = None
     files: list[str] = field(default_factory=list)  # what a dry run would write or delete
-    exit_code: int = 0  # a failed step's error class, as the CLI reports it
+    error: type[DeltaError] | None = None  # what failed or refused the step, by kind
     repaired: list[int] = field(default_factory=list)  # checkpoint: damaged versions rewritten
 
     def to_json(self) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def execute(
         if report.failed is not None:
             outcome = Outcome(step.operation, "skipped", AFTER_FAILURE)
         elif step.refused:
-            outcome = Outcome(step.operation, "refused", step.reason, exit_code=step.exit_code)
+            outcome = Outcome(step.operation, "refused", step.reason, error=step.error)
         elif not step.due:
             outcome = Outcome(step.operation, "skipped", step.reason)
         else:
@@ -102,7 +102,7 @@ def _timed(
     try:
         outcome = runners[step.operation](table, plan, step, dry_run, progress)
     except DeltaError as e:
-        outcome = Outcome(step.operation, "failed", str(e), exit_code=e.exit_code)
+        outcome = Outcome(step.operation, "failed", str(e), error=type(e))
     outcome.seconds = time.monotonic() - started
     return outcome
 

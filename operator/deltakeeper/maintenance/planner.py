@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deltakeeper.delta import cleanup, features, vacuum
-from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.last_checkpoint import LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
@@ -33,7 +33,7 @@ class Step:
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
     detail: cleanup.CleanupPlan | vacuum.VacuumPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
-    exit_code: int = 0  # for a refusal: the CLI exit code of its cause
+    error: type[DeltaError] | None = None  # for a refusal: the kind of error behind it
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
     # checkpoint: damaged checkpoints to rewrite first (classic-named, one file each)
     repair: tuple[int, ...] = ()
@@ -211,7 +211,7 @@ def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
             table, snap, policy.deleted_file_retention_ms, now_ms, policy.allow_short_retention
         )
     except (InvalidInputError, UnsupportedProtocolError) as e:
-        return Step("vacuum", False, str(e), refused=True, exit_code=e.exit_code)
+        return Step("vacuum", False, str(e), refused=True, error=type(e))
     if not detail.delete:
         return Step("vacuum", False, "no unreferenced data files past the retention", detail)
     reason = f"{detail.files} unreferenced data files ({format_bytes(detail.bytes)})"
