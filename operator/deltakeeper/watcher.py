@@ -30,6 +30,7 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
+from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.policy import Policy, PolicyError, effective
 from deltakeeper.units import format_bytes
 
@@ -37,7 +38,6 @@ log = logging.getLogger("deltakeeper.watcher")
 
 CONDITIONS = ("Ready", "StorageReachable", "ProtocolSupported", "Degraded")
 # Outcome results that count as "ran" (a skip after an earlier failure did not).
-_RAN = ("done", "dry-run", "failed", "refused", "skipped")
 
 
 @dataclass(frozen=True)
@@ -192,13 +192,12 @@ class TableWatcher:
         if not obs.due or table is None or snap is None:
             return obs
         outcomes = self._run(target, table, snap, obs.due, now_ms)
-        if any(o.operation == "checkpoint" and o.result == "done" for o in outcomes) and not any(
-            o.operation == "cleanup" and o.result == "done" for o in outcomes
-        ):
+        ran = {o.operation for o in outcomes if o.result is Result.DONE}
+        if "checkpoint" in ran and "cleanup" not in ran:
             # A new checkpoint is what lets cleanup drop the commits before it.
             outcomes += self._run(target, table, snap, ("cleanup",), now_ms)
         self._record(outcomes, snap.version, now_ms)
-        if any(o.result == "done" for o in outcomes):
+        if any(o.result is Result.DONE for o in outcomes):
             self._snap, self._summary = table.snapshot(), {}
         fresh = self._result(target, now_ms, outcomes=outcomes)
         done = _outcome_events(outcomes)
@@ -215,10 +214,10 @@ class TableWatcher:
             plan = planner.plan(table, snap, self._policy, now_ms, ops)
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
-            return [executor.Outcome(op, "failed", message) for op in ops]
+            return [executor.Outcome(op, Result.FAILED, message) for op in ops]
         if plan.refusal:
             refused = UnsupportedProtocolError
-            return [executor.Outcome(op, "refused", plan.refusal, error=refused) for op in ops]
+            return [executor.Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
         dry = [s for s in plan.steps if s.operation == "vacuum" and target.vacuum_dry_run]
         wet = [s for s in plan.steps if s not in dry]
         report = executor.execute(table, replace(plan, steps=wet))
@@ -227,20 +226,22 @@ class TableWatcher:
             failed = report.failed is not None
             outcomes += executor.execute(table, replace(plan, steps=dry), dry_run=True).outcomes
             if failed:
-                outcomes[-1] = executor.Outcome("vacuum", "skipped", executor.AFTER_FAILURE)
+                outcomes[-1] = executor.Outcome(
+                    "vacuum", Result.SKIPPED_AFTER_FAILURE, executor.AFTER_FAILURE
+                )
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
 
     def _record(self, outcomes: list[executor.Outcome], version: int, now_ms: int) -> None:
         for o in outcomes:
-            if o.result not in _RAN or o.message == executor.AFTER_FAILURE:
+            if o.result is Result.SKIPPED_AFTER_FAILURE:
                 continue
-            if o.result == "failed":
+            if o.result is Result.FAILED:
                 self.last_run_ms.pop(o.operation, None)  # retried at the next poll
             else:
                 self.last_run_ms[o.operation] = now_ms
-            if o.result == "skipped":
+            if o.result is Result.SKIPPED:
                 continue  # looked, nothing due: the status keeps the last real run
             self.last_maintenance[o.operation] = {
                 "time": _rfc3339(now_ms),
@@ -423,16 +424,16 @@ def _classify(error: BaseException) -> tuple[str, str]:
 def _outcome_events(outcomes: list[executor.Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
-        if o.result == "done" and o.repaired:
+        if o.result is Result.DONE and o.repaired:
             events.append(Event("Warning", "CheckpointRepaired", o.message))
-        if o.result == "done":
+        if o.result is Result.DONE:
             events.append(Event("Normal", *_done(o)))
-        elif o.result == "dry-run" and o.operation == "vacuum":
+        elif o.result is Result.DRY_RUN and o.operation == "vacuum":
             events.append(
                 Event("Normal", "VacuumDryRun", f"vacuum would delete {len(o.files)} files")
             )
-        elif o.result in ("failed", "refused"):
-            reason = "MaintenanceFailed" if o.result == "failed" else "MaintenanceRefused"
+        elif o.result in (Result.FAILED, Result.REFUSED):
+            reason = "MaintenanceFailed" if o.result is Result.FAILED else "MaintenanceRefused"
             events.append(Event("Warning", reason, f"{o.operation}: {o.message}"))
     return events
 
