@@ -8,6 +8,7 @@ conditions, events and the maintenance outcomes. Every message is scrubbed of se
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -73,10 +74,16 @@ class Target:
         return (self.namespace, self.name)
 
 
+class ConditionStatus(enum.StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: str  # True | False | Unknown
+    status: ConditionStatus
     reason: str
     message: str
 
@@ -102,7 +109,7 @@ class Observation:
 
     @property
     def ready(self) -> bool:
-        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+        return any(c.type == "Ready" and c.status == ConditionStatus.TRUE for c in self.conditions)
 
 
 class TableWatcher:
@@ -315,14 +322,19 @@ class TableWatcher:
             self._conditions[c.type] = c
             if before is not None and (before.status, before.reason) == (c.status, c.reason):
                 continue
-            bad = (c.type == "Degraded") == (c.status == "True")
+            bad = (c.type == "Degraded") == (c.status == ConditionStatus.TRUE)
             if any(e.reason == c.reason for e in events):
                 continue  # Ready and StorageReachable often fail for one reason: one event
-            if bad and c.status != "Unknown":
+            if bad and c.status != ConditionStatus.UNKNOWN:
                 events.append(Event("Warning", c.reason, c.message))
-            elif before is not None and c.status == ("False" if c.type == "Degraded" else "True"):
+            elif before is not None and c.status == _healthy(c.type):
                 events.append(Event("Normal", c.reason, c.message))
         return events
+
+
+def _healthy(kind: str) -> ConditionStatus:
+    """The status of a condition of this type when all is well (Degraded is the odd one)."""
+    return ConditionStatus.FALSE if kind == "Degraded" else ConditionStatus.TRUE
 
 
 def _conditions(
@@ -334,36 +346,44 @@ def _conditions(
 ) -> list[Condition]:
     """The four conditions, from what blocked the poll (if anything) and what maintenance did."""
     unknown = "not checked: an earlier problem stops the poll"
-    reach = Condition("StorageReachable", "Unknown", "NotChecked", unknown)
-    proto = Condition("ProtocolSupported", "Unknown", "NotChecked", unknown)
+    reach = Condition("StorageReachable", ConditionStatus.UNKNOWN, "NotChecked", unknown)
+    proto = Condition("ProtocolSupported", ConditionStatus.UNKNOWN, "NotChecked", unknown)
     ready: Condition | None = None
     if problem is not None:
-        ready = Condition("Ready", "False", problem.reason, SCRUBBER.scrub(problem.message))
+        ready = Condition(
+            "Ready", ConditionStatus.FALSE, problem.reason, SCRUBBER.scrub(problem.message)
+        )
     elif error is not None:
         reason, message = _classify(error)
         if isinstance(error, StorageUnreachableError):
-            reach = Condition("StorageReachable", "False", reason, message)
+            reach = Condition("StorageReachable", ConditionStatus.FALSE, reason, message)
         elif isinstance(error, (InvalidInputError, PolicyError)) and not isinstance(
             error, NotADeltaTableError
         ):
             pass  # a spec problem found before any request: the store was not asked
         else:
-            reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
+            reach = Condition(
+                "StorageReachable", ConditionStatus.TRUE, "Reachable", "the table's store answers"
+            )
         if isinstance(error, UnsupportedProtocolError):
-            proto = Condition("ProtocolSupported", "False", reason, message)
-        ready = Condition("Ready", "False", reason, message)
+            proto = Condition("ProtocolSupported", ConditionStatus.FALSE, reason, message)
+        ready = Condition("Ready", ConditionStatus.FALSE, reason, message)
     else:
-        reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
+        reach = Condition(
+            "StorageReachable", ConditionStatus.TRUE, "Reachable", "the table's store answers"
+        )
     if snap is not None:
         refused = features.refusal(snap.protocol, "status")
         if refused:
-            proto = Condition("ProtocolSupported", "False", "UnsupportedFeatures", refused)
-            ready = Condition("Ready", "False", "UnsupportedFeatures", refused)
+            proto = Condition(
+                "ProtocolSupported", ConditionStatus.FALSE, "UnsupportedFeatures", refused
+            )
+            ready = Condition("Ready", ConditionStatus.FALSE, "UnsupportedFeatures", refused)
         else:
             p = snap.protocol
             proto = Condition(
                 "ProtocolSupported",
-                "True",
+                ConditionStatus.TRUE,
                 "Supported",
                 f"reader v{p.min_reader_version}, writer v{p.min_writer_version}: all known",
             )
@@ -371,10 +391,13 @@ def _conditions(
         msg = f"watching version {snap.version}" if snap is not None else "watching"
         if target.suspend:
             ready = Condition(
-                "Ready", "True", "Suspended", f"{msg}; maintenance suspended by spec.suspend"
+                "Ready",
+                ConditionStatus.TRUE,
+                "Suspended",
+                f"{msg}; maintenance suspended by spec.suspend",
             )
         else:
-            ready = Condition("Ready", "True", "Watching", msg)
+            ready = Condition("Ready", ConditionStatus.TRUE, "Watching", msg)
     # The latest run of each operation, not this poll's: a refused vacuum stays a problem
     # until a later vacuum succeeds.
     failed = [
@@ -383,20 +406,27 @@ def _conditions(
     if failed:
         op, e = failed[0]
         reason = "MaintenanceFailed" if e["result"] == "failed" else "MaintenanceRefused"
-        degraded = Condition("Degraded", "True", reason, f"{op} {e['result']}: {e.get('message')}")
+        degraded = Condition(
+            "Degraded", ConditionStatus.TRUE, reason, f"{op} {e['result']}: {e.get('message')}"
+        )
     elif target.duplicates:
         message = (
             f"{', '.join(target.duplicates)} also name{'s' if len(target.duplicates) == 1 else ''}"
             f" {SCRUBBER.scrub(target.uri)}: one table maintained by several resources; "
             "delete all but one"
         )
-        degraded = Condition("Degraded", "True", "DuplicateUri", message)
+        degraded = Condition("Degraded", ConditionStatus.TRUE, "DuplicateUri", message)
     elif target.warnings:
         degraded = Condition(
-            "Degraded", "True", "PolicyWarning", SCRUBBER.scrub("; ".join(target.warnings))
+            "Degraded",
+            ConditionStatus.TRUE,
+            "PolicyWarning",
+            SCRUBBER.scrub("; ".join(target.warnings)),
         )
     else:
-        degraded = Condition("Degraded", "False", "AsExpected", "no maintenance problems")
+        degraded = Condition(
+            "Degraded", ConditionStatus.FALSE, "AsExpected", "no maintenance problems"
+        )
     return [ready, reach, proto, degraded]
 
 

@@ -18,6 +18,7 @@ Order matters for crash safety: checkpoint files are written and read back befor
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import io
 import json
 import math
@@ -94,7 +95,13 @@ SIDECAR = pa.struct(
 # Removes in checkpoints are tombstones for VACUUM: no stats, no tags (spec).
 CHECKPOINT_REMOVE = tuple(c for c in schema.FULL_REMOVE if c not in ("stats", "tags"))
 
-CLASSIC, MULTIPART, V2 = "classic", "multipart", "v2"
+
+class Layout(enum.StrEnum):
+    CLASSIC = "classic"
+    MULTIPART = "multipart"
+    V2 = "v2"
+
+
 V2_PART_SIZE = 50_000  # Delta Spark's sidecar size when checkpoint.partSize is not set
 BATCH_ROWS = 65_536  # rows per record batch handed to a layout
 ROW_GROUP_ROWS = 65_536  # row groups cut by count alone, so bytes depend only on the rows
@@ -112,7 +119,7 @@ class CheckpointResult:
     expired_tombstones: int
     size_bytes: int
     last_checkpoint_moved: bool
-    layout: str = CLASSIC  # classic | multipart | v2
+    layout: Layout = Layout.CLASSIC
     keys: tuple[str, ...] = ()  # every file written (or that would be), sidecars first
     parts: int | None = None  # multi-part only
     sidecars: int = 0
@@ -336,14 +343,14 @@ def write_source(
     writer = _Writer(table, snap.version, now_ms, dry_run)
     if v2 and not classic:
         _write_v2(writer, content, part_size or V2_PART_SIZE)
-        layout = V2
+        layout = Layout.V2
     else:
         if v2:
             content.header.insert(0, ("checkpointMetadata", _checkpoint_metadata(snap.version, {})))
         n = 1 if v2 or part_size is None else _num_parts(content, part_size)
         n = _existing_parts(snap) or n
         _write_classic(writer, content, n)
-        layout = MULTIPART if n > 1 else CLASSIC
+        layout = Layout.MULTIPART if n > 1 else Layout.CLASSIC
     moved = False
     if not dry_run:
         writer.verify()
@@ -359,7 +366,7 @@ def write_source(
         last_checkpoint_moved=moved,
         layout=layout,
         keys=tuple(f.key for f in [*writer.sidecars, *writer.files]),
-        parts=len(writer.files) if layout == MULTIPART else None,
+        parts=len(writer.files) if layout is Layout.MULTIPART else None,
         sidecars=len(writer.sidecars),
     )
 
@@ -1305,7 +1312,7 @@ def _verify(table: Table, f: _File) -> None:
 
 
 def _move_last_checkpoint(
-    table: Table, version: int, writer: _Writer, content: Content, layout: str
+    table: Table, version: int, writer: _Writer, content: Content, layout: Layout
 ) -> bool:
     current = table.read_hint().checkpoint
     if current is not None and current.version > version and _exists(table, current.version):
@@ -1313,11 +1320,11 @@ def _move_last_checkpoint(
     fields: dict[str, Any] = {
         "version": version,
         "size": writer.rows,
-        "parts": len(writer.files) if layout == MULTIPART else None,
+        "parts": len(writer.files) if layout is Layout.MULTIPART else None,
         "sizeInBytes": writer.size_bytes,
         "numOfAddFiles": content.num_adds,
     }
-    if layout == V2:
+    if layout is Layout.V2:
         fields["v2Checkpoint"] = _v2_info(writer, content.header)
     body = last_checkpoint.serialize(fields)
     table.storage.overwrite(f"{paths.LOG_DIR}/{paths.LAST_CHECKPOINT}", body)

@@ -19,6 +19,7 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.features import Protocol, unsupported_reader
+from deltakeeper.delta.last_checkpoint import HintStatus
 from deltakeeper.delta.log import (
     Listing,
     LogSegment,
@@ -39,7 +40,7 @@ LOG = paths.LOG_DIR
 class Hint:
     """What `_last_checkpoint` said, and whether it could be trusted."""
 
-    status: str  # ok | missing | corrupt | stale
+    status: HintStatus
     checkpoint: last_checkpoint.LastCheckpoint | None = None
     detail: str = ""
 
@@ -49,7 +50,7 @@ def checked_hint(hint: Hint, listing: Listing) -> Hint:
     complete checkpoint there (a version without one, beyond the table, a deleted file, or a
     multi-part checkpoint missing a part, which delta-rs and DuckDB cannot read past)."""
     cp = hint.checkpoint
-    if cp is None or hint.status != "ok":
+    if cp is None or hint.status is not HintStatus.OK:
         return hint
     found = listing.checkpoints.get(cp.version, [])
     if cp.parts is not None and cp.parts > 1:
@@ -59,7 +60,7 @@ def checked_hint(hint: Hint, listing: Listing) -> Hint:
         what = "complete checkpoint"
     if found:
         return hint
-    return Hint("stale", cp, f"it names version {cp.version}, where there is no {what}")
+    return Hint(HintStatus.STALE, cp, f"it names version {cp.version}, where there is no {what}")
 
 
 class Table:
@@ -72,11 +73,11 @@ class Table:
         try:
             data = self.storage.read(f"{LOG}/{paths.LAST_CHECKPOINT}")
         except FileNotFoundError:
-            return Hint("missing")
+            return Hint(HintStatus.MISSING)
         try:
-            return Hint("ok", last_checkpoint.parse(data))
+            return Hint(HintStatus.OK, last_checkpoint.parse(data))
         except last_checkpoint.InvalidLastCheckpoint as e:
-            return Hint("corrupt", detail=str(e))
+            return Hint(HintStatus.CORRUPT, detail=str(e))
 
     def list_log(self, from_version: int | None = None) -> Listing:
         """List `_delta_log` from `from_version` (inclusive) on, or all of it."""

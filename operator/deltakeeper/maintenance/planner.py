@@ -14,7 +14,7 @@ from typing import Any
 
 from deltakeeper.delta import cleanup, features, vacuum
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
-from deltakeeper.delta.last_checkpoint import LastCheckpoint
+from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
@@ -155,9 +155,9 @@ def _hint_behind(table: Table, cp: Checkpoint | None) -> str | None:
     named = hint.checkpoint
     if named is not None and not _names(named, cp):
         hint = checked_hint(hint, table.list_log(named.version))
-    if hint.status == "missing" and cp is None:
+    if hint.status is HintStatus.MISSING and cp is None:
         return None  # no checkpoint yet, and nothing claims one
-    if hint.checkpoint is None or hint.status == "stale":
+    if hint.checkpoint is None or hint.status is HintStatus.STALE:
         why = f" ({hint.detail})" if hint.detail else ""
         return f"_last_checkpoint is {hint.status}{why}; writing the checkpoint again repairs it"
     if cp is not None and hint.checkpoint.version < cp.version:
