@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper import credentials
+from deltakeeper.runtime import credentials
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "tables"
 

@@ -4,7 +4,6 @@ Delta table, 3 unsupported protocol, 4 storage unreachable."""
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -12,17 +11,18 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from deltakeeper import __version__, credentials
+from deltakeeper import __version__
 from deltakeeper.compaction import submit
 from deltakeeper.compaction.spark_storage import spark_storage
-from deltakeeper.delta import cleanup, crc, errors, vacuum
-from deltakeeper.delta.checkpoint import checkpoint_source, load_for_checkpoint, write_source
+from deltakeeper.delta import cleanup, errors, vacuum
+from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
-from deltakeeper.delta.table import open_table
+from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import compaction, executor, planner, policy
+from deltakeeper.runtime import credentials
 from deltakeeper.units import (
     format_bytes,
     format_ms,
@@ -294,7 +294,7 @@ def _compact_command(sub: Any) -> None:
 
 
 def _daemon_commands(sub: Any) -> None:
-    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS
+    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
 
     p = sub.add_parser(
         "run",
@@ -347,7 +347,7 @@ def _daemon_commands(sub: Any) -> None:
 
 
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str) -> None:
-    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
+    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
     p.add_argument(
         "--metrics-port",
@@ -384,7 +384,7 @@ def _configure_logging() -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from deltakeeper import standalone
-    from deltakeeper.metrics import DEFAULT_BIND_ADDRESS
+    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
 
     _configure_logging()
     return standalone.run(
@@ -429,19 +429,19 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
     from deltakeeper.k8s import handlers
 
-    handlers.OPTIONS.metrics_port = args.metrics_port
+    options = handlers.Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
     if args.metrics_bind_address is not None:
-        handlers.OPTIONS.metrics_bind_address = args.metrics_bind_address
-    handlers.OPTIONS.max_concurrent = args.max_concurrent
+        options.metrics_bind_address = args.metrics_bind_address
     if args.namespace:
-        handlers.OPTIONS.namespaces = list(args.namespace)
+        options.namespaces = list(args.namespace)
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=args.verbose, log_format=log_format)
     kopf.run(
-        clusterwide=not handlers.OPTIONS.namespaces,
-        namespaces=handlers.OPTIONS.namespaces,
+        clusterwide=not options.namespaces,
+        namespaces=options.namespaces,
         peering_name=handlers.PEERING,
-        priority=handlers.OPTIONS.priority,
+        priority=options.priority,
+        memo=kopf.Memo(options=options),
     )
     return 0
 
@@ -574,20 +574,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         checkpoint_part_size=_part_size(args.part_size),
         write_checksum=args.write_checksum or None,
     )
-    result = write_source(
-        table,
-        source,
-        now,
-        pol.deleted_file_retention_ms,
-        pol.txn_retention_ms,
-        args.dry_run,
-        part_size=pol.checkpoint_part_size,
-        classic=args.classic,
-    )
-    checksum = None
-    if pol.write_checksum:  # the checksum needs every file: load them when the source did not
-        snap = source.snapshot if source.full else load_for_checkpoint(table, snap.version)
-        checksum = crc.write_crc(table, snap, args.dry_run)
+    plan = planner.forced(table, snap, pol, now, "checkpoint", classic=args.classic, source=source)
+    outcome = _run_one(table, plan, args.dry_run, None)
+    result, checksum = outcome.written, outcome.checksum
+    assert result is not None
     written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
         "operation": "checkpoint",
@@ -628,6 +618,16 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_one(
+    table: Table, plan: planner.Plan, dry_run: bool, progress: executor.Progress | None
+) -> executor.Outcome:
+    """Run a forced plan's one step; its failure is the command's."""
+    outcome = executor.execute(table, plan, dry_run, progress).outcomes[0]
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome
+
+
 def _part_size(value: int | None) -> int | None:
     if value is not None and value <= 0:
         raise InvalidInputError(f"the checkpoint part size must be above 0, got {value}")
@@ -641,15 +641,11 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     snap = table.snapshot()
     _warn_damage(snap)
     pol = _policy(args.uri, snap.metadata.configuration, log_retention_ms=retention)
-    if not pol.expired_log_cleanup:
-        plan = None
-        reasons = ["log cleanup is disabled by the table property delta.enableExpiredLogCleanup"]
-    else:
-        plan = cleanup.plan_table_cleanup(table, snap, pol.log_retention_ms, now)
-        reasons = plan.reasons()
-    deleted = 0
-    if plan is not None and not args.dry_run:
-        deleted = cleanup.execute_cleanup(table, plan)
+    forced = planner.forced(table, snap, pol, now, "cleanup")
+    deleted = _run_one(table, forced, args.dry_run, None).deleted_files
+    step = forced.steps[0]
+    plan = step.detail if isinstance(step.detail, cleanup.CleanupPlan) else None
+    reasons = plan.reasons() if plan else [f"log cleanup is {step.reason}"]
     report = {
         "operation": "cleanup",
         "version": snap.version,
@@ -687,15 +683,11 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         deleted_file_retention_ms=retention,
         allow_short_retention=args.allow_short_retention or None,
     )
-    plan = vacuum.plan_table_vacuum(
-        table, snap, pol.deleted_file_retention_ms, now, pol.allow_short_retention
-    )
-    deleted = folders = 0
-    if not args.dry_run:
-        deleted = vacuum.execute_vacuum(
-            table, plan, None if args.json else functools.partial(_progress, "vacuum")
-        )
-        folders = vacuum.remove_empty_folders(table, plan)
+    forced = planner.forced(table, snap, pol, now, "vacuum")
+    outcome = _run_one(table, forced, args.dry_run, None if args.json else _progress)
+    plan = forced.steps[0].detail
+    assert isinstance(plan, vacuum.VacuumPlan)
+    deleted, folders = outcome.deleted_files, outcome.deleted_folders
     report = {
         "operation": "vacuum",
         "version": plan.version,
@@ -951,7 +943,7 @@ def _main(argv: list[str]) -> int:
         command = e.parser.prog.removeprefix("deltakeeper").strip()
         return _fail(as_json, "InvalidInput", f"{command}: {e}" if command else str(e), 2)
     except DeltaError as e:
-        return _fail(as_json, _error_name(e), str(e), _exit_code(type(e)))
+        return _fail(as_json, _error_name(e), str(e), _exit_code(e))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -967,11 +959,11 @@ def _error_name(e: DeltaError) -> str:
     return next((name for cls, name, _ in _ERRORS if isinstance(e, cls)), "Unexpected")
 
 
-def _exit_code(error: type[DeltaError] | None) -> int:
+def _exit_code(error: DeltaError | None) -> int:
     """0 without an error; 1 for one DESIGN.md does not name."""
     if error is None:
         return 0
-    return next((code for cls, _, code in _ERRORS if issubclass(error, cls)), 1)
+    return next((code for cls, _, code in _ERRORS if isinstance(error, cls)), 1)
 
 
 def _fail(as_json: bool, error: str, message: str, code: int) -> int:

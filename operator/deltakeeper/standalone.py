@@ -16,16 +16,17 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from deltakeeper import credentials, metrics, status
-from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.targets import resolve, unchanged
-from deltakeeper.watcher import Observation, TableWatcher, Target
+from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime.fleet import Fleet, now_ms
+from deltakeeper.runtime.registry import Entry, Key, Registry
+from deltakeeper.runtime.targets import resolve
+from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.standalone")
 RELOAD_S = 2.0  # how often the folder is checked for changed manifests
@@ -36,17 +37,18 @@ def status_file_for(manifests_dir: str | Path) -> Path:
     return Path(manifests_dir) / STATUS_DIR / "status.json"
 
 
-@dataclass
-class _Table:
-    resource: TableResource
+@dataclass(kw_only=True)
+class TableEntry(Entry):
+    """A manifest's table; its watcher lives as long as the manifest (one loop per run)."""
+
     generation: int
     watcher: TableWatcher
-    loop: Loop = field(default_factory=Loop)
-    polled: int = 0
-    cached: tuple[Any, Target] | None = None
 
 
 class Standalone:
+    """The tables of a folder's manifests in the runtime's registry; the Sink that keeps
+    their statuses for the status file."""
+
     def __init__(
         self,
         folder: Path,
@@ -61,8 +63,8 @@ class Standalone:
         self.metrics = registry
         self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
         self.clock = clock
-        self.fleet = Fleet(registry, self._publish, max_concurrent=max_concurrent, clock=clock)
-        self.tables: dict[tuple[str, str], _Table] = {}
+        self.registry: Registry[TableEntry] = Registry(registry, self, self.target, log)
+        self.fleet = Fleet(registry, self.registry.publish, max_concurrent, clock=clock)
         self.policies: list[PolicyResource] = []
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
         self.statuses: dict[str, dict[str, Any]] = _read_json(status_path).get("tables", {})
@@ -71,6 +73,10 @@ class Standalone:
         self._good: dict[str, list[Any]] = {}  # file -> its last documents that loaded
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
+
+    @property
+    def tables(self) -> dict[Key, TableEntry]:
+        return self.registry.entries
 
     # -- manifests ----------------------------------------------------------------------------
     def reload(self) -> bool:
@@ -107,7 +113,7 @@ class Standalone:
         )
         return True
 
-    def _upsert(self, key: tuple[str, str], resource: TableResource) -> None:
+    def _upsert(self, key: Key, resource: TableResource) -> None:
         known = self.tables.get(key)
         if known is None:
             previous = self.statuses.get(_name(key), {})
@@ -115,7 +121,7 @@ class Standalone:
             generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
             if previous and _spec_of(previous) != resource.spec:
                 generation += 1
-            self.tables[key] = _Table(resource, generation, watcher)
+            self.tables[key] = TableEntry(resource, generation=generation, watcher=watcher)
             self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
             return
         if known.resource.spec != resource.spec or known.resource.labels != resource.labels:
@@ -123,45 +129,42 @@ class Standalone:
             known.generation += 1
             known.resource = resource
             self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
-        known.loop.poke()  # a policy or Secret may have changed too: poll now
+        if known.loop is not None:
+            known.loop.poke()  # a policy or Secret may have changed too: poll now
 
-    def _drop(self, key: tuple[str, str]) -> None:
-        table = self.tables.pop(key)
-        table.loop.stop()
-        self.metrics.forget(*key)
-        self.statuses.pop(_name(key), None)
-        self._dirty = True
+    def _drop(self, key: Key) -> None:
+        self.registry.remove(key)
         log.info("%s/%s: manifest removed; no longer watched (its data is untouched)", *key)
 
-    async def target(self, key: tuple[str, str]) -> Target:
-        table = self.tables[key]
+    async def target(self, key: Key, entry: TableEntry) -> Target:
         # A changed spec replaces the resource and bumps the generation together.
         duplicates = self.duplicates.get(key, ())
-        inputs = (table.resource, self.policies, self.secrets, duplicates)
-        if table.cached is None or not unchanged(table.cached[0], inputs):
-            target = resolve(table.resource, self.policies, self._secret)
-            changes = {"generation": table.generation, "duplicates": duplicates}
-            table.cached = (inputs, Target(**{**target.__dict__, **changes}))
-        return table.cached[1]
+        inputs = (entry.resource, self.policies, self.secrets, duplicates)
+
+        def make() -> Target:
+            target = resolve(entry.resource, self.policies, self._secret)
+            return replace(target, generation=entry.generation, duplicates=duplicates)
+
+        return entry.target(inputs, make)
 
     def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
         return self.secrets.get((namespace, name))
 
-    # -- publishing ---------------------------------------------------------------------------
-    async def _publish(self, target: Target, obs: Observation) -> None:
+    # -- the Sink -----------------------------------------------------------------------------
+    async def write_status(self, entry: TableEntry, target: Target, obs: Observation) -> bool:
         name = _name(target.key)
-        table = self.tables.get(target.key)
-        if table is None:
-            self.metrics.forget(*target.key)  # removed while its poll ran and recorded
-            return
-        table.polled += 1
         old = self.statuses.get(name, {})
         new = status.build(target, obs, old, self.clock())
         self.statuses[name] = {**new, "_spec": old.get("_spec")}
         self._dirty = True
-        for event in obs.events:
-            level = logging.WARNING if event.type == "Warning" else logging.INFO
-            log.log(level, "%s: %s: %s", name, event.reason, event.message)
+        return True
+
+    def post_event(self, entry: TableEntry, event: Event) -> None:
+        pass  # events are in the log only
+
+    def forget(self, key: Key) -> None:
+        self.statuses.pop(_name(key), None)
+        self._dirty = True
 
     def flush(self) -> None:
         if not self._dirty:
@@ -179,10 +182,6 @@ class Standalone:
         os.replace(tmp, self.status_path)
 
     # -- running ------------------------------------------------------------------------------
-    def _start(self, key: tuple[str, str]) -> None:
-        table = self.tables[key]
-        table.loop.start(self.fleet, lambda: self.target(key), table.watcher, _name(key))
-
     async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:
         heartbeat = asyncio.create_task(self.fleet.heartbeat())
         try:
@@ -191,9 +190,9 @@ class Standalone:
             last_summary = 0.0
             while not stop.is_set():
                 self.reload()
-                for key, table in self.tables.items():
-                    if table.loop.task is None:
-                        self._start(key)
+                for key, entry in self.tables.items():
+                    if entry.loop is None:
+                        self.registry.start(key, self.fleet, entry.watcher)
                 self.flush()
                 loop_now = asyncio.get_running_loop().time()
                 if summary_s and loop_now - last_summary >= summary_s:
@@ -204,10 +203,7 @@ class Standalone:
             return 0
         finally:
             heartbeat.cancel()
-            for table in self.tables.values():
-                table.loop.stop()
-            tasks = [t.loop.task for t in self.tables.values() if t.loop.task is not None]
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.registry.stop()
             self.flush()
             await asyncio.to_thread(self.fleet.close)
 
@@ -215,8 +211,8 @@ class Standalone:
         """Poll every table once (maintenance included), write the status, exit 0 when every
         table is Ready and no manifest was rejected."""
         self.reload()
-        for key, table in self.tables.items():
-            await self.fleet.poll_once(await self.target(key), table.watcher)
+        for key, entry in self.tables.items():
+            await self.fleet.poll_once(await self.target(key, entry), entry.watcher)
         self.flush()
         print_summary(self.statuses, self.out, self.rejected)
         ready = all(_ready(s) == "True" for s in self.statuses.values())

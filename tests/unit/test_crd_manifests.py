@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from deltakeeper.maintenance import policy
-from deltakeeper.resources import manifests
+from deltakeeper.resources import manifests, spec
 from deltakeeper.resources.manifests import ManifestError, PolicyResource, TableResource
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_policy_ref_wins_and_several_matches_warn() -> None:
 def test_table_settings_win_over_the_policy_over_defaults() -> None:
     p = _policy("p", {}, logRetention="60d", deletedFileRetention="14d", pollInterval="1m")
     t = _table({}, logRetention="10d", checkpoint={"interval": 5})
-    settings = manifests.settings(t, p)
+    settings = spec.settings(t, p)
     assert settings["log_retention_ms"] == 10 * policy.DAY_MS
     assert settings["deleted_file_retention_ms"] == 14 * policy.DAY_MS
     assert settings["checkpoint_interval"] == 5
@@ -155,6 +155,6 @@ def test_table_settings_win_over_the_policy_over_defaults() -> None:
         "log_retention_ms": "spec",
         "deleted_file_retention_ms": "policy",
     }
-    assert manifests.poll_interval_ms(t, p) == 60_000
-    assert manifests.poll_interval_ms(t, None) == policy.POLL_INTERVAL_MS
-    assert manifests.small_file_bytes(t, None) == policy.SMALL_FILE_BYTES
+    assert spec.poll_interval_ms(t, p) == 60_000
+    assert spec.poll_interval_ms(t, None) == policy.POLL_INTERVAL_MS
+    assert spec.small_file_bytes(t, None) == policy.SMALL_FILE_BYTES

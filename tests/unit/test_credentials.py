@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from deltakeeper import credentials
-from deltakeeper.credentials import MASK, Scrubber, secret_values, storage_options
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.runtime import credentials
+from deltakeeper.runtime.credentials import MASK, Scrubber, secret_values, storage_options
 
 # Distinctive values: SCRUBBER is process-wide, so these are masked in every later test too.
 AWS_SECRET = "credtest-aws-secret-9f3c1e"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.fleet import DEFAULT_POLL_S, JITTER, Fleet
-from deltakeeper.metrics import Metrics
-from deltakeeper.watcher import Observation, TableWatcher, Target
+from deltakeeper.runtime.fleet import DEFAULT_POLL_S, JITTER, Fleet
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
 T = {"namespace": "ns", "table": "t"}

@@ -11,7 +11,7 @@ import pytest
 import urllib3
 
 from deltakeeper.k8s.secrets import Secrets
-from deltakeeper.targets import SecretUnreadable
+from deltakeeper.runtime.targets import SecretUnreadable
 
 
 class Api:

@@ -13,14 +13,14 @@ import kopf
 import pytest
 import urllib3
 
-from deltakeeper.fleet import Loop
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import handlers, peering
 from deltakeeper.k8s.handlers import Tables
-from deltakeeper.metrics import Metrics
 from deltakeeper.resources.manifests import PolicyResource
-from deltakeeper.targets import SecretUnreadable
-from deltakeeper.watcher import Condition, Event, Observation, TableWatcher, Target
+from deltakeeper.runtime.fleet import Loop
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.targets import SecretUnreadable
+from deltakeeper.runtime.watcher import Condition, Event, Observation, TableWatcher, Target
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 

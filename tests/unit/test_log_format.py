@@ -17,7 +17,7 @@ SECRET = "AKIAsecretvalue-1234"
 CHILD = f"""
 import logging, sys
 import kopf
-from deltakeeper import credentials
+from deltakeeper.runtime import credentials
 from deltakeeper.cli import main
 from unittest import mock
 

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deltakeeper import metrics
-from deltakeeper.metrics import Metrics
+from deltakeeper.runtime import metrics
+from deltakeeper.runtime.metrics import Metrics
 
 T = {"namespace": "ns", "table": "t"}
 STATUS = {

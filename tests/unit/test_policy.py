@@ -4,6 +4,7 @@ import pytest
 
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.policy import DAY_MS, PolicyError, effective
+from deltakeeper.resources.spec import from_spec
 
 
 def test_defaults_are_delta_lakes():
@@ -49,7 +50,7 @@ def test_spec_settings_parse_the_manifest_fields():
         "checkpoint": {"interval": 25, "writeChecksum": True},
         "vacuum": {"enabled": False, "allowShortRetention": True},
     }
-    assert policy.from_spec(spec) == {
+    assert from_spec(spec) == {
         "log_retention_ms": 14 * DAY_MS,
         "deleted_file_retention_ms": 12 * 3_600_000,
         "checkpoint_interval": 25,
@@ -57,7 +58,7 @@ def test_spec_settings_parse_the_manifest_fields():
         "vacuum_enabled": False,
         "allow_short_retention": True,
     }
-    assert policy.from_spec({}) == {}
+    assert from_spec({}) == {}
 
 
 @pytest.mark.parametrize(
@@ -71,12 +72,12 @@ def test_spec_settings_parse_the_manifest_fields():
 )
 def test_bad_spec_settings_name_the_field(spec, message):
     with pytest.raises(PolicyError, match=re.escape(message)):
-        policy.from_spec(spec)
+        from_spec(spec)
 
 
 def test_table_spec_wins_over_policy_then_defaults():
-    table_spec = policy.from_spec({"logRetention": "60d"})
-    policy_spec = policy.from_spec({"logRetention": "90d", "deletedFileRetention": "14d"})
+    table_spec = from_spec({"logRetention": "60d"})
+    policy_spec = from_spec({"logRetention": "90d", "deletedFileRetention": "14d"})
     flags = {"log_retention_ms": None, "checkpoint_interval": 5}
     p = effective({}, **policy.layered(flags, table_spec, policy_spec))
     assert p.log_retention_ms == 60 * DAY_MS
@@ -87,7 +88,7 @@ def test_table_spec_wins_over_policy_then_defaults():
 
 def test_table_properties_stay_a_floor_under_layered_settings():
     conf = {"delta.deletedFileRetentionDuration": "interval 30 days"}
-    p = effective(conf, **policy.layered(policy.from_spec({"deletedFileRetention": "7d"})))
+    p = effective(conf, **policy.layered(from_spec({"deletedFileRetention": "7d"})))
     assert p.deleted_file_retention_ms == 30 * DAY_MS
 
 
@@ -113,8 +114,8 @@ def test_the_tables_own_retention_is_used_when_nothing_explicit_is_set():
 
 def test_retention_sources_say_which_layer_won():
     conf = {"delta.logRetentionDuration": "interval 10 days"}
-    table_spec = policy.from_spec({"logRetention": "5d"})
-    policy_spec = policy.from_spec({"logRetention": "20d", "deletedFileRetention": "14d"})
+    table_spec = from_spec({"logRetention": "5d"})
+    policy_spec = from_spec({"logRetention": "20d", "deletedFileRetention": "14d"})
     settings = policy.layered(table_spec, policy_spec)
     sources = policy.sources_of(spec=table_spec, policy=policy_spec)
     p = effective(conf, **settings, sources=sources)

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from deltakeeper import credentials, metrics
 from deltakeeper.cli import main
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.fleet import Fleet
 from deltakeeper.maintenance import schedule
 from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
-from deltakeeper.watcher import Problem, TableWatcher, Target
+from deltakeeper.runtime import credentials, metrics
+from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.watcher import Problem, TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
 NOW = 1_800_000_000_000

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from deltakeeper import credentials
 from deltakeeper.cli import main
 from deltakeeper.delta.table import open_table
 from deltakeeper.resources.manifests import TableResource
-from deltakeeper.targets import resolve
-from deltakeeper.watcher import CONDITIONS, Observation, Problem, TableWatcher, Target
+from deltakeeper.runtime import credentials
+from deltakeeper.runtime.targets import resolve
+from deltakeeper.runtime.watcher import CONDITIONS, Observation, Problem, TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
 ALL = ("checkpoint", "cleanup", "vacuum")

@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from deltakeeper.resources.crd import GROUP, VERSION
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.targets import SecretUnreadable
+from deltakeeper.runtime.targets import SecretUnreadable
 
 TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"
 # Every call here has a deadline (connect, read): a hung API server must not hold a thread,

@@ -25,18 +25,18 @@ from typing import Any
 
 import kopf
 
-from deltakeeper import credentials, metrics, status
-from deltakeeper.fleet import Fleet, Loop, now_ms
 from deltakeeper.k8s import api, peering, secrets
-from deltakeeper.resources.manifests import TableResource, select_policy
-from deltakeeper.targets import SecretUnreadable, resolve, secret_name, unchanged
-from deltakeeper.watcher import Event, Observation, TableWatcher, Target
+from deltakeeper.resources.manifests import select_policy
+from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime.fleet import Fleet, now_ms
+from deltakeeper.runtime.registry import Entry, Key, Registry
+from deltakeeper.runtime.targets import SecretUnreadable, resolve, secret_name
+from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
 PEERING = "deltakeeper"
 PEERING_CHECK_S = 3.0
 WRITE_BACKOFF_S = 10.0  # after a status write failed
-Key = tuple[str, str]
 
 
 @dataclass
@@ -61,25 +61,22 @@ class Options:
     )
 
 
-OPTIONS = Options()
-
-
-@dataclass
-class _Entry:
+@dataclass(kw_only=True)
+class TableEntry(Entry):
     """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
 
-    resource: TableResource
     ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
-    last_maintenance: Any  # the status's, so a new loop keeps the schedules
-    loop: Loop | None = None
-    cached: tuple[Any, Target] | None = None
+    last_maintenance: Any = None  # the status's, so a new loop keeps the schedules
 
 
 class Tables:
+    """The DeltaTables of watch events in the runtime's registry, looping while this replica
+    acts; the Sink that writes their status subresource and posts Kubernetes Events."""
+
     def __init__(self, memo: kopf.Memo) -> None:
         self.memo = memo
-        self.entries: dict[Key, _Entry] = {}
-        self.acting = False
+        self.registry: Registry[TableEntry] = Registry(memo.metrics, self, self.target, log)
+        self.registry.publishing = False  # until peering says this replica acts
         self.policies: Any = {}  # kopf's live index of policies, by namespace
         self.written: dict[Key, tuple[dict[str, Any], int]] = {}
         self.writes_failing = False
@@ -88,6 +85,14 @@ class Tables:
         # kopf.event needs context variables kopf sets only while it handles an object: loops
         # started outside a handler (on a peering change) run in a copy of a handler's context.
         self.context: contextvars.Context | None = None
+
+    @property
+    def entries(self) -> dict[Key, TableEntry]:
+        return self.registry.entries
+
+    @property
+    def acting(self) -> bool:
+        return self.registry.publishing
 
     # -- fed by watch events --------------------------------------------------------------------
     def upsert(self, body: kopf.Body) -> None:
@@ -107,37 +112,24 @@ class Tables:
             self.remove(key)
         ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
         ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
-        self.entries[key] = _Entry(api.table_resource(body), kopf.Body(ref), last)
+        resource = api.table_resource(body)
+        self.entries[key] = TableEntry(resource, ref=kopf.Body(ref), last_maintenance=last)
         if self.acting:
             self._start(key)
 
     def remove(self, key: Key) -> None:
-        entry = self.entries.pop(key, None)
-        if entry is not None and entry.loop is not None:
-            entry.loop.stop()
-        self.memo.metrics.forget(*key)
-        self.written.pop(key, None)
+        self.registry.remove(key)
 
     # -- the loops --------------------------------------------------------------------------------
     def _start(self, key: Key) -> None:
         entry = self.entries[key]
-        previous = entry.loop.task if entry.loop is not None else None
         watcher = TableWatcher(
             now_ms(), status.last_maintenance({"lastMaintenance": entry.last_maintenance})
         )
-        entry.loop = Loop()
-        entry.loop.start(
-            self.memo.fleet,
-            lambda: self.target(key, entry),
-            watcher,
-            f"{key[0]}/{key[1]}",
-            previous,
-            self.context.copy() if self.context is not None else None,
-        )
+        context = self.context.copy() if self.context is not None else None
+        self.registry.start(key, self.memo.fleet, watcher, context)
 
-    async def target(self, key: Key, entry: _Entry) -> Target:
-        # Resolved again only when an input changed, which keeps a quiet table's poll cheap
-        # (and lets the watcher take its quiet path).
+    async def target(self, key: Key, entry: TableEntry) -> Target:
         local = list(self.policies.get(key[0], []))
         ref = secret_name(entry.resource)
         secret: Any = None
@@ -153,35 +145,32 @@ class Tables:
             return secret
 
         inputs = (entry.resource, secret, *local)
-        if entry.cached is None or not unchanged(entry.cached[0], inputs):
-            entry.cached = (inputs, resolve(entry.resource, local, read))
-        return entry.cached[1]
+        return entry.target(inputs, lambda: resolve(entry.resource, local, read))
 
     def set_acting(self, acting: bool) -> None:
         if acting == self.acting:
             return
-        self.acting = acting
+        self.registry.publishing = acting
         if acting:
             log.info("acting for %d tables (no peer outranks this replica)", len(self.entries))
             for key in self.entries:
                 self._start(key)
             return
         log.info("pausing: another replica acts; %d tables left to it", len(self.entries))
-        for key, entry in self.entries.items():
-            if entry.loop is not None:
-                entry.loop.stop()
+        for key in self.entries:
             # Two replicas must not both export a table; statuses are written afresh later.
-            self.memo.metrics.forget(*key)
+            self.registry.stop_loop(key)
         self.written.clear()
 
     async def follow_peering(self, every_s: float = PEERING_CHECK_S) -> None:
+        options: Options = self.memo.options
         failing = False
         while True:
             try:
                 found = await asyncio.to_thread(
-                    peering.read, self.memo.api, PEERING, OPTIONS.namespaces
+                    peering.read, self.memo.api, PEERING, options.namespaces
                 )
-                self.set_acting(peering.acting(found, OPTIONS.priority, datetime.now(UTC)))
+                self.set_acting(peering.acting(found, options.priority, datetime.now(UTC)))
                 failing = False
             except Exception as e:  # the API server is away: nobody can take over meanwhile
                 if not failing:  # said once, not every 3 s
@@ -194,16 +183,28 @@ class Tables:
             await asyncio.sleep(every_s)
 
     async def stop(self) -> None:
-        for entry in self.entries.values():
-            if entry.loop is not None:
-                entry.loop.stop()
-        tasks = [e.loop.task for e in self.entries.values() if e.loop and e.loop.task]
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.registry.stop()
 
-    # -- publishing -------------------------------------------------------------------------------
+    async def publish(self, target: Target, obs: Observation) -> None:
+        await self.registry.publish(target, obs)
+
+    # -- the Sink ---------------------------------------------------------------------------------
+    async def write_status(self, entry: TableEntry, target: Target, obs: Observation) -> bool:
+        """Written now or at a later poll (the API server away or refusing: maintenance goes
+        on); False only when the DeltaTable is gone."""
+        key = target.key
+        now = now_ms()
+        old, at = self.written.get(key, (None, 0))
+        new = status.build(target, obs, old, now)
+        if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
+            return True
+        there = await self._write_status(target, new)
+        if there:
+            self.written[key] = (new, now)
+        return there is not False
+
     async def _write_status(self, target: Target, new: dict[str, Any]) -> bool | None:
-        """True: written; False: the DeltaTable is gone; None: not now (the API server is away
-        or refused). Maintenance goes on either way; the status is written at a later poll."""
+        """True: written; False: the DeltaTable is gone; None: not now."""
         try:
             there = await asyncio.to_thread(
                 api.write_status, self.memo.api, target.namespace, target.name, new
@@ -224,44 +225,30 @@ class Tables:
             self.writes_failing = False
         return there
 
-    async def publish(self, target: Target, obs: Observation) -> None:
-        key = target.key
-        entry = self.entries.get(key)
-        if entry is None or not self.acting:
-            self.memo.metrics.forget(*key)  # removed, or paused, while its poll ran
-            return
-        now = now_ms()
-        old, at = self.written.get(key, (None, 0))
-        new = status.build(target, obs, old, now)
-        if status.worth_writing(old, new, now, at) and time.monotonic() >= self.writes_resume:
-            there = await self._write_status(target, new)
-            if there is False:  # deleted while this replica was paused (no event came)
-                self.remove(key)
-                return
-            if there:
-                self.written[key] = (new, now)
-        for event in obs.events:
-            self._post(entry.ref, event)
-            level = logging.WARNING if event.type == "Warning" else logging.INFO
-            log.log(level, "%s/%s: %s: %s", *key, event.reason, event.message)
-
-    def _post(self, ref: kopf.Body, event: Event) -> None:
+    def post_event(self, entry: TableEntry, event: Event) -> None:
         """A Kubernetes Event, queued to kopf's poster; it is also in the log, so one that
         cannot be queued is not worth failing the poll for."""
         try:
-            kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1000])
+            kopf.event(
+                entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
+            )
             self.events_failing = False
         except Exception as e:
             if not self.events_failing:
                 log.warning("cannot post Kubernetes Events (%s); see the log", type(e).__name__)
             self.events_failing = True
 
+    def forget(self, key: Key) -> None:
+        self.written.pop(key, None)
+
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # `deltakeeper operator` passes its options in the memo; `kopf run` reads the environment.
+    options: Options = memo.setdefault("options", Options())
     credentials.install_log_scrubbing()
     settings.peering.name = PEERING
-    settings.peering.priority = OPTIONS.priority
+    settings.peering.priority = options.priority
     settings.peering.stealth = True
     # kopf turns handler log lines into Events from this level; ours are posted explicitly.
     settings.posting.level = logging.ERROR
@@ -280,19 +267,19 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         # every DeltaTable event, thousands a minute; its warnings and errors still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     memo.api = await asyncio.to_thread(api.api_client)
-    await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, OPTIONS.namespaces)
+    await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, options.namespaces)
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
     memo.tables = Tables(memo)
-    memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=OPTIONS.max_concurrent)
+    memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=options.max_concurrent)
     memo.background = [
         asyncio.create_task(memo.fleet.heartbeat()),
         asyncio.create_task(memo.tables.follow_peering()),
     ]
     memo.server = metrics.serve(
-        memo.metrics, OPTIONS.metrics_port, OPTIONS.metrics_bind_address, memo.fleet.healthy
+        memo.metrics, options.metrics_port, options.metrics_bind_address, memo.fleet.healthy
     )
-    log.info("metrics: %s, peering priority %d", metrics.url(memo.server), OPTIONS.priority)
+    log.info("metrics: %s, peering priority %d", metrics.url(memo.server), options.priority)
 
 
 @kopf.on.cleanup()

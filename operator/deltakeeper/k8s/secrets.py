@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import urllib3
 
-from deltakeeper.targets import SecretUnreadable
+from deltakeeper.runtime.targets import SecretUnreadable
 
 log = logging.getLogger("deltakeeper.operator")
 Key = tuple[str, str]

@@ -15,11 +15,13 @@ from typing import Any
 
 from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import (
+    CheckpointResult,
     CheckpointSource,
     checkpoint_source,
     load_for_checkpoint,
     write_source,
 )
+from deltakeeper.delta.crc import CrcResult
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance.planner import Plan, Step
@@ -56,8 +58,12 @@ class Outcome:
     deleted_bytes: int = 0
     checkpoint_version: int | None = None
     files: list[str] = field(default_factory=list)  # what a dry run would write or delete
-    error: type[DeltaError] | None = None  # what failed or refused the step, by kind
     repaired: list[int] = field(default_factory=list)  # checkpoint: damaged versions rewritten
+    # In full, for a front-end that reports more than the counts (the CLI); not in to_json.
+    error: DeltaError | None = field(default=None, repr=False)  # why it failed or was refused
+    written: CheckpointResult | None = field(default=None, repr=False)  # checkpoint
+    checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
+    deleted_folders: int = 0  # vacuum
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,7 +126,7 @@ def _timed(
     try:
         outcome = runners[step.operation](table, plan, step, dry_run, progress)
     except DeltaError as e:
-        outcome = Outcome(step.operation, Result.FAILED, str(e), error=type(e))
+        outcome = Outcome(step.operation, Result.FAILED, str(e), error=e)
     outcome.seconds = time.monotonic() - started
     return outcome
 
@@ -168,11 +174,7 @@ def _repair(table: Table, plan: Plan, version: int, dry_run: bool) -> Outcome:
 
 def _regular_checkpoint(table: Table, plan: Plan, step: Step, dry_run: bool) -> Outcome:
     pol = plan.policy
-    # The checksum needs every file; otherwise the newest checkpoint is streamed when it can be.
-    if pol.write_checksum:
-        source = CheckpointSource(table, load_for_checkpoint(table, plan.version))
-    else:
-        source = checkpoint_source(table, plan.version)
+    source = _source(table, plan, step)
     result = write_source(
         table,
         source,
@@ -190,8 +192,10 @@ def _regular_checkpoint(table: Table, plan: Plan, step: Step, dry_run: bool) -> 
     if not dry_run and not result.last_checkpoint_moved:
         message += "; _last_checkpoint already pointed at a newer checkpoint"
     written = list(result.keys)
-    if pol.write_checksum:
-        checksum = crc.write_crc(table, source.snapshot, dry_run)
+    checksum = None
+    if pol.write_checksum:  # needs every file: loaded when the source did not
+        snap = source.snapshot if source.full else load_for_checkpoint(table, plan.version)
+        checksum = crc.write_crc(table, snap, dry_run)
         if checksum.written or (dry_run and not checksum.existed):
             written.append(checksum.key)
         state = "written" if checksum.written else "would be written" if dry_run else ""
@@ -202,7 +206,19 @@ def _regular_checkpoint(table: Table, plan: Plan, step: Step, dry_run: bool) -> 
         message,
         checkpoint_version=result.version,
         files=written if dry_run else [],
+        written=result,
+        checksum=checksum,
     )
+
+
+def _source(table: Table, plan: Plan, step: Step) -> CheckpointSource:
+    """The step's own source, else: every file when the checksum needs them all, otherwise
+    the newest checkpoint streamed when it can be."""
+    if step.source is not None:
+        return step.source
+    if plan.policy.write_checksum:
+        return CheckpointSource(table, load_for_checkpoint(table, plan.version))
+    return checkpoint_source(table, plan.version)
 
 
 def _cleanup(
@@ -225,6 +241,7 @@ def _vacuum(
     deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
     folders = 0 if dry_run else vacuum.remove_empty_folders(table, detail)
     outcome = _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    outcome.deleted_folders = folders
     if detail.folders:
         outcome.message += (
             f"; {'would remove' if dry_run else 'removed'} "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deltakeeper.delta import cleanup, features, vacuum
+from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
@@ -33,7 +34,7 @@ class Step:
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
     detail: cleanup.CleanupPlan | vacuum.VacuumPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
-    error: type[DeltaError] | None = None  # for a refusal: the kind of error behind it
+    error: DeltaError | None = field(default=None, repr=False)  # for a refusal: its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
     # checkpoint: damaged checkpoints to rewrite first (classic-named, one file each)
     repair: tuple[int, ...] = ()
@@ -41,6 +42,9 @@ class Step:
     # cleanup after a checkpoint this run writes: `detail` counts that checkpoint as written (a
     # dry run shows it so); a real run plans again with `replan()` once it is there.
     replan: Callable[[], cleanup.CleanupPlan] | None = field(default=None, repr=False)
+    # checkpoint: the source a front-end opened already (to read the table's policy); else the
+    # executor opens one.
+    source: CheckpointSource | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -110,6 +114,36 @@ def plan(
         else:
             result.steps.append(_vacuum(table, snap, policy, now_ms))
     return result
+
+
+def forced(
+    table: Table,
+    snap: Snapshot,
+    policy: Policy,
+    now_ms: int,
+    operation: str,
+    *,
+    classic: bool = False,
+    source: CheckpointSource | None = None,
+) -> Plan:
+    """A Plan of the one `operation`, run whatever the interval or schedule says: what the
+    `checkpoint`, `cleanup` and `vacuum` commands run. A table or retention delta/ refuses
+    raises here, as there is nothing else to plan."""
+    result = Plan(table.uri, snap.version, now_ms, policy)
+    if operation == "checkpoint":
+        step = Step("checkpoint", True, "asked for", classic_v2=classic, source=source)
+    elif operation == "cleanup":
+        step = _cleanup_disabled(policy) or _forced_cleanup(table, snap, policy, now_ms)
+    else:
+        detail = _plan_vacuum(table, snap, policy, now_ms)
+        step = Step("vacuum", True, "asked for", detail)
+    result.steps.append(step)
+    return result
+
+
+def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+    return Step("cleanup", True, "asked for", detail)
 
 
 def commits_since_checkpoint(snap: Snapshot) -> int:
@@ -186,9 +220,9 @@ def _cleanup(
 ) -> Step:
     """Cleanup as it will be once the due checkpoint (if any) is written: a checkpoint written
     in this run lets this run's cleanup drop the commits before it."""
-    if not policy.expired_log_cleanup:
-        reason = "disabled by the table property delta.enableExpiredLogCleanup"
-        return Step("cleanup", False, reason)
+    disabled = _cleanup_disabled(policy)
+    if disabled is not None:
+        return disabled
 
     def planned() -> cleanup.CleanupPlan:
         return cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
@@ -203,15 +237,25 @@ def _cleanup(
     return Step("cleanup", True, reason + using, detail, replan=replan)
 
 
+def _cleanup_disabled(policy: Policy) -> Step | None:
+    if policy.expired_log_cleanup:
+        return None
+    return Step("cleanup", False, "disabled by the table property delta.enableExpiredLogCleanup")
+
+
+def _plan_vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> vacuum.VacuumPlan:
+    return vacuum.plan_table_vacuum(
+        table, snap, policy.deleted_file_retention_ms, now_ms, policy.allow_short_retention
+    )
+
+
 def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
     if not policy.vacuum_enabled:
         return Step("vacuum", False, "disabled by the policy (vacuum.enabled: false)")
     try:
-        detail = vacuum.plan_table_vacuum(
-            table, snap, policy.deleted_file_retention_ms, now_ms, policy.allow_short_retention
-        )
+        detail = _plan_vacuum(table, snap, policy, now_ms)
     except (InvalidInputError, UnsupportedProtocolError) as e:
-        return Step("vacuum", False, str(e), refused=True, error=type(e))
+        return Step("vacuum", False, str(e), refused=True, error=e)
     if not detail.delete:
         return Step("vacuum", False, "no unreferenced data files past the retention", detail)
     reason = f"{detail.files} unreferenced data files ({format_bytes(detail.bytes)})"

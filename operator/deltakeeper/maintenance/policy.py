@@ -23,7 +23,6 @@ from deltakeeper.delta.properties import (
     PropertyError,
     TableProperties,
 )
-from deltakeeper.units import parse_duration_ms
 
 # Files below this size count as "small" in status, metrics and `inspect`.
 SMALL_FILE_BYTES = 32 * 2**20
@@ -102,31 +101,6 @@ SETTINGS = (
 )
 
 
-def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings a DeltaTable or DeltaMaintenancePolicy spec sets, parsed and checked."""
-    out: dict[str, Any] = {}
-    for field, key in (
-        ("log_retention_ms", "logRetention"),
-        ("deleted_file_retention_ms", "deletedFileRetention"),
-    ):
-        if spec.get(key) is not None:
-            out[field] = _duration(key, spec[key])
-    checkpoint = spec.get("checkpoint") or {}
-    if checkpoint.get("interval") is not None:
-        out["checkpoint_interval"] = _positive("checkpoint.interval", checkpoint["interval"])
-    if checkpoint.get("partSize") is not None:
-        out["checkpoint_part_size"] = _positive("checkpoint.partSize", checkpoint["partSize"])
-    if checkpoint.get("writeChecksum") is not None:
-        out["write_checksum"] = _bool("checkpoint.writeChecksum", checkpoint["writeChecksum"])
-    vacuum = spec.get("vacuum") or {}
-    if vacuum.get("enabled") is not None:
-        out["vacuum_enabled"] = _bool("vacuum.enabled", vacuum["enabled"])
-    short = vacuum.get("allowShortRetention", spec.get("allowShortRetention"))
-    if short is not None:
-        out["allow_short_retention"] = _bool("allowShortRetention", short)
-    return out
-
-
 def layered(*layers: Mapping[str, Any]) -> dict[str, Any]:
     """Settings from the most specific layer first (flags, table spec, policy): first set wins."""
     out: dict[str, Any] = {}
@@ -148,22 +122,9 @@ def sources_of(**layers: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _duration(key: str, value: Any) -> int:
-    try:
-        return parse_duration_ms(str(value))
-    except ValueError as e:
-        raise PolicyError(f"{key}: {e}") from e
-
-
-def _positive(key: str, value: Any) -> int:
+def positive(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise PolicyError(f"{key}: expected a whole number above 0, got {value!r}")
-    return value
-
-
-def _bool(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise PolicyError(f"{key}: expected true or false, got {value!r}")
     return value
 
 

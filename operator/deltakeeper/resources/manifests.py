@@ -18,9 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from deltakeeper.maintenance import policy as defaults
 from deltakeeper.resources import crd
-from deltakeeper.units import parse_duration_ms, parse_size
 
 API_VERSION = crd.API_VERSION
 _HINTS = {
@@ -317,34 +315,3 @@ def select_policy(
         names = ", ".join(p.name for p in chosen)
         return chosen[0], f"several policies select this table ({names}); {chosen[0].name} applies"
     return (chosen[0] if chosen else None), None
-
-
-def _layers(table: TableResource, policy: PolicyResource | None) -> list[Mapping[str, Any]]:
-    return [table.spec, policy.spec if policy else {}]
-
-
-def settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
-    """The table's explicit settings over its policy's (DESIGN.md's precedence); Delta's
-    defaults fill the rest in policy.effective."""
-    spec = defaults.from_spec(table.spec)
-    chosen = defaults.from_spec(policy.spec) if policy else {}
-    out = defaults.layered(spec, chosen)
-    out["sources"] = defaults.sources_of(spec=spec, policy=chosen)
-    return out
-
-
-def _first(table: TableResource, policy: PolicyResource | None, key: str) -> Any:
-    return next((layer[key] for layer in _layers(table, policy) if layer.get(key)), None)
-
-
-def poll_interval_ms(table: TableResource, policy: PolicyResource | None) -> int:
-    value = _first(table, policy, "pollInterval")
-    ms = parse_duration_ms(value) if value else defaults.POLL_INTERVAL_MS
-    if ms <= 0:
-        raise ValueError(f"pollInterval {value!r} must be more than 0s")
-    return ms
-
-
-def small_file_bytes(table: TableResource, policy: PolicyResource | None) -> int:
-    value = _first(table, policy, "smallFileSize")
-    return parse_size(value) if value else defaults.SMALL_FILE_BYTES

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from deltakeeper.credentials import SCRUBBER
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import (
     CorruptLogError,
@@ -32,7 +31,14 @@ from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.executor import Result
-from deltakeeper.maintenance.policy import Policy, PolicyError, effective
+from deltakeeper.maintenance.policy import (
+    POLL_INTERVAL_MS,
+    SMALL_FILE_BYTES,
+    Policy,
+    PolicyError,
+    effective,
+)
+from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.units import format_bytes
 
 log = logging.getLogger("deltakeeper.watcher")
@@ -59,8 +65,8 @@ class Target:
     generation: int = 1
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     settings: Mapping[str, Any] = field(default_factory=dict)  # policy.SETTINGS, layered
-    small_file_bytes: int = 32 * 2**20
-    poll_interval_s: float = 30.0
+    small_file_bytes: int = SMALL_FILE_BYTES
+    poll_interval_s: float = POLL_INTERVAL_MS / 1000
     suspend: bool = False
     vacuum_schedule: str | None = None
     vacuum_dry_run: bool = False
@@ -223,7 +229,7 @@ class TableWatcher:
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
             return [executor.Outcome(op, Result.FAILED, message) for op in ops]
         if plan.refusal:
-            refused = UnsupportedProtocolError
+            refused = UnsupportedProtocolError(plan.refusal)
             return [executor.Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
         dry = [s for s in plan.steps if s.operation == "vacuum" and target.vacuum_dry_run]
         wet = [s for s in plan.steps if s not in dry]

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from deltakeeper import credentials
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance.policy import PolicyError
-from deltakeeper.maintenance.schedule import check_cron
 from deltakeeper.resources import manifests
+from deltakeeper.resources import spec as spec_settings
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.watcher import Problem, Target
+from deltakeeper.runtime import credentials
+from deltakeeper.runtime.watcher import Problem, Target
 
 # (namespace, name) -> the Secret's decoded data, or None when there is no such Secret.
 ReadSecret = Callable[[str, str], Mapping[str, str] | None]
@@ -66,7 +66,7 @@ def resolve(
     base["policy_name"] = policy.name if policy else None
     base["warnings"] = (warning,) if warning else ()
     try:
-        base.update(_settings(table, policy))
+        base.update(spec_settings.watch_settings(table, policy))
     except (PolicyError, ValueError) as e:
         return Target(**base, problem=Problem("InvalidSpec", str(e)))
     try:
@@ -74,23 +74,6 @@ def resolve(
     except _Refused as e:
         return Target(**base, problem=e.problem)
     return Target(**base)
-
-
-def _settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
-    vacuum = {
-        **((policy.spec if policy else {}).get("vacuum") or {}),
-        **(table.spec.get("vacuum") or {}),
-    }
-    schedule = vacuum.get("schedule")
-    if schedule:
-        check_cron(schedule)
-    return {
-        "settings": manifests.settings(table, policy),
-        "poll_interval_s": manifests.poll_interval_ms(table, policy) / 1000,
-        "small_file_bytes": manifests.small_file_bytes(table, policy),
-        "vacuum_schedule": schedule or None,
-        "vacuum_dry_run": bool(vacuum.get("dryRun", False)),
-    }
 
 
 class _Refused(Exception):

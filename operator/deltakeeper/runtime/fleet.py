@@ -20,8 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from deltakeeper.maintenance.executor import Result
-from deltakeeper.metrics import Metrics
-from deltakeeper.watcher import Observation, TableWatcher, Target
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.fleet")
 T = TypeVar("T")
@@ -32,7 +33,7 @@ Current = Callable[[], Awaitable[Target]]
 # Sleeps up to the given seconds; True when the loop must stop.
 Sleep = Callable[[float], Awaitable[bool]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
-DEFAULT_POLL_S = 30.0  # until a Target says otherwise
+DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 _KINDS = {"cleanup": "log", "vacuum": "data"}
 
 

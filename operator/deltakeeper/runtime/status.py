@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from deltakeeper.watcher import Observation, Target
+from deltakeeper.runtime.watcher import Observation, Target
 
 # Written every poll, but not worth a write by itself (10,000 tables at 30 s would be 333/s).
 VOLATILE = ("lastPoll",)

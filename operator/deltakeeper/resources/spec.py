@@ -1,0 +1,101 @@
+"""Every rule from a DeltaTable or DeltaMaintenancePolicy spec to settings, in one place.
+
+The table's spec wins over its policy's (DESIGN.md's precedence); what neither sets is left
+out here and filled in with Delta's defaults by maintenance/policy.py, where defaults live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from deltakeeper.maintenance import policy as defaults
+from deltakeeper.maintenance.policy import PolicyError, positive
+from deltakeeper.maintenance.schedule import check_cron
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.units import parse_duration_ms, parse_size
+
+
+def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings (policy.SETTINGS) a DeltaTable or DeltaMaintenancePolicy spec sets, parsed
+    and checked."""
+    out: dict[str, Any] = {}
+    for field, key in (
+        ("log_retention_ms", "logRetention"),
+        ("deleted_file_retention_ms", "deletedFileRetention"),
+    ):
+        if spec.get(key) is not None:
+            out[field] = _duration(key, spec[key])
+    checkpoint = spec.get("checkpoint") or {}
+    if checkpoint.get("interval") is not None:
+        out["checkpoint_interval"] = positive("checkpoint.interval", checkpoint["interval"])
+    if checkpoint.get("partSize") is not None:
+        out["checkpoint_part_size"] = positive("checkpoint.partSize", checkpoint["partSize"])
+    if checkpoint.get("writeChecksum") is not None:
+        out["write_checksum"] = _bool("checkpoint.writeChecksum", checkpoint["writeChecksum"])
+    vacuum = spec.get("vacuum") or {}
+    if vacuum.get("enabled") is not None:
+        out["vacuum_enabled"] = _bool("vacuum.enabled", vacuum["enabled"])
+    short = vacuum.get("allowShortRetention", spec.get("allowShortRetention"))
+    if short is not None:
+        out["allow_short_retention"] = _bool("allowShortRetention", short)
+    return out
+
+
+def settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
+    """The table's explicit settings over its policy's; Delta's defaults fill the rest in
+    policy.effective."""
+    spec = from_spec(table.spec)
+    chosen = from_spec(policy.spec) if policy else {}
+    out = defaults.layered(spec, chosen)
+    out["sources"] = defaults.sources_of(spec=spec, policy=chosen)
+    return out
+
+
+def poll_interval_ms(table: TableResource, policy: PolicyResource | None) -> int:
+    value = _first(table, policy, "pollInterval")
+    ms = parse_duration_ms(value) if value else defaults.POLL_INTERVAL_MS
+    if ms <= 0:
+        raise ValueError(f"pollInterval {value!r} must be more than 0s")
+    return ms
+
+
+def small_file_bytes(table: TableResource, policy: PolicyResource | None) -> int:
+    value = _first(table, policy, "smallFileSize")
+    return parse_size(value) if value else defaults.SMALL_FILE_BYTES
+
+
+def watch_settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
+    """The settings of a watched table, as the fields of runtime's Target."""
+    vacuum = {
+        **((policy.spec if policy else {}).get("vacuum") or {}),
+        **(table.spec.get("vacuum") or {}),
+    }
+    schedule = vacuum.get("schedule")
+    if schedule:
+        check_cron(schedule)
+    return {
+        "settings": settings(table, policy),
+        "poll_interval_s": poll_interval_ms(table, policy) / 1000,
+        "small_file_bytes": small_file_bytes(table, policy),
+        "vacuum_schedule": schedule or None,
+        "vacuum_dry_run": bool(vacuum.get("dryRun", False)),
+    }
+
+
+def _first(table: TableResource, policy: PolicyResource | None, key: str) -> Any:
+    layers = [table.spec, policy.spec if policy else {}]
+    return next((layer[key] for layer in layers if layer.get(key)), None)
+
+
+def _duration(key: str, value: Any) -> int:
+    try:
+        return parse_duration_ms(str(value))
+    except ValueError as e:
+        raise PolicyError(f"{key}: {e}") from e
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise PolicyError(f"{key}: expected true or false, got {value!r}")
+    return value
