@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta.features import Protocol, unsupported_reader, unsupported_writer
 from deltakeeper.delta.log import LogSegment
+from deltakeeper.delta.properties import TableProperties
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,9 @@ class Metadata:
             raw=a,
         )
 
-    def flag(self, key: str) -> bool:
-        return self.configuration.get(key, "").strip().lower() == "true"
+    @property
+    def properties(self) -> TableProperties:
+        return TableProperties(self.configuration)
 
     def action(self) -> dict[str, Any]:
         """The metaData action with every field, defaults filled in (what writers write back)."""
@@ -80,7 +82,7 @@ class FileActions:
 
 
 def in_commit_timestamps(protocol: Protocol, metadata: Metadata) -> bool:
-    return protocol.has("inCommitTimestamp") and metadata.flag("delta.enableInCommitTimestamps")
+    return protocol.has("inCommitTimestamp") and metadata.properties.in_commit_timestamps
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ stats, layouts (the files), last (`_last_checkpoint`), prefetch.
 """
 
 from deltakeeper.delta.checkpoint.content import Content, HeaderRow, snapshot_content
-from deltakeeper.delta.checkpoint.layouts import CLASSIC, MULTIPART, V2
+from deltakeeper.delta.checkpoint.layouts import Layout
 from deltakeeper.delta.checkpoint.sources import (
     CheckpointSource,
     checkpoint_source,
@@ -37,13 +37,11 @@ from deltakeeper.delta.checkpoint.write import (
 )
 
 __all__ = [
-    "CLASSIC",
-    "MULTIPART",
-    "V2",
     "CheckpointResult",
     "CheckpointSource",
     "Content",
     "HeaderRow",
+    "Layout",
     "StatsColumns",
     "checkpoint_source",
     "checkpoint_table",

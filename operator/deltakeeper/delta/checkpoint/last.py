@@ -6,14 +6,14 @@ from typing import Any
 
 from deltakeeper.delta import last_checkpoint, paths
 from deltakeeper.delta.checkpoint.content import Content, HeaderRow
-from deltakeeper.delta.checkpoint.layouts import MULTIPART, V2, Writer, sidecar_row
+from deltakeeper.delta.checkpoint.layouts import Layout, Writer, sidecar_row
 from deltakeeper.delta.table import Table
 
 LAST_CHECKPOINT_LIST_LIMIT = 30  # Delta Spark's limit for lists embedded in _last_checkpoint
 
 
 def move_last_checkpoint(
-    table: Table, version: int, writer: Writer, content: Content, layout: str
+    table: Table, version: int, writer: Writer, content: Content, layout: Layout
 ) -> bool:
     current = table.read_hint().checkpoint
     if current is not None and current.version > version and _exists(table, current.version):
@@ -21,11 +21,11 @@ def move_last_checkpoint(
     fields: dict[str, Any] = {
         "version": version,
         "size": writer.rows,
-        "parts": len(writer.files) if layout == MULTIPART else None,
+        "parts": len(writer.files) if layout is Layout.MULTIPART else None,
         "sizeInBytes": writer.size_bytes,
         "numOfAddFiles": content.num_adds,
     }
-    if layout == V2:
+    if layout is Layout.V2:
         fields["v2Checkpoint"] = _v2_info(writer, content.header)
     body = last_checkpoint.serialize(fields)
     table.storage.overwrite(f"{paths.LOG_DIR}/{paths.LAST_CHECKPOINT}", body)

@@ -3,6 +3,7 @@ memory, put, and read back to verify."""
 
 from __future__ import annotations
 
+import enum
 import io
 import math
 import uuid
@@ -67,7 +68,10 @@ SIDECAR = pa.struct(
 )
 
 
-CLASSIC, MULTIPART, V2 = "classic", "multipart", "v2"
+class Layout(enum.StrEnum):
+    CLASSIC = "classic"
+    MULTIPART = "multipart"
+    V2 = "v2"
 
 
 V2_PART_SIZE = 50_000  # Delta Spark's sidecar size when checkpoint.partSize is not set

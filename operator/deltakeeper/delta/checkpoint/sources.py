@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import checkpoint_files, schema
+from deltakeeper.delta import checkpoint_files, features, schema
 from deltakeeper.delta.checkpoint.content import (
     BATCH_ROWS,
     CHECKPOINT_REMOVE,
@@ -38,7 +38,6 @@ from deltakeeper.delta.checkpoint.stats import (
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
-    UnsupportedProtocolError,
 )
 from deltakeeper.delta.log import segment_for
 from deltakeeper.delta.reconcile import DropSet, keep
@@ -83,14 +82,6 @@ def _skipping_bad_checkpoints(
                 del listing.checkpoints[cp.version]
             continue
         return table.build(segment, actions)
-
-
-def refuse_unsupported(table: Table, snap: SnapshotHeader) -> None:
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to write a checkpoint: this build does not support "
-            f"{', '.join(snap.unsupported_features)}"
-        )
 
 
 class CheckpointSource:
@@ -165,7 +156,7 @@ def incremental_content(
     source = incremental_source(table, version)
     if source is None:
         return None
-    refuse_unsupported(table, source.header)
+    features.require_writable(source.header, "checkpoint")
     assert source.incremental is not None
     try:
         content = source.incremental.content(

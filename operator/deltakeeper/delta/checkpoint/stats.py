@@ -168,14 +168,13 @@ class StatsColumns:
 
     @classmethod
     def for_snapshot(cls, snap: SnapshotHeader) -> StatsColumns:
-        conf = snap.metadata.configuration
-        flag = {k: v.strip().lower() for k, v in conf.items()}
+        props = snap.metadata.properties
         return cls(
-            as_json=flag.get("delta.checkpoint.writeStatsAsJson", "true") != "false",
-            as_struct=flag.get("delta.checkpoint.writeStatsAsStruct", "true") != "false",
+            as_json=props.write_stats_as_json,
+            as_struct=props.write_stats_as_struct,
             schema_string=snap.metadata.schema_string,
             partition_columns=snap.metadata.partition_columns,
-            mapping_mode=conf.get("delta.columnMapping.mode"),
+            mapping_mode=props.column_mapping_mode,
         )
 
     @property

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deltakeeper.delta import paths
+from deltakeeper.delta import features, paths
 from deltakeeper.delta.checkpoint.last import move_last_checkpoint
 from deltakeeper.delta.checkpoint.layouts import (
-    CLASSIC,
-    MULTIPART,
-    V2,
     V2_PART_SIZE,
+    Layout,
     Writer,
     checkpoint_metadata,
     num_parts,
     write_classic,
     write_v2,
 )
-from deltakeeper.delta.checkpoint.sources import (
-    CheckpointSource,
-    checkpoint_source,
-    refuse_unsupported,
-)
+from deltakeeper.delta.checkpoint.sources import CheckpointSource, checkpoint_source
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
@@ -38,7 +32,7 @@ class CheckpointResult:
     expired_tombstones: int
     size_bytes: int
     last_checkpoint_moved: bool
-    layout: str = CLASSIC  # classic | multipart | v2
+    layout: Layout = Layout.CLASSIC
     keys: tuple[str, ...] = ()  # every file written (or that would be), sidecars first
     parts: int | None = None  # multi-part only
     sidecars: int = 0
@@ -114,7 +108,7 @@ def write_source(
     With `dry_run` everything is computed and nothing is written.
     """
     snap = source.header
-    refuse_unsupported(table, snap)
+    features.require_writable(snap, "checkpoint")
     if part_size is not None and part_size < 1:
         raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
     v2 = uses_v2(snap)
@@ -124,14 +118,14 @@ def write_source(
     writer = Writer(table, snap.version, now_ms, dry_run)
     if v2 and not classic:
         write_v2(writer, content, part_size or V2_PART_SIZE)
-        layout = V2
+        layout = Layout.V2
     else:
         if v2:
             content.header.insert(0, ("checkpointMetadata", checkpoint_metadata(snap.version, {})))
         n = 1 if v2 or part_size is None else num_parts(content, part_size)
         n = _existing_parts(snap) or n
         write_classic(writer, content, n)
-        layout = MULTIPART if n > 1 else CLASSIC
+        layout = Layout.MULTIPART if n > 1 else Layout.CLASSIC
     moved = False
     if not dry_run:
         writer.verify()
@@ -147,7 +141,7 @@ def write_source(
         last_checkpoint_moved=moved,
         layout=layout,
         keys=tuple(f.key for f in [*writer.sidecars, *writer.files]),
-        parts=len(writer.files) if layout == MULTIPART else None,
+        parts=len(writer.files) if layout is Layout.MULTIPART else None,
         sidecars=len(writer.sidecars),
     )
 
@@ -155,7 +149,7 @@ def write_source(
 def uses_v2(snap: SnapshotHeader) -> bool:
     """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
     explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
-    policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
+    policy = snap.metadata.properties.checkpoint_policy
     return snap.protocol.has("v2Checkpoint") and policy != "classic"
 
 
