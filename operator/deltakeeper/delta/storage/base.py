@@ -1,0 +1,120 @@
+"""The Storage interface every store implements, and FileInfo, what a listing gives."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    key: str  # relative to the table root; folders end with '/'
+    size: int
+    mtime_ms: int
+    is_dir: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.key.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _folder(prefix: str) -> str:
+    prefix = prefix.strip("/")
+    return prefix + "/" if prefix else ""
+
+
+class Storage(ABC):
+    """A table root on some store. Subclasses implement the `_` methods and count requests."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.requests: Counter[str] = Counter()
+
+    # -- public API ---------------------------------------------------------------------------
+    def list_from(self, prefix: str, start_after: str = "") -> list[FileInfo]:
+        """Direct children of folder `prefix` whose key sorts after `start_after`, sorted by key.
+
+        Sub-folders come back once each with `is_dir=True` and a key ending in '/'. Cost is
+        proportional to what sorts after `start_after` on stores that can start a listing there.
+        """
+        folder = _folder(prefix)
+        if start_after and not start_after.startswith(folder):
+            if start_after > folder:
+                return []  # every key in the folder sorts before it
+            start_after = ""
+        found = {f.key: f for f in self._list_from(folder, start_after)}
+        return sorted(
+            (f for k, f in found.items() if k > start_after and k != folder),
+            key=lambda f: f.key,
+        )
+
+    def walk(self, prefix: str = "", folders: bool = False) -> Iterator[FileInfo]:
+        """Every file below `prefix` (recursively), in no promised order. With `folders`, also
+        the folders the store really has (`is_dir`, key ending in '/'): those of the local disk;
+        object stores have none."""
+        for info in self._walk(_folder(prefix)):
+            if folders or not info.is_dir:
+                yield info
+
+    def remove_empty_folders(self, keys: Iterable[str]) -> int:
+        """Remove folders (keys ending in '/'), deepest first, each only if it is empty at that
+        moment: a folder a writer has just put a file in stays. Returns how many went."""
+        ordered = sorted(set(keys), key=lambda k: (-k.count("/"), k))
+        return self._remove_empty_folders(ordered)
+
+    def _remove_empty_folders(self, keys: list[str]) -> int:
+        return 0  # object stores have no folders to remove
+
+    def read(self, key: str) -> bytes:
+        """The whole object; FileNotFoundError when it is missing."""
+        return self._read(key)
+
+    def head(self, key: str) -> FileInfo | None:
+        return self._head(key)
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        """Create `key` atomically; FileExistsError if anything is already there."""
+        self._put_if_absent(key, data)
+
+    def overwrite(self, key: str, data: bytes) -> None:
+        self._overwrite(key, data)
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        """Delete keys in batches; returns how many were deleted. Missing keys are not errors."""
+        return self._delete_many(list(keys))
+
+    def open_input(self, key: str, size: int | None = None) -> pa.NativeFile:
+        """A seekable reader of `key` that fetches only the byte ranges read from it (a
+        parquet footer, the projected columns), each counted as a "read" request. `size`, when
+        the caller knows it from a listing, saves a "head". FileNotFoundError when missing."""
+        return self._open_input(key, size)
+
+    # -- backend hooks ------------------------------------------------------------------------
+    @abstractmethod
+    def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
+        """Children of `folder` ('' or ending in '/'); may include some not after start_after."""
+
+    @abstractmethod
+    def _walk(self, folder: str) -> Iterator[FileInfo]: ...
+
+    @abstractmethod
+    def _read(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def _open_input(self, key: str, size: int | None) -> pa.NativeFile: ...
+
+    @abstractmethod
+    def _head(self, key: str) -> FileInfo | None: ...
+
+    @abstractmethod
+    def _put_if_absent(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _overwrite(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _delete_many(self, keys: list[str]) -> int: ...
