@@ -157,6 +157,30 @@ def test_a_quiet_poll_costs_one_listing_and_plans_nothing(corpus_copy: Copy) -> 
     assert moved.requests["read"] >= 1
 
 
+def test_new_commits_update_the_snapshot_instead_of_reloading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltakeeper.delta.table import Table
+
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a.parquet", size=10), commit_info())
+    target = Target("ns", "t", str(tmp_path))
+    w = TableWatcher(now_ms())
+    w.observe(target, now_ms())
+    loads: list[int | None] = []
+    real = Table.snapshot
+    monkeypatch.setattr(
+        Table,
+        "snapshot",
+        lambda self, version=None, **kw: loads.append(version) or real(self, version, **kw),
+    )
+    b.commit(add("b.parquet", size=20), commit_info())
+    b.commit(add("c.parquet", size=30), commit_info())
+    moved = w.observe(target, now_ms())
+    assert loads == [] and moved.status["version"] == 2 and moved.status["files"] == 3
+    assert moved.status["bytes"] == 60
+
+
 def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
     root = corpus_copy("simple_table_with_checkpoint")  # version 10, checkpoint at 10
     target = Target("ns", "t", str(root), settings={"checkpoint_interval": 3})

@@ -165,20 +165,24 @@ class Table:
         latest = listing.latest_commit
         if (latest is not None and latest > snap.version) or not _same_tip(listing, snap):
             return True
-        used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
-        return any(v > used for v in listing.checkpoints)
+        return _newer_checkpoint(listing, snap)
 
     def update(self, snap: Snapshot) -> Snapshot:
-        """The newest snapshot, reusing `snap`: one listing when nothing changed."""
+        """The newest snapshot, reusing `snap`: one listing when nothing changed, and a read of
+        each new commit when only commits were added. Read afresh when the listing shows a
+        checkpoint `snap` does not use (a fresh read leaves out the tombstones it expired) or
+        when `snap` read past a damaged checkpoint (it may have been rewritten since)."""
         listing = self.list_log(snap.version)
-        if not _same_tip(listing, snap):
-            return self.snapshot(add_cols=tuple(snap.files.column_names))
         latest = listing.latest_commit
+        if snap.damaged_checkpoints or not _same_tip(listing, snap):
+            return self._reread(snap)
+        if _newer_checkpoint(listing, snap):  # its expired tombstones are gone from a fresh read
+            return self._reread(snap)
         if latest is None or latest <= snap.version:
             return snap
         new = [listing.commits.get(v) for v in range(snap.version + 1, latest + 1)]
         if any(e is None for e in new):
-            return self.snapshot(add_cols=tuple(snap.files.column_names))
+            return self._reread(snap)
         commits = tuple(e for e in new if e is not None)
         actions = replay(
             self.storage,
@@ -187,8 +191,12 @@ class Table:
             tuple(snap.tombstones.column_names),
             base=(snap.files, snap.tombstones),
         )
-        segment = extended(snap.segment, listing, commits)
-        return self.build(segment, actions, previous=snap, damaged=snap.damaged_checkpoints)
+        return self.build(extended(snap.segment, listing, commits), actions, previous=snap)
+
+    def _reread(self, snap: Snapshot) -> Snapshot:
+        """The newest snapshot with `snap`'s columns, read afresh."""
+        cols = tuple(snap.files.column_names), tuple(snap.tombstones.column_names)
+        return self.snapshot(add_cols=cols[0], remove_cols=cols[1])
 
     def build(
         self,
@@ -287,15 +295,9 @@ class Table:
 
 
 def extended(old: LogSegment, listing: Listing, new: tuple[LogEntry, ...]) -> LogSegment:
-    """`old` carried on through the commits `new` that follow it. A checkpoint in `listing`
-    newer than the old segment's takes its place, as in a segment listed afresh."""
+    """`old` carried on through the commits `new` that follow it, on its own checkpoint."""
     latest = new[-1].name.version
-    cp = listing.newest_checkpoint(latest)
-    if cp is None or (old.checkpoint is not None and cp.version <= old.checkpoint.version):
-        cp = old.checkpoint
-    after = cp.version if cp is not None else -1
-    commits = tuple(e for e in (*old.commits, *new) if e.name.version > after)
-    return LogSegment(latest, cp, commits, listing.commits.get(latest))
+    return LogSegment(latest, old.checkpoint, (*old.commits, *new), listing.commits.get(latest))
 
 
 def _require_table_actions(
@@ -316,6 +318,12 @@ def _require_table_actions(
                 f"{uri}: the metaData action in effect at version {segment.version} lacks "
                 f"the required {', '.join(missing)}"
             )
+
+
+def _newer_checkpoint(listing: Listing, snap: Snapshot) -> bool:
+    """Whether `listing` has a checkpoint newer than the one `snap` uses."""
+    used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
+    return any(v > used for v in listing.checkpoints)
 
 
 def _same_tip(listing: Listing, snap: Snapshot) -> bool:

@@ -191,10 +191,14 @@ class TableWatcher:
         return self._table
 
     def _refresh(self, table: Table) -> bool:
-        """Load the snapshot when the log moved on; True when it did (or on the first poll)."""
-        if self._snap is not None and not table.moved_on(self._snap):
+        """Update the snapshot when the log moved on (reading only new commits when it can);
+        True when it did (or on the first poll)."""
+        if self._snap is None:
+            self._snap = table.snapshot()
+        elif table.moved_on(self._snap):
+            self._snap = table.update(self._snap)
+        else:
             return False
-        self._snap = table.snapshot()
         self._summary = {}
         return True
 
