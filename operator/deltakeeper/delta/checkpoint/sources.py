@@ -89,10 +89,10 @@ class CheckpointSource:
 
     Full: a snapshot loaded with every add column (`load_for_checkpoint`); rows sorted by key.
     Incremental: the newest checkpoint, streamed a batch at a time, plus the commits after it;
-    `header` is then a SnapshotHeader (no file actions). Rows
-    keep the old checkpoint's order (its files, then its sidecars) with the touched keys left
-    out, followed by the commits' adds and tombstones sorted by key. Both orders depend only on
-    the log, so the same log gives the same bytes; the two sources agree on the set of rows.
+    `header` is then a SnapshotHeader, without file actions. Rows keep the old checkpoint's
+    order (its files, then its sidecars) with the touched keys left out, followed by the
+    commits' adds and tombstones sorted by key. Both orders depend only on the log, so the same
+    log gives the same bytes; the two sources agree on the set of rows.
     """
 
     def __init__(
@@ -106,7 +106,7 @@ class CheckpointSource:
 
     @property
     def full(self) -> bool:
-        """Whether `snapshot` holds the files and tombstones (needed e.g. for a checksum)."""
+        """Whether `header` is a Snapshot with its file actions (needed e.g. for a checksum)."""
         return self.incremental is None
 
     @property
