@@ -207,6 +207,27 @@ def test_a_target_is_resolved_again_only_when_its_resource_policy_or_secret_chan
     asyncio.run(go())
 
 
+def test_tables_naming_one_uri_get_each_others_names_until_one_goes() -> None:
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.upsert(body("a", spec={"uri": "file:///lake/t"}))
+        tables.upsert(body("b", uid="u2", spec={"uri": "file:/lake/t/"}))
+        a, b = tables.entries[("ns", "a")], tables.entries[("ns", "b")]
+        first = await tables.target(("ns", "a"), a)
+        assert first.duplicates == ("ns/b",)
+        assert (await tables.target(("ns", "b"), b)).duplicates == ("ns/a",)
+        assert await tables.target(("ns", "a"), a) is first  # nothing changed: cached
+        tables.remove(("ns", "b"))
+        alone = await tables.target(("ns", "a"), a)
+        assert alone is not first and alone.duplicates == ()
+        # A new generation that moves a table onto another's URI names it too.
+        tables.upsert(body("c", uid="u3", spec={"uri": "file:///lake/c"}))
+        tables.upsert(body("c", generation=2, uid="u3", spec={"uri": "/lake/t"}))
+        assert (await tables.target(("ns", "a"), a)).duplicates == ("ns/c",)
+
+    asyncio.run(go())
+
+
 def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

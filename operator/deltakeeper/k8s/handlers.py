@@ -106,14 +106,14 @@ class Tables:
                 int(meta.get("generation") or 1),
                 dict(meta.get("labels") or {}),
             ):
-                entry.resource = api.table_resource(body)  # takes effect at the next poll
+                self.registry.change(key, api.table_resource(body))  # at the next poll
             return
         if entry is not None:  # re-created under the same name
             self.remove(key)
         ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
         ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
         resource = api.table_resource(body)
-        self.entries[key] = TableEntry(resource, ref=kopf.Body(ref), last_maintenance=last)
+        self.registry.add(key, TableEntry(resource, ref=kopf.Body(ref), last_maintenance=last))
         if self.acting:
             self._start(key)
 
@@ -144,8 +144,9 @@ class Tables:
                 raise secret
             return secret
 
-        inputs = (entry.resource, secret, *local)
-        return entry.target(inputs, lambda: resolve(entry.resource, local, read))
+        duplicates = self.registry.duplicates(key)
+        inputs = (entry.resource, secret, duplicates, *local)
+        return entry.target(inputs, lambda: resolve(entry.resource, local, read, duplicates))
 
     def set_acting(self, acting: bool) -> None:
         if acting == self.acting:

@@ -44,8 +44,12 @@ def unchanged(old: Sequence[object] | None, new: Sequence[object]) -> bool:
 
 
 def resolve(
-    table: TableResource, policies: Sequence[PolicyResource], read_secret: ReadSecret
+    table: TableResource,
+    policies: Sequence[PolicyResource],
+    read_secret: ReadSecret,
+    duplicates: tuple[str, ...] = (),
 ) -> Target:
+    """`duplicates`: the other resources naming the same table (Registry.duplicates)."""
     spec = table.spec
     base: dict[str, Any] = {
         "namespace": table.namespace,
@@ -53,6 +57,7 @@ def resolve(
         "uri": str(spec.get("uri", "")),
         "generation": table.generation,
         "suspend": bool(spec.get("suspend", False)),
+        "duplicates": duplicates,
     }
     policy, warning = manifests.select_policy(table, policies)
     ref = ((spec.get("policyRef") or {}).get("name")) or None
