@@ -530,6 +530,8 @@ def test_suspend_delete_and_namespace_scope(
 def test_two_tables_naming_one_uri_are_degraded_until_one_goes(
     kube_cluster: KubeCluster, operator_factory: Any, tmp_path: Path
 ) -> None:
+    """Two DeltaTables on one table (spelt two ways) each name the other in a Degraded
+    condition, and are both still watched; deleting one clears it on the other."""
     k = Api(kube_cluster, "dupes")
     table = tmp_path / "t"
     _append(str(table), 0)
