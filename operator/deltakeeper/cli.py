@@ -427,9 +427,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     import kopf
 
-    from deltakeeper.k8s import handlers
+    from deltakeeper.k8s import handlers  # noqa: F401 (registers the kopf handlers)
+    from deltakeeper.k8s.options import PEERING, Options
 
-    options = handlers.Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
+    options = Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
     if args.metrics_bind_address is not None:
         options.metrics_bind_address = args.metrics_bind_address
     if args.namespace:
@@ -439,7 +440,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
     kopf.run(
         clusterwide=not options.namespaces,
         namespaces=options.namespaces,
-        peering_name=handlers.PEERING,
+        peering_name=PEERING,
         priority=options.priority,
         memo=kopf.Memo(options=options),
     )

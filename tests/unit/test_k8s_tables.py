@@ -14,8 +14,9 @@ import pytest
 import urllib3
 
 from deltakeeper.k8s import api as k8s_api
-from deltakeeper.k8s import handlers, peering
-from deltakeeper.k8s.handlers import Tables
+from deltakeeper.k8s import peering
+from deltakeeper.k8s import tables as k8s_tables
+from deltakeeper.k8s.tables import Tables
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.runtime.fleet import Loop
 from deltakeeper.runtime.metrics import Metrics
@@ -243,7 +244,7 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     monkeypatch.setattr(k8s_api, "write_status", write_status)
     caplog.set_level(logging.INFO, "deltakeeper.operator")
     clock = [1000.0]
-    monkeypatch.setattr(handlers.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(k8s_tables.time, "monotonic", lambda: clock[0])
 
     async def go() -> None:
         tables, _, _ = make()
@@ -262,11 +263,11 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
         assert calls == ["a"] and tables.written == {}
         await publish("b")  # for a while, no other table waits out the same deadline
         assert calls == ["a"]
-        clock[0] += handlers.WRITE_BACKOFF_S
+        clock[0] += k8s_tables.WRITE_BACKOFF_S
         await publish("b")  # still away: tried again after the backoff
         assert calls == ["a", "b"]
         answer[0] = True  # back
-        clock[0] += handlers.WRITE_BACKOFF_S
+        clock[0] += k8s_tables.WRITE_BACKOFF_S
         await publish("a")
         await publish("b")
         assert calls == ["a", "b", "a", "b"]
