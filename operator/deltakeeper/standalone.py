@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials, metrics, status
@@ -57,12 +58,14 @@ class Standalone:
         max_concurrent: int = 2,
         out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
+        default_poll_ms: int = POLL_INTERVAL_MS,
     ) -> None:
         self.folder = folder
         self.status_path = status_path
         self.metrics = registry
         self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
         self.clock = clock
+        self.default_poll_ms = default_poll_ms  # for tables whose spec and policy set none
         self.registry: Registry[TableEntry] = Registry(registry, self, self.target, log)
         self.fleet = Fleet(registry, self.registry.publish, max_concurrent, clock=clock)
         self.policies: list[PolicyResource] = []
@@ -140,7 +143,9 @@ class Standalone:
         inputs = (entry.resource, self.policies, self.secrets, duplicates)
 
         def make() -> Target:
-            target = resolve(entry.resource, self.policies, self._secret, duplicates)
+            target = resolve(
+                entry.resource, self.policies, self._secret, duplicates, self.default_poll_ms
+            )
             return replace(target, generation=entry.generation)
 
         return entry.target(inputs, make)
@@ -325,6 +330,7 @@ def run(
     max_concurrent: int,
     once: bool,
     summary_s: float,
+    default_poll_ms: int | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -334,7 +340,11 @@ def run(
         raise InvalidInputError(f"--manifests {folder}: no such folder; put DeltaTable YAML there")
     registry = metrics.Metrics()
     daemon = Standalone(
-        path, Path(status_path) if status_path else status_file_for(path), registry, max_concurrent
+        path,
+        Path(status_path) if status_path else status_file_for(path),
+        registry,
+        max_concurrent,
+        default_poll_ms=default_poll_ms or POLL_INTERVAL_MS,
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
     if server is not None:

@@ -16,6 +16,7 @@ import urllib3
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import peering
 from deltakeeper.k8s import tables as k8s_tables
+from deltakeeper.k8s.options import Options
 from deltakeeper.k8s.tables import Tables
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.runtime.fleet import Loop
@@ -101,6 +102,7 @@ def body(
 def make() -> tuple[Tables, Watching, Metrics]:
     memo = kopf.Memo()
     memo.metrics = Metrics()
+    memo.options = Options()
     memo.secrets = Secrets()
     memo.api = None
     fleet = Watching()
@@ -225,6 +227,21 @@ def test_tables_naming_one_uri_get_each_others_names_until_one_goes() -> None:
         tables.upsert(body("c", uid="u3", spec={"uri": "file:///lake/c"}))
         tables.upsert(body("c", generation=2, uid="u3", spec={"uri": "/lake/t"}))
         assert (await tables.target(("ns", "a"), a)).duplicates == ("ns/c",)
+
+    asyncio.run(go())
+
+
+def test_the_operators_default_poll_interval_is_for_tables_and_policies_that_set_none() -> None:
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.memo.options.default_poll_interval_ms = 120_000
+        tables.upsert(body("a", spec={"uri": "file:///lake/a"}))
+        tables.upsert(body("b", uid="u2"))  # pollInterval: 10s
+        a, b = tables.entries[("ns", "a")], tables.entries[("ns", "b")]
+        assert (await tables.target(("ns", "a"), a)).poll_interval_s == 120
+        assert (await tables.target(("ns", "b"), b)).poll_interval_s == 10
+        tables.policies = {"ns": [PolicyResource("ns", "p", {}, 1, {"pollInterval": "5s"}, {})]}
+        assert (await tables.target(("ns", "a"), a)).poll_interval_s == 5
 
     asyncio.run(go())
 

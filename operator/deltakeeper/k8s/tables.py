@@ -114,8 +114,12 @@ class Tables:
             return secret
 
         duplicates = self.registry.duplicates(key)
-        inputs = (entry.resource, secret, duplicates, *local)
-        return entry.target(inputs, lambda: resolve(entry.resource, local, read, duplicates))
+        default_poll_ms = self.memo.options.default_poll_interval_ms
+
+        def make() -> Target:
+            return resolve(entry.resource, local, read, duplicates, default_poll_ms)
+
+        return entry.target((entry.resource, secret, duplicates, *local), make)
 
     def set_acting(self, acting: bool) -> None:
         if acting == self.acting:
