@@ -770,7 +770,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     else:
         print("dry run, nothing changed:" if args.dry_run else "done:")
         print("\n".join(report.lines()))
-    return max((o.exit_code for o in report.outcomes), default=0)
+    return max((_exit_code(o.error) for o in report.outcomes), default=0)
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -789,7 +789,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         ),
         min_file_size=_size("--min-file-size", args.min_file_size),
         min_files_per_partition=args.min_files,
-        max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms) or 3_600_000,
+        max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
+        or compaction.DEFAULT_MAX_AGE_MS,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
     found = compaction.plan(files, tuple(names), settings, now)
@@ -884,15 +885,15 @@ def _progress(operation: str, done: int, total: int) -> None:
     print(f"{operation}: deleted {done}/{total} files", file=sys.stderr, flush=True)
 
 
-# Most specific first.
-_ERROR_NAMES = (
-    (errors.InvalidCredentialsError, "InvalidCredentials"),
-    (errors.InvalidInputError, "InvalidInput"),
-    (errors.NotADeltaTableError, "NotADeltaTable"),
-    (errors.CorruptLogError, "CorruptLog"),
-    (errors.UnsupportedProtocolError, "UnsupportedProtocol"),
-    (errors.StorageUnreachableError, "StorageUnreachable"),
-    (errors.CommitConflictError, "CommitConflict"),
+# Each kind of library error: its `error` in --json and its exit code. Most specific first.
+_ERRORS = (
+    (errors.InvalidCredentialsError, "InvalidCredentials", 2),
+    (errors.InvalidInputError, "InvalidInput", 2),
+    (errors.NotADeltaTableError, "NotADeltaTable", 2),
+    (errors.CorruptLogError, "CorruptLog", 2),
+    (errors.UnsupportedProtocolError, "UnsupportedProtocol", 3),
+    (errors.StorageUnreachableError, "StorageUnreachable", 4),
+    (errors.CommitConflictError, "CommitConflict", 1),
 )
 
 
@@ -958,7 +959,7 @@ def _main(argv: list[str]) -> int:
         command = e.parser.prog.removeprefix("deltakeeper").strip()
         return _fail(as_json, "InvalidInput", f"{command}: {e}" if command else str(e), 2)
     except DeltaError as e:
-        return _fail(as_json, _error_name(e), str(e), e.exit_code)
+        return _fail(as_json, _error_name(e), str(e), _exit_code(e))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -971,7 +972,14 @@ def _main(argv: list[str]) -> int:
 
 def _error_name(e: DeltaError) -> str:
     """The documented `error` of a --json error object (README: Exit codes)."""
-    return next((name for cls, name in _ERROR_NAMES if isinstance(e, cls)), "Unexpected")
+    return next((name for cls, name, _ in _ERRORS if isinstance(e, cls)), "Unexpected")
+
+
+def _exit_code(error: DeltaError | None) -> int:
+    """0 without an error; 1 for one DESIGN.md does not name."""
+    if error is None:
+        return 0
+    return next((code for cls, _, code in _ERRORS if isinstance(error, cls)), 1)
 
 
 def _fail(as_json: bool, error: str, message: str, code: int) -> int:

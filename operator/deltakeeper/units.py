@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from deltakeeper.delta.properties import DAY_MS, HOUR_MS
+
 _SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi|Ti|K|M|G|T|B)?\s*$")
 _SIZE_FACTORS = {
     None: 1,
@@ -19,9 +21,9 @@ _SIZE_FACTORS = {
     "Ti": 2**40,
 }
 _DURATION = re.compile(r"^\s*(\d+)\s*(d|h|m|s)\s*$")
-_DURATION_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+_DURATION_MS = {"d": DAY_MS, "h": HOUR_MS, "m": 60_000, "s": 1000}
 # Beyond these, dates leave what datetime (and Delta's readers) can represent.
-MAX_DURATION_MS = 36_500 * 86_400_000  # 100 years
+MAX_DURATION_MS = 36_500 * DAY_MS  # 100 years
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 

@@ -162,6 +162,18 @@ def test_a_failing_step_skips_the_ones_after_it(tmp_path):
     assert (tmp_path / "stray-old.parquet").exists()
 
 
+def test_a_step_skipped_after_a_failure_reads_skipped_but_is_its_own_result(tmp_path):
+    daily_table(tmp_path)
+    table, plan = plan_for(tmp_path, START + 60 * DAY)
+    for name in log_names(tmp_path):
+        (tmp_path / "_delta_log" / name).unlink()
+    after = executor.execute(table, plan).outcomes[1:]
+    assert all(o.result is executor.Result.SKIPPED_AFTER_FAILURE for o in after)
+    assert all(o.result is not executor.Result.SKIPPED for o in after)
+    assert [o.to_json()["result"] for o in after] == ["skipped", "skipped"]
+    assert [f"{o.result}" for o in after] == ["skipped", "skipped"]
+
+
 @pytest.mark.parametrize("ops", [("checkpoint",), ("cleanup", "vacuum")])
 def test_plans_cover_only_the_operations_asked_for(tmp_path, ops):
     daily_table(tmp_path)

@@ -3,29 +3,8 @@ import re
 import pytest
 
 from deltakeeper.maintenance import policy
-from deltakeeper.maintenance.policy import DAY_MS, PolicyError, effective, parse_interval_ms
+from deltakeeper.maintenance.policy import DAY_MS, PolicyError, effective
 from deltakeeper.resources.spec import from_spec
-
-
-@pytest.mark.parametrize(
-    "text, ms",
-    [
-        ("interval 30 days", 30 * DAY_MS),
-        ("interval 1 week", 7 * DAY_MS),
-        ("7 days", 7 * DAY_MS),
-        ("INTERVAL 2 days 12 hours", 2 * DAY_MS + 12 * 3_600_000),
-        ("interval 90 minutes", 90 * 60_000),
-        ("interval 1 second", 1000),
-    ],
-)
-def test_delta_intervals(text, ms):
-    assert parse_interval_ms(text) == ms
-
-
-@pytest.mark.parametrize("text", ["", "30d", "interval 1 month", "interval 2 years", "soon"])
-def test_bad_intervals(text):
-    with pytest.raises(PolicyError):
-        parse_interval_ms(text)
 
 
 def test_defaults_are_delta_lakes():

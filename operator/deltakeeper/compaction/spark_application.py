@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltakeeper.resources.crd import API_VERSION
+
 GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "SparkApplication"
 TABLE_LABEL = "deltakeeper.io/table"
@@ -57,7 +59,7 @@ class Owner:
     name: str
     namespace: str
     uid: str
-    api_version: str = "deltakeeper.io/v1alpha1"
+    api_version: str = API_VERSION
     kind: str = "DeltaTable"
 
 

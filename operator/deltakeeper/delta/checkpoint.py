@@ -18,6 +18,7 @@ Order matters for crash safety: checkpoint files are written and read back befor
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import io
 import json
 import math
@@ -34,12 +35,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import last_checkpoint, paths, schema, spark_hash, types
+from deltakeeper.delta import features, last_checkpoint, paths, schema, spark_hash, types
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
     InvalidInputError,
-    UnsupportedProtocolError,
 )
 from deltakeeper.delta.log import Checkpoint, segment_for
 from deltakeeper.delta.paths import Kind
@@ -95,7 +95,13 @@ SIDECAR = pa.struct(
 # Removes in checkpoints are tombstones for VACUUM: no stats, no tags (spec).
 CHECKPOINT_REMOVE = tuple(c for c in schema.FULL_REMOVE if c not in ("stats", "tags"))
 
-CLASSIC, MULTIPART, V2 = "classic", "multipart", "v2"
+
+class Layout(enum.StrEnum):
+    CLASSIC = "classic"
+    MULTIPART = "multipart"
+    V2 = "v2"
+
+
 V2_PART_SIZE = 50_000  # Delta Spark's sidecar size when checkpoint.partSize is not set
 BATCH_ROWS = 65_536  # rows per record batch handed to a layout
 ROW_GROUP_ROWS = 65_536  # row groups cut by count alone, so bytes depend only on the rows
@@ -113,7 +119,7 @@ class CheckpointResult:
     expired_tombstones: int
     size_bytes: int
     last_checkpoint_moved: bool
-    layout: str = CLASSIC  # classic | multipart | v2
+    layout: Layout = Layout.CLASSIC
     keys: tuple[str, ...] = ()  # every file written (or that would be), sidecars first
     parts: int | None = None  # multi-part only
     sidecars: int = 0
@@ -327,7 +333,7 @@ def write_source(
     With `dry_run` everything is computed and nothing is written.
     """
     snap = source.snapshot
-    _refuse_unsupported(table, snap)
+    features.require_writable(snap, "checkpoint")
     if part_size is not None and part_size < 1:
         raise InvalidInputError(f"checkpoint part size must be at least 1, got {part_size}")
     v2 = uses_v2(snap)
@@ -337,14 +343,14 @@ def write_source(
     writer = _Writer(table, snap.version, now_ms, dry_run)
     if v2 and not classic:
         _write_v2(writer, content, part_size or V2_PART_SIZE)
-        layout = V2
+        layout = Layout.V2
     else:
         if v2:
             content.header.insert(0, ("checkpointMetadata", _checkpoint_metadata(snap.version, {})))
         n = 1 if v2 or part_size is None else _num_parts(content, part_size)
         n = _existing_parts(snap) or n
         _write_classic(writer, content, n)
-        layout = MULTIPART if n > 1 else CLASSIC
+        layout = Layout.MULTIPART if n > 1 else Layout.CLASSIC
     moved = False
     if not dry_run:
         writer.verify()
@@ -360,23 +366,15 @@ def write_source(
         last_checkpoint_moved=moved,
         layout=layout,
         keys=tuple(f.key for f in [*writer.sidecars, *writer.files]),
-        parts=len(writer.files) if layout == MULTIPART else None,
+        parts=len(writer.files) if layout is Layout.MULTIPART else None,
         sidecars=len(writer.sidecars),
     )
-
-
-def _refuse_unsupported(table: Table, snap: Snapshot) -> None:
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to write a checkpoint: this build does not support "
-            f"{', '.join(snap.unsupported_features)}"
-        )
 
 
 def uses_v2(snap: Snapshot) -> bool:
     """V2 checkpoints when the table supports v2Checkpoint and its checkpoint policy is not
     explicitly `classic` (Delta Spark sets `classic` while the feature is being dropped)."""
-    policy = snap.metadata.configuration.get("delta.checkpointPolicy", "v2").strip().lower()
+    policy = snap.metadata.properties.checkpoint_policy
     return snap.protocol.has("v2Checkpoint") and policy != "classic"
 
 
@@ -559,7 +557,7 @@ def incremental_content(
     source = incremental_source(table, version)
     if source is None:
         return None
-    _refuse_unsupported(table, source.snapshot)
+    features.require_writable(source.snapshot, "checkpoint")
     assert source.incremental is not None
     try:
         content = source.incremental.content(
@@ -977,14 +975,13 @@ class StatsColumns:
 
     @classmethod
     def for_snapshot(cls, snap: Snapshot) -> StatsColumns:
-        conf = snap.metadata.configuration
-        flag = {k: v.strip().lower() for k, v in conf.items()}
+        props = snap.metadata.properties
         return cls(
-            as_json=flag.get("delta.checkpoint.writeStatsAsJson", "true") != "false",
-            as_struct=flag.get("delta.checkpoint.writeStatsAsStruct", "true") != "false",
+            as_json=props.write_stats_as_json,
+            as_struct=props.write_stats_as_struct,
             schema_string=snap.metadata.schema_string,
             partition_columns=snap.metadata.partition_columns,
-            mapping_mode=conf.get("delta.columnMapping.mode"),
+            mapping_mode=props.column_mapping_mode,
         )
 
     @property
@@ -1315,7 +1312,7 @@ def _verify(table: Table, f: _File) -> None:
 
 
 def _move_last_checkpoint(
-    table: Table, version: int, writer: _Writer, content: Content, layout: str
+    table: Table, version: int, writer: _Writer, content: Content, layout: Layout
 ) -> bool:
     current = table.read_hint().checkpoint
     if current is not None and current.version > version and _exists(table, current.version):
@@ -1323,11 +1320,11 @@ def _move_last_checkpoint(
     fields: dict[str, Any] = {
         "version": version,
         "size": writer.rows,
-        "parts": len(writer.files) if layout == MULTIPART else None,
+        "parts": len(writer.files) if layout is Layout.MULTIPART else None,
         "sizeInBytes": writer.size_bytes,
         "numOfAddFiles": content.num_adds,
     }
-    if layout == V2:
+    if layout is Layout.V2:
         fields["v2Checkpoint"] = _v2_info(writer, content.header)
     body = last_checkpoint.serialize(fields)
     table.storage.overwrite(f"{paths.LOG_DIR}/{paths.LAST_CHECKPOINT}", body)

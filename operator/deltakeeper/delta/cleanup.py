@@ -47,22 +47,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from urllib.parse import unquote
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import paths
-from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta import features, paths
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind, LogName
+from deltakeeper.delta.properties import DAY_MS, duration_text, when_text
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import Table
 
-DAY_MS = 86_400_000
 # A writer's temp file this old belongs to a write that died: no write takes a day.
 TEMP_FILE_AGE_MS = DAY_MS
 
@@ -97,8 +95,8 @@ class CleanupPlan:
 
     def reasons(self) -> list[str]:
         lines = [
-            f"now {_when(self.now_ms)}, retention {_duration(self.retention_ms)}: "
-            f"cutOffTimestamp {_when(self.cutoff_ms)}",
+            f"now {when_text(self.now_ms)}, retention {duration_text(self.retention_ms)}: "
+            f"cutOffTimestamp {when_text(self.cutoff_ms)}",
             _commit_line(self.cutoff_commit),
             _checkpoint_line(self.cutoff_checkpoint),
             *self.notes,
@@ -143,7 +141,7 @@ def plan_cleanup(
         fill(plan, leftovers)
         plan.notes.append(
             f"{len(leftovers)} temp files of killed writes older than "
-            f"{_duration(TEMP_FILE_AGE_MS)} go"
+            f"{duration_text(TEMP_FILE_AGE_MS)} go"
         )
     return plan
 
@@ -379,15 +377,6 @@ def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
 
 
 # -- text -------------------------------------------------------------------------------------
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _duration(ms: int) -> str:
-    days, rest = divmod(ms, DAY_MS)
-    return f"{days} days" if rest == 0 else f"{ms} ms"
-
-
 def _commit_line(version: int | None) -> str:
     if version is None:
         return "cutoffCommit: none (no published commit is that old), nothing to clean"
@@ -416,20 +405,15 @@ def plan_table_cleanup(
     """List the log and read what `plan_cleanup` needs for this table; nothing is deleted.
     `pending_checkpoint`: a version whose checkpoint is about to be written (a dry run of
     maintain), planned as if it were there; its sidecars are unknown, so none are deleted."""
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to clean the log: this build does not support "
-            f"{', '.join(snap.unsupported_features)}"
-        )
+    features.require_writable(snap, "cleanup")
     infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
     pending = None
     if pending_checkpoint is not None:
         pending = FileInfo(f"{paths.LOG_DIR}/{paths.checkpoint(pending_checkpoint)}", 1, now_ms)
         infos.append(pending)
-    conf = snap.metadata.configuration
     protect = None
     if snap.protocol.has("checkpointProtection"):
-        protect = int(conf.get("delta.requireCheckpointProtectionBeforeVersion", "0"))
+        protect = snap.metadata.properties.checkpoint_protection_version
     return plan_cleanup(
         infos,
         _commit_times(table, snap, infos),
@@ -458,9 +442,7 @@ def _commit_times(table: Table, snap: Snapshot, infos: list[FileInfo]) -> Callab
             mtimes[name.version] = info.mtime_ms
     ict_from = None
     if snap.in_commit_timestamps:
-        ict_from = int(
-            snap.metadata.configuration.get("delta.inCommitTimestampEnablementVersion", "0")
-        )
+        ict_from = snap.metadata.properties.ict_enablement_version
 
     def commit_time(version: int) -> int:
         if ict_from is not None and version >= ict_from:

@@ -17,12 +17,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta import paths, schema
+from deltakeeper.delta import features, paths, schema
 from deltakeeper.delta.errors import (
     CorruptLogError,
     InvalidInputError,
     MissingLogFileError,
-    UnsupportedProtocolError,
 )
 from deltakeeper.delta.replay import read_actions
 from deltakeeper.delta.snapshot import Snapshot
@@ -54,8 +53,6 @@ DELETED_RECORD_BINS: tuple[int, ...] = (0, *(10**k for k in range(8)), 2**31 - 1
 ALL_FILES_MAX = 50
 # Delta Spark skips allFiles when stats are collected on more columns than this.
 ALL_FILES_MAX_INDEXED_COLS = 32
-
-RETENTION_KEY = "delta.setTransactionRetentionDuration"
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,7 @@ def build_crc(
     crc["numProtocol"] = 1
     if snap.in_commit_timestamps:
         crc["inCommitTimestampOpt"] = _in_commit_timestamp(snap, info)
-    if RETENTION_KEY not in snap.metadata.configuration:
+    if not snap.metadata.properties.has_txn_retention:
         # With a retention the live set depends on the clock, so a checksum could not hold it.
         crc["setTransactions"] = [_txn(t) for t in snap.txns.values()]
     crc["domainMetadata"] = [_domain(d) for d in snap.domains.values()]
@@ -210,16 +207,13 @@ def protocol_json(snap: Snapshot) -> dict[str, Any]:
 def _lists_files(snap: Snapshot, max_files: int) -> bool:
     if snap.num_files > max_files or not set(schema.FULL_ADD) <= set(snap.files.column_names):
         return False
-    conf = snap.metadata.configuration
+    props = snap.metadata.properties
     # Delta Spark leaves allFiles out when checkpoints may drop JSON stats (its replay would
     # then see files without stats) and when stats cover many columns (a big file).
-    if conf.get("delta.checkpoint.writeStatsAsJson", "true").strip().lower() == "false":
+    if not props.write_stats_as_json:
         return False
-    indexed = conf.get("delta.dataSkippingNumIndexedCols", str(ALL_FILES_MAX_INDEXED_COLS))
-    try:
-        return int(indexed) <= ALL_FILES_MAX_INDEXED_COLS
-    except ValueError:
-        return False
+    indexed = props.num_indexed_cols
+    return indexed is not None and indexed <= ALL_FILES_MAX_INDEXED_COLS
 
 
 def add_actions(files: pa.Table) -> list[dict[str, Any]]:
@@ -255,11 +249,7 @@ def write_crc(
     The commit at `snap.version` must already be in the log, which a snapshot guarantees.
     Tables with features this build does not know are refused before anything is written.
     """
-    if snap.unsupported_features:
-        raise UnsupportedProtocolError(
-            f"{table.uri}: refusing to write a version checksum: this build does not support "
-            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
-        )
+    features.require_writable(snap, "checksum")
     crc = build_crc(snap, snap.commit_info or commit_info(table, snap.version), max_files)
     body = serialize(crc)
     key = crc_key(snap.version)
@@ -362,7 +352,7 @@ def _expected(field: str, found: Any, expected: dict[str, Any], snap: Snapshot) 
         bins = found.get("sortedBinBoundaries")
         if isinstance(bins, list) and bins and all(isinstance(b, int) for b in bins):
             return file_size_histogram(_sizes(snap.files), bins)  # the writer's own bins
-    if field == "setTransactions" and RETENTION_KEY in snap.metadata.configuration:
+    if field == "setTransactions" and snap.metadata.properties.has_txn_retention:
         return _UNCHECKED  # depends on when the checksum was written
     return expected.get(field)
 

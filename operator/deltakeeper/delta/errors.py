@@ -1,16 +1,12 @@
-"""Errors the library raises. Each carries the CLI exit code that DESIGN.md assigns to it."""
+"""Errors the library raises, by kind; the CLI maps each kind to its exit code (cli.py)."""
 
 
 class DeltaError(Exception):
-    """Base class; `exit_code` is what the CLI returns for it."""
-
-    exit_code = 1
+    """Base class of every error the library raises on purpose."""
 
 
 class InvalidInputError(DeltaError):
     """Bad arguments: a malformed URI, version or timestamp out of range."""
-
-    exit_code = 2
 
 
 class InvalidCredentialsError(InvalidInputError):
@@ -21,13 +17,9 @@ class InvalidCredentialsError(InvalidInputError):
 class NotADeltaTableError(DeltaError):
     """The location holds no readable `_delta_log`."""
 
-    exit_code = 2
-
 
 class CorruptLogError(DeltaError):
     """A log file that cannot be parsed; the message names the file and line."""
-
-    exit_code = 2
 
 
 class MissingLogFileError(CorruptLogError):
@@ -46,16 +38,10 @@ class DamagedCheckpointError(CorruptLogError):
 class UnsupportedProtocolError(DeltaError):
     """The table needs a reader or writer feature this build does not understand."""
 
-    exit_code = 3
-
 
 class StorageUnreachableError(DeltaError):
     """The object store or file system could not be reached or refused access."""
 
-    exit_code = 4
-
 
 class CommitConflictError(DeltaError):
     """A put-if-absent found the file already there: another writer won."""
-
-    exit_code = 1

@@ -8,6 +8,12 @@ anything else means refusal before any write.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from deltakeeper.delta.errors import UnsupportedProtocolError
+
+if TYPE_CHECKING:
+    from deltakeeper.delta.snapshot import Snapshot
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -125,3 +131,80 @@ def unsupported_writer(p: Protocol) -> list[str]:
     if p.min_writer_version > MAX_WRITER_VERSION:
         out.insert(0, f"writerVersion {p.min_writer_version}")
     return out + [f for f in unsupported_reader(p) if f not in out]
+
+
+@dataclass(frozen=True)
+class _Wording:
+    """How one operation says no: `lead` + the unknown features + `tail`; `catalog`, for work a
+    catalog owns on catalog-managed tables, is the command to run through it instead."""
+
+    lead: str
+    tail: str = ""
+    catalog: str | None = None
+
+
+_WORDING = {
+    "checkpoint": _Wording("refusing to write a checkpoint: this build does not support "),
+    "cleanup": _Wording("refusing to clean the log: this build does not support "),
+    "checksum": _Wording(
+        "refusing to write a version checksum: this build does not support ",
+        "; upgrade deltakeeper",
+    ),
+    "vacuum": _Wording(
+        "vacuum refused, nothing deleted: this deltakeeper does not support ",
+        "; upgrade deltakeeper before vacuuming this table",
+        catalog="VACUUM",
+    ),
+    "compaction": _Wording(
+        "compaction refused: this deltakeeper does not support ",
+        "; upgrade deltakeeper",
+        catalog="OPTIMIZE",
+    ),
+    "maintenance": _Wording(
+        "this build does not support ",
+        "; nothing will be written or deleted (upgrade deltakeeper)",
+    ),
+    "status": _Wording(
+        "the table uses ",
+        ", which this deltakeeper does not support; nothing is written or deleted until "
+        "deltakeeper is upgraded",
+    ),
+}
+OPERATIONS = tuple(_WORDING)
+
+
+def refusal(p: Protocol, operation: str) -> str | None:
+    """Why `operation` (one of OPERATIONS) must not write to a table of protocol `p`, or None:
+    a feature this build does not know, or, for vacuum and compaction, a catalog that owns
+    the table."""
+    wording = _WORDING[operation]
+    unknown = unsupported_writer(p)
+    if unknown:
+        return f"{wording.lead}{', '.join(unknown)}{_why(p, operation)}{wording.tail}"
+    managed = [f for f in CATALOG_MANAGED if p.has(f)]
+    if managed and wording.catalog:
+        lead = wording.lead.partition(":")[0]
+        return (
+            f"{lead}: the table is catalog-managed ({managed[0]}); run {wording.catalog} "
+            "through the catalog that owns it"
+        )
+    return None
+
+
+def require_writable(snapshot: Snapshot, operation: str) -> None:
+    """The one refusal before any write or delete: UnsupportedProtocolError naming the table."""
+    why = refusal(snapshot.protocol, operation)
+    if why is not None:
+        raise UnsupportedProtocolError(f"{snapshot.uri}: {why}")
+
+
+def _why(p: Protocol, operation: str) -> str:
+    """Vacuum says why an unknown feature matters even when it does not touch data files."""
+    if operation != "vacuum":
+        return ""
+    if p.has("vacuumProtocolCheck"):
+        return (
+            " (the table has vacuumProtocolCheck, so vacuum must support every reader and "
+            "writer feature)"
+        )
+    return " (files this build does not understand may be in use)"

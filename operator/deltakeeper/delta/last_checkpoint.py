@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from dataclasses import dataclass
@@ -19,6 +20,15 @@ class LastCheckpoint:
 
 class InvalidLastCheckpoint(ValueError):
     pass
+
+
+class HintStatus(enum.StrEnum):
+    """How far `_last_checkpoint` can be trusted (as `inspect` shows it)."""
+
+    OK = "ok"
+    MISSING = "missing"
+    CORRUPT = "corrupt"
+    STALE = "stale"  # names no complete checkpoint
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta.features import Protocol, unsupported_reader, unsupported_writer
 from deltakeeper.delta.log import LogSegment
+from deltakeeper.delta.properties import TableProperties
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ class Metadata:
             raw=a,
         )
 
-    def flag(self, key: str) -> bool:
-        return self.configuration.get(key, "").strip().lower() == "true"
+    @property
+    def properties(self) -> TableProperties:
+        return TableProperties(self.configuration)
 
     def action(self) -> dict[str, Any]:
         """The metaData action with every field, defaults filled in (what writers write back)."""
@@ -116,8 +118,8 @@ class Snapshot:
 
     @property
     def in_commit_timestamps(self) -> bool:
-        return self.protocol.has("inCommitTimestamp") and self.metadata.flag(
-            "delta.enableInCommitTimestamps"
+        return (
+            self.protocol.has("inCommitTimestamp") and self.metadata.properties.in_commit_timestamps
         )
 
     @property

@@ -19,6 +19,7 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.features import Protocol, unsupported_reader
+from deltakeeper.delta.last_checkpoint import HintStatus
 from deltakeeper.delta.log import (
     Listing,
     LogSegment,
@@ -39,7 +40,7 @@ LOG = paths.LOG_DIR
 class Hint:
     """What `_last_checkpoint` said, and whether it could be trusted."""
 
-    status: str  # ok | missing | corrupt | stale
+    status: HintStatus
     checkpoint: last_checkpoint.LastCheckpoint | None = None
     detail: str = ""
 
@@ -49,7 +50,7 @@ def checked_hint(hint: Hint, listing: Listing) -> Hint:
     complete checkpoint there (a version without one, beyond the table, a deleted file, or a
     multi-part checkpoint missing a part, which delta-rs and DuckDB cannot read past)."""
     cp = hint.checkpoint
-    if cp is None or hint.status != "ok":
+    if cp is None or hint.status is not HintStatus.OK:
         return hint
     found = listing.checkpoints.get(cp.version, [])
     if cp.parts is not None and cp.parts > 1:
@@ -59,7 +60,7 @@ def checked_hint(hint: Hint, listing: Listing) -> Hint:
         what = "complete checkpoint"
     if found:
         return hint
-    return Hint("stale", cp, f"it names version {cp.version}, where there is no {what}")
+    return Hint(HintStatus.STALE, cp, f"it names version {cp.version}, where there is no {what}")
 
 
 class Table:
@@ -72,11 +73,11 @@ class Table:
         try:
             data = self.storage.read(f"{LOG}/{paths.LAST_CHECKPOINT}")
         except FileNotFoundError:
-            return Hint("missing")
+            return Hint(HintStatus.MISSING)
         try:
-            return Hint("ok", last_checkpoint.parse(data))
+            return Hint(HintStatus.OK, last_checkpoint.parse(data))
         except last_checkpoint.InvalidLastCheckpoint as e:
-            return Hint("corrupt", detail=str(e))
+            return Hint(HintStatus.CORRUPT, detail=str(e))
 
     def list_log(self, from_version: int | None = None) -> Listing:
         """List `_delta_log` from `from_version` (inclusive) on, or all of it."""
@@ -253,10 +254,9 @@ class Table:
         earliest = earliest_version(listing) or 0
         versions = [v for v in range(earliest, latest + 1) if v in listing.commits]
         current = self.snapshot(latest)
-        conf = current.metadata.configuration
-        ict_version = int(conf.get("delta.inCommitTimestampEnablementVersion", "0"))
-        ict_ts = conf.get("delta.inCommitTimestampEnablementTimestamp")
-        if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= int(ict_ts)):
+        props = current.metadata.properties
+        ict_version, ict_ts = props.ict_enablement_version, props.ict_enablement_timestamp
+        if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= ict_ts):
             candidates = [v for v in versions if v >= ict_version]
             # In-commit timestamps increase strictly, so a binary search reads O(log n) commits.
             i = bisect_right(candidates, timestamp_ms, key=self.in_commit_timestamp)

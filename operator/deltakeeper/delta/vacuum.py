@@ -42,7 +42,6 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -51,11 +50,11 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.properties import DAY_MS, TableProperties, duration_text, when_text
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo, LocalStorage, ObjectStorage, Storage
 from deltakeeper.delta.table import Table
 
-DAY_MS = 86_400_000
 # Vacuum below this needs an explicit allowShortRetention. The same fact as
 # maintenance.policy.MIN_VACUUM_RETENTION_MS (delta/ must not import policy; a test ties them).
 MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
@@ -210,8 +209,7 @@ def hidden_key(key: str, partition_columns: Iterable[str], iceberg_metadata: boo
 
 
 def iceberg_enabled(configuration: Mapping[str, str]) -> bool:
-    formats = configuration.get("delta.universalFormat.enabledFormats", "")
-    return "iceberg" in {f.strip().lower() for f in formats.split(",")}
+    return "iceberg" in TableProperties(configuration).universal_formats
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -243,8 +241,8 @@ class VacuumPlan:
 
     def reasons(self) -> list[str]:
         lines = [
-            f"version {self.version}, retention {_duration(self.retention_ms)}: cut-off "
-            f"{_when(self.cutoff_ms)}; unreferenced files modified before it go",
+            f"version {self.version}, retention {duration_text(self.retention_ms)}: cut-off "
+            f"{when_text(self.cutoff_ms)}; unreferenced files modified before it go",
             f"{self.referenced} files referenced by live files, deletion vectors and tombstones "
             "deleted at or after the cut-off",
             f"listed {self.scanned} files: {self.hidden} hidden (_delta_log, names starting with "
@@ -375,8 +373,8 @@ def check_retention(retention_ms: int, allow_short_retention: bool) -> None:
         raise InvalidInputError(f"the deleted-file retention must not be negative: {retention_ms}")
     if retention_ms < MIN_VACUUM_RETENTION_MS and not allow_short_retention:
         raise InvalidInputError(
-            f"a deleted-file retention of {_duration(retention_ms)} is below the "
-            f"{_duration(MIN_VACUUM_RETENTION_MS)} minimum: readers and writers still using "
+            f"a deleted-file retention of {duration_text(retention_ms)} is below the "
+            f"{duration_text(MIN_VACUUM_RETENTION_MS)} minimum: readers and writers still using "
             "older versions could lose files. If no job runs longer than that, pass "
             "--allow-short-retention (allowShortRetention: true in a DeltaTable spec)"
         )
@@ -385,24 +383,7 @@ def check_retention(retention_ms: int, allow_short_retention: bool) -> None:
 def check_protocol(snap: Snapshot) -> None:
     """Refuse unless this build understands every reader and writer feature (the check
     vacuumProtocolCheck asks for, done for every table), and the table is not catalog-managed."""
-    unknown = snap.unsupported_features
-    if unknown:
-        why = (
-            "the table has vacuumProtocolCheck, so vacuum must support every reader and "
-            "writer feature"
-            if snap.protocol.has("vacuumProtocolCheck")
-            else "files this build does not understand may be in use"
-        )
-        raise UnsupportedProtocolError(
-            f"{snap.uri}: vacuum refused, nothing deleted: this deltakeeper does not support "
-            f"{', '.join(unknown)} ({why}); upgrade deltakeeper before vacuuming this table"
-        )
-    managed = [f for f in features.CATALOG_MANAGED if snap.protocol.has(f)]
-    if managed:
-        raise UnsupportedProtocolError(
-            f"{snap.uri}: vacuum refused, nothing deleted: the table is catalog-managed "
-            f"({managed[0]}); run VACUUM through the catalog that owns it"
-        )
+    features.require_writable(snap, "vacuum")
 
 
 # -- table I/O --------------------------------------------------------------------------------
@@ -455,16 +436,3 @@ def remove_empty_folders(table: Table, plan: VacuumPlan) -> int:
     """After `execute_vacuum`: remove the folders it left empty; returns how many went (a folder
     a writer has put a file in since is not empty, and stays)."""
     return table.storage.remove_empty_folders(plan.folders)
-
-
-# -- text -------------------------------------------------------------------------------------
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _duration(ms: int) -> str:
-    days, rest = divmod(ms, DAY_MS)
-    if rest == 0:
-        return f"{days} days"
-    hours, rest = divmod(ms, 3_600_000)
-    return f"{hours} hours" if rest == 0 else f"{ms} ms"

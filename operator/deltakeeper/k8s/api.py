@@ -11,10 +11,10 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from deltakeeper.resources.crd import GROUP, VERSION
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime.targets import SecretUnreadable
 
-GROUP, VERSION = "deltakeeper.io", "v1alpha1"
 TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"
 # Every call here has a deadline (connect, read): a hung API server must not hold a thread,
 # and what waits on it, for ever.

@@ -24,15 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltakeeper.delta import features
+from deltakeeper.delta.properties import HOUR_MS, TableProperties
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.types import field_name, mapping_on, schema_fields
 
 MIB = 2**20
 DEFAULT_TARGET_FILE_SIZE = 128 * MIB
 DEFAULT_MIN_FILES = 50
-DEFAULT_MAX_AGE_MS = 3_600_000
+DEFAULT_MAX_AGE_MS = HOUR_MS
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
-MAPPING_MODE = "delta.columnMapping.mode"
 
 
 class Why(enum.StrEnum):
@@ -237,12 +237,8 @@ def target_file_size(configuration: dict[str, str], explicit: int | None = None)
     form), else 128 MiB."""
     if explicit is not None:
         return explicit
-    raw = configuration.get("delta.targetFileSize", "").strip().lower()
-    units = {"b": 1, "k": 2**10, "kb": 2**10, "m": MIB, "mb": MIB, "g": 2**30, "gb": 2**30}
-    digits = raw.rstrip("kmgb")
-    if digits.isdigit() and raw[len(digits) :] in {"", *units}:
-        return int(digits) * units.get(raw[len(digits) :], 1)
-    return DEFAULT_TARGET_FILE_SIZE
+    table = TableProperties(configuration).target_file_size
+    return DEFAULT_TARGET_FILE_SIZE if table is None else table
 
 
 def job_spec(
@@ -279,23 +275,12 @@ def partition_names(
 def refusal(snap: Snapshot) -> str | None:
     """Why this table must not be compacted, or None. Spark would write the commit, but a
     feature this build does not know may change what a correct plan is."""
-    if snap.unsupported_features:
-        return (
-            f"compaction refused: this deltakeeper does not support "
-            f"{', '.join(snap.unsupported_features)}; upgrade deltakeeper"
-        )
-    managed = [f for f in features.CATALOG_MANAGED if snap.protocol.has(f)]
-    if managed:
-        return (
-            f"compaction refused: the table is catalog-managed ({managed[0]}); run OPTIMIZE "
-            "through the catalog that owns it"
-        )
-    return None
+    return features.refusal(snap.protocol, "compaction")
 
 
 def logical_partition_names(meta: Metadata) -> dict[str, str]:
     return partition_names(
-        meta.schema_string, meta.partition_columns, meta.configuration.get(MAPPING_MODE)
+        meta.schema_string, meta.partition_columns, meta.properties.column_mapping_mode
     )
 
 

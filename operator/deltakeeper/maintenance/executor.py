@@ -7,6 +7,7 @@ or the log is not what the plan saw, and deleting on that basis is the one thing
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,20 +31,36 @@ Progress = Callable[[str, int, int], None]  # operation, done, total
 AFTER_FAILURE = "an earlier step failed"  # the message of a step skipped because of one
 
 
+class Result(enum.StrEnum):
+    """What became of one step. SKIPPED_AFTER_FAILURE reads "skipped", as JSON, status and
+    metrics have always shown it, but is its own member: tell the two apart with `is`."""
+
+    def __new__(cls, text: str, name: str | None = None) -> Result:
+        member = str.__new__(cls, text)
+        member._value_ = name or text
+        return member
+
+    DONE = "done"
+    DRY_RUN = "dry-run"
+    SKIPPED = "skipped"
+    SKIPPED_AFTER_FAILURE = "skipped", "skipped-after-failure"
+    REFUSED = "refused"
+    FAILED = "failed"
+
+
 @dataclass
 class Outcome:
     operation: str
-    result: str  # done | dry-run | skipped | refused | failed
+    result: Result
     message: str = ""
     seconds: float = 0.0
     deleted_files: int = 0
     deleted_bytes: int = 0
     checkpoint_version: int | None = None
     files: list[str] = field(default_factory=list)  # what a dry run would write or delete
-    exit_code: int = 0  # a failed step's error class, as the CLI reports it
     repaired: list[int] = field(default_factory=list)  # checkpoint: damaged versions rewritten
     # In full, for a front-end that reports more than the counts (the CLI); not in to_json.
-    error: DeltaError | None = field(default=None, repr=False)  # why it failed
+    error: DeltaError | None = field(default=None, repr=False)  # why it failed or was refused
     written: CheckpointResult | None = field(default=None, repr=False)  # checkpoint
     checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
     deleted_folders: int = 0  # vacuum
@@ -72,7 +89,7 @@ class Report:
 
     @property
     def failed(self) -> Outcome | None:
-        return next((o for o in self.outcomes if o.result == "failed"), None)
+        return next((o for o in self.outcomes if o.result is Result.FAILED), None)
 
     def total(self, attr: str) -> int:
         return sum(int(getattr(o, attr)) for o in self.outcomes)
@@ -89,11 +106,11 @@ def execute(
     started = time.monotonic()
     for step in plan.steps:
         if report.failed is not None:
-            outcome = Outcome(step.operation, "skipped", AFTER_FAILURE)
+            outcome = Outcome(step.operation, Result.SKIPPED_AFTER_FAILURE, AFTER_FAILURE)
         elif step.refused:
-            outcome = Outcome(step.operation, "refused", step.reason, exit_code=step.exit_code)
+            outcome = Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
         elif not step.due:
-            outcome = Outcome(step.operation, "skipped", step.reason)
+            outcome = Outcome(step.operation, Result.SKIPPED, step.reason)
         else:
             outcome = _timed(table, plan, step, dry_run, progress)
         report.outcomes.append(outcome)
@@ -109,7 +126,7 @@ def _timed(
     try:
         outcome = runners[step.operation](table, plan, step, dry_run, progress)
     except DeltaError as e:
-        outcome = Outcome(step.operation, "failed", str(e), exit_code=e.exit_code, error=e)
+        outcome = Outcome(step.operation, Result.FAILED, str(e), error=e)
     outcome.seconds = time.monotonic() - started
     return outcome
 
@@ -148,7 +165,7 @@ def _repair(table: Table, plan: Plan, version: int, dry_run: bool) -> Outcome:
     )
     return Outcome(
         "checkpoint",
-        "dry-run" if dry_run else "done",
+        Result.DRY_RUN if dry_run else Result.DONE,
         result.key,
         checkpoint_version=result.version,
         files=list(result.keys) if dry_run else [],
@@ -185,7 +202,7 @@ def _regular_checkpoint(table: Table, plan: Plan, step: Step, dry_run: bool) -> 
         message += f"; {checksum.key} {'already there' if checksum.existed else state}"
     return Outcome(
         "checkpoint",
-        "dry-run" if dry_run else "done",
+        Result.DRY_RUN if dry_run else Result.DONE,
         message,
         checkpoint_version=result.version,
         files=written if dry_run else [],
@@ -242,7 +259,7 @@ def _deleting(
 ) -> Outcome:
     if dry_run:
         message = f"would delete {files} files ({format_bytes(size)})"
-        return Outcome(operation, "dry-run", message, files=[f.key for f in planned])
+        return Outcome(operation, Result.DRY_RUN, message, files=[f.key for f in planned])
     # Bytes are the plan's: a planned file someone else removed first is gone all the same.
     message = f"deleted {deleted} files ({format_bytes(size)})"
-    return Outcome(operation, "done", message, deleted_files=deleted, deleted_bytes=size)
+    return Outcome(operation, Result.DONE, message, deleted_files=deleted, deleted_bytes=size)

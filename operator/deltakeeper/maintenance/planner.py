@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta import cleanup, features, vacuum
 from deltakeeper.delta.checkpoint import CheckpointSource
-from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
-from deltakeeper.delta.last_checkpoint import LastCheckpoint
+from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
@@ -34,7 +34,7 @@ class Step:
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
     detail: cleanup.CleanupPlan | vacuum.VacuumPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
-    exit_code: int = 0  # for a refusal: the CLI exit code of its cause
+    error: DeltaError | None = field(default=None, repr=False)  # for a refusal: its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
     # checkpoint: damaged checkpoints to rewrite first (classic-named, one file each)
     repair: tuple[int, ...] = ()
@@ -102,11 +102,8 @@ def plan(
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
-    if snap.unsupported_features:
-        result.refusal = (
-            f"this build does not support {', '.join(snap.unsupported_features)}; "
-            "nothing will be written or deleted (upgrade deltakeeper)"
-        )
+    result.refusal = features.refusal(snap.protocol, "maintenance")
+    if result.refusal:
         return result
     for op in operations:
         if op == "checkpoint":
@@ -192,9 +189,9 @@ def _hint_behind(table: Table, cp: Checkpoint | None) -> str | None:
     named = hint.checkpoint
     if named is not None and not _names(named, cp):
         hint = checked_hint(hint, table.list_log(named.version))
-    if hint.status == "missing" and cp is None:
+    if hint.status is HintStatus.MISSING and cp is None:
         return None  # no checkpoint yet, and nothing claims one
-    if hint.checkpoint is None or hint.status == "stale":
+    if hint.checkpoint is None or hint.status is HintStatus.STALE:
         why = f" ({hint.detail})" if hint.detail else ""
         return f"_last_checkpoint is {hint.status}{why}; writing the checkpoint again repairs it"
     if cp is not None and hint.checkpoint.version < cp.version:
@@ -258,7 +255,7 @@ def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
     try:
         detail = _plan_vacuum(table, snap, policy, now_ms)
     except (InvalidInputError, UnsupportedProtocolError) as e:
-        return Step("vacuum", False, str(e), refused=True, exit_code=e.exit_code)
+        return Step("vacuum", False, str(e), refused=True, error=e)
     if not detail.delete:
         return Step("vacuum", False, "no unreferenced data files past the retention", detail)
     reason = f"{detail.files} unreferenced data files ({format_bytes(detail.bytes)})"

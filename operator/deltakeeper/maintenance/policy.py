@@ -9,15 +9,20 @@ below Delta's default); else Delta's default. `Policy.sources` says which of the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
 from deltakeeper.delta import vacuum
-
-DAY_MS = 86_400_000
+from deltakeeper.delta.properties import (
+    DAY_MS,
+    DELETED_FILE_RETENTION,
+    HOUR_MS,
+    LOG_RETENTION,
+    PropertyError,
+    TableProperties,
+)
 
 # Files below this size count as "small" in status, metrics and `inspect`.
 SMALL_FILE_BYTES = 32 * 2**20
@@ -34,27 +39,15 @@ CLASSIC_V2_EVERY_INTERVALS = 10
 # cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
 # often vacuum runs when vacuum.schedule is not set (vacuum lists the whole table, so rarely).
 POLL_INTERVAL_MS = 30_000
-CLEANUP_EVERY_MS = 3_600_000
+CLEANUP_EVERY_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
-
-_UNIT_MS = {
-    "microsecond": 0.001,
-    "millisecond": 1,
-    "second": 1000,
-    "minute": 60_000,
-    "hour": 3_600_000,
-    "day": DAY_MS,
-    "week": 7 * DAY_MS,
-}
-_PAIR = re.compile(r"(-?\d+)\s+([a-z]+?)s?\b")
-
 
 # Where an effective retention came from (Policy.sources): an explicit setting of a DeltaTable
 # spec, a DeltaMaintenancePolicy or a CLI flag, the table's own property, or Delta's default.
 SOURCES = ("spec", "policy", "flag", "table", "default")
 RETENTION_PROPERTIES = {
-    "log_retention_ms": "delta.logRetentionDuration",
-    "deleted_file_retention_ms": "delta.deletedFileRetentionDuration",
+    "log_retention_ms": LOG_RETENTION,
+    "deleted_file_retention_ms": DELETED_FILE_RETENTION,
 }
 RETENTION_DEFAULTS = {
     "log_retention_ms": LOG_RETENTION_MS,
@@ -64,21 +57,6 @@ RETENTION_DEFAULTS = {
 
 class PolicyError(ValueError):
     pass
-
-
-def parse_interval_ms(text: str) -> int:
-    """A Delta table-property interval ("interval 30 days", "1 week", "2 days 12 hours")."""
-    s = text.strip().lower()
-    s = s[len("interval ") :] if s.startswith("interval ") else s
-    pairs = _PAIR.findall(s)
-    if not pairs or _PAIR.sub("", s).strip():
-        raise PolicyError(f"{text!r} is not an interval Delta accepts, e.g. 'interval 7 days'")
-    total = 0.0
-    for number, unit in pairs:
-        if unit not in _UNIT_MS:
-            raise PolicyError(f"{text!r}: unit {unit!r} is not allowed (months and years are not)")
-        total += int(number) * _UNIT_MS[unit]
-    return int(total)
 
 
 @dataclass(frozen=True)
@@ -144,14 +122,6 @@ def sources_of(**layers: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _table_interval(configuration: dict[str, str]) -> int:
-    key = "table property delta.checkpointInterval"
-    value = configuration.get("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
-    if not value.strip().isdigit():
-        raise PolicyError(f"{key}: {value!r} is not a whole number")
-    return positive(key, int(value))
-
-
 def positive(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise PolicyError(f"{key}: expected a whole number above 0, got {value!r}")
@@ -172,19 +142,27 @@ def effective(
     """The policy for one table: explicit values (spec, policy or flags; `sources` names where
     each retention came from, "flag" when not said) over Delta's defaults, with retention
     following the table's own properties (see the module's docstring)."""
+    props = TableProperties(configuration)
+    try:
+        table = {
+            "log_retention_ms": props.log_retention_ms,
+            "deleted_file_retention_ms": props.deleted_file_retention_ms,
+        }
+        interval = checkpoint_interval or props.checkpoint_interval or CHECKPOINT_INTERVAL
+        txn_retention_ms = props.txn_retention_ms
+    except PropertyError as e:
+        raise PolicyError(str(e)) from e
     explicit = {
         "log_retention_ms": log_retention_ms,
         "deleted_file_retention_ms": deleted_file_retention_ms,
     }
-    chosen = {key: _retention(configuration, key, explicit[key], sources or {}) for key in explicit}
-    txn = configuration.get("delta.setTransactionRetentionDuration")
+    chosen = {key: _retention(key, explicit[key], table[key], sources or {}) for key in explicit}
     return Policy(
         log_retention_ms=chosen["log_retention_ms"][0],
         deleted_file_retention_ms=chosen["deleted_file_retention_ms"][0],
-        checkpoint_interval=checkpoint_interval or _table_interval(configuration),
-        expired_log_cleanup=configuration.get("delta.enableExpiredLogCleanup", "true").lower()
-        != "false",
-        txn_retention_ms=parse_interval_ms(txn) if txn else None,
+        checkpoint_interval=interval,
+        expired_log_cleanup=props.expired_log_cleanup,
+        txn_retention_ms=txn_retention_ms,
         vacuum_enabled=True if vacuum_enabled is None else vacuum_enabled,
         allow_short_retention=bool(allow_short_retention),
         write_checksum=bool(write_checksum),
@@ -194,16 +172,10 @@ def effective(
 
 
 def _retention(
-    configuration: Mapping[str, str], key: str, explicit: int | None, sources: Mapping[str, str]
+    key: str, explicit: int | None, table: int | None, sources: Mapping[str, str]
 ) -> tuple[int, str]:
     """One retention and its source: explicit but never below the table's property, else the
     table's property, else Delta's default."""
-    prop = RETENTION_PROPERTIES[key]
-    text = configuration.get(prop)
-    try:
-        table = parse_interval_ms(text) if text else None
-    except PolicyError as e:
-        raise PolicyError(f"table property {prop}: {e}") from e
     if explicit is not None and (table is None or explicit >= table):
         return explicit, sources.get(key, "flag")
     if table is not None:

@@ -6,8 +6,10 @@ from typing import Any
 
 from deltakeeper.maintenance.policy import SOURCES
 
+# The one definition of the API group and version; k8s/ and the manifests read these.
 GROUP = "deltakeeper.io"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 
 # What units.py parses: durations 30d, 12h, 90m, 45s; sizes 4096, 500M, 128Mi, 1Gi.
 DURATION = r"^[0-9]+(d|h|m|s)$"

@@ -20,7 +20,7 @@ import yaml
 
 from deltakeeper.resources import crd
 
-API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
+API_VERSION = crd.API_VERSION
 _HINTS = {
     crd.DURATION: "use a number and d, h, m or s, e.g. 30d or 12h",
     crd.SIZE: "use bytes or a suffix, e.g. 128Mi or 1Gi",

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from deltakeeper.maintenance.executor import AFTER_FAILURE
+from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
@@ -123,10 +123,10 @@ class Fleet:
         m.checkpoint_written(ns, name, obs.checkpoint_written_ms)
         m.requests(ns, name, obs.requests)
         for o in obs.outcomes:
-            if o.result == "skipped" and o.message == AFTER_FAILURE:
+            if o.result is Result.SKIPPED_AFTER_FAILURE:
                 continue
             m.maintenance(ns, name, o.operation, o.result, o.seconds)
-            if o.operation in _KINDS and o.result == "done":
+            if o.operation in _KINDS and o.result is Result.DONE:
                 m.deleted(ns, name, _KINDS[o.operation], o.deleted_files, o.deleted_bytes)
 
     async def heartbeat(self, every_s: float = 5.0) -> None:

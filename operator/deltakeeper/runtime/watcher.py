@@ -8,6 +8,7 @@ conditions, events and the maintenance outcomes. Every message is scrubbed of se
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from deltakeeper.delta import features
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
@@ -28,6 +30,7 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
+from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.policy import (
     POLL_INTERVAL_MS,
     SMALL_FILE_BYTES,
@@ -42,7 +45,6 @@ log = logging.getLogger("deltakeeper.watcher")
 
 CONDITIONS = ("Ready", "StorageReachable", "ProtocolSupported", "Degraded")
 # Outcome results that count as "ran" (a skip after an earlier failure did not).
-_RAN = ("done", "dry-run", "failed", "refused", "skipped")
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,16 @@ class Target:
         return (self.namespace, self.name)
 
 
+class ConditionStatus(enum.StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: str  # True | False | Unknown
+    status: ConditionStatus
     reason: str
     message: str
 
@@ -107,7 +115,7 @@ class Observation:
 
     @property
     def ready(self) -> bool:
-        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+        return any(c.type == "Ready" and c.status == ConditionStatus.TRUE for c in self.conditions)
 
 
 class TableWatcher:
@@ -197,13 +205,12 @@ class TableWatcher:
         if not obs.due or table is None or snap is None:
             return obs
         outcomes = self._run(target, table, snap, obs.due, now_ms)
-        if any(o.operation == "checkpoint" and o.result == "done" for o in outcomes) and not any(
-            o.operation == "cleanup" and o.result == "done" for o in outcomes
-        ):
+        ran = {o.operation for o in outcomes if o.result is Result.DONE}
+        if "checkpoint" in ran and "cleanup" not in ran:
             # A new checkpoint is what lets cleanup drop the commits before it.
             outcomes += self._run(target, table, snap, ("cleanup",), now_ms)
         self._record(outcomes, snap.version, now_ms)
-        if any(o.result == "done" for o in outcomes):
+        if any(o.result is Result.DONE for o in outcomes):
             self._snap, self._summary = table.snapshot(), {}
         fresh = self._result(target, now_ms, outcomes=outcomes)
         done = _outcome_events(outcomes)
@@ -220,9 +227,10 @@ class TableWatcher:
             plan = planner.plan(table, snap, self._policy, now_ms, ops)
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
-            return [executor.Outcome(op, "failed", message) for op in ops]
+            return [executor.Outcome(op, Result.FAILED, message) for op in ops]
         if plan.refusal:
-            return [executor.Outcome(op, "refused", plan.refusal, exit_code=3) for op in ops]
+            refused = UnsupportedProtocolError(plan.refusal)
+            return [executor.Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
         dry = [s for s in plan.steps if s.operation == "vacuum" and target.vacuum_dry_run]
         wet = [s for s in plan.steps if s not in dry]
         report = executor.execute(table, replace(plan, steps=wet))
@@ -231,20 +239,22 @@ class TableWatcher:
             failed = report.failed is not None
             outcomes += executor.execute(table, replace(plan, steps=dry), dry_run=True).outcomes
             if failed:
-                outcomes[-1] = executor.Outcome("vacuum", "skipped", executor.AFTER_FAILURE)
+                outcomes[-1] = executor.Outcome(
+                    "vacuum", Result.SKIPPED_AFTER_FAILURE, executor.AFTER_FAILURE
+                )
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
 
     def _record(self, outcomes: list[executor.Outcome], version: int, now_ms: int) -> None:
         for o in outcomes:
-            if o.result not in _RAN or o.message == executor.AFTER_FAILURE:
+            if o.result is Result.SKIPPED_AFTER_FAILURE:
                 continue
-            if o.result == "failed":
+            if o.result is Result.FAILED:
                 self.last_run_ms.pop(o.operation, None)  # retried at the next poll
             else:
                 self.last_run_ms[o.operation] = now_ms
-            if o.result == "skipped":
+            if o.result is Result.SKIPPED:
                 continue  # looked, nothing due: the status keeps the last real run
             self.last_maintenance[o.operation] = {
                 "time": _rfc3339(now_ms),
@@ -318,14 +328,19 @@ class TableWatcher:
             self._conditions[c.type] = c
             if before is not None and (before.status, before.reason) == (c.status, c.reason):
                 continue
-            bad = (c.type == "Degraded") == (c.status == "True")
+            bad = (c.type == "Degraded") == (c.status == ConditionStatus.TRUE)
             if any(e.reason == c.reason for e in events):
                 continue  # Ready and StorageReachable often fail for one reason: one event
-            if bad and c.status != "Unknown":
+            if bad and c.status != ConditionStatus.UNKNOWN:
                 events.append(Event("Warning", c.reason, c.message))
-            elif before is not None and c.status == ("False" if c.type == "Degraded" else "True"):
+            elif before is not None and c.status == _healthy(c.type):
                 events.append(Event("Normal", c.reason, c.message))
         return events
+
+
+def _healthy(kind: str) -> ConditionStatus:
+    """The status of a condition of this type when all is well (Degraded is the odd one)."""
+    return ConditionStatus.FALSE if kind == "Degraded" else ConditionStatus.TRUE
 
 
 def _conditions(
@@ -337,39 +352,44 @@ def _conditions(
 ) -> list[Condition]:
     """The four conditions, from what blocked the poll (if anything) and what maintenance did."""
     unknown = "not checked: an earlier problem stops the poll"
-    reach = Condition("StorageReachable", "Unknown", "NotChecked", unknown)
-    proto = Condition("ProtocolSupported", "Unknown", "NotChecked", unknown)
+    reach = Condition("StorageReachable", ConditionStatus.UNKNOWN, "NotChecked", unknown)
+    proto = Condition("ProtocolSupported", ConditionStatus.UNKNOWN, "NotChecked", unknown)
     ready: Condition | None = None
     if problem is not None:
-        ready = Condition("Ready", "False", problem.reason, SCRUBBER.scrub(problem.message))
+        ready = Condition(
+            "Ready", ConditionStatus.FALSE, problem.reason, SCRUBBER.scrub(problem.message)
+        )
     elif error is not None:
         reason, message = _classify(error)
         if isinstance(error, StorageUnreachableError):
-            reach = Condition("StorageReachable", "False", reason, message)
+            reach = Condition("StorageReachable", ConditionStatus.FALSE, reason, message)
         elif isinstance(error, (InvalidInputError, PolicyError)) and not isinstance(
             error, NotADeltaTableError
         ):
             pass  # a spec problem found before any request: the store was not asked
         else:
-            reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
-        if isinstance(error, UnsupportedProtocolError):
-            proto = Condition("ProtocolSupported", "False", reason, message)
-        ready = Condition("Ready", "False", reason, message)
-    else:
-        reach = Condition("StorageReachable", "True", "Reachable", "the table's store answers")
-    if snap is not None:
-        if snap.unsupported_features:
-            message = (
-                f"the table uses {', '.join(snap.unsupported_features)}, which this deltakeeper "
-                "does not support; nothing is written or deleted until deltakeeper is upgraded"
+            reach = Condition(
+                "StorageReachable", ConditionStatus.TRUE, "Reachable", "the table's store answers"
             )
-            proto = Condition("ProtocolSupported", "False", "UnsupportedFeatures", message)
-            ready = Condition("Ready", "False", "UnsupportedFeatures", message)
+        if isinstance(error, UnsupportedProtocolError):
+            proto = Condition("ProtocolSupported", ConditionStatus.FALSE, reason, message)
+        ready = Condition("Ready", ConditionStatus.FALSE, reason, message)
+    else:
+        reach = Condition(
+            "StorageReachable", ConditionStatus.TRUE, "Reachable", "the table's store answers"
+        )
+    if snap is not None:
+        refused = features.refusal(snap.protocol, "status")
+        if refused:
+            proto = Condition(
+                "ProtocolSupported", ConditionStatus.FALSE, "UnsupportedFeatures", refused
+            )
+            ready = Condition("Ready", ConditionStatus.FALSE, "UnsupportedFeatures", refused)
         else:
             p = snap.protocol
             proto = Condition(
                 "ProtocolSupported",
-                "True",
+                ConditionStatus.TRUE,
                 "Supported",
                 f"reader v{p.min_reader_version}, writer v{p.min_writer_version}: all known",
             )
@@ -377,10 +397,13 @@ def _conditions(
         msg = f"watching version {snap.version}" if snap is not None else "watching"
         if target.suspend:
             ready = Condition(
-                "Ready", "True", "Suspended", f"{msg}; maintenance suspended by spec.suspend"
+                "Ready",
+                ConditionStatus.TRUE,
+                "Suspended",
+                f"{msg}; maintenance suspended by spec.suspend",
             )
         else:
-            ready = Condition("Ready", "True", "Watching", msg)
+            ready = Condition("Ready", ConditionStatus.TRUE, "Watching", msg)
     # The latest run of each operation, not this poll's: a refused vacuum stays a problem
     # until a later vacuum succeeds.
     failed = [
@@ -389,20 +412,27 @@ def _conditions(
     if failed:
         op, e = failed[0]
         reason = "MaintenanceFailed" if e["result"] == "failed" else "MaintenanceRefused"
-        degraded = Condition("Degraded", "True", reason, f"{op} {e['result']}: {e.get('message')}")
+        degraded = Condition(
+            "Degraded", ConditionStatus.TRUE, reason, f"{op} {e['result']}: {e.get('message')}"
+        )
     elif target.duplicates:
         message = (
             f"{', '.join(target.duplicates)} also name{'s' if len(target.duplicates) == 1 else ''}"
             f" {SCRUBBER.scrub(target.uri)}: one table maintained by several resources; "
             "delete all but one"
         )
-        degraded = Condition("Degraded", "True", "DuplicateUri", message)
+        degraded = Condition("Degraded", ConditionStatus.TRUE, "DuplicateUri", message)
     elif target.warnings:
         degraded = Condition(
-            "Degraded", "True", "PolicyWarning", SCRUBBER.scrub("; ".join(target.warnings))
+            "Degraded",
+            ConditionStatus.TRUE,
+            "PolicyWarning",
+            SCRUBBER.scrub("; ".join(target.warnings)),
         )
     else:
-        degraded = Condition("Degraded", "False", "AsExpected", "no maintenance problems")
+        degraded = Condition(
+            "Degraded", ConditionStatus.FALSE, "AsExpected", "no maintenance problems"
+        )
     return [ready, reach, proto, degraded]
 
 
@@ -430,16 +460,16 @@ def _classify(error: BaseException) -> tuple[str, str]:
 def _outcome_events(outcomes: list[executor.Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
-        if o.result == "done" and o.repaired:
+        if o.result is Result.DONE and o.repaired:
             events.append(Event("Warning", "CheckpointRepaired", o.message))
-        if o.result == "done":
+        if o.result is Result.DONE:
             events.append(Event("Normal", *_done(o)))
-        elif o.result == "dry-run" and o.operation == "vacuum":
+        elif o.result is Result.DRY_RUN and o.operation == "vacuum":
             events.append(
                 Event("Normal", "VacuumDryRun", f"vacuum would delete {len(o.files)} files")
             )
-        elif o.result in ("failed", "refused"):
-            reason = "MaintenanceFailed" if o.result == "failed" else "MaintenanceRefused"
+        elif o.result in (Result.FAILED, Result.REFUSED):
+            reason = "MaintenanceFailed" if o.result is Result.FAILED else "MaintenanceRefused"
             events.append(Event("Warning", reason, f"{o.operation}: {o.message}"))
     return events
 
