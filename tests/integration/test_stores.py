@@ -5,6 +5,7 @@ local disk: same answers everywhere, atomic create-only puts, and request counts
 from __future__ import annotations
 
 import http.client
+import random
 import shutil
 import threading
 import time
@@ -16,10 +17,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from deltakeeper.delta.errors import StorageUnreachableError
-from deltakeeper.delta.storage import LocalStorage, Storage, open_storage
+from deltakeeper.delta.storage import (
+    RANGE_BUFFER_BYTES,
+    WHOLE_READ_BYTES,
+    LocalStorage,
+    Storage,
+    open_storage,
+)
 from tests.support import stores
 
 # store_binaries: the emulators are installed before the first test (see conftest.py).
@@ -243,6 +252,43 @@ def test_read_head_overwrite_count_one_request_each(target: Target) -> None:
     assert info is not None and info.size == 5 and info.key == key and info.mtime_ms > 0
     assert s.read(key) == b"three"
     assert dict(s.requests) == {"head": 2, "read": 2, "put": 2}
+
+
+def _big_parquet(rows: int) -> bytes:
+    """An uncompressed parquet file of several MiB, row groups of 10,000 rows."""
+    rng = random.Random(7)
+    ids = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(rows)]
+    buf = pa.BufferOutputStream()
+    table = pa.table({"a": pa.array(range(rows), pa.int64()), "b": ids})
+    pq.write_table(table, buf, row_group_size=10_000, compression="none")
+    return bytes(buf.getvalue().to_pybytes())
+
+
+def test_open_input_reads_ranges_of_a_large_file(target: Target) -> None:
+    """Above WHOLE_READ_BYTES a file is read by ranged requests (the footer, then the chunks
+    of the columns read), and right; with the size given, no head request."""
+    data = _big_parquet(200_000)
+    assert len(data) > 3 * WHOLE_READ_BYTES
+    s = target.open()
+    key = "_delta_log/00000000000000000010.checkpoint.parquet"
+    s.overwrite(key, data)
+    s.requests.clear()
+    column = pq.ParquetFile(s.open_input(key)).read(columns=["a"])["a"]
+    assert column.to_pylist() == list(range(200_000))
+    remote = target.name != "local"
+    assert s.requests["head"] == (1 if remote else 0)
+    # Object stores: ranged requests, one per read-ahead buffer at most (never the whole
+    # object in one); local disk: one open.
+    reads = s.requests["read"]
+    most = -(-len(data) // RANGE_BUFFER_BYTES)
+    assert (2 <= reads <= most) if remote else reads == 1, reads
+    s.requests.clear()
+    pf = pq.ParquetFile(s.open_input(key, len(data)))
+    assert pf.metadata.num_rows == 200_000 and "head" not in s.requests
+    whole = pq.read_table(pa.BufferReader(data), columns=["b"])["b"]
+    assert pf.read_row_group(3, columns=["b"])["b"].to_pylist() == whole[30_000:40_000].to_pylist()
+    with pytest.raises(FileNotFoundError):
+        s.open_input("_delta_log/missing.parquet")
 
 
 # -- failures ---------------------------------------------------------------------------------
