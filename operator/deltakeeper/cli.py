@@ -216,8 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         "maintain",
         help="run what the policy says is due: checkpoint, then log cleanup, then vacuum",
         description="Plan (what is due and why), then run the due steps in order: checkpoint, "
-        "log cleanup, vacuum. A failed step skips the ones after it. Exit code: the worst of "
-        "the steps (2 for a refused vacuum retention, 3 for an unsupported protocol).",
+        "compaction (with --compact), log cleanup, vacuum. A failed step skips the ones after "
+        "it. Exit code: the worst of the steps (1 for a failed compaction job, 2 for a refused "
+        "vacuum retention, 3 for an unsupported protocol).",
     )
     _common(p)
     p.add_argument("--log-retention", metavar="D", help="log retention (default 30d)")
@@ -233,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--allow-short-retention", action="store_true", help="allow vacuum below 7 days")
     p.add_argument("--no-vacuum", action="store_true", help="never vacuum data files")
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="also compact small files (after the checkpoint), running the job with "
+        "spark-submit to its end; the planner's defaults as for `compact`",
+    )
+    _spark_flags(p)
     _checkpoint_flags(p, "--checkpoint-part-size")
     p.add_argument(
         "--only",
@@ -283,14 +291,18 @@ def _compact_command(sub: Any) -> None:
         metavar="COL=VALUE",
         help="only partitions whose partition column COL has VALUE (repeatable; all must hold)",
     )
+    _spark_flags(p)
+    _maintenance_flags(p, dry_run="print the plan; run no job")
+    p.set_defaults(func=cmd_compact)
+
+
+def _spark_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument(
         "--jars-dir",
         metavar="DIR",
         help="a folder of Delta Lake jars (default: --packages from Maven Central)",
     )
-    _maintenance_flags(p, dry_run="print the plan; run no job")
-    p.set_defaults(func=cmd_compact)
 
 
 def _daemon_commands(sub: Any) -> None:
@@ -740,6 +752,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         "allow_short_retention": args.allow_short_retention or None,
         "write_checksum": args.write_checksum or None,
         "checkpoint_part_size": _part_size(args.part_size),
+        "compaction_enabled": args.compact or None,
     }
     pol = _policy(args.uri, snap.metadata.configuration, **flags)
     ops = _operations(args.only)
@@ -748,7 +761,10 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:
         print("\n".join(plan.lines()))
-    report = executor.execute(table, plan, args.dry_run, None if args.json else _progress)
+    launcher = submit.SubmitLauncher(submit.SubmitConfig(args.master, jars_dir=args.jars_dir))
+    compactor = executor.Compactor(launcher, _storage_options(args.storage_option))
+    progress = None if args.json else _progress
+    report = executor.execute(table, plan, args.dry_run, progress, compactor)
     if args.json:
         print(json.dumps(_maintain_json(plan, report)))
     else:
@@ -767,14 +783,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise UnsupportedProtocolError(f"{args.uri}: {refusal}")
     meta = snap.metadata
     names = compaction.logical_partition_names(meta)
-    settings = compaction.CompactionSettings(
+    settings = policy.CompactionSettings(
         target_file_size=compaction.target_file_size(
             meta.configuration, _size("--target-file-size", args.target_file_size)
         ),
         min_file_size=_size("--min-file-size", args.min_file_size),
         min_files_per_partition=args.min_files,
         max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
-        or compaction.DEFAULT_MAX_AGE_MS,
+        or policy.COMPACTION_MAX_AGE_MS,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
     found = compaction.plan(files, tuple(names), settings, now)
