@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from deltakeeper import __version__
+from deltakeeper.compaction import launcher as launcher_mod
 from deltakeeper.compaction import submit
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta import cleanup, errors, vacuum
@@ -303,6 +304,18 @@ def _spark_flags(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a folder of Delta Lake jars (default: --packages from Maven Central)",
     )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the job (repeatable)",
+    )
+
+
+def _submit_config(args: argparse.Namespace) -> submit.SubmitConfig:
+    conf = dict(pair.partition("=")[::2] for pair in args.spark_conf)
+    return submit.SubmitConfig(args.master, jars_dir=args.jars_dir, conf=conf)
 
 
 def _daemon_commands(sub: Any) -> None:
@@ -329,6 +342,7 @@ def _daemon_commands(sub: Any) -> None:
         metavar="S",
         help="print a status table every S seconds (0: never)",
     )
+    _compaction_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("status", help="print the status `deltakeeper run` wrote")
@@ -356,6 +370,24 @@ def _daemon_commands(sub: Any) -> None:
         help="text (default) or json: one JSON object a line, for a cluster's log collector",
     )
     p.set_defaults(func=cmd_operator)
+
+
+def _compaction_flags(p: argparse.ArgumentParser) -> None:
+    """How standalone mode runs the compaction jobs of tables with compaction.enabled."""
+    p.add_argument(
+        "--max-compaction-jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="at most N compaction jobs (spark-submit) at once, all tables together (default 1)",
+    )
+    _spark_flags(p)
+
+
+def _compactor(args: argparse.Namespace) -> executor.Compactor:
+    cfg = _submit_config(args)
+    launcher = launcher_mod.Limited(submit.SubmitLauncher(cfg), args.max_compaction_jobs)
+    return executor.Compactor(launcher, wait=args.once)
 
 
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str) -> None:
@@ -407,6 +439,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.max_concurrent,
         args.once,
         args.summary_every,
+        _compactor(args),
     )
 
 
@@ -761,7 +794,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:
         print("\n".join(plan.lines()))
-    launcher = submit.SubmitLauncher(submit.SubmitConfig(args.master, jars_dir=args.jars_dir))
+    launcher = submit.SubmitLauncher(_submit_config(args))
     compactor = executor.Compactor(launcher, _storage_options(args.storage_option))
     progress = None if args.json else _progress
     report = executor.execute(table, plan, args.dry_run, progress, compactor)
@@ -809,7 +842,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if found.due and not args.dry_run:
         job_id = f"deltakeeper-{meta.id[:8]}-{now}"
         spec = compaction.job_spec(found, names, job_id, snap.version)
-        cfg = submit.SubmitConfig(args.master, jars_dir=args.jars_dir)
+        cfg = _submit_config(args)
         try:
             done = submit.run(cfg, spark_storage(args.uri, options), spec)
         except submit.SparkUnavailable as e:

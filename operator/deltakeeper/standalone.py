@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials, metrics, status
@@ -57,8 +58,10 @@ class Standalone:
         max_concurrent: int = 2,
         out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
+        compactor: Compactor | None = None,
     ) -> None:
         self.folder = folder
+        self.compactor = compactor  # how tables with compaction.enabled run their jobs
         self.status_path = status_path
         self.metrics = registry
         self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
@@ -117,7 +120,7 @@ class Standalone:
         known = self.tables.get(key)
         if known is None:
             previous = self.statuses.get(_name(key), {})
-            watcher = TableWatcher(self.clock(), status.last_maintenance(previous))
+            watcher = TableWatcher(self.clock(), status.last_maintenance(previous), self.compactor)
             generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
             if previous and _spec_of(previous) != resource.spec:
                 generation += 1
@@ -314,6 +317,8 @@ def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ..
 def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
     if operation == "checkpoint":
         return f"v{entry.get('version')} "
+    if operation == "compaction":
+        return f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files "
     return f"{entry.get('deletedFiles', 0)} files "
 
 
@@ -350,6 +355,7 @@ def run(
     max_concurrent: int,
     once: bool,
     summary_s: float,
+    compactor: Compactor | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -359,7 +365,11 @@ def run(
         raise InvalidInputError(f"--manifests {folder}: no such folder; put DeltaTable YAML there")
     registry = metrics.Metrics()
     daemon = Standalone(
-        path, Path(status_path) if status_path else status_file_for(path), registry, max_concurrent
+        path,
+        Path(status_path) if status_path else status_file_for(path),
+        registry,
+        max_concurrent,
+        compactor=compactor,
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
     if server is not None:

@@ -130,8 +130,13 @@ class SubmitJob:
             self._out = open(os.path.join(self._tmp.name, "stdout"), "w+", encoding="utf-8")  # noqa: SIM115
             self._err = open(os.path.join(self._tmp.name, "stderr"), "w+", encoding="utf-8")  # noqa: SIM115
             env = {**os.environ, **storage.env, "PYSPARK_PYTHON": sys.executable}
+            # The job holds the lock too: it outlives a daemon killed while the job runs.
             self._proc = subprocess.Popen(
-                command(cfg, storage, spec_file), stdout=self._out, stderr=self._err, env=env
+                command(cfg, storage, spec_file),
+                stdout=self._out,
+                stderr=self._err,
+                env=env,
+                pass_fds=(self._lock.fileno(),),
             )
         except BaseException:
             self._close()
