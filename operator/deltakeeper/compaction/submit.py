@@ -7,11 +7,13 @@ e.g. the one scripts/spark/install.sh fills) or from Maven Central through `--pa
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -137,6 +139,7 @@ class SubmitJob:
                 stderr=self._err,
                 env=env,
                 pass_fds=(self._lock.fileno(),),
+                start_new_session=True,  # a process group: a deadline stops Python and JVM
             )
         except BaseException:
             self._close()
@@ -157,10 +160,15 @@ class SubmitJob:
             self._proc.wait(timeout=max(0.0, self._deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._stop()
+        except BaseException:  # Ctrl-C: the job is in its own session, so stop it here
+            self._stop()
+            self._close()
+            raise
         return self._finish()
 
     def _stop(self) -> None:
-        self._proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
         self._proc.wait()
         self._result = JobResult(
             -9,

@@ -196,7 +196,7 @@ class TableWatcher:
         assert self._snap is not None
         self._record([outcome], self._snap.version, now_ms)
         obs = self._result(target, now_ms, outcomes=[outcome])
-        obs.events = [*_outcome_events([outcome]), *obs.events]
+        obs.events = _merged(_outcome_events([outcome]), obs.events)
         obs.outcomes = [outcome]
         return obs
 
@@ -249,9 +249,7 @@ class TableWatcher:
         if any(o.result is Result.DONE for o in outcomes):
             self._snap, self._summary = table.snapshot(), {}
         fresh = self._result(target, now_ms, outcomes=outcomes)
-        done = _outcome_events(outcomes)
-        said = {(e.type, e.reason) for e in done}
-        fresh.events = [*done, *(e for e in fresh.events if (e.type, e.reason) not in said)]
+        fresh.events = _merged(_outcome_events(outcomes), fresh.events)
         fresh.outcomes = outcomes  # `obs` was reported already: its requests are not added
         return fresh
 
@@ -514,6 +512,12 @@ def _classify(error: BaseException) -> tuple[str, str]:
             # Storage errors already say what to check; do not say it twice.
             return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {hint}")
     return "Error", SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+
+
+def _merged(done: list[Event], transitions: list[Event]) -> list[Event]:
+    """The outcomes' events, then the condition changes they did not already say."""
+    said = {(e.type, e.reason) for e in done}
+    return [*done, *(e for e in transitions if (e.type, e.reason) not in said)]
 
 
 def _rewritten(o: executor.Outcome) -> dict[str, Any]:
