@@ -5,6 +5,7 @@ tests/integration/test_compaction_daemon.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from deltakeeper.maintenance.policy import (
     CompactionSettings,
 )
 from deltakeeper.runtime.compaction import JobTracker
+from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.watcher import TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 
 T0 = 1_700_000_000_000
@@ -141,3 +145,47 @@ def test_a_job_running_elsewhere_is_looked_at_again_at_the_next_poll() -> None:
     tracker.planned(3, not_due, None, T0)
     assert not tracker.due(T0 + 1, ON, 3)  # nothing changed since it looked
     assert tracker.due(T0 + 1, ON, 4)
+
+
+def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: Path) -> None:
+    log = LogBuilder(tmp_path)
+    log.commit(protocol(), metadata(("p",)), *(add(f"p=a/{i}.parquet", p="a") for i in range(3)))
+    launcher = StandInLauncher()
+    watcher = TableWatcher(T0, compactor=Compactor(launcher, wait=False))
+    settings = {"compaction_enabled": True, "compaction_min_files_per_partition": 3}
+    target = Target("lake", "t", str(tmp_path), settings=settings)
+    assert "compaction" not in watcher.observe(replace(target, suspend=True), T0).due
+
+    obs = watcher.observe(target, T0)
+    assert obs.due == ("checkpoint", "compaction", "cleanup", "vacuum")
+    started = watcher.maintain(target, obs, T0)
+    [job] = launcher.jobs
+    assert [e.reason for e in started.events if e.type == "Normal"] == ["CompactionStarted"]
+    assert started.status["compaction"]["running"]["files"] == 3
+    assert "compaction" not in started.status["lastMaintenance"]
+    assert started.compaction_jobs["RUNNING"] == 1
+    assert "compaction" not in watcher.observe(target, T0 + 1000).due  # running
+
+    tag = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": job.job_id}}
+    removes = [remove(f"p=a/{i}.parquet") for i in range(3)]
+    v = log.commit(tag, *removes, add("p=a/big.parquet", size=300, p="a"))
+    job.end(0, {"result": "done", "commits": [{"version": v}]})
+    done = watcher.observe(target, T0 + 20_000)
+    [outcome] = done.outcomes
+    assert outcome.result is Result.DONE and outcome.seconds == 20
+    [event] = [e for e in done.events if e.reason == "Compacted"]
+    assert event.type == "Normal" and "rewrote 3 files" in event.message and "as 1" in event.message
+    entry = done.status["lastMaintenance"]["compaction"]
+    assert entry["result"] == "done" and (entry["filesRemoved"], entry["filesAdded"]) == (3, 1)
+    assert done.status["files"] == 1 and done.status["version"] == v
+    assert done.status["compaction"]["last"]["result"] == "COMPLETED"
+
+    metrics = Metrics()
+    fleet = Fleet(metrics, publish=None)  # type: ignore[arg-type]
+    fleet.record(target, done)
+    text = "".join(metrics.exposition())
+    assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="COMPLETED"} 1.0' in text
+    assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="RUNNING"} 0.0' in text
+    runs = '{namespace="lake",table="t",operation="compaction",result="done"} 1.0'
+    assert f"deltakeeper_maintenance_runs_total{runs}" in text
+    fleet.close()
