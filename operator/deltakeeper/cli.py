@@ -785,7 +785,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         "allow_short_retention": args.allow_short_retention or None,
         "write_checksum": args.write_checksum or None,
         "checkpoint_part_size": _part_size(args.part_size),
-        "compaction_enabled": args.compact or None,
+        # --only compaction asks for it as --compact does
+        "compaction_enabled": args.compact or "compaction" in (args.only or "").split(",") or None,
     }
     pol = _policy(args.uri, snap.metadata.configuration, **flags)
     ops = _operations(args.only)

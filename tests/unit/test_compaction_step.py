@@ -187,3 +187,12 @@ def test_a_jobs_commits_are_read_back_by_their_tag(tmp_path: Path) -> None:
     outcome = job_outcome(table, tag, JobResult(1, failed, ""))
     assert outcome.result is Result.FAILED
     assert outcome.message == "ConcurrentDeleteReadException: lost"
+
+
+def test_maintain_only_compaction_asks_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small_file_table(tmp_path)
+    code, report, _ = maintain(capsys, str(tmp_path), "--only", "compaction", "--dry-run")
+    assert code == 0
+    assert [(s["operation"], s["due"]) for s in report["plan"]["steps"]] == [("compaction", True)]
