@@ -9,12 +9,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from deltakeeper import __version__
 from deltakeeper.compaction import launcher as launcher_mod
 from deltakeeper.compaction import submit
-from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta import cleanup, errors, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
@@ -841,17 +841,18 @@ def cmd_compact(args: argparse.Namespace) -> int:
             print(f"  {p.values or '(whole table)'}: {p.why} {p.files} files -> {p.expected_files}")
     code = 0
     if found.due and not args.dry_run:
-        job_id = f"deltakeeper-{meta.id[:8]}-{now}"
-        spec = compaction.job_spec(found, names, job_id, snap.version)
-        cfg = _submit_config(args)
-        try:
-            done = submit.run(cfg, spark_storage(args.uri, options), spec)
-        except submit.SparkUnavailable as e:
-            raise InvalidInputError(str(e)) from e
-        report["job"] = done.result
-        code = 0 if done.ok else 1
+        pol = replace(policy.effective({}), compaction=settings)  # only compaction's is read
+        plan = planner.forced_compaction(table, snap, pol, now, found)
+        compactor = executor.Compactor(submit.SubmitLauncher(_submit_config(args)), options)
+        outcome = executor.execute(table, plan, compactor=compactor).outcomes[0]
+        if outcome.result is executor.Result.SKIPPED:
+            raise launcher_mod.JobRunning(outcome.message)
+        if outcome.job_result is None and outcome.error is not None:
+            raise outcome.error  # not started: no Spark here, a store Spark cannot read, ...
+        report["job"] = outcome.job_result
+        code = 0 if outcome.result is executor.Result.DONE else 1
         if not args.json:
-            print(_job_line(done.result))
+            print(_job_line(outcome.job_result or {}))
     if args.json:
         print(json.dumps(report))
     return code

@@ -239,9 +239,24 @@ def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
         files = table.snapshot(version=snap.version, add_cols=(*LEAN_ADD, "stats")).files
     names = compaction.logical_partition_names(snap.metadata)
     found = compaction.plan(files, tuple(names), policy.compaction, now_ms)
+    return _compaction_step(snap, found, now_ms)
+
+
+def forced_compaction(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, found: compaction.CompactionPlan
+) -> Plan:
+    """A Plan of one compaction step for the partitions the caller planned (`compact`, with
+    its own flags and --where)."""
+    result = Plan(table.uri, snap.version, now_ms, policy)
+    result.steps.append(_compaction_step(snap, found, now_ms))
+    return result
+
+
+def _compaction_step(snap: Snapshot, found: compaction.CompactionPlan, now_ms: int) -> Step:
     if not found.due:
         return Step("compaction", False, found.reason(), found)
     tag = compaction.job_id(snap.metadata.id, now_ms)
+    names = compaction.logical_partition_names(snap.metadata)
     spec = compaction.job_spec(found, names, tag, snap.version)
     return Step("compaction", True, found.reason(), found, job_spec=spec)
 
