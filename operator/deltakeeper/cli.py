@@ -28,6 +28,7 @@ from deltakeeper.units import (
     format_bytes,
     format_ms,
     parse_duration_ms,
+    parse_interval_ms,
     parse_size,
     parse_timestamp_ms,
 )
@@ -330,7 +331,7 @@ def _daemon_commands(sub: Any) -> None:
         "(see `deltakeeper status`). Ctrl-C stops cleanly.",
     )
     p.add_argument("--manifests", required=True, metavar="DIR", help="folder of YAML manifests")
-    _daemon_flags(p, DEFAULT_BIND_ADDRESS)
+    _daemon_flags(p, DEFAULT_BIND_ADDRESS, f"{policy.POLL_INTERVAL_MS // 1000}s")
     p.add_argument("--status-file", metavar="FILE", help="where to write the status JSON")
     p.add_argument(
         "--once", action="store_true", help="poll (and maintain) every table once, then exit"
@@ -361,7 +362,11 @@ def _daemon_commands(sub: Any) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--namespace", action="append", metavar="NS", help="watch NS only (repeatable)")
     g.add_argument("--all-namespaces", action="store_true", help="watch every namespace (default)")
-    _daemon_flags(p, f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {DEFAULT_BIND_ADDRESS}")
+    _daemon_flags(
+        p,
+        f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {DEFAULT_BIND_ADDRESS}",
+        f"$DELTAKEEPER_DEFAULT_POLL_INTERVAL, else {policy.POLL_INTERVAL_MS // 1000}s",
+    )
     p.add_argument("--verbose", action="store_true", help="log kopf's own debug messages")
     p.add_argument(
         "--log-format",
@@ -390,7 +395,7 @@ def _compactor(args: argparse.Namespace) -> executor.Compactor:
     return executor.Compactor(launcher, wait=args.once)
 
 
-def _daemon_flags(p: argparse.ArgumentParser, bind_default: str) -> None:
+def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: str) -> None:
     from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
     p.add_argument(
@@ -413,6 +418,12 @@ def _daemon_flags(p: argparse.ArgumentParser, bind_default: str) -> None:
         default=2,
         metavar="N",
         help="at most N tables under maintenance at once (default 2)",
+    )
+    p.add_argument(
+        "--default-poll-interval",
+        metavar="DURATION",
+        help="poll a table this often when neither its spec nor its policy sets pollInterval "
+        f"(e.g. 2m; default {poll_default})",
     )
 
 
@@ -440,6 +451,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.once,
         args.summary_every,
         _compactor(args),
+        _ms("--default-poll-interval", args.default_poll_interval, parse_interval_ms),
     )
 
 
@@ -472,19 +484,23 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     import kopf
 
-    from deltakeeper.k8s import handlers
+    from deltakeeper.k8s import handlers  # noqa: F401 (registers the kopf handlers)
+    from deltakeeper.k8s.options import PEERING, Options
 
-    options = handlers.Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
+    options = Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
     if args.metrics_bind_address is not None:
         options.metrics_bind_address = args.metrics_bind_address
     if args.namespace:
         options.namespaces = list(args.namespace)
+    poll = _ms("--default-poll-interval", args.default_poll_interval, parse_interval_ms)
+    if poll is not None:
+        options.default_poll_interval_ms = poll
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=args.verbose, log_format=log_format)
     kopf.run(
         clusterwide=not options.namespaces,
         namespaces=options.namespaces,
-        peering_name=handlers.PEERING,
+        peering_name=PEERING,
         priority=options.priority,
         memo=kopf.Memo(options=options),
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.executor import Compactor
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials, metrics, status
@@ -58,6 +59,7 @@ class Standalone:
         max_concurrent: int = 2,
         out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
+        default_poll_ms: int = POLL_INTERVAL_MS,
         compactor: Compactor | None = None,
     ) -> None:
         self.folder = folder
@@ -66,13 +68,13 @@ class Standalone:
         self.metrics = registry
         self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
         self.clock = clock
+        self.default_poll_ms = default_poll_ms  # for tables whose spec and policy set none
         self.registry: Registry[TableEntry] = Registry(registry, self, self.target, log)
         self.fleet = Fleet(registry, self.registry.publish, max_concurrent, clock=clock)
         self.policies: list[PolicyResource] = []
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
         self.statuses: dict[str, dict[str, Any]] = _read_json(status_path).get("tables", {})
         self._signature: object = None
-        self.duplicates: dict[tuple[str, str], tuple[str, ...]] = {}
         self._good: dict[str, list[Any]] = {}  # file -> its last documents that loaded
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
@@ -102,7 +104,6 @@ class Standalone:
             v for data in self.secrets.values() for v in credentials.secret_values(data)
         )
         wanted = {(t.namespace, t.name): t for t in loaded.tables}
-        self.duplicates = _duplicates(loaded.tables)
         for key in [k for k in self.tables if k not in wanted]:
             self._drop(key)
         for key, resource in wanted.items():
@@ -124,13 +125,13 @@ class Standalone:
             generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
             if previous and _spec_of(previous) != resource.spec:
                 generation += 1
-            self.tables[key] = TableEntry(resource, generation=generation, watcher=watcher)
+            self.registry.add(key, TableEntry(resource, generation=generation, watcher=watcher))
             self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
             return
         if known.resource.spec != resource.spec or known.resource.labels != resource.labels:
             # Standalone manifests rarely carry metadata.generation; a changed spec is a new one.
             known.generation += 1
-            known.resource = resource
+            self.registry.change(key, resource)
             self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
         if known.loop is not None:
             known.loop.poke()  # a policy or Secret may have changed too: poll now
@@ -141,12 +142,14 @@ class Standalone:
 
     async def target(self, key: Key, entry: TableEntry) -> Target:
         # A changed spec replaces the resource and bumps the generation together.
-        duplicates = self.duplicates.get(key, ())
+        duplicates = self.registry.duplicates(key)
         inputs = (entry.resource, self.policies, self.secrets, duplicates)
 
         def make() -> Target:
-            target = resolve(entry.resource, self.policies, self._secret)
-            return replace(target, generation=entry.generation, duplicates=duplicates)
+            target = resolve(
+                entry.resource, self.policies, self._secret, duplicates, self.default_poll_ms
+            )
+            return replace(target, generation=entry.generation)
 
         return entry.target(inputs, make)
 
@@ -232,29 +235,6 @@ def _signature(folder: Path) -> object:
         for e in entries
         if e.is_file() and e.name.endswith((".yaml", ".yml", ".json"))
     )
-
-
-def _duplicates(tables: Sequence[TableResource]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """For each table whose URI another table names too: the others' names."""
-    by_uri: dict[str, list[str]] = {}
-    for t in tables:
-        by_uri.setdefault(_same_table(str(t.spec.get("uri", ""))), []).append(
-            f"{t.namespace}/{t.name}"
-        )
-    return {
-        (t.namespace, t.name): tuple(n for n in names if n != f"{t.namespace}/{t.name}")
-        for t in tables
-        if len(names := by_uri[_same_table(str(t.spec.get("uri", "")))]) > 1
-    }
-
-
-def _same_table(uri: str) -> str:
-    """A URI in one spelling per table: no trailing '/', a local path for file: URIs."""
-    for prefix in ("file://", "file:"):
-        if uri.startswith(prefix):
-            uri = uri[len(prefix) :]
-            break
-    return uri.rstrip("/") or uri
 
 
 def _name(key: tuple[str, str]) -> str:
@@ -356,6 +336,7 @@ def run(
     once: bool,
     summary_s: float,
     compactor: Compactor | None = None,
+    default_poll_ms: int | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -369,6 +350,7 @@ def run(
         Path(status_path) if status_path else status_file_for(path),
         registry,
         max_concurrent,
+        default_poll_ms=default_poll_ms or POLL_INTERVAL_MS,
         compactor=compactor,
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)

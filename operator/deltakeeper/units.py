@@ -44,6 +44,14 @@ def parse_duration_ms(text: str) -> int:
     return ms
 
 
+def parse_interval_ms(text: str) -> int:
+    """A duration above zero: how often something repeats."""
+    ms = parse_duration_ms(text)
+    if ms <= 0:
+        raise ValueError(f"{text!r} must be more than 0s")
+    return ms
+
+
 def parse_timestamp_ms(text: str) -> int:
     """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it says otherwise)."""
     if re.fullmatch(r"\d+", text.strip()):

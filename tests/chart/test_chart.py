@@ -139,6 +139,7 @@ def test_default_values_cluster_wide(chart_tools: dict[str, str], schemas: Path)
     for flag in ("--metrics-bind-address=0.0.0.0", "--log-format=json", "--metrics-port=9108"):
         assert flag in args
     assert "--max-concurrent=2" in args
+    assert not [a for a in args if a.startswith("--default-poll-interval")]  # unset: omitted
     container = pod["containers"][0]
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
@@ -188,6 +189,7 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
         schemas,
         *("--set", "watchNamespaces={lake,lake2},compaction.namespace=spark-jobs"),
         *("--set", "maxConcurrent=5,metrics.port=9200,replicaCount=3"),
+        *("--set", "operator.defaultPollInterval=2m"),
     )
     assert not _kinds(docs, "ClusterRole") and not _kinds(docs, "ClusterRoleBinding")
     assert not _kinds(docs, "ClusterKopfPeering")
@@ -195,6 +197,7 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
     assert "--namespace=lake" in args and "--namespace=lake2" in args
     assert "--all-namespaces" not in args
     assert {"--max-concurrent=5", "--metrics-port=9200"} <= set(args)
+    assert "--default-poll-interval=2m" in args
     assert _one(docs, "Deployment")["spec"]["replicas"] == 3
     roles = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in _kinds(docs, "Role")}
     bindings = {
@@ -342,6 +345,11 @@ def test_kubeconform_rejects_what_the_api_server_would(
         ({"watchNamespaces": "lake"}, "watchNamespaces"),
         ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
         ({"maxConcurrent": 0}, "maxConcurrent"),
+        ({"operator": {"defaultPollInterval": "0s"}}, "defaultPollInterval"),
+        ({"operator": {"defaultPollInterval": "30"}}, "defaultPollInterval"),
+        ({"operator": {"defaultPollInterval": "1m30s"}}, "defaultPollInterval"),
+        ({"operator": {"defaultPollInterval": 30}}, "defaultPollInterval"),
+        ({"operator": {"pollInterval": "1m"}}, "pollInterval"),
         ({"logFormat": "yaml"}, "logFormat"),
         ({"metrics": {"port": 70000}}, "port"),
         ({"serviceMonitor": {"enabled": "yes"}}, "enabled"),

@@ -527,6 +527,25 @@ def test_suspend_delete_and_namespace_scope(
     assert _tree(table) == before
 
 
+def test_two_tables_naming_one_uri_are_degraded_until_one_goes(
+    kube_cluster: KubeCluster, operator_factory: Any, tmp_path: Path
+) -> None:
+    """Two DeltaTables on one table (spelt two ways) each name the other in a Degraded
+    condition, and are both still watched; deleting one clears it on the other."""
+    k = Api(kube_cluster, "dupes")
+    table = tmp_path / "t"
+    _append(str(table), 0)
+    k.create("a", {"uri": f"file://{table}", "pollInterval": "1s"})
+    k.create("b", {"uri": f"file:{table}/", "pollInterval": "1s"})  # the same table, spelt anew
+    operator_factory("--namespace", "dupes")
+    for name, other in (("a", "dupes/b"), ("b", "dupes/a")):
+        degraded = k.wait_condition(name, "Degraded", "True", "DuplicateUri")
+        assert other in degraded["message"]
+        assert k.condition(name, "Ready")["status"] == "True"  # both still watched
+    k.delete("b")
+    k.wait_condition("a", "Degraded", "False", "AsExpected")
+
+
 def test_no_secret_in_logs_events_status_or_metrics(
     kube_cluster: KubeCluster, operator_factory: Any, s3: Minio, tmp_path: Path
 ) -> None:

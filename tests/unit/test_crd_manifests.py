@@ -158,3 +158,16 @@ def test_table_settings_win_over_the_policy_over_defaults() -> None:
     assert spec.poll_interval_ms(t, p) == 60_000
     assert spec.poll_interval_ms(t, None) == policy.POLL_INTERVAL_MS
     assert spec.small_file_bytes(t, None) == policy.SMALL_FILE_BYTES
+
+
+def test_poll_interval_spec_then_policy_then_the_daemons_default() -> None:
+    bare, own = _table({}), _table({}, pollInterval="10s")
+    p = _policy("p", {}, pollInterval="1m")
+    assert spec.poll_interval_ms(own, p, default_ms=120_000) == 10_000
+    assert spec.poll_interval_ms(bare, p, default_ms=120_000) == 60_000
+    assert spec.poll_interval_ms(bare, None, default_ms=120_000) == 120_000
+    assert spec.poll_interval_ms(bare, None) == policy.POLL_INTERVAL_MS
+    settings = spec.watch_settings(bare, None, default_poll_ms=120_000)
+    assert settings["poll_interval_s"] == 120
+    with pytest.raises(ValueError, match="more than 0s"):
+        spec.poll_interval_ms(_table({}, pollInterval="0s"), None, default_ms=120_000)

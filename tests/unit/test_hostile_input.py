@@ -220,12 +220,12 @@ def test_metrics_listen_on_loopback_by_default_and_the_log_says_where(tmp_path):
 
 
 def test_operator_bind_address_comes_from_the_environment(monkeypatch):
-    from deltakeeper.k8s import handlers
+    from deltakeeper.k8s.options import Options
 
     monkeypatch.setenv("DELTAKEEPER_METRICS_BIND_ADDRESS", "0.0.0.0")
-    assert handlers.Options().metrics_bind_address == "0.0.0.0"
+    assert Options().metrics_bind_address == "0.0.0.0"
     monkeypatch.delenv("DELTAKEEPER_METRICS_BIND_ADDRESS")
-    assert handlers.Options().metrics_bind_address == "127.0.0.1"
+    assert Options().metrics_bind_address == "127.0.0.1"
 
 
 # -- finding 14: JSON errors -----------------------------------------------------------------

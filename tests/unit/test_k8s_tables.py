@@ -14,8 +14,10 @@ import pytest
 import urllib3
 
 from deltakeeper.k8s import api as k8s_api
-from deltakeeper.k8s import handlers, peering
-from deltakeeper.k8s.handlers import Tables
+from deltakeeper.k8s import peering
+from deltakeeper.k8s import tables as k8s_tables
+from deltakeeper.k8s.options import Options
+from deltakeeper.k8s.tables import Tables
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.runtime.fleet import Loop
 from deltakeeper.runtime.metrics import Metrics
@@ -100,6 +102,7 @@ def body(
 def make() -> tuple[Tables, Watching, Metrics]:
     memo = kopf.Memo()
     memo.metrics = Metrics()
+    memo.options = Options()
     memo.secrets = Secrets()
     memo.api = None
     fleet = Watching()
@@ -207,6 +210,42 @@ def test_a_target_is_resolved_again_only_when_its_resource_policy_or_secret_chan
     asyncio.run(go())
 
 
+def test_tables_naming_one_uri_get_each_others_names_until_one_goes() -> None:
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.upsert(body("a", spec={"uri": "file:///lake/t"}))
+        tables.upsert(body("b", uid="u2", spec={"uri": "file:/lake/t/"}))
+        a, b = tables.entries[("ns", "a")], tables.entries[("ns", "b")]
+        first = await tables.target(("ns", "a"), a)
+        assert first.duplicates == ("ns/b",)
+        assert (await tables.target(("ns", "b"), b)).duplicates == ("ns/a",)
+        assert await tables.target(("ns", "a"), a) is first  # nothing changed: cached
+        tables.remove(("ns", "b"))
+        alone = await tables.target(("ns", "a"), a)
+        assert alone is not first and alone.duplicates == ()
+        # A new generation that moves a table onto another's URI names it too.
+        tables.upsert(body("c", uid="u3", spec={"uri": "file:///lake/c"}))
+        tables.upsert(body("c", generation=2, uid="u3", spec={"uri": "/lake/t"}))
+        assert (await tables.target(("ns", "a"), a)).duplicates == ("ns/c",)
+
+    asyncio.run(go())
+
+
+def test_the_operators_default_poll_interval_is_for_tables_and_policies_that_set_none() -> None:
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.memo.options.default_poll_interval_ms = 120_000
+        tables.upsert(body("a", spec={"uri": "file:///lake/a"}))
+        tables.upsert(body("b", uid="u2"))  # pollInterval: 10s
+        a, b = tables.entries[("ns", "a")], tables.entries[("ns", "b")]
+        assert (await tables.target(("ns", "a"), a)).poll_interval_s == 120
+        assert (await tables.target(("ns", "b"), b)).poll_interval_s == 10
+        tables.policies = {"ns": [PolicyResource("ns", "p", {}, 1, {"pollInterval": "5s"}, {})]}
+        assert (await tables.target(("ns", "a"), a)).poll_interval_s == 5
+
+    asyncio.run(go())
+
+
 def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -222,7 +261,7 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     monkeypatch.setattr(k8s_api, "write_status", write_status)
     caplog.set_level(logging.INFO, "deltakeeper.operator")
     clock = [1000.0]
-    monkeypatch.setattr(handlers.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(k8s_tables.time, "monotonic", lambda: clock[0])
 
     async def go() -> None:
         tables, _, _ = make()
@@ -241,11 +280,11 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
         assert calls == ["a"] and tables.written == {}
         await publish("b")  # for a while, no other table waits out the same deadline
         assert calls == ["a"]
-        clock[0] += handlers.WRITE_BACKOFF_S
+        clock[0] += k8s_tables.WRITE_BACKOFF_S
         await publish("b")  # still away: tried again after the backoff
         assert calls == ["a", "b"]
         answer[0] = True  # back
-        clock[0] += handlers.WRITE_BACKOFF_S
+        clock[0] += k8s_tables.WRITE_BACKOFF_S
         await publish("a")
         await publish("b")
         assert calls == ["a", "b", "a", "b"]

@@ -72,9 +72,15 @@ def settings(table: TableResource, policy: PolicyResource | None) -> dict[str, A
     return out
 
 
-def poll_interval_ms(table: TableResource, policy: PolicyResource | None) -> int:
+def poll_interval_ms(
+    table: TableResource,
+    policy: PolicyResource | None,
+    default_ms: int = defaults.POLL_INTERVAL_MS,
+) -> int:
+    """The table's pollInterval, else its policy's, else `default_ms` (the daemon's
+    --default-poll-interval, which defaults to policy.py's)."""
     value = _first(table, policy, "pollInterval")
-    ms = parse_duration_ms(value) if value else defaults.POLL_INTERVAL_MS
+    ms = parse_duration_ms(value) if value else default_ms
     if ms <= 0:
         raise ValueError(f"pollInterval {value!r} must be more than 0s")
     return ms
@@ -85,7 +91,11 @@ def small_file_bytes(table: TableResource, policy: PolicyResource | None) -> int
     return parse_size(value) if value else defaults.SMALL_FILE_BYTES
 
 
-def watch_settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
+def watch_settings(
+    table: TableResource,
+    policy: PolicyResource | None,
+    default_poll_ms: int = defaults.POLL_INTERVAL_MS,
+) -> dict[str, Any]:
     """The settings of a watched table, as the fields of runtime's Target."""
     vacuum = {
         **((policy.spec if policy else {}).get("vacuum") or {}),
@@ -96,7 +106,7 @@ def watch_settings(table: TableResource, policy: PolicyResource | None) -> dict[
         check_cron(schedule)
     return {
         "settings": settings(table, policy),
-        "poll_interval_s": poll_interval_ms(table, policy) / 1000,
+        "poll_interval_s": poll_interval_ms(table, policy, default_poll_ms) / 1000,
         "small_file_bytes": small_file_bytes(table, policy),
         "vacuum_schedule": schedule or None,
         "vacuum_dry_run": bool(vacuum.get("dryRun", False)),

@@ -1,6 +1,6 @@
-"""The tables a daemon watches: one entry per table with its loop and cached Target, and the
-one way an observation is published (metrics dropped for a table gone, status and events to
-a Sink).
+"""The tables a daemon watches: one entry per table with its loop and cached Target, which
+other tables name the same storage, and the one way an observation is published (metrics
+dropped for a table gone, status and events to a Sink).
 
 Shared by the operator and standalone mode; only their sources (watch events, a folder) and
 sinks (the status subresource and Kubernetes Events, a status file) differ.
@@ -23,6 +23,15 @@ from deltakeeper.runtime.targets import unchanged
 from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
 
 Key = tuple[str, str]
+
+
+def same_table(uri: str) -> str:
+    """A URI in one spelling per table: no trailing '/', a local path for file: URIs."""
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            uri = uri[len(prefix) :]
+            break
+    return uri.rstrip("/") or uri
 
 
 @dataclass
@@ -71,6 +80,51 @@ class Registry(Generic[E]):
         self.log = log  # the front-end's, so its events read as before
         self.entries: dict[Key, E] = {}
         self.publishing = True  # False: polls still running are not shown (operator paused)
+        self._uris: dict[Key, str] = {}  # each entry's URI as same_table() spells it
+        self._by_uri: dict[str, set[Key]] = {}
+        self._duplicates: dict[Key, tuple[str, ...]] = {}
+
+    def add(self, key: Key, entry: E) -> None:
+        """Know a table (its loop is started separately)."""
+        self.entries[key] = entry
+        self._index(key)
+
+    def change(self, key: Key, resource: TableResource) -> None:
+        """A table's new resource; its loop resolves it at the next poll."""
+        self.entries[key].resource = resource
+        self._index(key)
+
+    def duplicates(self, key: Key) -> tuple[str, ...]:
+        """The other tables ("ns/name") that name the same URI as `key`. The same tuple until
+        that changes, so a Target cached on it holds while nothing did."""
+        return self._duplicates.get(key, ())
+
+    def _index(self, key: Key) -> None:
+        self._unindex(key)
+        uri = same_table(str(self.entries[key].resource.spec.get("uri") or ""))
+        if uri:
+            self._uris[key] = uri
+            self._by_uri.setdefault(uri, set()).add(key)
+            self._regroup(uri)
+
+    def _unindex(self, key: Key) -> None:
+        uri = self._uris.pop(key, None)
+        if uri is None:
+            return
+        self._by_uri[uri].discard(key)
+        self._duplicates.pop(key, None)
+        self._regroup(uri)
+
+    def _regroup(self, uri: str) -> None:
+        group = sorted(self._by_uri.get(uri, ()))
+        if not group:
+            self._by_uri.pop(uri, None)
+        for key in group:
+            others = tuple(f"{ns}/{name}" for ns, name in group if (ns, name) != key)
+            if not others:
+                self._duplicates.pop(key, None)
+            elif others != self._duplicates.get(key):
+                self._duplicates[key] = others
 
     def start(
         self,
@@ -94,6 +148,7 @@ class Registry(Generic[E]):
         self.metrics.forget(*key)
 
     def remove(self, key: Key) -> E | None:
+        self._unindex(key)
         entry = self.entries.pop(key, None)
         if entry is not None and entry.loop is not None:
             entry.loop.stop()

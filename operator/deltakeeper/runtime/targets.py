@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, PolicyError
 from deltakeeper.resources import manifests
 from deltakeeper.resources import spec as spec_settings
 from deltakeeper.resources.manifests import PolicyResource, TableResource
@@ -44,8 +44,14 @@ def unchanged(old: Sequence[object] | None, new: Sequence[object]) -> bool:
 
 
 def resolve(
-    table: TableResource, policies: Sequence[PolicyResource], read_secret: ReadSecret
+    table: TableResource,
+    policies: Sequence[PolicyResource],
+    read_secret: ReadSecret,
+    duplicates: tuple[str, ...] = (),
+    default_poll_ms: int = POLL_INTERVAL_MS,
 ) -> Target:
+    """`duplicates`: the other resources naming the same table (Registry.duplicates);
+    `default_poll_ms`: the poll interval when neither the table nor its policy sets one."""
     spec = table.spec
     base: dict[str, Any] = {
         "namespace": table.namespace,
@@ -53,6 +59,7 @@ def resolve(
         "uri": str(spec.get("uri", "")),
         "generation": table.generation,
         "suspend": bool(spec.get("suspend", False)),
+        "duplicates": duplicates,
     }
     policy, warning = manifests.select_policy(table, policies)
     ref = ((spec.get("policyRef") or {}).get("name")) or None
@@ -66,7 +73,7 @@ def resolve(
     base["policy_name"] = policy.name if policy else None
     base["warnings"] = (warning,) if warning else ()
     try:
-        base.update(spec_settings.watch_settings(table, policy))
+        base.update(spec_settings.watch_settings(table, policy, default_poll_ms))
     except (PolicyError, ValueError) as e:
         return Target(**base, problem=Problem("InvalidSpec", str(e)))
     try:

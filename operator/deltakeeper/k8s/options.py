@@ -1,0 +1,49 @@
+"""What `deltakeeper operator` configures (kopf's memo carries it to the handlers), and the
+environment's defaults for `kopf run -m deltakeeper.k8s`."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+
+from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.runtime import metrics
+from deltakeeper.units import parse_interval_ms
+
+PEERING = "deltakeeper"  # the name of kopf's peering objects
+
+
+@dataclass
+class Options:
+    """Set by `deltakeeper operator`; from the environment under `kopf run -m deltakeeper.k8s`."""
+
+    metrics_port: int = int(os.environ.get("DELTAKEEPER_METRICS_PORT", metrics.DEFAULT_PORT))
+    metrics_bind_address: str = field(
+        default_factory=lambda: (
+            os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or metrics.DEFAULT_BIND_ADDRESS
+        )
+    )
+    max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
+    # For tables whose spec and policy set no pollInterval.
+    default_poll_interval_ms: int = field(
+        default_factory=lambda: _interval_ms("DELTAKEEPER_DEFAULT_POLL_INTERVAL", POLL_INTERVAL_MS)
+    )
+    # kopf pauses every replica that sees a peer of higher or equal priority, so each replica
+    # draws its own: the highest acts, the others wait until it is gone.
+    priority: int = field(default_factory=lambda: random.randint(1, 2**30))
+    # Empty: cluster-wide.
+    namespaces: list[str] = field(
+        default_factory=lambda: [
+            n for n in os.environ.get("DELTAKEEPER_NAMESPACE", "").split(",") if n
+        ]
+    )
+
+
+def _interval_ms(variable: str, default: int) -> int:
+    text = os.environ.get(variable)
+    try:
+        return parse_interval_ms(text) if text else default
+    except ValueError as e:
+        raise InvalidInputError(f"{variable}: {e}") from None

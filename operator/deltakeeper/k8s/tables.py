@@ -1,0 +1,216 @@
+"""The operator's DeltaTables: each gets a watch loop (runtime/fleet.py) while this replica
+acts by kopf's peering rule (peering.py, checked every few seconds); while another replica acts
+they stop, and this one exports nothing about the tables. Each loop publishes to the status
+subresource and as Kubernetes Events. Deleting a DeltaTable stops its loop and drops its
+metrics; the table's data is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from deltakeeper.k8s import api, peering
+from deltakeeper.k8s.options import PEERING, Options
+from deltakeeper.runtime import status
+from deltakeeper.runtime.fleet import now_ms
+from deltakeeper.runtime.registry import Entry, Key, Registry
+from deltakeeper.runtime.targets import SecretUnreadable, resolve, secret_name
+from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
+
+log = logging.getLogger("deltakeeper.operator")
+PEERING_CHECK_S = 3.0
+WRITE_BACKOFF_S = 10.0  # after a status write failed
+
+
+@dataclass(kw_only=True)
+class TableEntry(Entry):
+    """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
+
+    ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
+    last_maintenance: Any = None  # the status's, so a new loop keeps the schedules
+
+
+class Tables:
+    """The DeltaTables of watch events in the runtime's registry, looping while this replica
+    acts; the Sink that writes their status subresource and posts Kubernetes Events."""
+
+    def __init__(self, memo: kopf.Memo) -> None:
+        self.memo = memo
+        self.registry: Registry[TableEntry] = Registry(memo.metrics, self, self.target, log)
+        self.registry.publishing = False  # until peering says this replica acts
+        self.policies: Any = {}  # kopf's live index of policies, by namespace
+        self.written: dict[Key, tuple[dict[str, Any], int]] = {}
+        self.writes_failing = False
+        self.writes_resume = 0.0  # time.monotonic() before which no status is written
+        self.events_failing = False
+        # kopf.event needs context variables kopf sets only while it handles an object: loops
+        # started outside a handler (on a peering change) run in a copy of a handler's context.
+        self.context: contextvars.Context | None = None
+
+    @property
+    def entries(self) -> dict[Key, TableEntry]:
+        return self.registry.entries
+
+    @property
+    def acting(self) -> bool:
+        return self.registry.publishing
+
+    # -- fed by watch events --------------------------------------------------------------------
+    def upsert(self, body: kopf.Body) -> None:
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace") or "default", meta["name"])
+        entry = self.entries.get(key)
+        last = (body.get("status") or {}).get("lastMaintenance")
+        if entry is not None and entry.ref.metadata.uid == meta.get("uid"):
+            entry.last_maintenance = last
+            if (entry.resource.generation, entry.resource.labels) != (
+                int(meta.get("generation") or 1),
+                dict(meta.get("labels") or {}),
+            ):
+                self.registry.change(key, api.table_resource(body))  # at the next poll
+            return
+        if entry is not None:  # re-created under the same name
+            self.remove(key)
+        ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
+        ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
+        resource = api.table_resource(body)
+        self.registry.add(key, TableEntry(resource, ref=kopf.Body(ref), last_maintenance=last))
+        if self.acting:
+            self._start(key)
+
+    def remove(self, key: Key) -> None:
+        self.registry.remove(key)
+
+    # -- the loops --------------------------------------------------------------------------------
+    def _start(self, key: Key) -> None:
+        entry = self.entries[key]
+        watcher = TableWatcher(
+            now_ms(), status.last_maintenance({"lastMaintenance": entry.last_maintenance})
+        )
+        context = self.context.copy() if self.context is not None else None
+        self.registry.start(key, self.memo.fleet, watcher, context)
+
+    async def target(self, key: Key, entry: TableEntry) -> Target:
+        local = list(self.policies.get(key[0], []))
+        ref = secret_name(entry.resource)
+        secret: Any = None
+        if ref:
+            try:
+                secret = await self.memo.secrets.get(key[0], ref)
+            except SecretUnreadable as e:
+                secret = e  # resolve() turns it into the table's problem
+
+        def read(namespace: str, name: str) -> Any:
+            if isinstance(secret, SecretUnreadable):
+                raise secret
+            return secret
+
+        duplicates = self.registry.duplicates(key)
+        default_poll_ms = self.memo.options.default_poll_interval_ms
+
+        def make() -> Target:
+            return resolve(entry.resource, local, read, duplicates, default_poll_ms)
+
+        return entry.target((entry.resource, secret, duplicates, *local), make)
+
+    def set_acting(self, acting: bool) -> None:
+        if acting == self.acting:
+            return
+        self.registry.publishing = acting
+        if acting:
+            log.info("acting for %d tables (no peer outranks this replica)", len(self.entries))
+            for key in self.entries:
+                self._start(key)
+            return
+        log.info("pausing: another replica acts; %d tables left to it", len(self.entries))
+        for key in self.entries:
+            # Two replicas must not both export a table; statuses are written afresh later.
+            self.registry.stop_loop(key)
+        self.written.clear()
+
+    async def follow_peering(self, every_s: float = PEERING_CHECK_S) -> None:
+        options: Options = self.memo.options
+        failing = False
+        while True:
+            try:
+                found = await asyncio.to_thread(
+                    peering.read, self.memo.api, PEERING, options.namespaces
+                )
+                self.set_acting(peering.acting(found, options.priority, datetime.now(UTC)))
+                failing = False
+            except Exception as e:  # the API server is away: nobody can take over meanwhile
+                if not failing:  # said once, not every 3 s
+                    log.warning(
+                        "cannot read the peering objects (%s); still %s",
+                        type(e).__name__,
+                        "acting" if self.acting else "paused",
+                    )
+                failing = True
+            await asyncio.sleep(every_s)
+
+    async def stop(self) -> None:
+        await self.registry.stop()
+
+    async def publish(self, target: Target, obs: Observation) -> None:
+        await self.registry.publish(target, obs)
+
+    # -- the Sink ---------------------------------------------------------------------------------
+    async def write_status(self, entry: TableEntry, target: Target, obs: Observation) -> bool:
+        """Written now or at a later poll (the API server away or refusing: maintenance goes
+        on); False only when the DeltaTable is gone."""
+        key = target.key
+        now = now_ms()
+        old, at = self.written.get(key, (None, 0))
+        new = status.build(target, obs, old, now)
+        if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
+            return True
+        there = await self._write_status(target, new)
+        if there:
+            self.written[key] = (new, now)
+        return there is not False
+
+    async def _write_status(self, target: Target, new: dict[str, Any]) -> bool | None:
+        """True: written; False: the DeltaTable is gone; None: not now."""
+        try:
+            there = await asyncio.to_thread(
+                api.write_status, self.memo.api, target.namespace, target.name, new
+            )
+        except Exception as e:  # API server away or refusing: said once, not per table
+            # Every table would wait out the same deadline: no writes for a while.
+            self.writes_resume = time.monotonic() + WRITE_BACKOFF_S
+            if not self.writes_failing:
+                log.warning(
+                    "cannot write DeltaTable status (%s); maintenance goes on, statuses are "
+                    "written when the API server answers again",
+                    api.short_error(e),
+                )
+            self.writes_failing = True
+            return None
+        if self.writes_failing:
+            log.info("DeltaTable status writes work again")
+            self.writes_failing = False
+        return there
+
+    def post_event(self, entry: TableEntry, event: Event) -> None:
+        """A Kubernetes Event, queued to kopf's poster; it is also in the log, so one that
+        cannot be queued is not worth failing the poll for."""
+        try:
+            kopf.event(
+                entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
+            )
+            self.events_failing = False
+        except Exception as e:
+            if not self.events_failing:
+                log.warning("cannot post Kubernetes Events (%s); see the log", type(e).__name__)
+            self.events_failing = True
+
+    def forget(self, key: Key) -> None:
+        self.written.pop(key, None)

@@ -1,0 +1,111 @@
+"""`deltakeeper run` and `deltakeeper operator`'s --default-poll-interval: how it reaches the
+daemons, what it refuses, and what --help says. Precedence itself: test_crd_manifests.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+
+from deltakeeper import standalone
+from deltakeeper.cli import main
+from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.k8s.options import Options
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.units import parse_interval_ms
+
+TABLE = """\
+apiVersion: deltakeeper.io/v1alpha1
+kind: DeltaTable
+metadata: {{name: {name}}}
+spec: {{uri: "file:///lake/{name}"{extra}}}
+"""
+
+
+def test_an_interval_is_a_duration_above_zero() -> None:
+    assert parse_interval_ms("2m") == 120_000
+    for bad, why in (("0s", "more than 0s"), ("-1s", "not a duration"), ("2", "not a duration")):
+        with pytest.raises(ValueError, match=why):
+            parse_interval_ms(bad)
+    with pytest.raises(ValueError, match="too long"):
+        parse_interval_ms("99999999999d")
+
+
+@pytest.mark.parametrize("command", ["run", "operator"])
+@pytest.mark.parametrize("value", ["0s", "5x", "-3m", "99999999999d", ""])
+def test_bad_values_exit_2_naming_the_flag(
+    command: str, value: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = [command, "--default-poll-interval", value]
+    if command == "run":
+        argv += ["--manifests", str(tmp_path), "--once"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--default-poll-interval" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "operator"])
+def test_help_says_what_it_is_for_and_its_default(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--default-poll-interval DURATION" in out
+    assert "neither its spec nor its policy sets pollInterval" in out
+    default = f"{POLL_INTERVAL_MS // 1000}s"
+    if command == "operator":
+        default = f"$DELTAKEEPER_DEFAULT_POLL_INTERVAL, else {default}"
+    assert f"(e.g. 2m; default {default})" in out
+
+
+def test_run_passes_it_to_standalone_mode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(standalone, "run", lambda *args: seen.append(args[-1]) or 0)
+    assert main(["run", "--manifests", str(tmp_path), "--default-poll-interval", "2m"]) == 0
+    assert main(["run", "--manifests", str(tmp_path)]) == 0
+    assert seen == [120_000, None]
+
+
+def test_standalone_mode_polls_tables_without_an_interval_at_the_default(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(TABLE.format(name="a", extra=""))
+    (tmp_path / "b.yaml").write_text(TABLE.format(name="b", extra=", pollInterval: 10s"))
+    daemon = standalone.Standalone(
+        tmp_path, tmp_path / "status.json", Metrics(), default_poll_ms=120_000
+    )
+
+    async def interval(name: str) -> float:
+        key = ("default", name)
+        return (await daemon.target(key, daemon.tables[key])).poll_interval_s
+
+    try:
+        assert daemon.reload()
+        assert asyncio.run(interval("a")) == 120
+        assert asyncio.run(interval("b")) == 10
+    finally:
+        daemon.fleet.close()
+
+
+def test_operator_passes_it_through_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    memos: list[Any] = []
+    monkeypatch.setattr(kopf, "configure", lambda **_: None)
+    monkeypatch.setattr(kopf, "run", lambda **kw: memos.append(kw["memo"]))
+    assert main(["operator", "--default-poll-interval", "2m"]) == 0
+    monkeypatch.setenv("DELTAKEEPER_DEFAULT_POLL_INTERVAL", "90s")
+    assert main(["operator"]) == 0  # no flag: the variable (as under `kopf run`)
+    assert main(["operator", "--default-poll-interval", "2m"]) == 0  # the flag wins
+    monkeypatch.delenv("DELTAKEEPER_DEFAULT_POLL_INTERVAL")
+    assert main(["operator"]) == 0
+    got = [m.options.default_poll_interval_ms for m in memos]
+    assert got == [120_000, 90_000, 120_000, POLL_INTERVAL_MS]
+
+
+def test_a_bad_variable_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DELTAKEEPER_DEFAULT_POLL_INTERVAL", "0s")
+    with pytest.raises(InvalidInputError, match="DELTAKEEPER_DEFAULT_POLL_INTERVAL"):
+        Options()
