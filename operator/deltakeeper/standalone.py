@@ -210,6 +210,8 @@ class Standalone:
         finally:
             heartbeat.cancel()
             await self.registry.stop()
+            for entry in self.tables.values():
+                entry.watcher.compactions.stop()  # no job outlives `run`
             self.flush()
             await asyncio.to_thread(self.fleet.close)
 

@@ -46,6 +46,9 @@ class StandIn:
         assert self.result is not None
         return self.result
 
+    def stop(self) -> None:
+        self.result = JobResult(-9, {"result": "failed", "error": "Stopped"}, "")
+
 
 class StandInLauncher:
     def __init__(self) -> None:

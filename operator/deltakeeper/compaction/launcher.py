@@ -75,6 +75,10 @@ class Job(Protocol):
         """Block until the job ends (or its deadline stops it)."""
         ...
 
+    def stop(self) -> None:
+        """End the job now, if it still runs (the daemon is stopping)."""
+        ...
+
 
 class Launcher(Protocol):
     def start(self, request: JobRequest) -> Job:
@@ -126,6 +130,10 @@ class _Slot:
         result = self._ended(self.job.wait())
         assert result is not None
         return result
+
+    def stop(self) -> None:
+        self.job.stop()
+        self._ended(JobResult(-9, {"result": "failed"}, ""))
 
     def _ended(self, result: JobResult | None) -> JobResult | None:
         give = self._give

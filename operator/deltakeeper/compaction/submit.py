@@ -166,6 +166,13 @@ class SubmitJob:
             raise
         return self._finish()
 
+    def stop(self) -> None:
+        if self._result is None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        self._close()
+
     def _stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, signal.SIGKILL)

@@ -133,6 +133,12 @@ class JobTracker:
             "message": outcome.message,
         }
 
+    def stop(self) -> None:
+        """Stop the running job (the daemon stops); a half-run OPTIMIZE commits nothing."""
+        if self.running is not None:
+            self.running.job.stop()
+            self.running = None
+
     def status(self) -> dict[str, Any] | None:
         """The status block: None for a table that never had a job here."""
         if self.running is None and self.last is None:
