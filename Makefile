@@ -24,7 +24,7 @@ test-deps: setup
 	@scripts/image/install.sh >/dev/null
 
 test: test-deps
-	$(PYTEST) tests -q -p no:cacheprovider -rfE
+	$(PYTEST) tests -q -p no:cacheprovider -rfE --durations=25
 
 test-fast: setup
 	$(PYTEST) tests/unit tests/conformance -q -p no:cacheprovider -m "not spark"

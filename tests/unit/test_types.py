@@ -6,11 +6,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from deltakeeper.delta.types import (
     VARIANT,
     arrow_type,
+    map_values,
     partition_values_parsed,
     physical_schema,
     stats_parsed,
@@ -498,3 +500,23 @@ def test_matches_delta_rs_stats_parsed(tmp_path):
     assert sorted(mine.type, key=lambda f: f.name) == sorted(theirs.type, key=lambda f: f.name)
     for a, b in zip(mine.to_pylist(), theirs.to_pylist(), strict=True):
         assert a == b
+
+
+MAPS = [
+    [[("a", "1"), ("b", "2")], [("b", "3"), ("a", "4")], [("a", "")], [("a", None)]],
+    [[("a", "1"), ("b", "2")], [("b", "3")], [("a", "x")]],  # a key missing in a row
+    [[("a", "1"), ("a", "2")], [("b", "3")]],  # a key repeated in a row
+    [[("a", "1")], None, [("a", "2")]],  # a null map
+    [],
+]
+
+
+@pytest.mark.parametrize("rows", MAPS)
+def test_map_values_is_map_lookup_on_every_slice(rows):
+    maps = pa.array(rows, pa.map_(pa.string(), pa.string()))
+    for lo in range(len(rows) + 1):
+        for n in range(len(rows) - lo + 1):
+            part = maps.slice(lo, n)
+            for key in ("a", "b", "z"):
+                want = pc.map_lookup(part, pa.scalar(key), "first")
+                assert map_values(part, key).equals(want), (lo, n, key)
