@@ -1,9 +1,12 @@
 """`make run`: a small lake that a real external writer keeps busy, kept healthy by deltakeeper.
 
 1. delta-rs creates ./demo-lake/events and keeps appending small batches (a commit a second),
-   compacting now and then, like an ingester would (scripts/demo_writer.py, its own process).
+   like an ingester would (scripts/demo_writer.py, its own process).
 2. `deltakeeper run` (standalone mode) watches ./demo-lake/manifests/events.yaml, a DeltaTable
    with short demo retention, so checkpoints, log cleanup and vacuum all happen within minutes.
+   With Java 17 here, deltakeeper also compacts the small files with a local Spark job
+   (scripts/spark/install.sh fetches PySpark and the Delta jars once); without it the writer
+   compacts now and then itself, and the demo says so once.
 3. A status table every 10 s; metrics on http://127.0.0.1:9108/metrics. Ctrl-C stops both.
 
 DEMO_SECONDS=N stops the demo by itself after N seconds (used by its test).
@@ -12,6 +15,8 @@ DEMO_SECONDS=N stops the demo by itself after N seconds (used by its test).
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,16 +45,36 @@ spec:
     schedule: "* * * * *"
     allowShortRetention: true
 """
+# Minutes again, not Delta's hour: compaction shows within a few minutes of `make run`.
+COMPACTION = """\
+  compaction:
+    enabled: true
+    minFilesPerPartition: 8
+    maxAge: 1m
+    minInterval: 2m
+"""
+# The local Spark job on a small machine: loopback only, no UI, a small JIT.
+SPARK_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+}
 
 
 def main() -> int:
     table = LAKE / "events"
     manifests = LAKE / "manifests"
     manifests.mkdir(parents=True, exist_ok=True)
-    (manifests / "events.yaml").write_text(MANIFEST.format(table=table.resolve()))
+    spark = _spark()
+    body = MANIFEST.format(table=table.resolve()) + (COMPACTION if spark else "")
+    (manifests / "events.yaml").write_text(body)
     bin_dir = Path(sys.executable).parent
     writer_script = ROOT / "scripts" / "demo_writer.py"
-    writer = subprocess.Popen([sys.executable, str(writer_script), str(table)])
+    # With Spark, compaction is deltakeeper's to show; without, the writer compacts itself.
+    writer_env = {**os.environ, "DEMO_WRITER_COMPACT": "0" if spark else "1"}
+    writer = subprocess.Popen([sys.executable, str(writer_script), str(table)], env=writer_env)
     _wait_for_table(table, writer)
     print(
         f"demo: delta-rs appends to {table} every second; deltakeeper keeps it healthy.\n"
@@ -59,7 +84,8 @@ def main() -> int:
     )
     daemon = subprocess.Popen(
         [str(bin_dir / "deltakeeper"), "run", "--manifests", str(manifests),
-         "--metrics-port", PORT, "--summary-every", "10"],
+         "--metrics-port", PORT, "--summary-every", "10", *spark],
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
     try:
         deadline = float(os.environ.get("DEMO_SECONDS", "inf"))
@@ -76,6 +102,38 @@ def main() -> int:
     where = "./demo-lake (`make clean` removes it)" if LAKE == ROOT / "demo-lake" else str(LAKE)
     print(f"demo: stopped; the lake stays in {where}")
     return 0 if all(c in (0, 130, -signal.SIGINT) for c in codes) else 1
+
+
+def _spark() -> list[str]:
+    """`deltakeeper run`'s Spark flags, or [] (said once) when compaction cannot run here."""
+    if not _java_17():
+        print(
+            "demo: compaction needs Java 17 (a JRE, `java` on PATH), which this machine lacks; "
+            "the demo goes on without it (the writer compacts now and then itself).",
+            flush=True,
+        )
+        return []
+    print("demo: Java found; getting PySpark and the Delta jars for compaction (once)...")
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "spark" / "install.sh")],
+        env={**os.environ, "PYTHON_VENV": str(Path(sys.executable).parent.parent)},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["no message"]
+        print(f"demo: Spark could not be installed ({tail[0]}); going on without compaction.")
+        return []
+    flags = ["--master", "local[2]", "--jars-dir", done.stdout.strip().splitlines()[-1]]
+    return flags + [f"--spark-conf={k}={v}" for k, v in SPARK_CONF.items()]
+
+
+def _java_17() -> bool:
+    if not shutil.which("java"):
+        return False
+    out = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    found = re.search(r'version "(\d+)', out)
+    return bool(found) and int(found.group(1)) >= 17
 
 
 def _wait_for_table(table: Path, writer: subprocess.Popen[bytes]) -> None:

@@ -1,6 +1,7 @@
 """The demo's external writer: delta-rs appending a small batch every second, compacting every
-30 commits (which leaves files for vacuum). Its own checkpoints and log cleanup are off, so
-all of that is deltakeeper's work. Stops on Ctrl-C or SIGTERM.
+30 commits (which leaves files for vacuum) unless DEMO_WRITER_COMPACT=0 (deltakeeper's Spark
+compaction does it then). Its own checkpoints and log cleanup are off, so all of that is
+deltakeeper's work. Stops on Ctrl-C or SIGTERM.
 
 A new table starts with three days of history (commits and one checkpoint, their files
 backdated): log cleanup only removes what is older than midnight UTC of now minus the
@@ -41,10 +42,11 @@ def main(path: str) -> int:
     except Exception:  # no table yet: the first write creates it, with backdated history
         dt = seed_history(path)
         i = dt.version() + 1
+    compact = os.environ.get("DEMO_WRITER_COMPACT", "1") != "0"
     try:
         while True:
             write_deltalake(dt, batch(i), mode="append", post_commithook_properties=HOOKS)
-            if i % 30 == 0:
+            if compact and i % 30 == 0:
                 dt.optimize.compact(post_commithook_properties=HOOKS)
             i += 1
             time.sleep(1)

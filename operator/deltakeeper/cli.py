@@ -9,11 +9,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from deltakeeper import __version__
+from deltakeeper.compaction import launcher as launcher_mod
 from deltakeeper.compaction import submit
-from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta import cleanup, errors, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
@@ -217,8 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
         "maintain",
         help="run what the policy says is due: checkpoint, then log cleanup, then vacuum",
         description="Plan (what is due and why), then run the due steps in order: checkpoint, "
-        "log cleanup, vacuum. A failed step skips the ones after it. Exit code: the worst of "
-        "the steps (2 for a refused vacuum retention, 3 for an unsupported protocol).",
+        "compaction (with --compact), log cleanup, vacuum. A failed step skips the ones after "
+        "it. Exit code: the worst of the steps (1 for a failed compaction job, 2 for a refused "
+        "vacuum retention, 3 for an unsupported protocol).",
     )
     _common(p)
     p.add_argument("--log-retention", metavar="D", help="log retention (default 30d)")
@@ -234,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--allow-short-retention", action="store_true", help="allow vacuum below 7 days")
     p.add_argument("--no-vacuum", action="store_true", help="never vacuum data files")
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="also compact small files (after the checkpoint), running the job with "
+        "spark-submit to its end; the planner's defaults as for `compact`",
+    )
+    _spark_flags(p)
     _checkpoint_flags(p, "--checkpoint-part-size")
     p.add_argument(
         "--only",
@@ -284,14 +293,30 @@ def _compact_command(sub: Any) -> None:
         metavar="COL=VALUE",
         help="only partitions whose partition column COL has VALUE (repeatable; all must hold)",
     )
+    _spark_flags(p)
+    _maintenance_flags(p, dry_run="print the plan; run no job")
+    p.set_defaults(func=cmd_compact)
+
+
+def _spark_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument(
         "--jars-dir",
         metavar="DIR",
         help="a folder of Delta Lake jars (default: --packages from Maven Central)",
     )
-    _maintenance_flags(p, dry_run="print the plan; run no job")
-    p.set_defaults(func=cmd_compact)
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the job (repeatable)",
+    )
+
+
+def _submit_config(args: argparse.Namespace) -> submit.SubmitConfig:
+    conf = dict(pair.partition("=")[::2] for pair in args.spark_conf)
+    return submit.SubmitConfig(args.master, jars_dir=args.jars_dir, conf=conf)
 
 
 def _daemon_commands(sub: Any) -> None:
@@ -318,6 +343,7 @@ def _daemon_commands(sub: Any) -> None:
         metavar="S",
         help="print a status table every S seconds (0: never)",
     )
+    _compaction_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("status", help="print the status `deltakeeper run` wrote")
@@ -349,6 +375,24 @@ def _daemon_commands(sub: Any) -> None:
         help="text (default) or json: one JSON object a line, for a cluster's log collector",
     )
     p.set_defaults(func=cmd_operator)
+
+
+def _compaction_flags(p: argparse.ArgumentParser) -> None:
+    """How standalone mode runs the compaction jobs of tables with compaction.enabled."""
+    p.add_argument(
+        "--max-compaction-jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="at most N compaction jobs (spark-submit) at once, all tables together (default 1)",
+    )
+    _spark_flags(p)
+
+
+def _compactor(args: argparse.Namespace) -> executor.Compactor:
+    cfg = _submit_config(args)
+    launcher = launcher_mod.Limited(submit.SubmitLauncher(cfg), args.max_compaction_jobs)
+    return executor.Compactor(launcher, wait=args.once)
 
 
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: str) -> None:
@@ -406,6 +450,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.max_concurrent,
         args.once,
         args.summary_every,
+        _compactor(args),
         _ms("--default-poll-interval", args.default_poll_interval, parse_interval_ms),
     )
 
@@ -756,6 +801,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         "allow_short_retention": args.allow_short_retention or None,
         "write_checksum": args.write_checksum or None,
         "checkpoint_part_size": _part_size(args.part_size),
+        # --only compaction asks for it as --compact does
+        "compaction_enabled": args.compact or "compaction" in (args.only or "").split(",") or None,
     }
     pol = _policy(args.uri, snap.metadata.configuration, **flags)
     ops = _operations(args.only)
@@ -764,7 +811,10 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:
         print("\n".join(plan.lines()))
-    report = executor.execute(table, plan, args.dry_run, None if args.json else _progress)
+    launcher = submit.SubmitLauncher(_submit_config(args))
+    compactor = executor.Compactor(launcher, _storage_options(args.storage_option))
+    progress = None if args.json else _progress
+    report = executor.execute(table, plan, args.dry_run, progress, compactor)
     if args.json:
         print(json.dumps(_maintain_json(plan, report)))
     else:
@@ -783,14 +833,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise UnsupportedProtocolError(f"{args.uri}: {refusal}")
     meta = snap.metadata
     names = compaction.logical_partition_names(meta)
-    settings = compaction.CompactionSettings(
+    settings = policy.CompactionSettings(
         target_file_size=compaction.target_file_size(
             meta.configuration, _size("--target-file-size", args.target_file_size)
         ),
         min_file_size=_size("--min-file-size", args.min_file_size),
         min_files_per_partition=args.min_files,
         max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
-        or compaction.DEFAULT_MAX_AGE_MS,
+        or policy.COMPACTION_MAX_AGE_MS,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
     found = compaction.plan(files, tuple(names), settings, now)
@@ -807,17 +857,18 @@ def cmd_compact(args: argparse.Namespace) -> int:
             print(f"  {p.values or '(whole table)'}: {p.why} {p.files} files -> {p.expected_files}")
     code = 0
     if found.due and not args.dry_run:
-        job_id = f"deltakeeper-{meta.id[:8]}-{now}"
-        spec = compaction.job_spec(found, names, job_id, snap.version)
-        cfg = submit.SubmitConfig(args.master, jars_dir=args.jars_dir)
-        try:
-            done = submit.run(cfg, spark_storage(args.uri, options), spec)
-        except submit.SparkUnavailable as e:
-            raise InvalidInputError(str(e)) from e
-        report["job"] = done.result
-        code = 0 if done.ok else 1
+        pol = replace(policy.effective({}), compaction=settings)  # only compaction's is read
+        plan = planner.forced_compaction(table, snap, pol, now, found)
+        compactor = executor.Compactor(submit.SubmitLauncher(_submit_config(args)), options)
+        outcome = executor.execute(table, plan, compactor=compactor).outcomes[0]
+        if outcome.result is executor.Result.SKIPPED:
+            raise launcher_mod.JobRunning(outcome.message)
+        if outcome.job_result is None and outcome.error is not None:
+            raise outcome.error  # not started: no Spark here, a store Spark cannot read, ...
+        report["job"] = outcome.job_result
+        code = 0 if outcome.result is executor.Result.DONE else 1
         if not args.json:
-            print(_job_line(done.result))
+            print(_job_line(outcome.job_result or {}))
     if args.json:
         print(json.dumps(report))
     return code

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources import manifests
 from deltakeeper.resources.manifests import PolicyResource, TableResource
@@ -59,8 +60,10 @@ class Standalone:
         out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
         default_poll_ms: int = POLL_INTERVAL_MS,
+        compactor: Compactor | None = None,
     ) -> None:
         self.folder = folder
+        self.compactor = compactor  # how tables with compaction.enabled run their jobs
         self.status_path = status_path
         self.metrics = registry
         self.out = out or sys.stdout  # at run time: the CLI wraps it to mask secrets
@@ -118,7 +121,7 @@ class Standalone:
         known = self.tables.get(key)
         if known is None:
             previous = self.statuses.get(_name(key), {})
-            watcher = TableWatcher(self.clock(), status.last_maintenance(previous))
+            watcher = TableWatcher(self.clock(), status.last_maintenance(previous), self.compactor)
             generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
             if previous and _spec_of(previous) != resource.spec:
                 generation += 1
@@ -207,6 +210,8 @@ class Standalone:
         finally:
             heartbeat.cancel()
             await self.registry.stop()
+            for entry in self.tables.values():
+                entry.watcher.compactions.stop()  # no job outlives `run`
             self.flush()
             await asyncio.to_thread(self.fleet.close)
 
@@ -294,6 +299,8 @@ def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ..
 def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
     if operation == "checkpoint":
         return f"v{entry.get('version')} "
+    if operation == "compaction":
+        return f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files "
     return f"{entry.get('deletedFiles', 0)} files "
 
 
@@ -330,6 +337,7 @@ def run(
     max_concurrent: int,
     once: bool,
     summary_s: float,
+    compactor: Compactor | None = None,
     default_poll_ms: int | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
@@ -345,6 +353,7 @@ def run(
         registry,
         max_concurrent,
         default_poll_ms=default_poll_ms or POLL_INTERVAL_MS,
+        compactor=compactor,
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
     if server is not None:

@@ -82,3 +82,8 @@ def format_bytes(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return str(n)
+
+
+def rfc3339(ms: int) -> str:
+    """Kubernetes' date-time: whole seconds, UTC."""
+    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,19 +7,26 @@ e.g. the one scripts/spark/install.sh fills) or from Maven Central through `--pa
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from deltakeeper.compaction import job
-from deltakeeper.compaction.spark_storage import SparkStorage
+from deltakeeper.compaction.launcher import JobRequest, JobResult, JobRunning
+from deltakeeper.compaction.spark_storage import SparkStorage, spark_storage
+from deltakeeper.delta.errors import InvalidInputError
 
 JOB_FILE = Path(job.__file__)
 DELTA_EXTENSIONS = {
@@ -39,17 +46,6 @@ class SubmitConfig:
     packages: str | None = None  # Maven coordinates; default: delta-spark matching pyspark
     conf: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 3600.0
-
-
-@dataclass(frozen=True)
-class JobResult:
-    exit_code: int
-    result: dict[str, Any]  # the job's JSON line ("result": done / nothing-to-do / failed)
-    stderr_tail: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and self.result.get("result") in ("done", "nothing-to-do")
 
 
 def spark_submit_path() -> str:
@@ -100,20 +96,137 @@ def command(cfg: SubmitConfig, storage: SparkStorage, spec_file: str) -> list[st
 
 def run(cfg: SubmitConfig, storage: SparkStorage, spec: dict[str, Any]) -> JobResult:
     """Run the job to its end; the credentials reach it through its environment only."""
-    with tempfile.TemporaryDirectory(prefix="deltakeeper-compaction-") as tmp:
-        spec_file = os.path.join(tmp, "spec.json")
-        with open(spec_file, "w", encoding="utf-8") as f:
-            json.dump({**spec, "table": storage.uri}, f)
-        env = {**os.environ, **storage.env, "PYSPARK_PYTHON": sys.executable}
-        done = subprocess.run(
-            command(cfg, storage, spec_file),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=cfg.timeout_s,
-            check=False,
+    return SubmitJob(cfg, storage, spec, cfg.timeout_s).wait()
+
+
+class SubmitLauncher:
+    """The Launcher of the CLI and standalone mode: spark-submit on this machine."""
+
+    def __init__(self, cfg: SubmitConfig) -> None:
+        self.cfg = cfg
+
+    def start(self, request: JobRequest) -> SubmitJob:
+        try:
+            spark_submit_path()
+        except SparkUnavailable as e:
+            raise InvalidInputError(str(e)) from e
+        storage = spark_storage(request.uri, request.storage_options)
+        return SubmitJob(self.cfg, storage, dict(request.spec), request.deadline_s)
+
+
+class SubmitJob:
+    """One spark-submit in the background. It holds the table's lock file until it ends, so
+    no second deltakeeper job (this process or another on this machine) compacts the table
+    meanwhile. Output goes to files, not pipes: nobody has to drain them while it runs."""
+
+    def __init__(
+        self, cfg: SubmitConfig, storage: SparkStorage, spec: dict[str, Any], deadline_s: float
+    ) -> None:
+        self.job_id = str(spec.get("jobId", ""))
+        self._lock = _table_lock(storage.uri)
+        self._tmp = tempfile.TemporaryDirectory(prefix="deltakeeper-compaction-")
+        try:
+            spec_file = os.path.join(self._tmp.name, "spec.json")
+            with open(spec_file, "w", encoding="utf-8") as f:
+                json.dump({**spec, "table": storage.uri}, f)
+            self._out = open(os.path.join(self._tmp.name, "stdout"), "w+", encoding="utf-8")  # noqa: SIM115
+            self._err = open(os.path.join(self._tmp.name, "stderr"), "w+", encoding="utf-8")  # noqa: SIM115
+            env = {**os.environ, **storage.env, "PYSPARK_PYTHON": sys.executable}
+            # The job holds the lock too: it outlives a daemon killed while the job runs.
+            self._proc = subprocess.Popen(
+                command(cfg, storage, spec_file),
+                stdout=self._out,
+                stderr=self._err,
+                env=env,
+                pass_fds=(self._lock.fileno(),),
+                start_new_session=True,  # a process group: a deadline stops Python and JVM
+            )
+        except BaseException:
+            self._close()
+            raise
+        self._deadline = time.monotonic() + deadline_s
+        self._deadline_s = deadline_s
+        self._result: JobResult | None = None
+
+    def poll(self) -> JobResult | None:
+        if self._result is None and self._proc.poll() is None:
+            if time.monotonic() < self._deadline:
+                return None
+            self._stop()
+        return self._finish()
+
+    def wait(self) -> JobResult:
+        try:
+            self._proc.wait(timeout=max(0.0, self._deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self._stop()
+        except BaseException:  # Ctrl-C: the job is in its own session, so stop it here
+            self._stop()
+            self._close()
+            raise
+        return self._finish()
+
+    def stop(self) -> None:
+        if self._result is None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        self._close()
+
+    def _stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self._result = JobResult(
+            -9,
+            {
+                "result": "failed",
+                "error": "DeadlineExceeded",
+                "message": f"the job ran longer than its deadline ({self._deadline_s:.0f}s) "
+                "and was stopped",
+            },
+            _tail(self._err),
         )
-    return JobResult(done.returncode, parse_result(done.stdout), done.stderr[-4000:])
+
+    def _finish(self) -> JobResult:
+        if self._result is None:
+            self._out.seek(0)
+            code = self._proc.returncode
+            self._result = JobResult(code, parse_result(self._out.read()), _tail(self._err))
+        self._close()
+        return self._result
+
+    def _close(self) -> None:
+        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
+            if f is not None and not f.closed:
+                f.close()
+        self._tmp.cleanup()
+        if not self._lock.closed:
+            self._lock.close()  # releases the flock
+
+
+def _tail(f: IO[str]) -> str:
+    if f.closed:
+        return ""
+    f.seek(0)
+    return f.read()[-4000:]
+
+
+def _table_lock(spark_uri: str) -> IO[str]:
+    """An exclusive lock per table on this machine, released when the file is closed (or the
+    process dies); JobRunning when another holder has it."""
+    folder = Path(tempfile.gettempdir()) / "deltakeeper-compaction-locks"
+    folder.mkdir(exist_ok=True)
+    name = hashlib.sha256(spark_uri.rstrip("/").encode()).hexdigest()[:24]
+    f = open(folder / f"{name}.lock", "w")  # noqa: SIM115
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise JobRunning(
+            f"a deltakeeper compaction job for {spark_uri} is running already"
+        ) from None
+    return f
 
 
 def parse_result(stdout: str) -> dict[str, Any]:

@@ -24,34 +24,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltakeeper.delta import features
-from deltakeeper.delta.properties import HOUR_MS, TableProperties
+from deltakeeper.delta.errors import MissingLogFileError
+from deltakeeper.delta.paths import LOG_DIR, commit
+from deltakeeper.delta.properties import TableProperties
+from deltakeeper.delta.replay import read_actions
 from deltakeeper.delta.snapshot import Metadata, Snapshot
+from deltakeeper.delta.table import Table
 from deltakeeper.delta.types import field_name, mapping_on, schema_fields
-
-MIB = 2**20
-DEFAULT_TARGET_FILE_SIZE = 128 * MIB
-DEFAULT_MIN_FILES = 50
-DEFAULT_MAX_AGE_MS = HOUR_MS
-DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+from deltakeeper.maintenance.policy import COMPACTION_TARGET_FILE_SIZE, CompactionSettings
 
 
 class Why(enum.StrEnum):
     MANY_SMALL_FILES = "many-small-files"
     SMALL_FILES_AGED = "small-files-aged"
     DELETED_ROWS = "deleted-rows"
-
-
-@dataclass(frozen=True)
-class CompactionSettings:
-    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
-    min_file_size: int | None = None  # None: half the target
-    min_files_per_partition: int = DEFAULT_MIN_FILES
-    max_age_ms: int = DEFAULT_MAX_AGE_MS
-    max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
-
-    @property
-    def small_below(self) -> int:
-        return self.min_file_size if self.min_file_size is not None else self.target_file_size // 2
 
 
 @dataclass(frozen=True)
@@ -238,7 +224,7 @@ def target_file_size(configuration: dict[str, str], explicit: int | None = None)
     if explicit is not None:
         return explicit
     table = TableProperties(configuration).target_file_size
-    return DEFAULT_TARGET_FILE_SIZE if table is None else table
+    return COMPACTION_TARGET_FILE_SIZE if table is None else table
 
 
 def job_spec(
@@ -290,3 +276,52 @@ def only_where(files: pa.Table, values: dict[str, str]) -> pa.Table:
         column = _partition_value(files, name)
         files = files.filter(pc.fill_null(pc.equal(column, value), False))
     return files
+
+
+def job_id(table_id: str, now_ms: int) -> str:
+    return f"deltakeeper-{table_id[:8]}-{now_ms}"
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What a job's commits did, read from the table's own log."""
+
+    job_id: str
+    versions: tuple[int, ...]
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobId": self.job_id,
+            "versions": list(self.versions),
+            "filesRemoved": self.files_removed,
+            "filesAdded": self.files_added,
+            "bytesRemoved": self.bytes_removed,
+            "bytesAdded": self.bytes_added,
+        }
+
+
+def read_back(table: Table, tag: str, versions: list[int]) -> Compacted:
+    """Count the adds and removes of the commits at `versions` (as the job reported them)
+    whose commitInfo.userMetadata is the job id `tag`; a version without the tag (or gone) is
+    not the job's and counts nothing."""
+    counts = [0, 0, 0, 0]
+    ours = []
+    for version in versions:
+        try:
+            actions = [a for _, a in read_actions(table.storage, f"{LOG_DIR}/{commit(version)}")]
+        except MissingLogFileError:
+            continue
+        info: Any = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        if not isinstance(info, dict) or info.get("userMetadata") != tag:
+            continue
+        ours.append(version)
+        for a in actions:
+            for index, kind in ((0, "remove"), (1, "add")):
+                if isinstance(a.get(kind), dict):
+                    counts[index] += 1
+                    counts[index + 2] += int(a[kind].get("size") or 0)
+    return Compacted(tag, tuple(ours), *counts)

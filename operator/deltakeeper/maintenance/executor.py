@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltakeeper.compaction.launcher import (
+    Job,
+    JobFailed,
+    JobRequest,
+    JobResult,
+    JobRunning,
+    Launcher,
+)
 from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import (
     CheckpointResult,
@@ -22,8 +30,9 @@ from deltakeeper.delta.checkpoint import (
     write_source,
 )
 from deltakeeper.delta.crc import CrcResult
-from deltakeeper.delta.errors import DeltaError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.table import Table
+from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.planner import Plan, Step
 from deltakeeper.units import format_bytes
 
@@ -46,6 +55,17 @@ class Result(enum.StrEnum):
     SKIPPED_AFTER_FAILURE = "skipped", "skipped-after-failure"
     REFUSED = "refused"
     FAILED = "failed"
+    STARTED = "started"  # compaction in the background: its end is reported later
+
+
+@dataclass(frozen=True)
+class Compactor:
+    """How a caller runs compaction jobs: its launcher, the table's storage options (Spark
+    reads the table itself), and whether the step waits for the job's end."""
+
+    launcher: Launcher
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    wait: bool = True
 
 
 @dataclass
@@ -64,8 +84,20 @@ class Outcome:
     written: CheckpointResult | None = field(default=None, repr=False)  # checkpoint
     checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
     deleted_folders: int = 0  # vacuum
+    job: Job | None = field(default=None, repr=False)  # compaction started, not waited for
+    job_id: str | None = None  # compaction
+    job_result: dict[str, Any] | None = None  # compaction: the job's own JSON line
+    compacted: compaction.Compacted | None = None  # compaction: its commits, read from the log
 
     def to_json(self) -> dict[str, Any]:
+        out = self._json()
+        if self.operation == "compaction":
+            out["jobId"] = self.job_id
+            out["job"] = self.job_result
+            out["compacted"] = self.compacted.to_json() if self.compacted else None
+        return out
+
+    def _json(self) -> dict[str, Any]:
         return {
             "operation": self.operation,
             "result": self.result,
@@ -99,7 +131,11 @@ class Report:
 
 
 def execute(
-    table: Table, plan: Plan, dry_run: bool = False, progress: Progress | None = None
+    table: Table,
+    plan: Plan,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    compactor: Compactor | None = None,
 ) -> Report:
     """Run every due step of `plan` in order; the first failure skips the rest."""
     report = Report(plan.uri, plan.version, dry_run)
@@ -112,19 +148,27 @@ def execute(
         elif not step.due:
             outcome = Outcome(step.operation, Result.SKIPPED, step.reason)
         else:
-            outcome = _timed(table, plan, step, dry_run, progress)
+            outcome = _timed(table, plan, step, dry_run, progress, compactor)
         report.outcomes.append(outcome)
     report.seconds = time.monotonic() - started
     return report
 
 
 def _timed(
-    table: Table, plan: Plan, step: Step, dry_run: bool, progress: Progress | None
+    table: Table,
+    plan: Plan,
+    step: Step,
+    dry_run: bool,
+    progress: Progress | None,
+    compactor: Compactor | None,
 ) -> Outcome:
     started = time.monotonic()
     runners = {"checkpoint": _checkpoint, "cleanup": _cleanup, "vacuum": _vacuum}
     try:
-        outcome = runners[step.operation](table, plan, step, dry_run, progress)
+        if step.operation == "compaction":
+            outcome = _compaction(table, plan, step, dry_run, compactor)
+        else:
+            outcome = runners[step.operation](table, plan, step, dry_run, progress)
     except DeltaError as e:
         outcome = Outcome(step.operation, Result.FAILED, str(e), error=e)
     outcome.seconds = time.monotonic() - started
@@ -219,6 +263,57 @@ def _source(table: Table, plan: Plan, step: Step) -> CheckpointSource:
     if plan.policy.write_checksum:
         return CheckpointSource(table, load_for_checkpoint(table, plan.version))
     return checkpoint_source(table, plan.version)
+
+
+def _compaction(
+    table: Table, plan: Plan, step: Step, dry_run: bool, compactor: Compactor | None
+) -> Outcome:
+    """Launch the planned job; wait for it when the caller does (the CLI), else hand the
+    running job back in the Outcome (the daemon tracks it)."""
+    spec = step.job_spec
+    assert isinstance(step.detail, compaction.CompactionPlan) and spec is not None
+    tag = str(spec["jobId"])
+    if dry_run:
+        message = f"would run job {tag}: {step.reason}"
+        return Outcome("compaction", Result.DRY_RUN, message, job_id=tag)
+    if compactor is None:
+        raise InvalidInputError("compaction needs a job launcher (spark-submit) here")
+    deadline_s = plan.policy.compaction.deadline_ms / 1000
+    request = JobRequest(table.uri, spec, compactor.storage_options, deadline_s)
+    try:
+        job = compactor.launcher.start(request)
+    except JobRunning as e:
+        return Outcome("compaction", Result.SKIPPED, str(e), job_id=tag)
+    if not compactor.wait:
+        message = f"started job {tag}: {step.reason}"
+        return Outcome("compaction", Result.STARTED, message, job=job, job_id=tag)
+    return job_outcome(table, tag, job.wait())
+
+
+def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
+    """A finished job as an Outcome, its commits read back from the table's own log: the
+    job's line says what it did, the commits tagged with its id prove it."""
+    out = Outcome("compaction", Result.FAILED, "", job_id=tag, job_result=result.result)
+    if not result.ok:
+        out.message, out.error = result.error, JobFailed(result.error)
+        return out
+    reported = [int(c["version"]) for c in result.result.get("commits") or []]
+    back = compaction.read_back(table, tag, reported)
+    out.compacted = back
+    if len(back.versions) != len(reported):
+        missing = sorted(set(reported) - set(back.versions))
+        out.message = f"the job reported commits at {missing}, but the log has none of {tag} there"
+        out.error = JobFailed(out.message)
+        return out
+    out.result = Result.DONE
+    if not back.versions:
+        out.message = "the job found nothing to do"
+        return out
+    out.message = (
+        f"rewrote {back.files_removed} files ({format_bytes(back.bytes_removed)}) as "
+        f"{back.files_added} ({format_bytes(back.bytes_added)}) at version {back.versions[-1]}"
+    )
+    return out
 
 
 def _cleanup(

@@ -3,7 +3,8 @@
 Planning only reads: it loads the snapshot's log position, lists what cleanup and vacuum would
 delete, and returns a Plan, which is plain data. The executor carries a Plan out; a dry run
 prints it. Steps run in this order because each makes the next one cheaper or possible: a new
-checkpoint lets a later cleanup drop the commits before it, and cleanup never touches data files.
+checkpoint lets a later cleanup drop the commits before it, compaction's tombstones become
+vacuumable later, and cleanup never touches data files.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedP
 from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
+from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
-OPERATIONS = ("checkpoint", "cleanup", "vacuum")
+# Compaction is a step only where it is enabled (see _compaction).
+OPERATIONS = ("checkpoint", "compaction", "cleanup", "vacuum")
 
 
 @dataclass
@@ -32,7 +36,7 @@ class Step:
     due: bool
     reason: str
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
-    detail: cleanup.CleanupPlan | vacuum.VacuumPlan | None = None
+    detail: cleanup.CleanupPlan | vacuum.VacuumPlan | compaction.CompactionPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
     error: DeltaError | None = field(default=None, repr=False)  # for a refusal: its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
@@ -45,6 +49,8 @@ class Step:
     # checkpoint: the source a front-end opened already (to read the table's policy); else the
     # executor opens one.
     source: CheckpointSource | None = field(default=None, repr=False)
+    # compaction: the job's input (compaction.job_spec) when due
+    job_spec: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -56,6 +62,8 @@ class Step:
         if self.detail is not None:
             out["files"] = self.detail.files
             out["bytes"] = self.detail.bytes
+        if isinstance(self.detail, compaction.CompactionPlan):
+            out["plan"] = self.detail.to_json()
         return out
 
 
@@ -108,6 +116,9 @@ def plan(
     for op in operations:
         if op == "checkpoint":
             result.steps.append(_checkpoint(table, snap, policy, now_ms))
+        elif op == "compaction":
+            if policy.compaction.enabled:
+                result.steps.append(_compaction(table, snap, policy, now_ms))
         elif op == "cleanup":
             writes = any(s.operation == "checkpoint" and s.due for s in result.steps)
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes))
@@ -215,6 +226,41 @@ def _recent_classic(table: Table, version: int, window: int) -> bool:
     """Whether a classic-named checkpoint exists within `window` versions before `version`."""
     listing = table.list_log(max(0, version - window))
     return any(c.kind is Kind.CHECKPOINT for found in listing.checkpoints.values() for c in found)
+
+
+def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    """Which partitions a job would rewrite, from the file actions; refused on tables whose
+    features could change what a correct plan is (catalog-managed ones included)."""
+    refused = compaction.refusal(snap)
+    if refused:
+        error = UnsupportedProtocolError(refused)
+        return Step("compaction", False, refused, refused=True, error=error)
+    files = snap.files
+    if "stats" not in files.column_names and snap.protocol.has("deletionVectors"):
+        # Deleted-row ratios need the record counts; only DV tables pay for the stats.
+        files = table.snapshot(version=snap.version, add_cols=(*LEAN_ADD, "stats")).files
+    names = compaction.logical_partition_names(snap.metadata)
+    found = compaction.plan(files, tuple(names), policy.compaction, now_ms)
+    return _compaction_step(snap, found, now_ms)
+
+
+def forced_compaction(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, found: compaction.CompactionPlan
+) -> Plan:
+    """A Plan of one compaction step for the partitions the caller planned (`compact`, with
+    its own flags and --where)."""
+    result = Plan(table.uri, snap.version, now_ms, policy)
+    result.steps.append(_compaction_step(snap, found, now_ms))
+    return result
+
+
+def _compaction_step(snap: Snapshot, found: compaction.CompactionPlan, now_ms: int) -> Step:
+    if not found.due:
+        return Step("compaction", False, found.reason(), found)
+    tag = compaction.job_id(snap.metadata.id, now_ms)
+    names = compaction.logical_partition_names(snap.metadata)
+    spec = compaction.job_spec(found, names, tag, snap.version)
+    return Step("compaction", True, found.reason(), found, job_spec=spec)
 
 
 def _cleanup(

@@ -41,6 +41,22 @@ CLASSIC_V2_EVERY_INTERVALS = 10
 POLL_INTERVAL_MS = 30_000
 CLEANUP_EVERY_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
+# Compaction (off unless a spec, policy or flag enables it). Target size as Delta's
+# delta.targetFileSize, else 128 MiB; small below half of it; due at 50 small files in a
+# partition (Delta's auto compaction), or two once the oldest is an hour old, or a file with
+# more than 5% of its rows deleted (Delta's optimize.maxDeletedRowsRatio).
+MIB = 2**20
+COMPACTION_TARGET_FILE_SIZE = 128 * MIB
+COMPACTION_MIN_FILES = 50
+COMPACTION_MAX_AGE_MS = HOUR_MS
+COMPACTION_MAX_DELETED_ROWS_RATIO = 0.05
+# At most one job per table in this interval: a job costs a JVM and rewrites data.
+COMPACTION_MIN_INTERVAL_MS = HOUR_MS
+# A job running longer than this is stopped and counts as failed.
+COMPACTION_DEADLINE_MS = HOUR_MS
+# A failed job is retried after this, doubled per further failure, up to the cap.
+COMPACTION_RETRY_MS = 5 * 60_000
+COMPACTION_RETRY_CAP_MS = 6 * HOUR_MS
 
 # Where an effective retention came from (Policy.sources): an explicit setting of a DeltaTable
 # spec, a DeltaMaintenancePolicy or a CLI flag, the table's own property, or Delta's default.
@@ -60,6 +76,24 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True)
+class CompactionSettings:
+    """What the compaction planner and the daemon's job tracking read."""
+
+    target_file_size: int = COMPACTION_TARGET_FILE_SIZE
+    min_file_size: int | None = None  # None: half the target
+    min_files_per_partition: int = COMPACTION_MIN_FILES
+    max_age_ms: int = COMPACTION_MAX_AGE_MS
+    max_deleted_rows_ratio: float = COMPACTION_MAX_DELETED_ROWS_RATIO
+    enabled: bool = False  # a step of maintain and of the daemon's plan only when true
+    min_interval_ms: int = COMPACTION_MIN_INTERVAL_MS
+    deadline_ms: int = COMPACTION_DEADLINE_MS
+
+    @property
+    def small_below(self) -> int:
+        return self.min_file_size if self.min_file_size is not None else self.target_file_size // 2
+
+
+@dataclass(frozen=True)
 class Policy:
     log_retention_ms: int
     deleted_file_retention_ms: int
@@ -70,6 +104,7 @@ class Policy:
     allow_short_retention: bool = False
     write_checksum: bool = False  # N.crc next to each checkpoint deltakeeper writes
     checkpoint_part_size: int | None = None  # actions per part; None: one file (Delta's default)
+    compaction: CompactionSettings = CompactionSettings()
     # For each retention field: spec, policy, flag, table or default (see SOURCES).
     sources: Mapping[str, str] = dataclass_field(default_factory=dict)
 
@@ -87,6 +122,18 @@ class Policy:
         }
 
 
+# CompactionSettings' fields a spec, policy or flag can set, each as `compaction_<field>`.
+COMPACTION_FIELDS = (
+    "enabled",
+    "target_file_size",
+    "min_file_size",
+    "min_files_per_partition",
+    "max_age_ms",
+    "max_deleted_rows_ratio",
+    "min_interval_ms",
+    "deadline_ms",
+)
+
 # The explicit settings a DeltaTable spec, a DeltaMaintenancePolicy spec or CLI flags can carry,
 # as keyword arguments of `effective`; a missing key means "not set here".
 SETTINGS = (
@@ -97,6 +144,7 @@ SETTINGS = (
     "allow_short_retention",
     "write_checksum",
     "checkpoint_part_size",
+    *(f"compaction_{name}" for name in COMPACTION_FIELDS),
     "sources",
 )
 
@@ -138,6 +186,7 @@ def effective(
     write_checksum: bool | None = None,
     checkpoint_part_size: int | None = None,
     sources: Mapping[str, str] | None = None,
+    **compaction: Any,
 ) -> Policy:
     """The policy for one table: explicit values (spec, policy or flags; `sources` names where
     each retention came from, "flag" when not said) over Delta's defaults, with retention
@@ -167,8 +216,24 @@ def effective(
         allow_short_retention=bool(allow_short_retention),
         write_checksum=bool(write_checksum),
         checkpoint_part_size=checkpoint_part_size,
+        compaction=compaction_settings(props, **compaction),
         sources={key: value[1] for key, value in chosen.items()},
     )
+
+
+def compaction_settings(props: TableProperties, **explicit: Any) -> CompactionSettings:
+    """`compaction_<field>` settings over the defaults; the target size, when not set, is the
+    table's delta.targetFileSize (Delta's own knob), else 128 MiB."""
+    fields: dict[str, Any] = {}
+    for key, value in explicit.items():
+        name = key.removeprefix("compaction_")
+        if name not in COMPACTION_FIELDS:
+            raise TypeError(f"effective() got an unexpected keyword argument {key!r}")
+        if value is not None:
+            fields[name] = value
+    if "target_file_size" not in fields and props.target_file_size is not None:
+        fields["target_file_size"] = props.target_file_size
+    return CompactionSettings(**fields)
 
 
 def _retention(

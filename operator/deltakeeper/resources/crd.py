@@ -67,9 +67,28 @@ def policy_fields() -> dict[str, Any]:
         ),
         "compaction": _obj(
             {
-                "enabled": {"type": "boolean"},
-                "targetFileSize": _str(SIZE, "Size of compacted files (e.g. 128Mi)."),
-                "minFilesPerPartition": _int("Compact a partition once it has this many files."),
+                "enabled": {
+                    "type": "boolean",
+                    "description": "Compact small files (default false).",
+                },
+                "targetFileSize": _str(
+                    SIZE, "Size of compacted files (default: delta.targetFileSize, else 128Mi)."
+                ),
+                "minFileSize": _str(SIZE, "Files below this are small (default: half the target)."),
+                "minFilesPerPartition": _int(
+                    "Compact a partition once it has this many small files (default 50)."
+                ),
+                "maxAge": _str(
+                    DURATION, "Or once its oldest of two or more small files is this old (1h)."
+                ),
+                "maxDeletedRowsRatio": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "Or once a file has more of its rows deleted (default 0.05).",
+                },
+                "minInterval": _str(DURATION, "At most one job per table in this time (1h)."),
+                "deadline": _str(DURATION, "A job running longer fails and is stopped (1h)."),
                 "sparkApplication": {
                     "type": "object",
                     "x-kubernetes-preserve-unknown-fields": True,
@@ -146,6 +165,13 @@ def _table_status() -> dict[str, Any]:
         }
     )
     retention = _obj({"ms": count, "source": {"type": "string", "enum": list(SOURCES)}})
+    rewritten = {
+        "filesRemoved": count,
+        "filesAdded": count,
+        "bytesRemoved": count,
+        "bytesAdded": count,
+    }
+    compacted = _obj({**run["properties"], **rewritten, "jobId": {"type": "string"}})
     return _obj(
         {
             "observedGeneration": count,
@@ -162,9 +188,45 @@ def _table_status() -> dict[str, Any]:
             "policy": {"type": "string", "nullable": True},
             "retention": _obj({"logRetention": retention, "deletedFileRetention": retention}),
             "lastPoll": {"type": "string", "format": "date-time"},
-            "lastMaintenance": _obj({"checkpoint": run, "cleanup": run, "vacuum": run}),
+            "lastMaintenance": _obj(
+                {"checkpoint": run, "compaction": compacted, "cleanup": run, "vacuum": run}
+            ),
+            "compaction": _compaction_status(count),
             "conditions": _conditions(),
         }
+    )
+
+
+def _compaction_status(count: dict[str, Any]) -> dict[str, Any]:
+    """The running compaction job (null when none) and the last one's result."""
+    date = {"type": "string", "format": "date-time"}
+    running = _obj(
+        {
+            "jobId": {"type": "string"},
+            "started": date,
+            "plannedVersion": count,
+            "partitions": count,
+            "files": count,
+            "bytes": count,
+        },
+        nullable=True,
+    )
+    last = _obj(
+        {
+            "jobId": {"type": "string"},
+            "result": {"type": "string"},
+            "time": date,
+            "message": {"type": "string"},
+        }
+    )
+    return _obj(
+        {
+            "running": running,
+            "last": last,
+            "failures": count,
+            "nextAttempt": {**date, "nullable": True},
+        },
+        "The compaction job running now, the last one's result, and when the next may start.",
     )
 
 

@@ -39,6 +39,26 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     short = vacuum.get("allowShortRetention", spec.get("allowShortRetention"))
     if short is not None:
         out["allow_short_retention"] = _bool("allowShortRetention", short)
+    out.update(_compaction(spec.get("compaction") or {}))
+    return out
+
+
+def _compaction(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.compaction as `compaction_<field>` settings (policy.COMPACTION_FIELDS)."""
+    parse: dict[str, tuple[str, Any]] = {
+        "enabled": ("enabled", _bool),
+        "targetFileSize": ("target_file_size", _size),
+        "minFileSize": ("min_file_size", _size),
+        "minFilesPerPartition": ("min_files_per_partition", positive),
+        "maxAge": ("max_age_ms", _duration),
+        "maxDeletedRowsRatio": ("max_deleted_rows_ratio", _ratio),
+        "minInterval": ("min_interval_ms", _duration),
+        "deadline": ("deadline_ms", _duration),
+    }
+    out: dict[str, Any] = {}
+    for key, (field, check) in parse.items():
+        if spec.get(key) is not None:
+            out[f"compaction_{field}"] = check(f"compaction.{key}", spec[key])
     return out
 
 
@@ -103,6 +123,20 @@ def _duration(key: str, value: Any) -> int:
         return parse_duration_ms(str(value))
     except ValueError as e:
         raise PolicyError(f"{key}: {e}") from e
+
+
+def _size(key: str, value: Any) -> int:
+    try:
+        size = parse_size(str(value))
+    except ValueError as e:
+        raise PolicyError(f"{key}: {e}") from e
+    return positive(key, size)
+
+
+def _ratio(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise PolicyError(f"{key}: expected a number from 0 to 1, got {value!r}")
+    return float(value)
 
 
 def _bool(key: str, value: Any) -> bool:

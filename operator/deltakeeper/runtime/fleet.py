@@ -122,9 +122,11 @@ class Fleet:
         m.conditions(ns, name, {c.type: c.status for c in obs.conditions})
         m.checkpoint_written(ns, name, obs.checkpoint_written_ms)
         m.requests(ns, name, obs.requests)
+        for state, jobs in obs.compaction_jobs.items():
+            m.compaction_jobs(ns, name, state, jobs)
         for o in obs.outcomes:
-            if o.result is Result.SKIPPED_AFTER_FAILURE:
-                continue
+            if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
+                continue  # a started job counts when it ends
             m.maintenance(ns, name, o.operation, o.result, o.seconds)
             if o.operation in _KINDS and o.result is Result.DONE:
                 m.deleted(ns, name, _KINDS[o.operation], o.deleted_files, o.deleted_bytes)

@@ -13,7 +13,6 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from deltakeeper.delta import features
@@ -30,7 +29,8 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
-from deltakeeper.maintenance.executor import Result
+from deltakeeper.maintenance.compaction import CompactionPlan
+from deltakeeper.maintenance.executor import Compactor, Result
 from deltakeeper.maintenance.policy import (
     POLL_INTERVAL_MS,
     SMALL_FILE_BYTES,
@@ -38,8 +38,9 @@ from deltakeeper.maintenance.policy import (
     PolicyError,
     effective,
 )
+from deltakeeper.runtime.compaction import JobTracker
 from deltakeeper.runtime.credentials import SCRUBBER
-from deltakeeper.units import format_bytes
+from deltakeeper.units import format_bytes, rfc3339
 
 log = logging.getLogger("deltakeeper.watcher")
 
@@ -112,6 +113,7 @@ class Observation:
     requests: Counter[str] = field(default_factory=Counter)
     checkpoint_written_ms: int | None = None
     due: tuple[str, ...] = ()  # operations worth planning now; `maintain` runs them
+    compaction_jobs: dict[str, int] = field(default_factory=dict)  # state -> jobs
 
     @property
     def ready(self) -> bool:
@@ -121,9 +123,15 @@ class Observation:
 class TableWatcher:
     """The state kept between polls of one table; not thread-safe (one poll at a time)."""
 
-    def __init__(self, watched_since_ms: int, last_maintenance: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        watched_since_ms: int,
+        last_maintenance: Mapping[str, Any] | None = None,
+        compactor: Compactor | None = None,  # None: compaction is never planned here
+    ):
         self.watched_since_ms = watched_since_ms
         self.last_maintenance: dict[str, dict[str, Any]] = dict(last_maintenance or {})
+        self.compactions = JobTracker(compactor, self.last_maintenance.get("compaction"))
         self.last_run_ms = {
             op: int(entry["timeMs"])
             for op, entry in self.last_maintenance.items()
@@ -148,6 +156,7 @@ class TableWatcher:
             return self._result(target, now_ms, problem=target.problem)
         try:
             table = self._open(target, same_target)
+            finished = self.compactions.check(table, now_ms)  # before the refresh: its commit
             changed = self._refresh(table)
             if changed or not same_target or self._policy is None:
                 self._policy = effective(self._snap.metadata.configuration, **target.settings)  # type: ignore[union-attr]
@@ -156,7 +165,9 @@ class TableWatcher:
                 log.warning("%s/%s: unexpected %s", *target.key, type(e).__name__, exc_info=True)
             self._snap = self._last = None
             return self._result(target, now_ms, error=e)
-        if same_target and not changed and self._last is not None:
+        if finished is not None:
+            obs = self._finished(target, finished, now_ms)
+        elif same_target and not changed and self._last is not None:
             obs = self._quiet(now_ms)
         else:
             obs = self._result(target, now_ms)
@@ -168,15 +179,40 @@ class TableWatcher:
             except ValueError as e:  # a schedule croniter cannot step through
                 self._last = None
                 return self._result(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
+            obs.due = self._with_compaction(obs.due, now_ms)
+        return obs
+
+    def _with_compaction(self, due: tuple[str, ...], now_ms: int) -> tuple[str, ...]:
+        """`due` with compaction after the checkpoint, when a job may start now."""
+        assert self._policy is not None and self._snap is not None
+        if not self.compactions.due(now_ms, self._policy.compaction, self._snap.version):
+            return due
+        after = 1 if due[:1] == ("checkpoint",) else 0
+        return (*due[:after], "compaction", *due[after:])
+
+    def _finished(self, target: Target, outcome: executor.Outcome, now_ms: int) -> Observation:
+        """A poll that saw the table's compaction job end: recorded, evented, published."""
+        outcome.message = SCRUBBER.scrub(outcome.message)
+        assert self._snap is not None
+        self._record([outcome], self._snap.version, now_ms)
+        obs = self._result(target, now_ms, outcomes=[outcome])
+        obs.events = _merged(_outcome_events([outcome]), obs.events)
+        obs.outcomes = [outcome]
         return obs
 
     def _quiet(self, now_ms: int) -> Observation:
         """The last observation again, for a table whose log did not move: the cheap path."""
         last = self._last
         assert last is not None
-        status = {**last.status, "lastPoll": _rfc3339(now_ms)}
+        status = {**last.status, "lastPoll": rfc3339(now_ms)}
         return Observation(
-            status, last.conditions, [], [], self._new_requests(), last.checkpoint_written_ms
+            status,
+            last.conditions,
+            [],
+            [],
+            self._new_requests(),
+            last.checkpoint_written_ms,
+            compaction_jobs=self.compactions.jobs(),
         )
 
     def _open(self, target: Target, same_target: bool) -> Table:
@@ -217,9 +253,7 @@ class TableWatcher:
         if any(o.result is Result.DONE for o in outcomes):
             self._snap, self._summary = table.snapshot(), {}
         fresh = self._result(target, now_ms, outcomes=outcomes)
-        done = _outcome_events(outcomes)
-        said = {(e.type, e.reason) for e in done}
-        fresh.events = [*done, *(e for e in fresh.events if (e.type, e.reason) not in said)]
+        fresh.events = _merged(_outcome_events(outcomes), fresh.events)
         fresh.outcomes = outcomes  # `obs` was reported already: its requests are not added
         return fresh
 
@@ -237,8 +271,11 @@ class TableWatcher:
             return [executor.Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
         dry = [s for s in plan.steps if s.operation == "vacuum" and target.vacuum_dry_run]
         wet = [s for s in plan.steps if s not in dry]
-        report = executor.execute(table, replace(plan, steps=wet))
+        report = executor.execute(
+            table, replace(plan, steps=wet), compactor=self._compactor(target)
+        )
         outcomes = list(report.outcomes)
+        self._track(plan, outcomes, now_ms)
         if dry:
             failed = report.failed is not None
             outcomes += executor.execute(table, replace(plan, steps=dry), dry_run=True).outcomes
@@ -250,10 +287,25 @@ class TableWatcher:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
 
+    def _compactor(self, target: Target) -> Compactor | None:
+        """The daemon's compactor with this table's storage options."""
+        shared = self.compactions.compactor
+        if shared is None:
+            return None
+        return replace(shared, storage_options=dict(target.storage_options))
+
+    def _track(self, plan: planner.Plan, outcomes: list[executor.Outcome], now_ms: int) -> None:
+        step = next((s for s in plan.steps if s.operation == "compaction"), None)
+        outcome = next((o for o in outcomes if o.operation == "compaction"), None)
+        if step is None or outcome is None:
+            return
+        detail = step.detail if isinstance(step.detail, CompactionPlan) else None
+        self.compactions.planned(plan.version, outcome, detail, now_ms)
+
     def _record(self, outcomes: list[executor.Outcome], version: int, now_ms: int) -> None:
         for o in outcomes:
-            if o.result is Result.SKIPPED_AFTER_FAILURE:
-                continue
+            if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
+                continue  # a started job is recorded when it ends
             if o.result is Result.FAILED:
                 self.last_run_ms.pop(o.operation, None)  # retried at the next poll
             else:
@@ -261,7 +313,7 @@ class TableWatcher:
             if o.result is Result.SKIPPED:
                 continue  # looked, nothing due: the status keeps the last real run
             self.last_maintenance[o.operation] = {
-                "time": _rfc3339(now_ms),
+                "time": rfc3339(now_ms),
                 "timeMs": now_ms,
                 "result": o.result,
                 "version": o.checkpoint_version if o.checkpoint_version is not None else version,
@@ -269,6 +321,7 @@ class TableWatcher:
                 "deletedBytes": o.deleted_bytes,
                 "seconds": round(o.seconds, 3),
                 "message": o.message,
+                **_rewritten(o),
             }
 
     # -- describe -----------------------------------------------------------------------------
@@ -282,7 +335,7 @@ class TableWatcher:
     ) -> Observation:
         conditions = _conditions(target, self._snap, problem, error, self.last_maintenance)
         events = self._transitions(conditions)
-        status: dict[str, Any] = {"lastPoll": _rfc3339(now_ms), "policy": target.policy_name}
+        status: dict[str, Any] = {"lastPoll": rfc3339(now_ms), "policy": target.policy_name}
         written = None
         if self._snap is not None and self._table is not None:
             status.update(self._status_numbers(self._table, self._snap, target.small_file_bytes))
@@ -294,7 +347,11 @@ class TableWatcher:
             op: {k: v for k, v in entry.items() if k != "timeMs"}
             for op, entry in self.last_maintenance.items()
         }
+        jobs = self.compactions.status()
+        if jobs is not None:
+            status["compaction"] = jobs
         obs = Observation(status, conditions, events, [], self._new_requests(), written)
+        obs.compaction_jobs = self.compactions.jobs()
         self._last = obs if problem is None and error is None else None
         return obs
 
@@ -304,7 +361,7 @@ class TableWatcher:
             self._summary = {
                 "_small": small,
                 "version": s["version"],
-                "lastCommitTime": _rfc3339(s["timestamp"]) if s["timestamp"] else None,
+                "lastCommitTime": rfc3339(s["timestamp"]) if s["timestamp"] else None,
                 "lastCheckpointVersion": s["lastCheckpointVersion"],
                 "commitsSinceCheckpoint": s["commitsSinceCheckpoint"],
                 "logFiles": s["logFiles"],
@@ -461,9 +518,25 @@ def _classify(error: BaseException) -> tuple[str, str]:
     return "Error", SCRUBBER.scrub(f"{type(error).__name__}: {error}")
 
 
+def _merged(done: list[Event], transitions: list[Event]) -> list[Event]:
+    """The outcomes' events, then the condition changes they did not already say."""
+    said = {(e.type, e.reason) for e in done}
+    return [*done, *(e for e in transitions if (e.type, e.reason) not in said)]
+
+
+def _rewritten(o: executor.Outcome) -> dict[str, Any]:
+    """A compaction's files and bytes removed and added, as its commits in the log show."""
+    if o.compacted is None:
+        return {}
+    c = o.compacted.to_json()
+    return {k: c[k] for k in ("jobId", "filesRemoved", "filesAdded", "bytesRemoved", "bytesAdded")}
+
+
 def _outcome_events(outcomes: list[executor.Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
+        if o.result is Result.STARTED:
+            events.append(Event("Normal", "CompactionStarted", o.message))
         if o.result is Result.DONE and o.repaired:
             events.append(Event("Warning", "CheckpointRepaired", o.message))
         if o.result is Result.DONE:
@@ -482,12 +555,9 @@ def _done(o: executor.Outcome) -> tuple[str, str]:
     took = f"in {o.seconds:.1f}s"
     if o.operation == "checkpoint":
         return "Checkpointed", f"wrote the checkpoint at version {o.checkpoint_version} {took}"
+    if o.operation == "compaction":
+        return "Compacted", f"job {o.job_id}: {o.message} {took}"
     size = format_bytes(o.deleted_bytes)
     if o.operation == "cleanup":
         return "LogCleaned", f"deleted {o.deleted_files} expired log files ({size}) {took}"
     return "Vacuumed", f"deleted {o.deleted_files} unreferenced data files ({size}) {took}"
-
-
-def _rfc3339(ms: int) -> str:
-    """Kubernetes' date-time: whole seconds, UTC."""
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,165 @@
+"""One table's compaction job between polls, in the daemon.
+
+The executor launches a job and hands it back running (the daemon never waits for one: other
+tables keep polling). Each later poll of the table looks at it once, without blocking; when it
+has ended, its result is read from its JSON line and from the table's own log (the commits
+tagged with its id) into an Outcome like any other step's. A failure is retried after a
+backoff that doubles per failure; a success waits the table's minimum interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deltakeeper.compaction.launcher import Job, JobState
+from deltakeeper.delta.table import Table
+from deltakeeper.maintenance import executor
+from deltakeeper.maintenance.compaction import CompactionPlan
+from deltakeeper.maintenance.executor import Compactor, Outcome, Result
+from deltakeeper.maintenance.policy import (
+    COMPACTION_RETRY_CAP_MS,
+    COMPACTION_RETRY_MS,
+    CompactionSettings,
+)
+from deltakeeper.units import rfc3339
+
+
+@dataclass(frozen=True)
+class Running:
+    job: Job
+    job_id: str
+    started_ms: int
+    planned_version: int
+    partitions: int
+    files: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobId": self.job_id,
+            "started": rfc3339(self.started_ms),
+            "plannedVersion": self.planned_version,
+            "partitions": self.partitions,
+            "files": self.files,
+            "bytes": self.bytes,
+        }
+
+
+class JobTracker:
+    """Not thread-safe: called from the table's one poll at a time."""
+
+    def __init__(self, compactor: Compactor | None, last: Mapping[str, Any] | None = None):
+        self.compactor = compactor  # None: this daemon does not compact (no launcher)
+        self.running: Running | None = None
+        self.failures = 0
+        self.next_attempt_ms: int | None = None
+        self.last: dict[str, Any] | None = None
+        self.last_started_ms = _ms_of(last)  # from the stored lastMaintenance, after a restart
+        self.planned_version: int | None = None  # the version last planned at
+        self.planned_ms: int | None = None
+
+    def due(self, now_ms: int, settings: CompactionSettings, version: int) -> bool:
+        """Whether to plan compaction on this poll: enabled, no job running, past the backoff
+        and the minimum interval, and the table moved since the last plan."""
+        if self.compactor is None or not settings.enabled or self.running is not None:
+            return False
+        if self.next_attempt_ms is not None and now_ms < self.next_attempt_ms:
+            return False
+        started = self.last_started_ms
+        if started is not None and now_ms - started < settings.min_interval_ms:
+            return False
+        # Small files age into being due without a commit: a quiet table is planned again
+        # every maxAge (or minInterval, if shorter).
+        every = min(settings.max_age_ms, settings.min_interval_ms)
+        aged = self.planned_ms is None or now_ms - self.planned_ms >= every
+        return self.planned_version != version or aged
+
+    def planned(
+        self, version: int, outcome: Outcome, detail: CompactionPlan | None, now_ms: int
+    ) -> None:
+        """What maintain's compaction step did: nothing due, or a job started."""
+        if outcome.result is Result.SKIPPED and outcome.job_id is not None:
+            return  # a job ran elsewhere or the limit was reached: look again next poll
+        self.planned_version, self.planned_ms = version, now_ms
+        if outcome.result is Result.DONE or outcome.result is Result.FAILED:
+            self.last_started_ms = now_ms
+            self._ended(outcome, now_ms)  # waited for (`run --once`)
+        if outcome.result is Result.STARTED and outcome.job is not None and detail is not None:
+            self.running = Running(
+                outcome.job,
+                str(outcome.job_id),
+                now_ms,
+                version,
+                len(detail.partitions),
+                detail.files,
+                detail.bytes,
+            )
+            self.last_started_ms = now_ms
+
+    def check(self, table: Table, now_ms: int) -> Outcome | None:
+        """The running job's Outcome once it has ended; None while it runs (or none does)."""
+        running = self.running
+        if running is None:
+            return None
+        result = running.job.poll()
+        if result is None:
+            return None
+        self.running = None
+        try:
+            outcome = executor.job_outcome(table, running.job_id, result)
+        except Exception as e:  # the job ended; reading its commits back did not work
+            message = f"job {running.job_id} ended, but its commits could not be read: {e}"
+            outcome = Outcome("compaction", Result.FAILED, message, job_id=running.job_id)
+        outcome.seconds = max(0.0, (now_ms - running.started_ms) / 1000)
+        self._ended(outcome, now_ms)
+        return outcome
+
+    def _ended(self, outcome: Outcome, now_ms: int) -> None:
+        """Backoff after a failure, none after a success; the last result for the status."""
+        if outcome.result is Result.FAILED:
+            self.failures += 1
+            backoff = COMPACTION_RETRY_MS * 2 ** min(self.failures - 1, 20)
+            self.next_attempt_ms = now_ms + min(backoff, COMPACTION_RETRY_CAP_MS)
+            self.planned_version = None  # retried even if the table did not move
+        else:
+            self.failures, self.next_attempt_ms = 0, None
+        state = JobState.COMPLETED if outcome.result is Result.DONE else JobState.FAILED
+        self.last = {
+            "jobId": outcome.job_id,
+            "result": state,
+            "time": rfc3339(now_ms),
+            "message": outcome.message,
+        }
+
+    def stop(self) -> None:
+        """Stop the running job (the daemon stops); a half-run OPTIMIZE commits nothing."""
+        if self.running is not None:
+            self.running.job.stop()
+            self.running = None
+
+    def status(self) -> dict[str, Any] | None:
+        """The status block: None for a table that never had a job here."""
+        if self.running is None and self.last is None:
+            return None
+        return {
+            "running": self.running.to_json() if self.running else None,
+            "last": self.last,
+            "failures": self.failures,
+            "nextAttempt": rfc3339(self.next_attempt_ms) if self.next_attempt_ms else None,
+        }
+
+    def jobs(self) -> dict[str, int]:
+        """deltakeeper_compaction_jobs by state: the running job, and how the last one ended."""
+        if self.running is None and self.last is None:
+            return {}
+        last = self.last["result"] if self.last else None
+        out = {str(state): int(state == last) for state in (JobState.COMPLETED, JobState.FAILED)}
+        out[str(JobState.RUNNING)] = int(self.running is not None)
+        return out
+
+
+def _ms_of(entry: Mapping[str, Any] | None) -> int | None:
+    value = (entry or {}).get("timeMs")
+    return value if isinstance(value, int) else None

@@ -1,0 +1,198 @@
+"""Compaction as a maintenance step: spec -> settings, the planner's step, `maintain --compact`
+planning and refusing, and reading a job's commits back from the log. The job itself runs in
+tests/integration/test_compaction_maintain.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper.cli import main
+from deltakeeper.compaction.launcher import JobResult
+from deltakeeper.delta.table import open_table
+from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance.executor import Result, job_outcome
+from deltakeeper.maintenance.policy import (
+    COMPACTION_MIN_INTERVAL_MS,
+    HOUR_MS,
+    MIB,
+    CompactionSettings,
+    PolicyError,
+    effective,
+)
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.resources.spec import from_spec, settings
+from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
+
+NOW = "2023-11-15T00:00:00Z"  # a day after the log builder's modification times
+
+
+def test_compaction_is_off_with_delta_like_defaults() -> None:
+    c = effective({}).compaction
+    assert c == CompactionSettings()
+    assert not c.enabled
+    assert (c.target_file_size, c.small_below) == (128 * MIB, 64 * MIB)
+    assert (c.min_files_per_partition, c.max_age_ms, c.max_deleted_rows_ratio) == (
+        50,
+        HOUR_MS,
+        0.05,
+    )
+    assert c.min_interval_ms == COMPACTION_MIN_INTERVAL_MS
+
+
+def test_the_tables_target_file_size_is_the_default_target() -> None:
+    c = effective({"delta.targetFileSize": "32mb"}).compaction
+    assert (c.target_file_size, c.small_below) == (32 * MIB, 16 * MIB)
+    explicit = effective({"delta.targetFileSize": "32mb"}, compaction_target_file_size=MIB)
+    assert explicit.compaction.target_file_size == MIB
+
+
+def test_spec_compaction_becomes_settings() -> None:
+    spec = {
+        "compaction": {
+            "enabled": True,
+            "targetFileSize": "8Mi",
+            "minFileSize": "1Mi",
+            "minFilesPerPartition": 8,
+            "maxAge": "10m",
+            "maxDeletedRowsRatio": 0.2,
+            "minInterval": "5m",
+            "deadline": "30m",
+            "sparkApplication": {"image": "ignored-here"},
+        }
+    }
+    c = effective({}, **from_spec(spec)).compaction
+    assert c == CompactionSettings(
+        target_file_size=8 * MIB,
+        min_file_size=MIB,
+        min_files_per_partition=8,
+        max_age_ms=10 * 60_000,
+        max_deleted_rows_ratio=0.2,
+        enabled=True,
+        min_interval_ms=5 * 60_000,
+        deadline_ms=30 * 60_000,
+    )
+
+
+def test_the_table_spec_wins_field_by_field_over_its_policy() -> None:
+    table = TableResource("ns", "t", {}, 1, {"uri": "/x", "compaction": {"targetFileSize": "8Mi"}})
+    policy_spec = {"compaction": {"enabled": True, "targetFileSize": "1Gi", "minInterval": "1m"}}
+    policy = PolicyResource("ns", "p", {}, 1, policy_spec, None)
+    c = effective({}, **settings(table, policy)).compaction
+    assert c.enabled and c.target_file_size == 8 * MIB and c.min_interval_ms == 60_000
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("enabled", "yes", "compaction.enabled: expected true or false"),
+        ("targetFileSize", "big", "compaction.targetFileSize"),
+        ("minFilesPerPartition", 0, "compaction.minFilesPerPartition"),
+        ("maxAge", "1y", "compaction.maxAge"),
+        ("maxDeletedRowsRatio", 2, "compaction.maxDeletedRowsRatio: expected a number from 0"),
+    ],
+)
+def test_bad_compaction_fields_name_themselves(field: str, value: Any, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        from_spec({"compaction": {field: value}})
+
+
+def small_file_table(root: Path, proto: dict[str, Any] | None = None) -> LogBuilder:
+    log = LogBuilder(root)
+    log.commit(proto or protocol(), metadata(("day",)))
+    for i in range(4):
+        log.commit(add(f"day=a/{i}.parquet", size=1000, day="a"))
+    log.commit(add("day=b/0.parquet", size=200 * MIB, day="b"))
+    return log
+
+
+def maintain(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
+    code = main(["maintain", *argv, "--now", NOW, "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def test_maintain_plans_no_compaction_step_unless_enabled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small_file_table(tmp_path)
+    code, report, _ = maintain(capsys, str(tmp_path), "--dry-run")
+    assert code == 0
+    assert [s["operation"] for s in report["plan"]["steps"]] == ["checkpoint", "cleanup", "vacuum"]
+
+
+def test_maintain_compact_dry_run_shows_the_plan_after_the_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small_file_table(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "_delta_log").iterdir())
+    code, report, _ = maintain(capsys, str(tmp_path), "--compact", "--dry-run")
+    assert code == 0
+    ops = [s["operation"] for s in report["plan"]["steps"]]
+    assert ops == ["checkpoint", "compaction", "cleanup", "vacuum"]
+    step = report["plan"]["steps"][1]
+    # Four small files of partition a, aged past an hour; b's one file is not small.
+    assert step["due"] and step["files"] == 4 and step["bytes"] == 4000
+    assert [(p["partition"], p["why"]) for p in step["plan"]["partitions"]] == [
+        ({"day": "a"}, "small-files-aged")
+    ]
+    result = next(r for r in report["results"] if r["operation"] == "compaction")
+    assert result["result"] == "dry-run" and result["jobId"].startswith("deltakeeper-")
+    assert result["job"] is None and result["compacted"] is None
+    assert sorted(p.name for p in (tmp_path / "_delta_log").iterdir()) == before
+
+
+def test_maintain_compact_refuses_catalog_managed_tables_with_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    managed = protocol(3, 7, readerFeatures=["catalogManaged"], writerFeatures=["catalogManaged"])
+    small_file_table(tmp_path, managed)
+    code, _, err = main_text(capsys, "maintain", str(tmp_path), "--compact", "--now", NOW)
+    assert code == 3, err
+
+
+def main_text(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_jobs_commits_are_read_back_by_their_tag(tmp_path: Path) -> None:
+    log = small_file_table(tmp_path)
+    tag = "deltakeeper-abc-1"
+    info = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": tag}}
+    removes = [remove(f"day=a/{i}.parquet") for i in range(4)]
+    for r in removes:
+        r["remove"]["size"] = 1000
+    v = log.commit(info, *removes, add("day=a/big.parquet", size=3000, day="a"))
+    other = log.commit({"commitInfo": {"operation": "OPTIMIZE", "userMetadata": "someone"}})
+    table = open_table(str(tmp_path))
+    back = compaction.read_back(table, tag, [v, other, 99])
+    assert back.versions == (v,)
+    assert (back.files_removed, back.files_added) == (4, 1)
+    assert (back.bytes_removed, back.bytes_added) == (4000, 3000)
+
+    done = {"result": "done", "commits": [{"version": v}]}
+    outcome = job_outcome(table, tag, JobResult(0, done, ""))
+    assert outcome.result is Result.DONE and outcome.compacted == back
+    assert "rewrote 4 files" in outcome.message and f"at version {v}" in outcome.message
+
+    # A job that claims a commit the log does not carry with its tag did not do it.
+    claims = {"result": "done", "commits": [{"version": other}]}
+    assert job_outcome(table, tag, JobResult(0, claims, "")).result is Result.FAILED
+    failed = {"result": "failed", "error": "ConcurrentDeleteReadException", "message": "lost"}
+    outcome = job_outcome(table, tag, JobResult(1, failed, ""))
+    assert outcome.result is Result.FAILED
+    assert outcome.message == "ConcurrentDeleteReadException: lost"
+
+
+def test_maintain_only_compaction_asks_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small_file_table(tmp_path)
+    code, report, _ = maintain(capsys, str(tmp_path), "--only", "compaction", "--dry-run")
+    assert code == 0
+    assert [(s["operation"], s["due"]) for s in report["plan"]["steps"]] == [("compaction", True)]

@@ -1,0 +1,194 @@
+"""The daemon's side of a compaction job, without Spark: the global job limit, the per-table
+tracker (min interval, backoff after a failure, status block, job-state gauges) over a real
+log. Jobs here are stand-ins that end when told; a real spark-submit runs the same code in
+tests/integration/test_compaction_daemon.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper.compaction.launcher import AtLimit, JobRequest, JobResult, Limited
+from deltakeeper.delta.table import open_table
+from deltakeeper.maintenance.compaction import CompactionPlan
+from deltakeeper.maintenance.executor import Compactor, Outcome, Result
+from deltakeeper.maintenance.policy import (
+    COMPACTION_RETRY_MS,
+    CompactionSettings,
+)
+from deltakeeper.runtime.compaction import JobTracker
+from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.watcher import TableWatcher, Target
+from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
+
+T0 = 1_700_000_000_000
+ON = CompactionSettings(enabled=True, min_interval_ms=60_000)
+
+
+class StandIn:
+    """A job that ends when `end` is called."""
+
+    def __init__(self, request: JobRequest) -> None:
+        self.job_id = request.job_id
+        self.result: JobResult | None = None
+
+    def end(self, exit_code: int, line: dict[str, Any]) -> None:
+        self.result = JobResult(exit_code, line, "")
+
+    def poll(self) -> JobResult | None:
+        return self.result
+
+    def wait(self) -> JobResult:
+        assert self.result is not None
+        return self.result
+
+    def stop(self) -> None:
+        self.result = JobResult(-9, {"result": "failed", "error": "Stopped"}, "")
+
+
+class StandInLauncher:
+    def __init__(self) -> None:
+        self.jobs: list[StandIn] = []
+
+    def start(self, request: JobRequest) -> StandIn:
+        self.jobs.append(StandIn(request))
+        return self.jobs[-1]
+
+
+def request(tag: str) -> JobRequest:
+    return JobRequest("/t", {"jobId": tag})
+
+
+def test_the_global_limit_refuses_a_second_job_until_the_first_ends() -> None:
+    inner = StandInLauncher()
+    limited = Limited(inner, 1)
+    first = limited.start(request("a"))
+    with pytest.raises(AtLimit):
+        limited.start(request("b"))
+    assert first.poll() is None and limited.running == 1
+    inner.jobs[0].end(0, {"result": "nothing-to-do"})
+    assert first.poll() is not None and limited.running == 0
+    assert first.poll() is not None and limited.running == 0  # given back once
+    limited.start(request("b"))
+    assert limited.running == 1
+
+
+def started(tracker: JobTracker, launcher: StandInLauncher, tag: str, now: int) -> StandIn:
+    job = launcher.start(request(tag))
+    outcome = Outcome("compaction", Result.STARTED, "started", job=job, job_id=tag)
+    plan = CompactionPlan(ON, (), 10, 1)
+    tracker.planned(3, outcome, plan, now)
+    return job
+
+
+def test_a_tracker_follows_its_job_to_the_tagged_commit(tmp_path: Path) -> None:
+    log = LogBuilder(tmp_path)
+    log.commit(protocol(), metadata(), *(add(f"{i}.parquet") for i in range(3)))
+    table = open_table(str(tmp_path))
+    launcher = StandInLauncher()
+    tracker = JobTracker(Compactor(launcher))
+    assert tracker.due(T0, ON, 0) and not tracker.due(T0, CompactionSettings(), 0)
+    assert tracker.status() is None and tracker.jobs() == {}
+
+    job = started(tracker, launcher, "job-1", T0)
+    assert not tracker.due(T0 + 1, ON, 5)  # one job per table at a time
+    assert tracker.check(table, T0 + 1) is None
+    running = tracker.status()
+    assert running is not None and running["running"]["jobId"] == "job-1"
+    assert tracker.jobs() == {"RUNNING": 1, "COMPLETED": 0, "FAILED": 0}
+
+    tag = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": "job-1"}}
+    v = log.commit(tag, *(remove(f"{i}.parquet") for i in range(3)), add("big.parquet"))
+    job.end(0, {"result": "done", "commits": [{"version": v}]})
+    outcome = tracker.check(table, T0 + 30_000)
+    assert outcome is not None and outcome.result is Result.DONE
+    assert outcome.seconds == 30 and outcome.compacted is not None
+    assert (outcome.compacted.files_removed, outcome.compacted.files_added) == (3, 1)
+    assert tracker.jobs() == {"RUNNING": 0, "COMPLETED": 1, "FAILED": 0}
+    done = tracker.status()
+    assert done is not None and done["running"] is None and done["last"]["result"] == "COMPLETED"
+    # The next job waits the minimum interval from this one's start.
+    assert not tracker.due(T0 + 59_999, ON, v)
+    assert tracker.due(T0 + 60_000, ON, v)
+
+
+def test_a_failed_job_is_retried_after_a_backoff_that_doubles(tmp_path: Path) -> None:
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    table = open_table(str(tmp_path))
+    launcher = StandInLauncher()
+    tracker = JobTracker(Compactor(launcher))
+    now = T0
+    for failures in (1, 2):
+        job = started(tracker, launcher, f"job-{failures}", now)
+        job.end(1, {"result": "failed", "error": "DeadlineExceeded", "message": "too slow"})
+        outcome = tracker.check(table, now)
+        assert outcome is not None and outcome.result is Result.FAILED
+        assert outcome.message == "DeadlineExceeded: too slow"
+        backoff = COMPACTION_RETRY_MS * 2 ** (failures - 1)
+        status = tracker.status()
+        assert status is not None and status["failures"] == failures
+        assert tracker.jobs()["FAILED"] == 1
+        # Not before the backoff, though the minimum interval has passed; then even on the
+        # same version (a failure is worth another try).
+        assert not tracker.due(now + backoff - 1, ON, 3)
+        assert tracker.due(now + backoff, ON, 3)
+        now += backoff
+
+
+def test_a_job_running_elsewhere_is_looked_at_again_at_the_next_poll() -> None:
+    tracker = JobTracker(Compactor(StandInLauncher()))
+    busy = Outcome("compaction", Result.SKIPPED, "running already", job_id="x")
+    tracker.planned(3, busy, None, T0)
+    assert tracker.due(T0 + 1, ON, 3)
+    not_due = Outcome("compaction", Result.SKIPPED, "no partition is due")
+    tracker.planned(3, not_due, None, T0)
+    assert not tracker.due(T0 + 1, ON, 3)  # nothing changed since it looked
+    assert tracker.due(T0 + 1, ON, 4)
+
+
+def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: Path) -> None:
+    log = LogBuilder(tmp_path)
+    log.commit(protocol(), metadata(("p",)), *(add(f"p=a/{i}.parquet", p="a") for i in range(3)))
+    launcher = StandInLauncher()
+    watcher = TableWatcher(T0, compactor=Compactor(launcher, wait=False))
+    settings = {"compaction_enabled": True, "compaction_min_files_per_partition": 3}
+    target = Target("lake", "t", str(tmp_path), settings=settings)
+    assert "compaction" not in watcher.observe(replace(target, suspend=True), T0).due
+
+    obs = watcher.observe(target, T0)
+    assert obs.due == ("checkpoint", "compaction", "cleanup", "vacuum")
+    started = watcher.maintain(target, obs, T0)
+    [job] = launcher.jobs
+    assert [e.reason for e in started.events if e.type == "Normal"] == ["CompactionStarted"]
+    assert started.status["compaction"]["running"]["files"] == 3
+    assert "compaction" not in started.status["lastMaintenance"]
+    assert started.compaction_jobs["RUNNING"] == 1
+    assert "compaction" not in watcher.observe(target, T0 + 1000).due  # running
+
+    tag = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": job.job_id}}
+    removes = [remove(f"p=a/{i}.parquet") for i in range(3)]
+    v = log.commit(tag, *removes, add("p=a/big.parquet", size=300, p="a"))
+    job.end(0, {"result": "done", "commits": [{"version": v}]})
+    done = watcher.observe(target, T0 + 20_000)
+    [outcome] = done.outcomes
+    assert outcome.result is Result.DONE and outcome.seconds == 20
+    [event] = [e for e in done.events if e.reason == "Compacted"]
+    assert event.type == "Normal" and "rewrote 3 files" in event.message and "as 1" in event.message
+    entry = done.status["lastMaintenance"]["compaction"]
+    assert entry["result"] == "done" and (entry["filesRemoved"], entry["filesAdded"]) == (3, 1)
+    assert done.status["files"] == 1 and done.status["version"] == v
+    assert done.status["compaction"]["last"]["result"] == "COMPLETED"
+
+    metrics = Metrics()
+    fleet = Fleet(metrics, publish=None)  # type: ignore[arg-type]
+    fleet.record(target, done)
+    text = "".join(metrics.exposition())
+    assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="COMPLETED"} 1.0' in text
+    assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="RUNNING"} 0.0' in text
+    runs = '{namespace="lake",table="t",operation="compaction",result="done"} 1.0'
+    assert f"deltakeeper_maintenance_runs_total{runs}" in text
+    fleet.close()
