@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import MissingLogFileError
+from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.paths import LOG_DIR, commit
 from deltakeeper.delta.properties import TableProperties
-from deltakeeper.delta.replay import read_actions
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.types import field_name, mapping_on, schema_fields
