@@ -53,7 +53,7 @@ from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotoni
 from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.properties import DAY_MS, duration_text, when_text
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.storage import FileInfo
+from deltakeeper.delta.storage import Deletes, FileInfo
 from deltakeeper.delta.table import Table
 
 # A writer's temp file this old belongs to a write that died: no write takes a day.
@@ -67,7 +67,7 @@ class KindTotal:
 
 
 @dataclass
-class CleanupPlan:
+class CleanupPlan(Deletes):
     """What a metadata cleanup would delete, and why. Plain data; nothing deletes here."""
 
     now_ms: int
@@ -79,14 +79,6 @@ class CleanupPlan:
     delete: list[FileInfo] = field(default_factory=list)  # sorted by key
     by_kind: dict[Kind, KindTotal] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def files(self) -> int:
-        return len(self.delete)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.delete)
 
     def reasons(self) -> list[str]:
         lines = [

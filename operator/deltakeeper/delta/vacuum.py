@@ -52,7 +52,7 @@ from deltakeeper.delta import features
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.properties import DAY_MS, TableProperties, duration_text, when_text
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.storage import FileInfo, LocalStorage, ObjectStorage, Storage
+from deltakeeper.delta.storage import Deletes, FileInfo, LocalStorage, ObjectStorage, Storage
 from deltakeeper.delta.table import Table
 
 # Vacuum below this needs an explicit allowShortRetention. The same fact as
@@ -214,7 +214,7 @@ def iceberg_enabled(configuration: Mapping[str, str]) -> bool:
 
 # -- the plan ---------------------------------------------------------------------------------
 @dataclass
-class VacuumPlan:
+class VacuumPlan(Deletes):
     """What a vacuum would delete, and why. Plain data; nothing deletes here."""
 
     version: int
@@ -230,14 +230,6 @@ class VacuumPlan:
     nested: list[str] = field(default_factory=list)  # roots of other Delta tables, skipped
     in_nested: int = 0  # listed files inside them
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def files(self) -> int:
-        return len(self.delete)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.delete)
 
     def reasons(self) -> list[str]:
         lines = [

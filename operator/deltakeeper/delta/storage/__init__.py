@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlparse
 
 from deltakeeper.delta.errors import InvalidInputError, NotADeltaTableError
 from deltakeeper.delta.storage.azure import AzureStorage
-from deltakeeper.delta.storage.base import FileInfo, Storage
+from deltakeeper.delta.storage.base import Deletes, FileInfo, Storage
 from deltakeeper.delta.storage.gcs import GcsStorage
 from deltakeeper.delta.storage.local import LocalStorage
 from deltakeeper.delta.storage.objects import (
@@ -44,6 +44,7 @@ __all__ = [
     "SCHEMES",
     "WHOLE_READ_BYTES",
     "AzureStorage",
+    "Deletes",
     "FileInfo",
     "GcsStorage",
     "LocalStorage",

@@ -22,6 +22,20 @@ class FileInfo:
         return self.key.rstrip("/").rsplit("/", 1)[-1]
 
 
+class Deletes:
+    """What a plan that deletes the files in `delete` counts (cleanup's and vacuum's)."""
+
+    delete: list[FileInfo]
+
+    @property
+    def files(self) -> int:
+        return len(self.delete)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.delete)
+
+
 def _folder(prefix: str) -> str:
     prefix = prefix.strip("/")
     return prefix + "/" if prefix else ""
