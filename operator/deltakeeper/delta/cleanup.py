@@ -109,20 +109,31 @@ def plan_cleanup(
     published_up_to: int | None = None,
     newest_cut: int | None = None,
 ) -> CleanupPlan:
-    """Plan a metadata cleanup (`plan_log_cleanup`, which documents the arguments), plus
-    writers' temp files in `_delta_log` older than `TEMP_FILE_AGE_MS`: a killed write leaves
-    them, and nothing else ever removes them."""
+    """Plan a metadata cleanup, and the removal of writers' temp files in `_delta_log` older
+    than `TEMP_FILE_AGE_MS` (a killed write leaves them, and nothing else removes them).
+
+    `files`: everything listed under `_delta_log/`, including `_staged_commits/`, `_commits/`
+    and `_sidecars/` (keys relative to the table root). `commit_time(v)`: the timestamp of
+    published commit v in ms; asked only for commits in `files`. `sidecar_refs`: for each
+    single-file checkpoint the caller read, its key and the sidecar paths it references; a
+    sidecar is deleted only when every single-file checkpoint that stays is in it.
+    `protect_before_version`: `delta.requireCheckpointProtectionBeforeVersion` when the
+    `checkpointProtection` feature is supported. `published_up_to`: for catalog-managed
+    tables, the newest published version the catalog reports. `newest_cut`: no checkpoint
+    newer than this is the cutOffCheckpoint (-1: none is); a reader that read past a damaged
+    checkpoint passes the one it used, so this run never deletes it.
+    """
+    if retention_ms < 0:
+        raise ValueError(f"retention must not be negative, got {retention_ms} ms")
     infos = [f for f in files if not f.is_dir]
-    plan = plan_log_cleanup(
-        infos,
-        commit_time,
-        retention_ms,
-        now_ms,
-        sidecar_refs=sidecar_refs,
-        protect_before_version=protect_before_version,
-        published_up_to=published_up_to,
-        newest_cut=newest_cut,
-    )
+    cutoff_ms = midnight_utc(now_ms - retention_ms)
+    plan = CleanupPlan(now_ms, retention_ms, cutoff_ms, sidecar_cutoff(now_ms, cutoff_ms))
+    listing = group(infos)
+    _plan_cut_off(plan, listing, commit_time, published_up_to, newest_cut)
+    if plan.cutoff_checkpoint is not None:
+        entries = log_entries(listing, infos)
+        checkpoint = plan.cutoff_checkpoint
+        _plan_deletions(plan, entries, checkpoint, protect_before_version, sidecar_refs or {})
     leftovers = temp_leftovers(infos, now_ms)
     if leftovers:
         fill(plan, leftovers)
@@ -154,41 +165,19 @@ def _maybe_in_flight(name: str, newest_commit: int) -> bool:
     return target is not None and target.version >= newest_commit
 
 
-def plan_log_cleanup(
-    files: Iterable[FileInfo],
+def _plan_cut_off(
+    plan: CleanupPlan,
+    listing: Listing,
     commit_time: Callable[[int], int],
-    retention_ms: int,
-    now_ms: int,
-    *,
-    sidecar_refs: Mapping[str, Collection[str]] | None = None,
-    protect_before_version: int | None = None,
-    published_up_to: int | None = None,
-    newest_cut: int | None = None,
-) -> CleanupPlan:
-    """Plan a metadata cleanup.
-
-    `files`: everything listed under `_delta_log/`, including `_staged_commits/`, `_commits/`
-    and `_sidecars/` (keys relative to the table root). `commit_time(v)`: the timestamp of
-    published commit v in ms; asked only for commits in `files`. `sidecar_refs`: for each
-    single-file checkpoint the caller read, its key and the sidecar paths it references; a
-    sidecar is deleted only when every single-file checkpoint that stays is in it.
-    `protect_before_version`: `delta.requireCheckpointProtectionBeforeVersion` when the
-    `checkpointProtection` feature is supported. `published_up_to`: for catalog-managed
-    tables, the newest published version the catalog reports. `newest_cut`: no checkpoint
-    newer than this is the cutOffCheckpoint (-1: none is); a reader that read past a damaged
-    checkpoint passes the one it used, so this run never deletes it.
-    """
-    if retention_ms < 0:
-        raise ValueError(f"retention must not be negative, got {retention_ms} ms")
-    infos = [f for f in files if not f.is_dir]
-    listing = group(infos)
-    cutoff_ms = midnight_utc(now_ms - retention_ms)
-    plan = CleanupPlan(now_ms, retention_ms, cutoff_ms, sidecar_cutoff(now_ms, cutoff_ms))
+    published_up_to: int | None,
+    newest_cut: int | None,
+) -> None:
+    """The cutoffCommit and the cut-off checkpoint (Delta's rules; see `plan_cleanup`)."""
     versions = published(listing, published_up_to)
     adjusted = monotonic({v: commit_time(v) for v in versions})
-    plan.cutoff_commit = cutoff_commit(adjusted, cutoff_ms)
+    plan.cutoff_commit = cutoff_commit(adjusted, plan.cutoff_ms)
     if plan.cutoff_commit is None:
-        return plan
+        return
     newest = plan.cutoff_commit if newest_cut is None else min(newest_cut, plan.cutoff_commit)
     checkpoint, skipped = cutoff_checkpoint(listing, newest)
     if newest_cut is not None and newest_cut < plan.cutoff_commit:
@@ -199,25 +188,32 @@ def plan_log_cleanup(
             else "no checkpoint is a cut-off: a damaged checkpoint was read past to the commits"
         )
     plan.notes += skipped
-    if checkpoint is None:
-        return plan
-    plan.cutoff_checkpoint = checkpoint.version
-    entries = log_entries(listing, infos)
-    doomed = log_deletions(entries, checkpoint.version)
-    blocked = protection_blocks(doomed, checkpoint.version, protect_before_version)
+    if checkpoint is not None:
+        plan.cutoff_checkpoint = checkpoint.version
+
+
+def _plan_deletions(
+    plan: CleanupPlan,
+    entries: list[LogEntry],
+    checkpoint_version: int,
+    protect_before_version: int | None,
+    sidecar_refs: Mapping[str, Collection[str]],
+) -> None:
+    """The log files and sidecars the cut-off checkpoint makes deletable, unless protected."""
+    doomed = log_deletions(entries, checkpoint_version)
+    blocked = protection_blocks(doomed, checkpoint_version, protect_before_version)
     if blocked:
         plan.notes.append(blocked)
-        return plan
+        return
     gone = {e.key for e in doomed}
     kept_checkpoints = [e for e in entries if e.name.is_checkpoint and e.key not in gone]
     sidecars = [e for e in entries if e.name.kind is Kind.SIDECAR]
     doomed_sidecars, note = sidecar_deletions(
-        sidecars, kept_checkpoints, sidecar_refs or {}, plan.sidecar_cutoff_ms
+        sidecars, kept_checkpoints, sidecar_refs, plan.sidecar_cutoff_ms
     )
     if note:
         plan.notes.append(note)
     fill(plan, doomed + doomed_sidecars)
-    return plan
 
 
 # -- time -------------------------------------------------------------------------------------
