@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from deltakeeper.delta import features, paths
 from deltakeeper.delta.checkpoint.last import move_last_checkpoint
@@ -38,53 +39,17 @@ class CheckpointResult:
     sidecars: int = 0
 
 
-def write_checkpoint(
-    table: Table,
-    snap: Snapshot,
-    now_ms: int,
-    tombstone_retention_ms: int,
-    txn_retention_ms: int | None = None,
-    dry_run: bool = False,
-    *,
-    part_size: int | None = None,
-    classic: bool = False,
-) -> CheckpointResult:
-    """Write `snap` (loaded with `load_for_checkpoint`) as a checkpoint; see `write_source`."""
-    return write_source(
-        table,
-        CheckpointSource(table, snap),
-        now_ms,
-        tombstone_retention_ms,
-        txn_retention_ms,
-        dry_run,
-        part_size=part_size,
-        classic=classic,
-    )
+def write_checkpoint(table: Table, snap: Snapshot, *args: Any, **kw: Any) -> CheckpointResult:
+    """Write `snap` (loaded with `load_for_checkpoint`) as a checkpoint; the other arguments
+    are `write_source`'s."""
+    return write_source(table, CheckpointSource(table, snap), *args, **kw)
 
 
-def checkpoint_table(
-    table: Table,
-    version: int | None,
-    now_ms: int,
-    tombstone_retention_ms: int,
-    txn_retention_ms: int | None = None,
-    dry_run: bool = False,
-    *,
-    part_size: int | None = None,
-    classic: bool = False,
-) -> CheckpointResult:
+def checkpoint_table(table: Table, version: int | None, *args: Any, **kw: Any) -> CheckpointResult:
     """Checkpoint `version` (latest when None): from the newest checkpoint and the commits
-    after it when that checkpoint can be streamed, else from a snapshot loaded in memory."""
-    return write_source(
-        table,
-        checkpoint_source(table, version),
-        now_ms,
-        tombstone_retention_ms,
-        txn_retention_ms,
-        dry_run,
-        part_size=part_size,
-        classic=classic,
-    )
+    after it when that checkpoint can be streamed, else from a snapshot loaded in memory. The
+    other arguments are `write_source`'s."""
+    return write_source(table, checkpoint_source(table, version), *args, **kw)
 
 
 def write_source(
