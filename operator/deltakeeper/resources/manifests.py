@@ -34,22 +34,23 @@ class ManifestError(ValueError):
 
 
 @dataclass(frozen=True)
-class TableResource:
+class Resource:
+    """What a DeltaTable and a DeltaMaintenancePolicy both are: a named, labelled spec."""
+
     namespace: str
     name: str
     labels: Mapping[str, str]
     generation: int
     spec: Mapping[str, Any]
-    source: str = ""
 
 
 @dataclass(frozen=True)
-class PolicyResource:
-    namespace: str
-    name: str
-    labels: Mapping[str, str]
-    generation: int
-    spec: Mapping[str, Any]
+class TableResource(Resource):
+    source: str = ""  # where it was read: its manifest file, or "api"
+
+
+@dataclass(frozen=True)
+class PolicyResource(Resource):
     selector: Mapping[str, Any] | None
     source: str = ""
 
