@@ -45,7 +45,6 @@ from deltakeeper.units import format_bytes, rfc3339
 log = logging.getLogger("deltakeeper.watcher")
 
 CONDITIONS = ("Ready", "StorageReachable", "ProtocolSupported", "Degraded")
-# Outcome results that count as "ran" (a skip after an earlier failure did not).
 
 
 @dataclass(frozen=True)
