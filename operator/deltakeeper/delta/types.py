@@ -408,11 +408,17 @@ def _maybe_objects(text: pa.Array) -> pa.Array:
 
 
 def _may_contain(text: pa.Array, needle: str) -> bool:
-    """Whether any row may contain `needle`: one scan of the value buffer (which may reach past
-    a sliced array's rows, so a yes can be wrong; a no is not), far cheaper than a substring
-    match per row."""
+    """Whether any row of a large_string array contains `needle`: one scan of the rows' bytes
+    in the value buffer, far cheaper than a substring match per row. Only the rows' own range
+    is read: a slice (a checkpoint batch) shares its parent's whole buffer."""
     data = text.buffers()[2]
-    return data is not None and memoryview(data).tobytes().find(needle.encode()) >= 0
+    if data is None or len(text) == 0:
+        return False
+    offsets = pa.Array.from_buffers(
+        pa.int64(), len(text) + 1, [None, text.buffers()[1]], offset=text.offset
+    )
+    lo, hi = offsets[0].as_py(), offsets[len(text)].as_py()
+    return bytes(memoryview(data)[lo:hi]).find(needle.encode()) >= 0
 
 
 def _lines(text: pa.Array, valid: pa.Array) -> pa.Array:
