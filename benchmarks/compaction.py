@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.harness import MIB, REPO, emit, machine, machine_line, write_section
+from benchmarks.harness import MIB, REPO, building, emit, machine, machine_line, write_section
 from benchmarks.synth import cache_dir
 
 GENERATOR_VERSION = 1
@@ -167,11 +167,9 @@ def _commit(log: Path, version: int, operation: str, actions: list[dict[str, Any
 def generate(shape: Shape, out: Path) -> dict[str, Any]:
     """`out`/table: the table at version 0; `out`/new: (B)'s files and their adds."""
     started = time.perf_counter()
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    table, new = tmp / "table", tmp / "new"
-    (table / "_delta_log").mkdir(parents=True)
-    try:
+    with building(out) as tmp:
+        table, new = tmp / "table", tmp / "new"
+        (table / "_delta_log").mkdir(parents=True)
         adds = _write_files(table, shape, range(shape.files), shape.partitions)
         meta = {
             "id": f"bench-compaction-{shape.key()}",
@@ -196,10 +194,6 @@ def generate(shape: Shape, out: Path) -> dict[str, Any]:
         }
         info.update(check(table, shape.files, shape.rows))
         (tmp / "info.json").write_text(json.dumps(info, indent=2) + "\n")
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return info
 
 
@@ -215,7 +209,6 @@ def check(table: Path, files: int, rows: int) -> dict[str, Any]:
 def ensure(shape: Shape) -> tuple[Path, dict[str, Any]]:
     out = cache_dir() / f"compaction-{shape.key()}"
     if not (out / "info.json").exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
         generate(shape, out)
     return out, json.loads((out / "info.json").read_text())
 
