@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -288,13 +289,20 @@ def _spark_env() -> dict[str, str]:
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
 
 
+def _cpu_of_children() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, Any], float]:
-    """Run `cmd`; its last stdout line as JSON, and its wall time."""
-    started = time.perf_counter()
+    """Run `cmd`; its last stdout line as JSON (plus `cpu`: user + system seconds of its whole
+    process tree, JVM and job included), and its wall time."""
+    started, cpu = time.perf_counter(), _cpu_of_children()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    cpu = _cpu_of_children() - cpu
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1]), wall
+        return json.loads(proc.stdout.strip().splitlines()[-1]) | {"cpu": cpu}, wall
     except (IndexError, ValueError):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise RuntimeError(f"{cmd[:3]} exited {proc.returncode} with no result:\n{tail}") from None
@@ -319,6 +327,7 @@ def run_deltakeeper(table: Path, shape: Shape) -> dict[str, Any]:
     plan = out["plan"]
     return {
         "wall": wall,
+        "cpu": out["cpu"],
         "job": job["seconds"],
         "session": job["sessionSeconds"],
         "planned": f"{len(plan['partitions'])} partitions, {plan['files']} files",
@@ -340,13 +349,18 @@ def run_optimize(table: Path, shape: Shape) -> dict[str, Any]:
     for key, value in {**DELTA_EXTENSIONS, **shape.spark_conf}.items():
         cmd += ["--conf", f"{key}={value}"]
     out, wall = _timed([*cmd, str(OPTIMIZE_SCRIPT), str(table)], _spark_env())
-    return {"wall": wall, "job": out["seconds"], "session": out["sessionSeconds"]}
+    return {
+        "wall": wall,
+        "cpu": out["cpu"],
+        "job": out["seconds"],
+        "session": out["sessionSeconds"],
+    }
 
 
 def run_deltars(table: Path, shape: Shape) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.compaction", "--child", str(table)]
     out, wall = _timed([*cmd, str(shape.target_file_size)])
-    return {"wall": wall, "job": out["seconds"], "session": 0.0}
+    return {"wall": wall, "cpu": out["cpu"], "job": out["seconds"], "session": 0.0}
 
 
 def _child(table: str, target: str) -> int:
@@ -429,9 +443,9 @@ def _ratio(a: float, b: float) -> float:
 
 def _row(engine: str, r: dict[str, Any]) -> str:
     if not r["ok"]:
-        return f"| {engine} | not measured: {r['error']} |" + " |" * 8
+        return f"| {engine} | not measured: {r['error']} |" + " |" * 9
     return (
-        f"| {engine} | {r['wall']:.1f} s | {r['job']:.1f} s | {r['work']:.1f} s "
+        f"| {engine} | {r['wall']:.1f} s | {r['cpu']:.1f} s | {r['job']:.1f} s | {r['work']:.1f} s "
         f"| {r['files_read']:,} files, {r['bytes_read'] / MIB:,.1f} MiB "
         f"| {r['bytes_written'] / MIB:,.1f} MiB | {r['files_after']:,} | {r['scan']:.2f} s "
         f"| {'identical' if r['rows_identical'] else 'DIFFERENT'} ({r['rows']:,}) |"
@@ -472,7 +486,8 @@ def targets(results: dict[str, Any]) -> dict[str, tuple[str, bool]]:
 def report(cmd: str, shape: Shape, results: dict[str, Any], m: dict[str, Any]) -> str:
     info = results["info"]
     header = (
-        "| engine | wall (process) | job (JVM up) | job, session start excluded | read "
+        "| engine | wall (process) | CPU (process tree) | job (JVM up) "
+        "| job, session start excluded | read "
         "| written | files after | DuckDB scan after | rows |"
     )
     lines = [
@@ -492,7 +507,8 @@ def report(cmd: str, shape: Shape, results: dict[str, Any], m: dict[str, Any]) -
         "(planner defaults: minFileSize half the target, 50 small files make a partition due). "
         "OPTIMIZE: `OPTIMIZE delta.`TABLE`` with Delta's defaults (min = max file size 1 GiB). "
         f"delta-rs: `optimize.compact(target_size={shape.target_file_size // KIB}Ki)`.",
-        "- Wall is the whole process (Python, JVM and Spark session start included); the job "
+        "- Wall is the whole process (Python, JVM and Spark session start included), CPU its "
+        "process tree's user + system time (what the load of other work does not inflate); the job "
         "times itself from its start (JVM up) and reports the session's start apart. Read and "
         "written are the sizes of the files the commit removed and added; rows: delta-rs reads "
         "every row, sorted by id, digest compared with the one before. DuckDB scan: "
@@ -501,14 +517,14 @@ def report(cmd: str, shape: Shape, results: dict[str, Any], m: dict[str, Any]) -
         f"### (A) first compaction; DuckDB scan before: {results['scan_before']:.2f} s",
         "",
         header,
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *(_row(e, r) for e, r in results["A"].items()),
         "",
         f"### (B) steady state: {shape.new_files} new files ({info['new_bytes'] / MIB:.1f} MiB) "
         f"in {shape.new_partitions} partitions after (A)",
         "",
         header,
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *(_row(e, r) for e, r in results["B"].items()),
         "",
     ]

@@ -63,6 +63,7 @@ def test_compaction_quick_rewrites_the_small_files_and_keeps_every_row(tmp_path)
         assert a["bytes_read"] == info["bytes"] and a["bytes_written"] > 0, (engine, a)
         assert 0 < a["files_after"] < shape.files // 10, (engine, a)
         assert a["wall"] >= a["job"] >= a["work"] > 0 and a["scan"] > 0, (engine, a)
+        assert a["cpu"] > 0, (engine, a)
     # (B): only the new small files are rewritten; the files (A) wrote are left alone.
     (b,) = results["B"].values()
     assert b["ok"] and b["rows_identical"], b
