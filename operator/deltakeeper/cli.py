@@ -561,7 +561,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(tables, indent=2, sort_keys=True))
         standalone.print_rejected(rejected, sys.stderr)  # keeps stdout the name -> status map
     else:
-        standalone.print_summary(tables, sys.stdout, rejected)
+        standalone.print_summary(tables, sys.stdout, rejected, body.get("lakes") or {})
     return 0
 
 
