@@ -26,7 +26,9 @@ DISCOVER_KEYS = {
 def lake(tmp_path: Path) -> Path:
     for rel in ("events", "sales/orders", "sales/eu/refunds", "a/b/c/d"):
         make_table(tmp_path, rel)
-    (tmp_path / "sales" / "staging" / "_delta_log").mkdir(parents=True)
+    staging = tmp_path / "sales" / "staging" / "_delta_log"  # a writer's temp file, no commit
+    staging.mkdir(parents=True)
+    (staging / "_commit_3f2a0bd6-7cfc-4c3a-9a9b-2d8e8a1d5b7e.json.tmp").write_text("{}")
     return tmp_path
 
 
