@@ -72,14 +72,22 @@ def _option_value(key: str, value: str) -> Any:
     return value
 
 
-def _positive(text: str) -> int:
+def _whole(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _whole(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    return _whole(text, 0)
 
 
 def _port(text: str) -> int:
@@ -260,26 +268,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_DISCOVER = (
+    "List URI folder by folder (delimited listings, never every data file) and print each "
+    "folder holding a _delta_log/ with a commit or checkpoint, relative to URI ('.' when URI "
+    "is itself a table). Tables inside tables are not looked for, nor folders starting with "
+    "'_' or '.'. Patterns are globs on the relative path where '*' also matches '/', so "
+    "'sales/*' takes every table below sales/."
+)
+_PATTERNS = {
+    "--include": "only tables whose path matches GLOB (repeatable: any of them)",
+    "--exclude": "leave out tables whose path matches GLOB (repeatable)",
+}
 
 
 def _discover_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "discover",
-        help="find the Delta tables under a prefix (what a DeltaLake would manage)",
-        description="List URI folder by folder (delimited listings, never every data file) "
-        "and print each folder holding a _delta_log/ with a commit or checkpoint, relative to "
-        "URI ('.' when URI is itself a table). Tables inside tables are not looked for, nor "
-        "folders starting with '_' or '.'. Patterns are globs on the relative path where '*' "
-        "also matches '/', so 'sales/*' takes every table below sales/.",
-    )
+    what = "find the Delta tables under a prefix (what a DeltaLake would manage)"
+    p = sub.add_parser("discover", help=what, description=_DISCOVER)
     _common(p)
     p.add_argument(
         "--max-depth",
@@ -288,20 +292,8 @@ def _discover_command(sub: Any) -> None:
         metavar="N",
         help=f"look for tables at most N folders below URI (default {DEFAULT_MAX_DEPTH})",
     )
-    p.add_argument(
-        "--include",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="only tables whose path matches GLOB (repeatable: any of them)",
-    )
-    p.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="leave out tables whose path matches GLOB (repeatable)",
-    )
+    for flag, text in _PATTERNS.items():
+        p.add_argument(flag, action="append", default=[], metavar="GLOB", help=text)
     p.add_argument(
         "--json", action="store_true", help="print one JSON object: tables, requests, seconds"
     )
