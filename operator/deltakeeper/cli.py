@@ -100,8 +100,8 @@ def _port(text: str) -> int:
     return value
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("uri", help="table location: a path, file://, s3://, gs://, abfss:// or az://")
+def _common(p: argparse.ArgumentParser, what: str = "table location") -> None:
+    p.add_argument("uri", help=f"{what}: a path, file://, s3://, gs://, abfss:// or az://")
     p.add_argument(
         "--storage-option",
         action="append",
@@ -284,7 +284,7 @@ _PATTERNS = {
 def _discover_command(sub: Any) -> None:
     what = "find the Delta tables under a prefix (what a DeltaLake would manage)"
     p = sub.add_parser("discover", help=what, description=_DISCOVER)
-    _common(p)
+    _common(p, "the prefix to look under")
     p.add_argument(
         "--max-depth",
         type=_non_negative,
