@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator clean
+.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator bench-discovery clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -55,6 +55,11 @@ bench-maintenance: test-deps
 # Issue 4: the operator against 1,000 DeltaTables on a real API server; about 10 minutes.
 bench-operator: test-deps
 	$(PY) -m benchmarks.operator --tables 1000
+
+# Issue 15: discover() against a full recursive listing on MinIO (10,000 small tables, then 10
+# big ones); most of its ~30 minutes is uploading 90,000 objects.
+bench-discovery: test-deps
+	$(PY) -m benchmarks.discovery
 
 clean:
 	rm -rf .venv demo-lake .pytest_cache .mypy_cache .ruff_cache
