@@ -16,12 +16,7 @@ run: setup
 # kube-apiserver) or runs (helm, kubeconform, Prometheus and promtool) is installed by these scripts, cached under
 # ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
 test-deps: setup
-	@scripts/stores/install.sh >/dev/null
-	@scripts/spark/install.sh >/dev/null
-	@scripts/k8s/install.sh >/dev/null
-	@scripts/helm/install.sh >/dev/null
-	@scripts/prometheus/install.sh >/dev/null
-	@scripts/image/install.sh >/dev/null
+	@scripts/test_deps.sh
 
 test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE --durations=25
