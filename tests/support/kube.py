@@ -1,8 +1,10 @@
 """A real Kubernetes API server for the e2e tests: etcd + kube-apiserver on 127.0.0.1.
 
 Binaries come from scripts/k8s/install.sh (built from their Go modules, cached outside the
-clone). No controller-manager or scheduler runs: the tests need CRDs, Secrets, Events, watches
-and the status subresource, which the API server alone serves. Both processes die with the
+clone). No scheduler runs, and no controller-manager unless a test starts one
+(`start_garbage_collector`: what deletes the objects an owner leaves behind); the rest of the
+tests need CRDs, Secrets, Events, watches and the status subresource, which the API server
+alone serves. Both processes die with the
 test process (PDEATHSIG), and their data lives in a temporary folder.
 """
 
@@ -126,6 +128,30 @@ class KubeCluster:
             if e.status != 409:
                 raise
             core.replace_namespaced_secret(name, namespace, body)
+
+
+def start_garbage_collector(
+    binaries: dict[str, str], cluster: KubeCluster, workdir: Path
+) -> subprocess.Popen[bytes]:
+    """kube-controller-manager running only its garbage collector, against `cluster`: it
+    deletes objects whose owners (ownerReferences) are gone. The caller terminates it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc, _ = _spawn(
+        [
+            binaries["KUBE_CONTROLLER_MANAGER"],
+            "--kubeconfig", str(cluster.kubeconfig),
+            "--controllers", "garbagecollector",
+            "--leader-elect=false",
+            "--secure-port", "0",  # no health endpoint needed; nothing else to serve
+        ],
+        workdir,
+        {},
+    )  # fmt: skip
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        log = (workdir / "server.log").read_text(errors="replace")
+        raise KubeStartError(f"kube-controller-manager exited with {proc.returncode}:\n{log}")
+    return proc
 
 
 def _established(crd: Any) -> bool:
