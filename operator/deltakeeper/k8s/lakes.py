@@ -21,13 +21,13 @@ from typing import Any
 import kopf
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.k8s import api
+from deltakeeper.k8s import api, secrets
 from deltakeeper.resources.lake import LAKE_LABEL, LakeResource, parse_lake, table_manifest
 from deltakeeper.resources.manifests import ManifestError
-from deltakeeper.runtime import credentials
+from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.lakes import LakeScan, LakeScanner, ScanResult, lake_status
 from deltakeeper.runtime.status import conditions_status
-from deltakeeper.runtime.targets import SecretUnreadable
+from deltakeeper.runtime.targets import resolve, secret_name
 from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event
 
 log = logging.getLogger("deltakeeper.operator")
@@ -166,28 +166,14 @@ class Lakes:
         return scan.ok
 
     async def _storage_options(self, lake: LakeResource) -> dict[str, Any]:
-        """The lake's storage options with its Secret's credentials; InvalidInputError says
-        why they cannot be had (the message names the Secret, never a value)."""
-        options: dict[str, Any] = dict((lake.storage or {}).get("options") or {})
-        ref = ((lake.storage or {}).get("secretRef") or {}).get("name")
-        if not ref:
-            return options
-        where = f"Secret {lake.namespace}/{ref}"
-        try:
-            data = await self.memo.secrets.get(lake.namespace, ref)
-        except SecretUnreadable as e:
-            raise InvalidInputError(f"cannot read {where}: {e}") from None
-        if data is None:
-            raise InvalidInputError(
-                f"{where} (spec.storage.secretRef) does not exist; create it in the lake's "
-                "namespace"
-            )
-        credentials.SCRUBBER.register(credentials.secret_values(data))
-        try:
-            options.update(credentials.storage_options(lake.uri, data))
-        except InvalidInputError as e:
-            raise InvalidInputError(f"{where}: {e}") from None
-        return options
+        """The lake's storage options with its Secret's credentials, resolved as a table's
+        are; InvalidInputError says why they cannot be had (naming the Secret, no value)."""
+        root = lake.root_table()
+        _, read = await secrets.for_resolve(self.memo.secrets, lake.namespace, secret_name(root))
+        target = resolve(root, [], read)
+        if target.problem is not None:
+            raise InvalidInputError(target.problem.message.replace("table's", "lake's"))
+        return dict(target.storage_options)
 
     def _apply(self, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]) -> None:
         """Apply the DeltaTable of each table whose manifest is new or changed since this
@@ -269,4 +255,4 @@ def _parse(body: Mapping[str, Any]) -> tuple[LakeResource | None, str]:
     try:
         return parse_lake(dict(body), "api"), ""
     except ManifestError as e:
-        return None, credentials.SCRUBBER.scrub(str(e))
+        return None, SCRUBBER.scrub(str(e))

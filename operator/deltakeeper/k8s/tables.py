@@ -17,12 +17,12 @@ from typing import Any
 
 import kopf
 
-from deltakeeper.k8s import api, peering
+from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
 from deltakeeper.runtime import status
 from deltakeeper.runtime.fleet import now_ms
 from deltakeeper.runtime.registry import Entry, Key, Registry
-from deltakeeper.runtime.targets import SecretUnreadable, resolve, secret_name
+from deltakeeper.runtime.targets import resolve, secret_name
 from deltakeeper.runtime.watcher import Condition, Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
@@ -111,19 +111,9 @@ class Tables:
 
     async def target(self, key: Key, entry: TableEntry) -> Target:
         local = list(self.policies.get(key[0], []))
-        ref = secret_name(entry.resource)
-        secret: Any = None
-        if ref:
-            try:
-                secret = await self.memo.secrets.get(key[0], ref)
-            except SecretUnreadable as e:
-                secret = e  # resolve() turns it into the table's problem
-
-        def read(namespace: str, name: str) -> Any:
-            if isinstance(secret, SecretUnreadable):
-                raise secret
-            return secret
-
+        secret, read = await secrets.for_resolve(
+            self.memo.secrets, key[0], secret_name(entry.resource)
+        )
         duplicates = self.registry.duplicates(key)
         default_poll_ms = self.memo.options.default_poll_interval_ms
 
