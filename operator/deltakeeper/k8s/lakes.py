@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ Key = tuple[str, str]
 TABLE_FOUND = "TableFound"
 IDLE_CHECK_S = 3.0  # how often a lake not scanned (another replica acts) looks again
 RETRY_S = 30.0  # after a failed scan, the next is this soon (or scanInterval, if sooner)
+# Requests in flight while applying: 10,000 new tables one by one take minutes.
+APPLY_THREADS = 4
 EVENT_TABLES = 10  # more tables appearing at once than this make one Event, not one each
 
 
@@ -177,18 +180,22 @@ class Lakes:
 
     def _apply(self, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]) -> None:
         """Apply the DeltaTable of each table whose manifest is new or changed since this
-        process last applied it (blocking: runs in a thread)."""
-        names = set()
+        process last applied it (blocking: runs in a thread, a few requests at a time)."""
+        bodies = {}
         for path in paths:
             body = table_manifest(lake, path)
             body["metadata"]["ownerReferences"] = [entry.owner]
-            name = body["metadata"]["name"]
-            names.add(name)
-            if entry.applied.get(name) != body:
-                api.apply_table(self.memo.api, body)
-                entry.applied[name] = body
-        for name in set(entry.applied) - names:
+            bodies[body["metadata"]["name"]] = body
+        for name in set(entry.applied) - set(bodies):
             del entry.applied[name]  # a table that comes back is applied again
+
+        def apply(body: dict[str, Any]) -> None:
+            api.apply_table(self.memo.api, body)
+            entry.applied[body["metadata"]["name"]] = body
+
+        todo = [b for name, b in bodies.items() if entry.applied.get(name) != b]
+        with ThreadPoolExecutor(APPLY_THREADS) as pool:
+            list(pool.map(apply, todo))  # raises the first failure, after the others ran
 
     def _managed(self, key: Key) -> dict[str, str]:
         """The DeltaTables labelled as this lake's, as the watch shows them: name -> uri."""
