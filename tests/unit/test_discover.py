@@ -59,20 +59,23 @@ def test_max_depth_bounds_the_descent(lake: Path) -> None:
 def test_prefix_that_is_a_table_is_dot(lake: Path) -> None:
     scan = discover(open_storage(str(lake / "events")))
     assert scan.tables == (ROOT,)
-    assert scan.requests == 2  # the prefix and its log: nothing below a table is listed
+    assert scan.requests == 1  # its log: nothing in or below a table is listed
     assert discover(open_storage(str(lake / "events")), max_depth=0).tables == (ROOT,)
 
 
 def test_requests_count_folders_not_files(lake: Path) -> None:
     storage = open_storage(str(lake))
     scan = discover(storage)
-    # Listed: root, events, sales, sales/orders, sales/refunds, raw, raw/a, empty, empty/inner,
-    # csv; at depth 3 only raw/a/b's log is looked for. Logs: events, orders, refunds, empty,
-    # empty/inner, raw/a/b.
-    assert scan.folders_listed == 10
-    assert scan.logs_checked == 6
+    # Every folder visited has its log looked into: root, events, sales, raw, empty, csv,
+    # sales/orders, sales/refunds, raw/a, empty/inner and (at depth 3) raw/a/b. The ones that
+    # are not tables, above depth 3, are listed too: root, sales, raw, empty, csv, raw/a.
+    assert scan.logs_checked == 11
+    assert scan.folders_listed == 6
     assert scan.requests == scan.folders_listed + scan.logs_checked
     assert storage.requests["list"] == scan.requests  # also added to the caller's counter
+    for i in range(200):  # data files in a table's root: never listed
+        (lake / "events" / f"part-{i}.parquet").write_bytes(b"x")
+    assert discover(open_storage(str(lake))).requests == scan.requests
 
 
 def test_include_exclude(lake: Path) -> None:
@@ -93,8 +96,8 @@ def test_patterns_prune_listings(lake: Path) -> None:
     everything = discover(open_storage(str(lake)))
     sales = discover(open_storage(str(lake)), include=["sales/*"])
     no_raw = discover(open_storage(str(lake)), exclude=["raw*", "csv*"])
-    assert sales.requests == 1 + 1 + 4  # root, sales, orders and refunds with their logs
-    assert no_raw.requests == everything.requests - 4  # raw, raw/a, raw/a/b's log; csv
+    assert sales.requests == 2 + 2 + 1 + 1  # root and sales (log, listing), the two tables
+    assert no_raw.requests == everything.requests - 7  # raw (2), raw/a (2), raw/a/b (1), csv (2)
     assert no_raw.tables == everything.tables
 
 
@@ -115,4 +118,4 @@ def test_bad_depth(tmp_path: Path) -> None:
 def test_missing_prefix_is_empty(tmp_path: Path) -> None:
     scan = discover(open_storage(str(tmp_path / "nothing")))
     assert scan.tables == ()
-    assert scan.requests == 1
+    assert scan.requests == 2  # its log, its sub-folders

@@ -171,6 +171,9 @@ def test_scanner_reports_appeared_and_disappeared(tmp_path: Path) -> None:
         "deltakeeper_lake_scan_requests_total", {"namespace": "data", "lake": "lake"}
     )
     assert requests == first.scan.requests + second.scan.requests  # type: ignore[union-attr]
+    text = "".join(registry.exposition())
+    assert 'deltakeeper_lake_tables{namespace="data",lake="lake"} 2.0' in text
+    assert 'deltakeeper_lake_scans_total{namespace="data",lake="lake",result="ok"} 2.0' in text
     status = lake_status(second, managed=2, previous=None, generation=1)
     assert status["tables"] == 2 and status["managedTables"] == 2
     assert status["lastScan"]["result"] == "ok"

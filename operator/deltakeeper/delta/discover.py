@@ -3,9 +3,10 @@
 A table is a folder holding `_delta_log/` with at least one commit or checkpoint in it. The
 scan lists one folder at a time with a delimiter (never a recursive listing, which would page
 through every data file), stops at a table's root (a table inside a table is that table's
-data), and at `max_depth` levels below the prefix. A folder that is itself a table costs two
-listings (itself and its log); every other folder above the tables costs one, plus a page per
-1,000 files lying directly in it.
+data), and at `max_depth` levels below the prefix. Each folder's `_delta_log/` is looked into
+first: a table costs that one request, whatever its data files (its own folder is never
+listed); a folder that is not a table costs two (its log, then its sub-folders, plus a page
+per 1,000 files lying directly in it).
 
 Paths are relative to the prefix, without a trailing '/'; a prefix that is itself a table is
 reported as "." (and nothing below it is looked at).
@@ -21,6 +22,7 @@ are not entered: writers keep their own bookkeeping there, as Spark's file index
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,9 +45,9 @@ class Scan:
     tables: tuple[str, ...]  # sorted relative paths; "." for the prefix itself
     requests: int  # storage requests sent (listing pages, retries included)
     seconds: float
-    folders_listed: int  # delimited listings of folders (the log checks not included)
-    logs_checked: int  # `_delta_log/` folders looked into
-    empty_logs: tuple[str, ...] = ()  # folders with a `_delta_log/` holding no commit yet
+    folders_listed: int  # folders whose sub-folders were listed (the non-tables above max_depth)
+    logs_checked: int  # `_delta_log/` folders looked into (every folder visited)
+    empty_logs: tuple[str, ...] = ()  # folders whose `_delta_log/` has files but no commit
     excluded: int = 0  # tables found but filtered out by include/exclude
 
 
@@ -111,32 +113,41 @@ def discover(
 
 def is_table(storage: Storage, path: str = "") -> bool:
     """Whether folder `path` holds a `_delta_log/` with a commit or checkpoint in it."""
-    return _has_log_entry(storage, _join(path, paths.LOG_DIR))
+    return _log_state(storage, path) is _Log.TABLE
+
+
+class _Log(enum.Enum):
+    NONE = "none"  # no `_delta_log/`, or nothing in it
+    EMPTY = "empty"  # something in it, but no commit or checkpoint yet
+    TABLE = "table"
 
 
 def _visit(storage: Storage, path: str, last: bool) -> _Visit:
-    if last:  # deepest level: only whether it is a table, its sub-folders are not wanted
-        table = is_table(storage, path)
-        return _Visit(path, is_table=table, log_checked=True)
-    names = storage.list_folders(path)
-    if paths.LOG_DIR in names:
-        if is_table(storage, path):
-            return _Visit(path, is_table=True, listed=True, log_checked=True)
-        children = _children(path, names)
-        return _Visit(path, empty_log=True, children=children, listed=True, log_checked=True)
-    return _Visit(path, children=_children(path, names), listed=True)
+    # The log first: a table then costs one request whatever its data files, since its own
+    # folder (where unpartitioned data files lie) is never listed.
+    log = _log_state(storage, path)
+    if log is _Log.TABLE:
+        return _Visit(path, is_table=True, log_checked=True)
+    empty = log is _Log.EMPTY
+    if last:  # deepest level: its sub-folders are not wanted
+        return _Visit(path, empty_log=empty, log_checked=True)
+    children = _children(path, storage.list_folders(path))
+    return _Visit(path, empty_log=empty, children=children, listed=True, log_checked=True)
 
 
 def _children(path: str, names: Iterable[str]) -> tuple[str, ...]:
     return tuple(_join(path, n) for n in names if not n.startswith(("_", ".")))
 
 
-def _has_log_entry(storage: Storage, log: str) -> bool:
-    for info in storage.list_lazily(log):
+def _log_state(storage: Storage, path: str) -> _Log:
+    """One listing page of `_delta_log/` answers it: commits and checkpoints sort first."""
+    state = _Log.NONE
+    for info in storage.list_lazily(_join(path, paths.LOG_DIR)):
         name = paths.parse(info.name) if not info.is_dir else None
         if name is not None and (name.kind is paths.Kind.COMMIT or name.is_checkpoint):
-            return True
-    return False
+            return _Log.TABLE
+        state = _Log.EMPTY
+    return state
 
 
 def _join(path: str, name: str) -> str:
