@@ -14,10 +14,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -38,6 +38,8 @@ IDLE_CHECK_S = 3.0  # how often a lake not scanned (another replica acts) looks 
 RETRY_S = 30.0  # after a failed scan, the next is this soon (or scanInterval, if sooner)
 # Requests in flight while applying: 10,000 new tables one by one take minutes.
 APPLY_THREADS = 4
+LAKE_THREADS = 2  # scans and status writes of all lakes
+T = TypeVar("T")
 EVENT_TABLES = 10  # more tables appearing at once than this make one Event, not one each
 
 
@@ -52,6 +54,7 @@ class LakeEntry:
     scanner: LakeScanner | None = None
     applied: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> body applied
     status: dict[str, Any] = field(default_factory=dict)  # as last written
+    failed: str = ""  # why the last scan failed ("": it did not)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -72,6 +75,12 @@ class Lakes:
     def __init__(self, memo: kopf.Memo) -> None:
         self.memo = memo
         self.entries: dict[Key, LakeEntry] = {}
+        # Scans, applies and lake status writes have threads of their own: behind the table
+        # status writes in asyncio's default pool (10,000 at a start) a scan waited minutes.
+        self._pool = ThreadPoolExecutor(LAKE_THREADS, thread_name_prefix="lake")
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     # -- fed by watch events --------------------------------------------------------------------
     def upsert(self, body: kopf.Body) -> None:
@@ -110,6 +119,7 @@ class Lakes:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the loop ----------------------------------------------------------------------------------
     async def _loop(self, key: Key, entry: LakeEntry) -> None:
@@ -144,18 +154,19 @@ class Lakes:
             except InvalidInputError as e:
                 scan = entry.scanner.failed(str(e))
             else:
-                scan = await asyncio.to_thread(entry.scanner.scan, options)
+                scan = await self._run(entry.scanner.scan, options)
         missing: list[str] = []
         refused = None
         if scan.ok and lake is not None:
             try:
-                await asyncio.to_thread(self._apply, entry, lake, scan.tables)
+                await self._run(self._apply, entry, lake, scan.tables)
             except Exception as e:  # the API server refusing or away: said in Ready
                 refused = f"cannot create or update DeltaTables: {api.short_error(e)}"
                 log.warning("DeltaLake %s/%s: %s", *key, refused)
             missing = self._mark(key, lake, scan.tables)
         status = lake_status(scan, len(self._managed(key)), entry.status, entry.generation)
-        status["missingTables"] = len(missing)
+        if scan.ok:  # a failed scan says nothing about which tables are there
+            status["missingTables"] = len(missing)
         if refused:
             conditions = [
                 Condition("Ready", ConditionStatus.FALSE, "ApplyFailed", refused),
@@ -233,6 +244,10 @@ class Lakes:
 
     def _announce(self, entry: LakeEntry, scan: LakeScan) -> None:
         events = scan.events()
+        failed = "" if scan.ok else scan.message
+        if failed and failed == entry.failed:  # said when it started, not every retry
+            events = [e for e in events if e.type != "Warning" or e.reason != "ScanFailed"]
+        entry.failed = failed
         for reason, paths, kind in (
             ("TableFound", scan.appeared, "Normal"),
             ("TableGone", scan.disappeared, "Warning"),
@@ -252,7 +267,7 @@ class Lakes:
 
     async def _write(self, key: Key, entry: LakeEntry, status: dict[str, Any]) -> None:
         try:
-            await asyncio.to_thread(api.write_status, self.memo.api, *key, status, api.LAKES)
+            await self._run(api.write_status, self.memo.api, *key, status, api.LAKES)
             entry.status = status
         except Exception as e:  # the API server away: the next scan writes it
             log.warning("DeltaLake %s/%s: cannot write status (%s)", *key, api.short_error(e))
