@@ -431,7 +431,7 @@ def _daemon_commands(sub: Any) -> None:
 
     p = sub.add_parser(
         "operator",
-        help="run the Kubernetes operator (DeltaTable and DeltaMaintenancePolicy resources)",
+        help="run the Kubernetes operator (DeltaTables and policies; DeltaLakes with --discovery)",
         description="Reconcile DeltaTables on the cluster of $KUBECONFIG (or the pod's service "
         "account). Replicas elect one active instance through kopf peering.",
     )

@@ -12,6 +12,7 @@ deleting the lake deletes its DeltaTables and nothing else, data included.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,7 +161,7 @@ def lake(
 
 
 def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
-    lake: K, minio: Emulator
+    lake: K, minio: Emulator, kube_cluster: KubeCluster
 ) -> None:
     k = lake
     want = {minio.uri(f"{PREFIX}/{p}") for p in ("orders", "eu/customers")}  # returns: excluded
@@ -218,6 +219,12 @@ def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
     assert k.condition({"status": status}, "Ready")["status"] == "True"
     assert k.condition({"status": status}, "StorageReachable")["status"] == "True"
     assert {e.reason for e in k.events(LAKE) if e.type == "Normal"} >= {"TableFound"}
+    # What `kubectl get deltalakes` prints.
+    table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/deltalakes")
+    names = [c["name"] for c in table["columnDefinitions"] if not c["priority"]]
+    assert names == ["Name", "Prefix", "Tables", "Ready", "Age"]
+    row = next(r["cells"] for r in table["rows"] if r["cells"][0] == LAKE)
+    assert row[1:4] == [minio.uri(PREFIX), 2, "True"]
 
 
 def test_a_new_table_is_picked_up_within_one_scan(lake: K, minio: Emulator) -> None:
@@ -261,7 +268,11 @@ def test_a_users_edit_survives_a_template_change(lake: K, minio: Emulator) -> No
     t = until(changed, 30, "the template change on the DeltaTable")
     assert t["spec"]["logRetention"] == "45d"  # the user's edit survived
     until(lambda: "checkpoint" not in k.tables()[uri]["spec"], 10, "checkpoint gone")
-    assert all(t["metadata"]["labels"]["tier"] == "silver" for t in k.tables().values())
+    until(
+        lambda: all(t["metadata"]["labels"]["tier"] == "silver" for t in k.tables().values()),
+        10,
+        "the template change on every DeltaTable",
+    )
 
 
 def test_a_removed_table_gets_a_condition_and_keeps_its_delta_table(
@@ -309,7 +320,7 @@ def test_bad_specs_are_false_conditions_with_warning_events(
     lake: K, name: str, spec: dict[str, Any], words: str
 ) -> None:
     k = lake
-    k.lake(name, spec)
+    k.lake(name, {**spec, "scanInterval": "1s"})
     ready = until(
         lambda: (c := k.condition(k.get("deltalakes", name), "Ready")) and c, 30, f"{name} Ready"
     )
@@ -319,6 +330,8 @@ def test_bad_specs_are_false_conditions_with_warning_events(
     )
     assert words in warning[0].message
     assert not k.tables(name)
+    time.sleep(3)  # three more failed scans: the same Warning is not posted again
+    assert len([e for e in k.events(name) if e.type == "Warning"]) == 1
 
 
 def test_deleting_the_lake_deletes_its_delta_tables_and_nothing_else(

@@ -11,6 +11,7 @@ test process (PDEATHSIG), and their data lives in a temporary folder.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import ssl
@@ -116,6 +117,20 @@ class KubeCluster:
         except client.ApiException as e:
             if e.status != 409:
                 raise
+
+    def get_table(self, path: str) -> Any:
+        """What `kubectl get` prints for the list at `path`: the server's Table rendering."""
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        request = urllib.request.Request(
+            self.server + path,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
+            },
+        )
+        with urllib.request.urlopen(request, context=context, timeout=10) as r:
+            return json.loads(r.read())
 
     def create_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
         from kubernetes import client
