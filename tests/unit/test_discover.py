@@ -119,3 +119,33 @@ def test_missing_prefix_is_empty(tmp_path: Path) -> None:
     scan = discover(open_storage(str(tmp_path / "nothing")))
     assert scan.tables == ()
     assert scan.requests == 2  # its log, its sub-folders
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude"),
+    [
+        (["sales"], []),
+        (["sales/or*"], []),
+        (["s*"], ["sales/r*"]),
+        (["*/inner", "ev?nts"], []),
+        (["[es]*"], ["empty*"]),
+        (["raw/a/b/deep"], []),
+        ([], ["sales"]),
+        ([], ["*"]),
+        (["em*/in*"], ["sales/*"]),
+    ],
+)
+def test_pruning_never_loses_a_wanted_table(
+    lake: Path, include: list[str], exclude: list[str]
+) -> None:
+    from fnmatch import fnmatchcase
+
+    every = discover(open_storage(str(lake)), max_depth=4).tables
+    wanted = tuple(
+        t
+        for t in every
+        if (not include or any(fnmatchcase(t, p) for p in include))
+        and not any(fnmatchcase(t, p) for p in exclude)
+    )
+    scan = discover(open_storage(str(lake)), include=include, exclude=exclude, max_depth=4)
+    assert scan.tables == wanted
