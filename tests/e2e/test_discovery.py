@@ -14,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ import pytest
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from kubernetes import client
 
-from tests.support import kube
+from tests.support import chart, kube
 from tests.support.kube import KubeCluster
 from tests.support.stores import Emulator
 from tests.support.waiting import until
@@ -117,6 +118,31 @@ def _deltars(minio: Emulator) -> dict[str, str]:
     }
 
 
+def _chart_service_account(cluster: KubeCluster, path: Path) -> Path:
+    """The chart's ServiceAccount, Role and RoleBinding for NS with discovery.enabled (and
+    its KopfPeering), created as rendered; a kubeconfig with that account's token. The
+    operator runs under it: a right the chart lacks is a 403 in these tests."""
+    text = chart.template(
+        chart.install()["HELM"], "--set", f"watchNamespaces={{{NS}}},discovery.enabled=true"
+    ).stdout
+    api = cluster.api_client()
+    rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)
+    cluster.create_namespace("deltakeeper")  # the release's namespace in chart.template
+    for doc in chart.documents(text):
+        ns = doc["metadata"].get("namespace", "deltakeeper")
+        if doc["kind"] == "ServiceAccount":
+            core.create_namespaced_service_account(ns, doc)
+        elif doc["kind"] == "Role" and ns == NS:
+            rbac.create_namespaced_role(ns, doc)
+        elif doc["kind"] == "RoleBinding" and ns == NS:
+            rbac.create_namespaced_role_binding(ns, doc)
+        elif doc["kind"] == "KopfPeering":
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                "kopf.dev", "v1", ns, "kopfpeerings", doc
+            )
+    return cluster.service_account_kubeconfig(path, "deltakeeper", "deltakeeper")
+
+
 @pytest.fixture(scope="module")
 def lake(
     kube_cluster: KubeCluster,
@@ -134,8 +160,10 @@ def lake(
     kube_cluster.create_secret(
         NS, "minio", {"AWS_ACCESS_KEY_ID": o["key"], "AWS_SECRET_ACCESS_KEY": o["secret"]}
     )
+    workdir = tmp_path_factory.mktemp("operator")
+    sa = _chart_service_account(kube_cluster, workdir / "sa-kubeconfig")
     op = start_operator(
-        kube_cluster, tmp_path_factory.mktemp("operator"), "--namespace", NS, "--discovery"
+        kube_cluster, workdir, "--namespace", NS, "--discovery", env={"KUBECONFIG": str(sa)}
     )
     k = K(kube_cluster)
     k.lake(

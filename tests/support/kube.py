@@ -132,6 +132,20 @@ class KubeCluster:
         with urllib.request.urlopen(request, context=context, timeout=10) as r:
             return json.loads(r.read())
 
+    def service_account_kubeconfig(self, path: Path, name: str, namespace: str) -> Path:
+        """A kubeconfig at `path` with a token the TokenRequest API issued to the
+        ServiceAccount namespace/name: requests made with it get that account's rights."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        request = {"spec": {"expirationSeconds": 3600}}
+        token = core.create_namespaced_service_account_token(name, namespace, request)
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": "sa", "user": {"token": token.status.token}}]
+        config["contexts"][0]["context"]["user"] = "sa"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def create_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
         from kubernetes import client
 
