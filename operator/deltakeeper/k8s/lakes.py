@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -52,7 +54,8 @@ class LakeEntry:
     resource: LakeResource | None
     problem: str = ""  # why the spec cannot be used
     scanner: LakeScanner | None = None
-    applied: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> body applied
+    # name -> what was applied, as a digest: 10,000 whole bodies would cost tens of MiB
+    applied: dict[str, str] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)  # as last written
     failed: str = ""  # why the last scan failed ("": it did not)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -200,11 +203,12 @@ class Lakes:
         for name in set(entry.applied) - set(bodies):
             del entry.applied[name]  # a table that comes back is applied again
 
-        def apply(body: dict[str, Any]) -> None:
-            api.apply_table(self.memo.api, body)
-            entry.applied[body["metadata"]["name"]] = body
+        def apply(item: tuple[str, dict[str, Any]]) -> None:
+            api.apply_table(self.memo.api, item[1])
+            entry.applied[item[1]["metadata"]["name"]] = item[0]
 
-        todo = [b for name, b in bodies.items() if entry.applied.get(name) != b]
+        digests = {name: _digest(b) for name, b in bodies.items()}
+        todo = [(digests[n], b) for n, b in bodies.items() if entry.applied.get(n) != digests[n]]
         with ThreadPoolExecutor(APPLY_THREADS) as pool:
             list(pool.map(apply, todo))  # raises the first failure, after the others ran
 
@@ -278,3 +282,7 @@ def _parse(body: Mapping[str, Any]) -> tuple[LakeResource | None, str]:
         return parse_lake(dict(body), "api"), ""
     except ManifestError as e:
         return None, SCRUBBER.scrub(str(e))
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
