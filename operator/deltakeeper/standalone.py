@@ -194,7 +194,7 @@ class Standalone:
         try:
             target = resolve(entry.resource.root_table(), [], self._secret)
             if target.problem is not None:
-                scan = entry.scanner.failed(target.problem.message)
+                scan = entry.scanner.failed(target.problem.message, target.problem.reason)
             else:
                 scan = await asyncio.to_thread(entry.scanner.scan, target.storage_options)
             self._scanned(entry, scan)

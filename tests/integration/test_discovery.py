@@ -6,6 +6,7 @@ data files. Azure and GCS list folders too (a small lake each)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from collections.abc import Iterator
@@ -215,3 +216,58 @@ def test_other_stores_list_folders(
     scan = discover(storage)
     assert scan.tables == ("a", "b/c", "b/d/e")
     assert scan.requests == scan.folders_listed + scan.logs_checked == 4 + 7
+
+
+def test_standalone_scans_a_lake_on_minio_with_a_secret(
+    minio: stores.Emulator, small_lake: Path, tmp_path: Path
+) -> None:
+    from deltakeeper import standalone
+    from deltakeeper.resources.lake import table_name
+    from deltakeeper.runtime.metrics import Metrics
+    from tests.unit.test_standalone_lakes import cycle
+
+    uri = minio.uri("discovery/standalone")
+    minio.upload_folder(small_lake, uri)
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "data"},
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": minio.storage_options["key"],
+            "AWS_SECRET_ACCESS_KEY": minio.storage_options["secret"],
+        },
+    }
+    lake = {
+        "apiVersion": "deltakeeper.io/v1alpha1",
+        "kind": "DeltaLake",
+        "metadata": {"name": "minio", "namespace": "data"},
+        "spec": {
+            "uri": uri,
+            "storage": {
+                "secretRef": {"name": "creds"},
+                "options": {"endpoint_url": minio.storage_options["endpoint_url"]},
+            },
+            "tableTemplate": {"vacuum": {"enabled": False}},
+        },
+    }
+    (folder / "lake.json").write_text(json.dumps(lake))
+    (folder / "secret.json").write_text(json.dumps(secret))
+    daemon = standalone.Standalone(folder, folder / "status.json", Metrics())
+    try:
+        asyncio.run(cycle(daemon))
+    finally:
+        daemon.fleet.close()
+    body = json.loads((folder / "status.json").read_text())
+    names = {f"data/{table_name(p, 'minio')}": p for p in ("a", "b/c", "b/d/e")}
+    assert set(body["tables"]) == set(names)
+    for name, path in names.items():
+        table = body["tables"][name]
+        assert table["discovery"]["path"] == path
+        assert table["version"] == 0
+        ready = {c["type"]: c["status"] for c in table["conditions"]}["Ready"]
+        assert ready == "True", table["conditions"]
+    scan = body["lakes"]["data/minio"]["lastScan"]
+    assert scan["result"] == "ok" and scan["requests"] == 11
+    assert minio.secret not in (folder / "status.json").read_text()

@@ -121,3 +121,22 @@ def test_status_command_shows_lakes(
     assert "LAKE" in out and "data/main" in out
     line = next(row for row in out.splitlines() if row.startswith("data/main "))
     assert line.split()[1:3] == ["3", "2"]
+
+
+def test_a_lake_whose_secret_is_missing_is_not_ready(tmp_path: Path) -> None:
+    make_table(tmp_path / "lake" / "a")
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    lake = lake_doc("main", tmp_path / "lake", storage={"secretRef": {"name": "nope"}})
+    (manifests / "lake.json").write_text(json.dumps(lake))
+    status_file = manifests / "status.json"
+    daemon = standalone.Standalone(manifests, status_file, Metrics())
+    try:
+        asyncio.run(cycle(daemon))
+    finally:
+        daemon.fleet.close()
+    body = json.loads(status_file.read_text())
+    assert body["tables"] == {}  # nothing scanned, nothing watched
+    ready = {c["type"]: c for c in body["lakes"]["data/main"]["conditions"]}["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "SecretNotFound")
+    assert "data/nope" in ready["message"]

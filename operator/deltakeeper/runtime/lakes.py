@@ -41,6 +41,7 @@ class LakeScan:
     appeared: tuple[str, ...] = ()
     disappeared: tuple[str, ...] = ()
     message: str = ""  # why it failed; no credentials in it
+    reason: str = ""  # the conditions' reason when it failed (SecretNotFound, ...)
 
     @property
     def ok(self) -> bool:
@@ -55,7 +56,8 @@ class LakeScan:
                 Condition("StorageReachable", true, "Listed", found),
             ]
         reachable = ConditionStatus.UNKNOWN if self.result is ScanResult.INVALID else false
-        reason = "StorageUnreachable" if self.result is ScanResult.UNREACHABLE else "InvalidSpec"
+        unreachable = self.result is ScanResult.UNREACHABLE
+        reason = self.reason or ("StorageUnreachable" if unreachable else "InvalidSpec")
         return [
             Condition("Ready", false, reason, self.message),
             Condition("StorageReachable", reachable, reason, self.message),
@@ -116,12 +118,12 @@ class LakeScanner:
             )
         return result
 
-    def failed(self, message: str) -> LakeScan:
+    def failed(self, message: str, reason: str = "") -> LakeScan:
         """Record a lake that could not be scanned at all (a missing Secret, say)."""
         known = self.known or ()
-        return self._record(
-            LakeScan(ScanResult.INVALID, self.clock_ms(), None, known, message=message)
-        )
+        now = self.clock_ms()
+        scan = LakeScan(ScanResult.INVALID, now, None, known, message=message, reason=reason)
+        return self._record(scan)
 
     def _failed(self, now: int, result: ScanResult, error: Exception) -> LakeScan:
         message = credentials.SCRUBBER.scrub(f"cannot scan {self.lake.uri}: {error}")
