@@ -334,18 +334,19 @@ def test_a_removed_table_gets_a_condition_and_keeps_its_delta_table(
 
 
 @pytest.mark.parametrize(
-    ("name", "spec", "words"),
+    ("name", "spec", "words", "reason"),
     [
-        ("bad-scheme", {"uri": "ftp://lake/x"}, "unsupported URI scheme"),
+        ("bad-scheme", {"uri": "ftp://lake/x"}, "unsupported URI scheme", "InvalidSpec"),
         (
             "no-secret",
             {"uri": "s3://lake/x", "storage": {"secretRef": {"name": "absent"}}},
             "Secret disc/absent",
+            "SecretNotFound",
         ),
     ],
 )
 def test_bad_specs_are_false_conditions_with_warning_events(
-    lake: K, name: str, spec: dict[str, Any], words: str
+    lake: K, name: str, spec: dict[str, Any], words: str, reason: str
 ) -> None:
     k = lake
     k.lake(name, {**spec, "scanInterval": "1s"})
@@ -353,6 +354,7 @@ def test_bad_specs_are_false_conditions_with_warning_events(
         lambda: (c := k.condition(k.get("deltalakes", name), "Ready")) and c, 30, f"{name} Ready"
     )
     assert ready["status"] == "False" and words in ready["message"], ready
+    assert ready["reason"] == reason
     warning = until(
         lambda: [e for e in k.events(name) if e.type == "Warning"], 30, f"a Warning on {name}"
     )

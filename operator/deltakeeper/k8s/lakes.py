@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 
 import kopf
 
-from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.k8s import api, secrets
 from deltakeeper.resources.lake import LAKE_LABEL, LakeResource, parse_lake, table_manifest
 from deltakeeper.resources.manifests import ManifestError
@@ -31,7 +30,7 @@ from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.lakes import LakeScan, LakeScanner, ScanResult, lake_status
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
-from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event
+from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event, Problem
 
 log = logging.getLogger("deltakeeper.operator")
 Key = tuple[str, str]
@@ -152,10 +151,9 @@ class Lakes:
             if entry.scanner is None:
                 entry.scanner = LakeScanner(lake, self.memo.metrics)
                 entry.scanner.known = self._known(key, lake)  # no false news after a restart
-            try:
-                options = await self._storage_options(lake)
-            except InvalidInputError as e:
-                scan = entry.scanner.failed(str(e))
+            options = await self._storage_options(lake)
+            if isinstance(options, Problem):
+                scan = entry.scanner.failed(options.message, options.reason)
             else:
                 scan = await self._run(entry.scanner.scan, options)
         missing: list[str] = []
@@ -182,14 +180,15 @@ class Lakes:
         await self._write(key, entry, status)
         return scan.ok
 
-    async def _storage_options(self, lake: LakeResource) -> dict[str, Any]:
+    async def _storage_options(self, lake: LakeResource) -> dict[str, Any] | Problem:
         """The lake's storage options with its Secret's credentials, resolved as a table's
-        are; InvalidInputError says why they cannot be had (naming the Secret, no value)."""
+        are, or why they cannot be had (SecretNotFound, ...; naming the Secret, no value)."""
         root = lake.root_table()
         _, read = await secrets.for_resolve(self.memo.secrets, lake.namespace, secret_name(root))
         target = resolve(root, [], read)
         if target.problem is not None:
-            raise InvalidInputError(target.problem.message.replace("table's", "lake's"))
+            message = target.problem.message.replace("table's", "lake's")
+            return Problem(target.problem.reason, message)
         return dict(target.storage_options)
 
     def _apply(self, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]) -> None:
