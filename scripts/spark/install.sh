@@ -41,6 +41,10 @@ need_apt=()
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
     need_apt+=(openjdk-17-jre-headless)
 fi
+# javac and jar: the concurrency tests compile a test-only Delta LogStore (tests/support/java).
+if ! command -v javac >/dev/null 2>&1 || ! command -v jar >/dev/null 2>&1; then
+    need_apt+=(openjdk-17-jdk-headless)
+fi
 if [ ! -f "$JARS_DIR/jars.txt" ] && ! command -v mvn >/dev/null 2>&1; then
     need_apt+=(maven)
 fi

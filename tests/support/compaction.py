@@ -1,0 +1,131 @@
+"""Running deltakeeper's compaction job under a real spark-submit, and reading what it did.
+
+- `spark_submit(spec)`: the job through the spark-submit launcher, local[2], the Delta jars.
+- `start_job(spec, ...)`: the same, in the background (a `SubmitJob` to `wait()` on).
+- `commit_actions`, `commit_info`, `file_changes`: one commit's actions as written in the log.
+- `live_files`, `files_per_partition`: the live files as deltakeeper reads them.
+- `pausing_jars()`: the Delta jars plus `PausingLogStore` (java/ beside this file), compiled
+  once per source and Delta version into the cache; with `gate_conf(folder)` in the job's conf,
+  the job's first commit waits at the gate until the test lets it go (see the Java file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from deltakeeper.compaction import submit
+from deltakeeper.compaction.launcher import JobResult
+from deltakeeper.compaction.spark_storage import spark_storage
+from deltakeeper.compaction.submit import SubmitConfig, SubmitJob
+from deltakeeper.delta.table import open_table
+from tests.support.spark import SUBMIT_CONF, cache_root, ensure_spark, pinned_versions
+
+JAVA_SOURCE = Path(__file__).parent / "java" / "PausingLogStore.java"
+PAUSING_CLASS = "deltakeeper.testing.PausingLogStore"
+JOB_TIMEOUT_S = 600
+
+
+def _config(jars: Path | None, conf: dict[str, str] | None) -> SubmitConfig:
+    folder = jars or ensure_spark()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return SubmitConfig(
+        "local[2]", jars_dir=str(folder), conf={**SUBMIT_CONF, **(conf or {})}, timeout_s=600
+    )
+
+
+def spark_submit(
+    spec: dict[str, Any], jars: Path | None = None, conf: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
+    """Run the job to its end; its exit code, JSON line and stderr tail."""
+    done: JobResult = submit.run(_config(jars, conf), spark_storage(spec["table"], {}), spec)
+    return done.exit_code, done.result, done.stderr_tail
+
+
+def start_job(
+    spec: dict[str, Any], jars: Path | None = None, conf: dict[str, str] | None = None
+) -> SubmitJob:
+    cfg = _config(jars, conf)
+    return SubmitJob(cfg, spark_storage(spec["table"], {}), spec, JOB_TIMEOUT_S)
+
+
+def commit_actions(path: Path, version: int) -> list[dict[str, Any]]:
+    log = path / "_delta_log" / f"{version:020d}.json"
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def commit_info(path: Path, version: int) -> dict[str, Any]:
+    return next(a["commitInfo"] for a in commit_actions(path, version) if "commitInfo" in a)
+
+
+def file_changes(path: Path, version: int) -> list[dict[str, Any]]:
+    """The add and remove actions of one commit."""
+    actions = commit_actions(path, version)
+    return [a.get("add") or a["remove"] for a in actions if "add" in a or "remove" in a]
+
+
+def live_files(path: Path) -> list[dict[str, Any]]:
+    return list(open_table(str(path)).snapshot().files.to_pylist())
+
+
+def files_per_partition(path: Path) -> Counter[tuple[tuple[str, str | None], ...]]:
+    """Live files per partition, keyed by the log's (physical name, serialized value) pairs."""
+    return Counter(tuple(sorted(row["partitionValues"] or [])) for row in live_files(path))
+
+
+def gate_conf(gate: Path) -> dict[str, str]:
+    return {
+        "spark.delta.logStore.file.impl": PAUSING_CLASS,
+        "spark.hadoop.deltakeeper.test.gate": str(gate),
+    }
+
+
+def pausing_jars() -> Path:
+    """A jar folder (jars.txt and links) with the Delta jars and PausingLogStore's jar."""
+    delta = ensure_spark()
+    key = hashlib.sha256(JAVA_SOURCE.read_bytes())
+    key.update(json.dumps(pinned_versions(), sort_keys=True).encode())
+    folder = cache_root() / f"pausing-logstore-{key.hexdigest()[:16]}"
+    if (folder / "jars.txt").is_file():
+        return folder
+    names = (delta / "jars.txt").read_text().split()
+    work = Path(tempfile.mkdtemp(dir=cache_root(), prefix=".pausing-logstore-"))
+    try:
+        _build_jar(delta / f"delta-storage-{pinned_versions()['delta']}.jar", work)
+        for name in names:
+            os.symlink(delta / name, work / name)
+        (work / "jars.txt").write_text("\n".join([*names, "pausing-logstore.jar"]) + "\n")
+        os.rename(work, folder)  # complete or absent
+    except OSError:
+        if not (folder / "jars.txt").is_file():
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # only left when another run finished first
+    return folder
+
+
+def _build_jar(delta_storage: Path, out: Path) -> None:
+    javac, jar = shutil.which("javac"), shutil.which("jar")
+    if not javac or not jar:
+        raise RuntimeError(
+            "the concurrency tests compile a test LogStore: install a JDK 17 "
+            "(openjdk-17-jdk-headless; scripts/spark/install.sh does)"
+        )
+    import pyspark
+
+    hadoop = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    classes = out / "classes"
+    classpath = os.pathsep.join(map(str, [delta_storage, *hadoop]))
+    run = {"check": True, "capture_output": True, "text": True}
+    subprocess.run(
+        [javac, "--release", "17", "-cp", classpath, "-d", str(classes), str(JAVA_SOURCE)], **run
+    )
+    subprocess.run([jar, "cf", str(out / "pausing-logstore.jar"), "-C", str(classes), "."], **run)
+    shutil.rmtree(classes)
