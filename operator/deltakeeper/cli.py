@@ -843,7 +843,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         or policy.COMPACTION_MAX_AGE_MS,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
-    found = compaction.plan(files, tuple(names), settings, now)
+    found = compaction.plan(
+        files, tuple(names), settings, now, compaction.timestamp_partitions(meta)
+    )
     report: dict[str, Any] = {
         "operation": "compact",
         "version": snap.version,
