@@ -4,6 +4,7 @@
 - `start_job(spec, ...)`: the same, in the background (a `SubmitJob` to `wait()` on).
 - `commit_actions`, `commit_info`, `file_changes`: one commit's actions as written in the log.
 - `live_files`, `files_per_partition`: the live files as deltakeeper reads them.
+- `s3a_jars()`: the Delta jars plus hadoop-aws and the AWS SDK modules s3a needs.
 - `pausing_jars()`: the Delta jars plus `PausingLogStore` (java/ beside this file), compiled
   once per source and Delta version into the cache; with `gate_conf(folder)` in the job's conf,
   the job's first commit waits at the gate until the test lets it go (see the Java file).
@@ -14,10 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +30,9 @@ from deltakeeper.compaction.launcher import JobResult
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.compaction.submit import SubmitConfig, SubmitJob
 from deltakeeper.delta.table import open_table
-from tests.support.spark import SUBMIT_CONF, cache_root, ensure_spark, pinned_versions
+from tests.support.spark import REPO, SUBMIT_CONF, cache_root, ensure_spark, pinned_versions
 
+INSTALL_S3A = REPO / "scripts" / "spark" / "install_s3a.sh"
 JAVA_SOURCE = Path(__file__).parent / "java" / "PausingLogStore.java"
 PAUSING_CLASS = "deltakeeper.testing.PausingLogStore"
 JOB_TIMEOUT_S = 600
@@ -89,20 +94,48 @@ def gate_conf(gate: Path) -> dict[str, str]:
 
 def pausing_jars() -> Path:
     """A jar folder (jars.txt and links) with the Delta jars and PausingLogStore's jar."""
-    delta = ensure_spark()
     key = hashlib.sha256(JAVA_SOURCE.read_bytes())
     key.update(json.dumps(pinned_versions(), sort_keys=True).encode())
-    folder = cache_root() / f"pausing-logstore-{key.hexdigest()[:16]}"
+    return _jar_folder(f"pausing-logstore-{key.hexdigest()[:16]}", _build_jar)
+
+
+def s3a_jars() -> Path:
+    """A jar folder with the Delta jars and the s3a connector's (scripts/spark/install_s3a.sh,
+    cached by version)."""
+    env = dict(os.environ, PYTHON_VENV=str(Path(sys.executable).parent.parent))
+    done = subprocess.run(
+        ["bash", str(INSTALL_S3A)], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{INSTALL_S3A} failed ({done.returncode}):\n{done.stderr}")
+    s3a = Path(done.stdout.split()[-1])
+
+    def link(out: Path) -> None:
+        for name in (s3a / "jars.txt").read_text().split():
+            os.symlink(s3a / name, out / name)
+
+    return _jar_folder(f"spark-jars-with-{s3a.name}", link)
+
+
+def _jar_folder(name: str, add: Callable[[Path], None]) -> Path:
+    """The Delta jars plus what `add` puts in the folder, listed in jars.txt; built once into
+    the cache (complete or absent). A jar whose artifact the Delta jars have already is left
+    out of the listing."""
+    delta = ensure_spark()
+    folder = cache_root() / name
     if (folder / "jars.txt").is_file():
         return folder
     names = (delta / "jars.txt").read_text().split()
-    work = Path(tempfile.mkdtemp(dir=cache_root(), prefix=".pausing-logstore-"))
+    work = Path(tempfile.mkdtemp(dir=cache_root(), prefix=f".{name}-"))
     try:
-        _build_jar(delta / f"delta-storage-{pinned_versions()['delta']}.jar", work)
-        for name in names:
-            os.symlink(delta / name, work / name)
-        (work / "jars.txt").write_text("\n".join([*names, "pausing-logstore.jar"]) + "\n")
-        os.rename(work, folder)  # complete or absent
+        for jar in names:
+            os.symlink(delta / jar, work / jar)
+        add(work)
+        have = {_artifact(n) for n in names}
+        extra = sorted(p.name for p in work.glob("*.jar") if p.name not in names)
+        names += [n for n in extra if _artifact(n) not in have]
+        (work / "jars.txt").write_text("\n".join(names) + "\n")
+        os.rename(work, folder)
     except OSError:
         if not (folder / "jars.txt").is_file():
             raise
@@ -111,7 +144,12 @@ def pausing_jars() -> Path:
     return folder
 
 
-def _build_jar(delta_storage: Path, out: Path) -> None:
+def _artifact(jar: str) -> str:
+    return re.sub(r"-[0-9][^-]*(-[0-9]+)?$", "", jar.removesuffix(".jar"))
+
+
+def _build_jar(out: Path) -> None:
+    delta_storage = ensure_spark() / f"delta-storage-{pinned_versions()['delta']}.jar"
     javac, jar = shutil.which("javac"), shutil.which("jar")
     if not javac or not jar:
         raise RuntimeError(
