@@ -21,6 +21,8 @@ JARS_DIR="$CACHE/spark-s3a-jars-hadoop${HADOOP_AWS_VERSION}-sdk${AWS_SDK_VERSION
 M2="$CACHE/m2"
 
 log() { echo "spark/install_s3a: $*" >&2; }
+# shellcheck source=scripts/spark/jars.sh
+. "scripts/spark/jars.sh"
 
 PYSPARK_JARS="$("$VENV/bin/python" -c \
     'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
@@ -57,15 +59,7 @@ POM
     log "resolving hadoop-aws $HADOOP_AWS_VERSION and AWS SDK $AWS_SDK_VERSION modules (Maven repo $M2)"
     mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$M2" \
         dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/all" >&2
-    mkdir -p "$work/jars"
-    for jar in "$work"/all/*.jar; do
-        base="$(basename "$jar" .jar)"
-        artifact="$(sed -E 's/-[0-9][^-]*(-[0-9]+)?$//' <<<"$base")"
-        if compgen -G "$PYSPARK_JARS/${artifact}-[0-9]*.jar" >/dev/null; then
-            continue
-        fi
-        cp "$jar" "$work/jars/"
-    done
+    keep_jars_pyspark_lacks "$work/all" "$work/jars" "$PYSPARK_JARS"
     [ -f "$work/jars/hadoop-aws-${HADOOP_AWS_VERSION}.jar" ] || { log "no hadoop-aws jar"; exit 1; }
     (cd "$work/jars" && ls -1 *.jar >jars.txt)
     if ! mv -T "$work/jars" "$JARS_DIR" 2>/dev/null; then

@@ -16,7 +16,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support.compaction import (
@@ -24,6 +23,7 @@ from tests.support.compaction import (
     file_changes,
     gate_conf,
     pausing_jars,
+    plan_table,
     spark_submit,
     start_job,
 )
@@ -53,9 +53,7 @@ def _write(path: Path) -> list[dict[str, object]]:
 
 
 def _plan(path: Path) -> tuple[compaction.CompactionPlan, dict[str, str], int]:
-    snap = open_table(str(path)).snapshot()
-    names = compaction.logical_partition_names(snap.metadata)
-    return compaction.plan(snap.files, tuple(names), SETTINGS, now_ms=0), names, snap.version
+    return plan_table(path, SETTINGS)
 
 
 def _wait_for(flag: Path, job_poll: Callable[[], object], limit_s: float = 300) -> None:

@@ -21,11 +21,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support import spark as spark_support
-from tests.support.compaction import commit_info, file_changes, files_per_partition, spark_submit
+from tests.support.compaction import (
+    commit_info,
+    file_changes,
+    files_per_partition,
+    plan_table,
+    spark_submit,
+)
 from tests.support.oracles import Unreadable, table_versions
 from tests.support.rows import deltars_digest, digest, duckdb_digest, spark_digest
 from tests.support.spark import copy_table, spark_session
@@ -130,24 +135,26 @@ def _sp_rows(round_: int) -> list[tuple[Any, ...]]:
     return [(round_ * n + i, *part) for i, part in enumerate(PARTS)]
 
 
-def sp_partitioned(spark: Any, path: Path) -> Path:
-    spark.sql(f"CREATE TABLE delta.`{path}` ({SP_SCHEMA}) USING delta PARTITIONED BY (s, d, ts)")
+def _sp_table(spark: Any, path: Path, layout: str) -> Path:
+    """The PARTS rows in ROUNDS appends to a Spark table created with `layout` (e.g.
+    PARTITIONED BY ...), or created by the first append when `layout` is empty."""
+    if layout:
+        spark.sql(f"CREATE TABLE delta.`{path}` ({SP_SCHEMA}) USING delta {layout}")
     for round_ in range(ROUNDS):
         _sp_append(spark, path, _sp_rows(round_), SP_SCHEMA)
     return path
+
+
+def sp_partitioned(spark: Any, path: Path) -> Path:
+    return _sp_table(spark, path, "PARTITIONED BY (s, d, ts)")
 
 
 def sp_unpartitioned(spark: Any, path: Path) -> Path:
-    for round_ in range(ROUNDS):
-        _sp_append(spark, path, _sp_rows(round_), SP_SCHEMA)
-    return path
+    return _sp_table(spark, path, "")
 
 
 def sp_clustered(spark: Any, path: Path) -> Path:
-    spark.sql(f"CREATE TABLE delta.`{path}` ({SP_SCHEMA}) USING delta CLUSTER BY (s)")
-    for round_ in range(ROUNDS):
-        _sp_append(spark, path, _sp_rows(round_), SP_SCHEMA)
-    return path
+    return _sp_table(spark, path, "CLUSTER BY (s)")
 
 
 def sp_purge(spark: Any, path: Path) -> Path:
@@ -297,11 +304,7 @@ def _instant(value: str | None) -> Any:
 
 
 def _plan(path: Path) -> tuple[compaction.CompactionPlan, dict[str, str], int]:
-    snap = open_table(str(path)).snapshot()
-    names = compaction.logical_partition_names(snap.metadata)
-    timestamps = compaction.timestamp_partitions(snap.metadata)
-    found = compaction.plan(snap.files, tuple(names), SETTINGS, 0, timestamps)
-    return found, names, snap.version
+    return plan_table(path, SETTINGS)
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

@@ -4,6 +4,7 @@
 - `start_job(spec, ...)`: the same, in the background (a `SubmitJob` to `wait()` on).
 - `commit_actions`, `commit_info`, `file_changes`: one commit's actions as written in the log.
 - `live_files`, `files_per_partition`: the live files as deltakeeper reads them.
+- `plan_table(path, settings)`: deltakeeper's compaction plan for a local table.
 - `s3a_jars()`: the Delta jars plus hadoop-aws and the AWS SDK modules s3a needs.
 - `pausing_jars()`: the Delta jars plus `PausingLogStore` (java/ beside this file), compiled
   once per source and Delta version into the cache; with `gate_conf(folder)` in the job's conf,
@@ -30,6 +31,8 @@ from deltakeeper.compaction.launcher import JobResult
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.compaction.submit import SubmitConfig, SubmitJob
 from deltakeeper.delta.table import open_table
+from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support.spark import REPO, SUBMIT_CONF, cache_root, ensure_spark, pinned_versions
 
 INSTALL_S3A = REPO / "scripts" / "spark" / "install_s3a.sh"
@@ -83,6 +86,17 @@ def live_files(path: Path) -> list[dict[str, Any]]:
 def files_per_partition(path: Path) -> Counter[tuple[tuple[str, str | None], ...]]:
     """Live files per partition, keyed by the log's (physical name, serialized value) pairs."""
     return Counter(tuple(sorted(row["partitionValues"] or [])) for row in live_files(path))
+
+
+def plan_table(
+    path: Path, settings: CompactionSettings
+) -> tuple[compaction.CompactionPlan, dict[str, str], int]:
+    """deltakeeper's plan for a local table, as the daemon makes it: the plan, the partition
+    columns' physical -> logical names, and the version planned at."""
+    snap = open_table(str(path)).snapshot()
+    names = compaction.logical_partition_names(snap.metadata)
+    timestamps = compaction.timestamp_partitions(snap.metadata)
+    return compaction.plan(snap.files, tuple(names), settings, 0, timestamps), names, snap.version
 
 
 def gate_conf(gate: Path) -> dict[str, str]:
