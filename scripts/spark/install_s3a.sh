@@ -32,7 +32,16 @@ if ! compgen -G "$PYSPARK_JARS/hadoop-client-api-${HADOOP_AWS_VERSION}.jar" >/de
 fi
 
 if [ ! -f "$JARS_DIR/jars.txt" ]; then
-    command -v mvn >/dev/null 2>&1 || { log "needs Maven (apt-get install maven)"; exit 1; }
+    if ! command -v mvn >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            log "installing maven with apt-get"
+            apt-get update -qq >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends maven >&2
+        else
+            log "needs Maven but cannot apt-get install it"
+            exit 1
+        fi
+    fi
     mkdir -p "$CACHE"
     work="$(mktemp -d "$CACHE/.spark-s3a-jars-tmp.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
