@@ -26,6 +26,7 @@ from deltakeeper.delta.storage import (
     RANGE_BUFFER_BYTES,
     WHOLE_READ_BYTES,
     LocalStorage,
+    S3Storage,
     Storage,
     open_storage,
 )
@@ -289,6 +290,34 @@ def test_open_input_reads_ranges_of_a_large_file(target: Target) -> None:
     assert pf.read_row_group(3, columns=["b"])["b"].to_pylist() == whole[30_000:40_000].to_pylist()
     with pytest.raises(FileNotFoundError):
         s.open_input("_delta_log/missing.parquet")
+
+
+def test_an_upload_replaces_the_key_only_when_committed(target: Target) -> None:
+    """open_upload: written in pieces (on S3 a multipart upload once a part fills), invisible
+    until commit, then the whole object; an aborted one leaves the old object as it was."""
+    s = target.open()
+    key = "_delta_log/00000000000000000010.checkpoint.parquet"
+    s.overwrite(key, b"old")
+    rng = random.Random(3)
+    data = rng.randbytes(2 * S3Storage.PART_BYTES + 12345)
+    for commit in (False, True):
+        s.requests.clear()
+        upload = s.open_upload(key)
+        for i in range(0, len(data), 1 << 20):
+            upload.write(data[i : i + (1 << 20)])
+        assert upload.size == len(data) and s.read(key) == b"old"
+        if commit:
+            upload.commit()
+        else:
+            upload.abort()
+        expected = data if commit else b"old"
+        info = s.head(key)
+        assert s.read(key) == expected and info is not None and info.size == len(expected)
+        if target.name == "minio":  # create, three parts, complete; or the abort
+            assert s.requests["put"] == (5 if commit else 3), dict(s.requests)
+    if target.name == "minio":
+        emu: Any = s
+        assert not emu.fs.call_s3("list_multipart_uploads", Bucket=emu.bucket).get("Uploads")
 
 
 # -- failures ---------------------------------------------------------------------------------
