@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from deltakeeper.delta.storage.base import FileInfo
+from deltakeeper.delta.storage.base import FileInfo, Upload
 from deltakeeper.delta.storage.objects import ObjectStorage, mtime_ms
 from deltakeeper.delta.storage.retries import BatchError, http_status
 
@@ -16,6 +17,7 @@ class AzureStorage(ObjectStorage):
     """Azure Blob Storage (and ADLS Gen2 through its blob endpoint) with adlfs's async client."""
 
     DELETE_BATCH = 256  # Blob Batch limit
+    BLOCK_BYTES = 8 << 20  # a streamed upload's blocks (Put Block), committed by one Put Block List
     NO_RETRY = {"retry_total": 0}  # azure-core retries 10 times by default
 
     def __init__(self, uri: str, container: str, root: str, options: dict[str, Any]) -> None:
@@ -104,6 +106,9 @@ class AzureStorage(ObjectStorage):
     def _create(self, key: str, data: bytes) -> None:
         self._upload(key, data, overwrite=False)
 
+    def _open_upload(self, key: str) -> Upload:
+        return _BlockUpload(self, key)
+
     def _overwrite(self, key: str, data: bytes) -> None:
         self._upload(key, data, overwrite=True)
 
@@ -124,3 +129,50 @@ class AzureStorage(ObjectStorage):
 
             deleted += self._az("delete", batch)
         return deleted
+
+
+class _BlockUpload(Upload):
+    """Blocks staged once BLOCK_BYTES are written, then one block list that makes them the
+    blob: memory holds a block, not the file. A file smaller than one block is one plain
+    upload at commit. Staged blocks never committed are dropped by the service (after a week).
+    Every request is a counted, retried "put"."""
+
+    def __init__(self, storage: AzureStorage, key: str) -> None:
+        super().__init__()
+        self.storage, self.key = storage, key
+        self.blob = storage.container.get_blob_client(storage._key(key))
+        self.pending = bytearray()
+        self.blocks: list[str] = []
+
+    def _write(self, data: Any) -> None:
+        self.pending += data
+        if len(self.pending) >= self.storage.BLOCK_BYTES:
+            self._stage()
+
+    def _stage(self) -> None:
+        body, self.pending = bytes(self.pending), bytearray()
+        block_id = base64.b64encode(f"{len(self.blocks):08d}".encode()).decode()
+
+        async def put() -> None:
+            await self.blob.stage_block(block_id, body, **self.storage.NO_RETRY)
+
+        self.storage._az("put", put, self.key)
+        self.blocks.append(block_id)
+
+    def commit(self) -> None:
+        if not self.blocks:
+            body, self.pending = bytes(self.pending), bytearray()
+            self.storage.overwrite(self.key, body)
+            return
+        if self.pending:
+            self._stage()
+
+        async def put() -> None:  # the same list again on a retry: idempotent
+            await self.blob.commit_block_list(self.blocks, **self.storage.NO_RETRY)
+
+        self.storage._az("put", put, self.key)
+        self.blocks = []
+
+    def abort(self) -> None:
+        self.pending = bytearray()
+        self.blocks = []
