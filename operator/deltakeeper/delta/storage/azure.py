@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from deltakeeper.delta.storage.base import FileInfo, Upload
-from deltakeeper.delta.storage.objects import ObjectStorage, mtime_ms
+from deltakeeper.delta.storage.objects import ObjectStorage, PiecewiseUpload, mtime_ms
 from deltakeeper.delta.storage.retries import BatchError, http_status
 
 T = TypeVar("T")
@@ -131,48 +131,29 @@ class AzureStorage(ObjectStorage):
         return deleted
 
 
-class _BlockUpload(Upload):
-    """Blocks staged once BLOCK_BYTES are written, then one block list that makes them the
-    blob: memory holds a block, not the file. A file smaller than one block is one plain
-    upload at commit. Staged blocks never committed are dropped by the service (after a week).
-    Every request is a counted, retried "put"."""
+class _BlockUpload(PiecewiseUpload):
+    """Blocks of BLOCK_BYTES staged, then one block list (Put Block List). Blocks never
+    committed are dropped by the service after a week."""
 
     def __init__(self, storage: AzureStorage, key: str) -> None:
-        super().__init__()
-        self.storage, self.key = storage, key
+        super().__init__(storage, key, storage.BLOCK_BYTES)
+        self.az = storage
         self.blob = storage.container.get_blob_client(storage._key(key))
-        self.pending = bytearray()
         self.blocks: list[str] = []
 
-    def _write(self, data: Any) -> None:
-        self.pending += data
-        if len(self.pending) >= self.storage.BLOCK_BYTES:
-            self._stage()
-
-    def _stage(self) -> None:
-        body, self.pending = bytes(self.pending), bytearray()
-        block_id = base64.b64encode(f"{len(self.blocks):08d}".encode()).decode()
+    def _send_piece(self, number: int, body: bytes) -> None:
+        if number == 1:
+            self.blocks = []
+        block_id = base64.b64encode(f"{number:08d}".encode()).decode()
 
         async def put() -> None:
-            await self.blob.stage_block(block_id, body, **self.storage.NO_RETRY)
+            await self.blob.stage_block(block_id, body, **self.az.NO_RETRY)
 
-        self.storage._az("put", put, self.key)
+        self.az._az("put", put, self.key)
         self.blocks.append(block_id)
 
-    def commit(self) -> None:
-        if not self.blocks:
-            body, self.pending = bytes(self.pending), bytearray()
-            self.storage.overwrite(self.key, body)
-            return
-        if self.pending:
-            self._stage()
-
+    def _join(self) -> None:
         async def put() -> None:  # the same list again on a retry: idempotent
-            await self.blob.commit_block_list(self.blocks, **self.storage.NO_RETRY)
+            await self.blob.commit_block_list(self.blocks, **self.az.NO_RETRY)
 
-        self.storage._az("put", put, self.key)
-        self.blocks = []
-
-    def abort(self) -> None:
-        self.pending = bytearray()
-        self.blocks = []
+        self.az._az("put", put, self.key)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from deltakeeper.delta.storage.base import FileInfo, Upload
-from deltakeeper.delta.storage.objects import ObjectStorage, mtime_ms
+from deltakeeper.delta.storage.objects import ObjectStorage, PiecewiseUpload, mtime_ms
 from deltakeeper.delta.storage.retries import BatchError, transient_codes
 
 
@@ -95,58 +95,35 @@ class S3Storage(ObjectStorage):
         return deleted
 
 
-class _MultipartUpload(Upload):
-    """A multipart upload, each part sent once PART_BYTES are written: memory holds a part,
-    not the file. A file smaller than one part is one plain PUT at commit. Every request is
-    a counted, retried "put"."""
+class _MultipartUpload(PiecewiseUpload):
+    """A multipart upload: parts of PART_BYTES, then the completion."""
 
     def __init__(self, storage: S3Storage, key: str) -> None:
-        super().__init__()
-        self.storage, self.key = storage, key
-        self.pending = bytearray()
-        self.upload_id: str | None = None
+        super().__init__(storage, key, storage.PART_BYTES)
+        self.s3 = storage
+        self.upload_id = ""
         self.parts: list[dict[str, Any]] = []
 
-    def _write(self, data: Any) -> None:
-        self.pending += data
-        if len(self.pending) >= self.storage.PART_BYTES:
-            self._send_part()
-
-    def _send_part(self) -> None:
-        s3, key = self.storage._s3, self.key
-        if self.upload_id is None:
-            self.upload_id = s3("put", "create_multipart_upload", key)["UploadId"]
-        body, self.pending = bytes(self.pending), bytearray()
-        number = len(self.parts) + 1
-        out = s3("put", "upload_part", key, UploadId=self.upload_id, PartNumber=number, Body=body)
+    def _send_piece(self, number: int, body: bytes) -> None:
+        if number == 1:
+            self.upload_id = self.s3._s3("put", "create_multipart_upload", self.key)["UploadId"]
+            self.parts = []
+        kw = {"UploadId": self.upload_id, "PartNumber": number, "Body": body}
+        out = self.s3._s3("put", "upload_part", self.key, **kw)
         self.parts.append({"PartNumber": number, "ETag": out["ETag"]})
 
-    def commit(self) -> None:
-        if self.upload_id is None:
-            body, self.pending = bytes(self.pending), bytearray()
-            self.storage.overwrite(self.key, body)
-            return
-        if self.pending:
-            self._send_part()
-        sent = self.storage.requests["put"]
+    def _join(self) -> None:
+        sent = self.s3.requests["put"]
+        parts = {"Parts": self.parts}
         try:
-            self.storage._s3(
-                "put",
-                "complete_multipart_upload",
-                self.key,
-                UploadId=self.upload_id,
-                MultipartUpload={"Parts": self.parts},
-            )
+            kw = {"UploadId": self.upload_id, "MultipartUpload": parts}
+            self.s3._s3("put", "complete_multipart_upload", self.key, **kw)
         except FileNotFoundError:
             # A retried completion can meet its own first attempt, done but not heard: the
             # upload is gone (NoSuchUpload) and the object has the size we sent.
-            info = self.storage.head(self.key)
-            if self.storage.requests["put"] - sent < 2 or info is None or info.size != self.size:
+            info = self.s3.head(self.key)
+            if self.s3.requests["put"] - sent < 2 or info is None or info.size != self.size:
                 raise
-        self.upload_id = None
 
-    def abort(self) -> None:
-        self.pending = bytearray()
-        upload_id, self.upload_id = self.upload_id, None
-        if upload_id is not None:
-            self.storage._s3("delete", "abort_multipart_upload", self.key, UploadId=upload_id)
+    def _drop(self) -> None:
+        self.s3._s3("delete", "abort_multipart_upload", self.key, UploadId=self.upload_id)
