@@ -33,8 +33,8 @@ from tests.support.rows import deltars_digest, digest, duckdb_digest
 pytestmark = pytest.mark.spark
 
 SETTINGS = CompactionSettings(min_files_per_partition=2)
-# Delta's conflicts when a concurrent commit removed a file the transaction read or removes.
-CONFLICTS = {"ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException"}
+# Delta's conflict when a concurrent commit removed a file the transaction read.
+CONFLICTS = {"ConcurrentDeleteReadException"}
 
 
 def _write(path: Path) -> list[dict[str, object]]:
