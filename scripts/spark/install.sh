@@ -32,6 +32,8 @@ M2="$CACHE/m2"
 mkdir -p "$CACHE/pip"
 
 log() { echo "spark/install: $*" >&2; }
+# shellcheck source=scripts/spark/jars.sh
+. "scripts/spark/jars.sh"
 
 # --- Java and Maven -----------------------------------------------------------------------
 java_major() {
@@ -40,6 +42,10 @@ java_major() {
 need_apt=()
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
     need_apt+=(openjdk-17-jre-headless)
+fi
+# javac and jar: the concurrency tests compile a test-only Delta LogStore (tests/support/java).
+if ! command -v javac >/dev/null 2>&1 || ! command -v jar >/dev/null 2>&1; then
+    need_apt+=(openjdk-17-jdk-headless)
 fi
 if [ ! -f "$JARS_DIR/jars.txt" ] && ! command -v mvn >/dev/null 2>&1; then
     need_apt+=(maven)
@@ -96,17 +102,7 @@ EOF
     mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$M2" \
         dependency:copy-dependencies -DincludeScope=runtime \
         -DoutputDirectory="$work/all" >&2
-    mkdir -p "$work/jars"
-    # Keep only jars whose artifact pyspark does not ship already (no second hadoop, parquet,
-    # jackson, scala-library or log4j on the classpath).
-    for jar in "$work"/all/*.jar; do
-        base="$(basename "$jar" .jar)"
-        artifact="$(sed -E 's/-[0-9][^-]*(-[0-9]+)?$//' <<<"$base")"
-        if compgen -G "$PYSPARK_JARS/${artifact}-[0-9]*.jar" >/dev/null; then
-            continue
-        fi
-        cp "$jar" "$work/jars/"
-    done
+    keep_jars_pyspark_lacks "$work/all" "$work/jars" "$PYSPARK_JARS"
     for required in "delta-spark_${SPARK_MM}_${SCALA_BINARY}-${DELTA_VERSION}.jar" \
                     "delta-storage-${DELTA_VERSION}.jar"; do
         if [ ! -f "$work/jars/$required" ]; then
