@@ -125,3 +125,20 @@ def test_merge_merges_objects_and_replaces_the_rest() -> None:
     base = {"a": {"b": 1, "c": [1]}, "d": 1}
     assert merge(base, {"a": {"c": [2]}, "e": 2}) == {"a": {"b": 1, "c": [2]}, "d": 1, "e": 2}
     assert base == {"a": {"b": 1, "c": [1]}, "d": 1}
+
+
+def test_a_created_job_is_read_back_with_its_input_and_state() -> None:
+    from deltakeeper.k8s.spark_jobs import Job, SparkState
+
+    app = build()
+    app["metadata"]["creationTimestamp"] = "2026-11-24T02:00:00Z"
+    app["status"] = {"applicationState": {"state": "FAILING", "errorMessage": "SpecError: x"}}
+    job = Job.from_object(app)
+    assert job.job_spec == {"jobId": "deltakeeper-0001-1700000000000", "table": "s3a://lake/events"}
+    assert job.job_id == "deltakeeper-0001-1700000000000" and job.name == app["metadata"]["name"]
+    assert job.state is SparkState.FAILING and not job.state.finished
+    assert job.error_message == "SpecError: x"
+    app["spec"]["arguments"] = ["--spec-json", "{not json"]
+    app["status"]["applicationState"]["state"] = "SOMETHING_NEW"
+    odd = Job.from_object(app)
+    assert odd.job_spec == {} and odd.state is SparkState.UNKNOWN

@@ -17,9 +17,12 @@ from typing import Any
 
 import kopf
 
+from deltakeeper.compaction.launcher import Limited
 from deltakeeper.k8s import api, secrets
-from deltakeeper.k8s.options import PEERING, Options
+from deltakeeper.k8s.options import PEERING, SPARK_TEMPLATE, Options
+from deltakeeper.k8s.spark_launcher import SparkApplicationLauncher, default_template
 from deltakeeper.k8s.tables import Tables
+from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
@@ -55,6 +58,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, options.namespaces)
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
+    memo.compactor = _compactor(memo.api, options)
     memo.tables = Tables(memo)
     memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=options.max_concurrent)
     memo.background = [
@@ -65,6 +69,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memo.metrics, options.metrics_port, options.metrics_bind_address, memo.fleet.healthy
     )
     log.info("metrics: %s, peering priority %d", metrics.url(memo.server), options.priority)
+
+
+def _compactor(api_client: Any, options: Options) -> Compactor:
+    """SparkApplications for tables with compaction enabled, at most --max-compaction-jobs at
+    once; the daemon never waits for one."""
+    required = options.spark_application != SPARK_TEMPLATE  # named explicitly
+    template = default_template(options.spark_application, required)
+    launcher = Limited(SparkApplicationLauncher(api_client, template), options.max_compaction_jobs)
+    return Compactor(launcher, wait=False)
 
 
 @kopf.on.cleanup()

@@ -93,7 +93,9 @@ class Tables:
     def _start(self, key: Key) -> None:
         entry = self.entries[key]
         watcher = TableWatcher(
-            now_ms(), status.last_maintenance({"lastMaintenance": entry.last_maintenance})
+            now_ms(),
+            status.last_maintenance({"lastMaintenance": entry.last_maintenance}),
+            self.memo.get("compactor"),
         )
         context = self.context.copy() if self.context is not None else None
         self.registry.start(key, self.memo.fleet, watcher, context)
