@@ -1,8 +1,8 @@
 """Compaction jobs as SparkApplications on the real API server, with the real spark-operator CRD
 applied (read from ../shared/third-party-crds), run by the suite's stand-in for the controller.
 
-The operator's reconcile loop does not launch jobs yet; these tests cover the pieces it will
-use: the SparkApplication deltakeeper builds is accepted by the real CRD's schema, runs the job
+These tests cover the pieces the operator's launcher uses (the operator itself compacting is
+test_compaction_operator.py): the SparkApplication deltakeeper builds is accepted by the real CRD's schema, runs the job
 to a compacted table, is found again by its labels with its state, and carries no secret value.
 """
 

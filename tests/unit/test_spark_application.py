@@ -142,3 +142,32 @@ def test_a_created_job_is_read_back_with_its_input_and_state() -> None:
     app["status"]["applicationState"]["state"] = "SOMETHING_NEW"
     odd = Job.from_object(app)
     assert odd.job_spec == {} and odd.state is SparkState.UNKNOWN
+
+
+def test_the_operator_wide_template_is_a_spark_application_file(tmp_path: Path) -> None:
+    from deltakeeper.delta.errors import InvalidInputError
+    from deltakeeper.k8s.spark_launcher import default_template
+
+    absent = str(tmp_path / "none.yaml")
+    assert default_template(absent, required=False) == {}
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        default_template(absent, required=True)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: SparkApplication\nspec: [1, 2]\n")
+    with pytest.raises(InvalidInputError, match="expected a SparkApplication with a `spec`"):
+        default_template(str(bad), required=True)
+    bad.write_text("spec: {image: [\n")
+    with pytest.raises(InvalidInputError, match="cannot read"):
+        default_template(str(bad), required=True)
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\n"
+        "spec: {image: dk-spark:1, driver: {cores: 2}}\n"
+    )
+    template = default_template(str(good), required=True)
+    assert template == {"image": "dk-spark:1", "driver": {"cores": 2}}
+    # A table's template merges over it key by key.
+    app = build(template=merge(template, {"driver": {"memory": "4g"}}))
+    assert app["spec"]["image"] == "dk-spark:1"
+    assert (app["spec"]["driver"]["cores"], app["spec"]["driver"]["memory"]) == (2, "4g")
+    jsonschema.validate(app, crd_schema())
