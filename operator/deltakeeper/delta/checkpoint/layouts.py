@@ -93,7 +93,24 @@ class _File:
     mtime_ms: int = 0
 
 
-UNIQUE_STRING_COLUMNS = frozenset({"add.path", "add.stats", "remove.path"})
+# Leaves whose values differ from file to file: arrow tries a dictionary, overflows its page
+# limit and falls back to plain, which costs time (a third of the write on 1M files) and bytes.
+PER_FILE_COLUMNS = frozenset(
+    {
+        "add.path",
+        "add.stats",
+        "remove.path",
+        "add.size",
+        "add.modificationTime",
+        "add.stats_parsed.numRecords",
+    }
+)
+PER_FILE_PREFIXES = ("add.stats_parsed.minValues.", "add.stats_parsed.maxValues.")
+
+
+def dictionary_columns(leaves: list[str]) -> list[str]:
+    """The leaves worth a dictionary: those whose values repeat across files."""
+    return [c for c in leaves if c not in PER_FILE_COLUMNS and not c.startswith(PER_FILE_PREFIXES)]
 
 
 def _leaf_columns(schema_: pa.Schema) -> list[str]:
@@ -129,9 +146,8 @@ class _ParquetBuffer:
             self.sink,
             schema_,
             compression="snappy",
-            # Paths and stats JSON are unique per row: a dictionary attempt is wasted work,
-            # and min/max of stats JSON help no reader.
-            use_dictionary=[c for c in leaves if c not in UNIQUE_STRING_COLUMNS],
+            use_dictionary=dictionary_columns(leaves),
+            # min/max of stats JSON help no reader.
             write_statistics=[c for c in leaves if c != "add.stats"],
         )
         self.pending: list[pa.Table] = []
