@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The s3a connector for the compaction image: hadoop-aws of the Hadoop release PySpark (and so
-# the Spark image of the same release) ships, and the AWS SDK v2 bundle that hadoop-aws
-# release names, resolved from Maven Central into
+# the Spark image of the same release) ships, and what it needs at run time that Spark lacks
+# (the AWS SDK v2 bundle, the S3 analytics accelerator, ...), resolved from Maven Central into
 # ${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper/s3a-jars-hadoop<version>/ (built in a temp dir and
 # renamed into place, so it exists only when complete). A second run does no network access.
 # Needs .venv with pyspark (scripts/spark/install.sh) and Maven. Prints the jar directory.
@@ -39,11 +39,19 @@ if [ ! -f "$JARS_DIR/jars.txt" ]; then
 </project>
 EOF
     log "resolving hadoop-aws $HADOOP and the AWS SDK bundle it names (Maven repo $CACHE/m2)"
-    # Only these two: the rest of hadoop-aws's tree (hadoop-common, ...) is in Spark's
-    # shaded hadoop-client jars already.
+    # hadoop-aws's runtime tree (its hadoop-common is `provided`: Spark's shaded client jars).
     mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
-        dependency:copy-dependencies -DincludeScope=runtime \
-        -DincludeArtifactIds=hadoop-aws,bundle -DoutputDirectory="$work/jars" >&2
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/all" >&2
+    mkdir -p "$work/jars"
+    # Only what Spark does not ship already: no second copy of a jar on the classpath.
+    for jar in "$work"/all/*.jar; do
+        base="$(basename "$jar" .jar)"
+        artifact="$(sed -E 's/-[0-9][^-]*(-[0-9]+)?$//' <<<"$base")"
+        if compgen -G "$PYSPARK_JARS/${artifact}-[0-9]*.jar" >/dev/null; then
+            continue
+        fi
+        cp "$jar" "$work/jars/"
+    done
     (cd "$work/jars" && ls -1 *.jar >jars.txt)
     grep -q "^hadoop-aws-$HADOOP.jar$" "$work/jars/jars.txt" \
         || { log "resolution did not produce hadoop-aws-$HADOOP.jar"; exit 1; }

@@ -7,7 +7,8 @@ machine, with the spec's arguments and sparkConf and the environment its driver'
 `status.applicationState` as the spark-operator does: SUBMITTED, RUNNING, SUCCEEDING and
 COMPLETED, or FAILING and FAILED with `errorMessage`. The compaction image holds the job at
 /opt/deltakeeper/job.py; here that path maps to the package's job file. Spark runs local[2] with
-the suite's Delta jars, which the image would carry.
+the suite's Delta jars, and the s3a connector for jobs on s3a:// tables, as the image carries
+them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -29,6 +31,7 @@ from deltakeeper.compaction import submit
 from deltakeeper.k8s.spark_jobs import GROUP, PLURAL, VERSION
 from tests.support.spark import SUBMIT_CONF, ensure_spark
 
+S3A_SH = Path(__file__).resolve().parents[2] / "scripts" / "spark" / "s3a.sh"
 IMAGE_FILES = {"local:///opt/deltakeeper/job.py": str(submit.JOB_FILE)}
 
 
@@ -89,6 +92,8 @@ class StandIn:
         jdir = ensure_spark()
         jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split() if n]
         conf = {**SUBMIT_CONF, **(spec.get("sparkConf") or {})}
+        if any(k.startswith("spark.hadoop.fs.s3a.") for k in conf):
+            jars += s3a_jars()  # as the compaction image carries them
         main_file = IMAGE_FILES.get(spec["mainApplicationFile"], spec["mainApplicationFile"])
         cmd = [submit.spark_submit_path(), "--master", "local[2]", "--jars", ",".join(jars)]
         for key in sorted(conf):
@@ -110,6 +115,21 @@ class StandIn:
             message = f"{result.get('error')}: {result.get('message')}"
             self._state(name, "FAILING", message)
             self._state(name, "FAILED", message)
+
+
+def s3a_jars() -> list[str]:
+    """hadoop-aws and the AWS SDK bundle of PySpark's Hadoop (scripts/spark/s3a.sh, cached)."""
+    done = subprocess.run(
+        ["bash", str(S3A_SH)],
+        env={**os.environ, "PYTHON_VENV": str(Path(sys.executable).parent.parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/spark/s3a.sh failed ({done.returncode}):\n{done.stderr}")
+    folder = Path(done.stdout.split()[-1])
+    return [str(folder / n) for n in (folder / "jars.txt").read_text().split() if n]
 
 
 @contextmanager
