@@ -18,6 +18,7 @@ run: setup
 test-deps: setup
 	@scripts/stores/install.sh >/dev/null
 	@scripts/spark/install.sh >/dev/null
+	@scripts/spark/s3a.sh >/dev/null
 	@scripts/k8s/install.sh >/dev/null
 	@scripts/helm/install.sh >/dev/null
 	@scripts/prometheus/install.sh >/dev/null

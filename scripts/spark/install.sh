@@ -23,6 +23,8 @@ DELTA_VERSION=4.4.0
 SCALA_BINARY=2.13
 
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/spark/lib.sh
+. scripts/spark/lib.sh
 VENV="${PYTHON_VENV:-.venv}"
 CACHE="${DELTAKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper}"
 SPARK_MM="${PYSPARK_VERSION%.*}"
@@ -96,17 +98,7 @@ EOF
     mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$M2" \
         dependency:copy-dependencies -DincludeScope=runtime \
         -DoutputDirectory="$work/all" >&2
-    mkdir -p "$work/jars"
-    # Keep only jars whose artifact pyspark does not ship already (no second hadoop, parquet,
-    # jackson, scala-library or log4j on the classpath).
-    for jar in "$work"/all/*.jar; do
-        base="$(basename "$jar" .jar)"
-        artifact="$(sed -E 's/-[0-9][^-]*(-[0-9]+)?$//' <<<"$base")"
-        if compgen -G "$PYSPARK_JARS/${artifact}-[0-9]*.jar" >/dev/null; then
-            continue
-        fi
-        cp "$jar" "$work/jars/"
-    done
+    keep_new_jars "$work/all" "$work/jars" "$PYSPARK_JARS"
     for required in "delta-spark_${SPARK_MM}_${SCALA_BINARY}-${DELTA_VERSION}.jar" \
                     "delta-storage-${DELTA_VERSION}.jar"; do
         if [ ! -f "$work/jars/$required" ]; then

@@ -8,6 +8,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/spark/lib.sh
+. scripts/spark/lib.sh
 VENV="${PYTHON_VENV:-.venv}"
 CACHE="${DELTAKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper}"
 log() { echo "spark/s3a: $*" >&2; }
@@ -42,16 +44,7 @@ EOF
     # hadoop-aws's runtime tree (its hadoop-common is `provided`: Spark's shaded client jars).
     mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
         dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/all" >&2
-    mkdir -p "$work/jars"
-    # Only what Spark does not ship already: no second copy of a jar on the classpath.
-    for jar in "$work"/all/*.jar; do
-        base="$(basename "$jar" .jar)"
-        artifact="$(sed -E 's/-[0-9][^-]*(-[0-9]+)?$//' <<<"$base")"
-        if compgen -G "$PYSPARK_JARS/${artifact}-[0-9]*.jar" >/dev/null; then
-            continue
-        fi
-        cp "$jar" "$work/jars/"
-    done
+    keep_new_jars "$work/all" "$work/jars" "$PYSPARK_JARS"
     (cd "$work/jars" && ls -1 *.jar >jars.txt)
     grep -q "^hadoop-aws-$HADOOP.jar$" "$work/jars/jars.txt" \
         || { log "resolution did not produce hadoop-aws-$HADOOP.jar"; exit 1; }

@@ -29,9 +29,12 @@ from kubernetes import client
 
 from deltakeeper.compaction import submit
 from deltakeeper.k8s.spark_jobs import GROUP, PLURAL, VERSION
+from tests.support.chart import THIRD_PARTY_CRDS
 from tests.support.spark import SUBMIT_CONF, ensure_spark
 
 S3A_SH = Path(__file__).resolve().parents[2] / "scripts" / "spark" / "s3a.sh"
+# The real spark-operator CRD, read in place (tests never copy it).
+CRD = THIRD_PARTY_CRDS / "sparkoperator.k8s.io_sparkapplications.yaml"
 IMAGE_FILES = {"local:///opt/deltakeeper/job.py": str(submit.JOB_FILE)}
 
 
