@@ -5,7 +5,8 @@ the spark-operator controller (it runs each SparkApplication's job with spark-su
 One operator for the module, --max-compaction-jobs 1. Small-file tables on local disk and on
 MinIO (the stand-in adds the s3a connector, as the image carries it) are compacted for real; a
 job whose template names a job file the image does not have fails. The MinIO tables' Secret
-values must reach nothing but the job's environment.
+values must reach nothing but the job's environment. Measured: 4m23s on two busy cores, most of
+it four Spark runs (50-85 s each).
 """
 
 from __future__ import annotations

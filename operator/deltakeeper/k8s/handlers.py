@@ -20,7 +20,7 @@ import kopf
 from deltakeeper.compaction.launcher import Limited
 from deltakeeper.k8s import api, secrets
 from deltakeeper.k8s.options import PEERING, SPARK_TEMPLATE, Options
-from deltakeeper.k8s.spark_launcher import SparkApplicationLauncher, default_template
+from deltakeeper.k8s.spark_launcher import Lookup, SparkApplicationLauncher, default_template
 from deltakeeper.k8s.tables import Tables
 from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.resources.manifests import select_policy
@@ -58,8 +58,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, options.namespaces)
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
-    memo.compactor = _compactor(memo.api, options)
     memo.tables = Tables(memo)
+    memo.compactor = _compactor(memo.api, options, memo.tables.job_owner)
     memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=options.max_concurrent)
     memo.background = [
         asyncio.create_task(memo.fleet.heartbeat()),
@@ -71,13 +71,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     log.info("metrics: %s, peering priority %d", metrics.url(memo.server), options.priority)
 
 
-def _compactor(api_client: Any, options: Options) -> Compactor:
+def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
     """SparkApplications for tables with compaction enabled, at most --max-compaction-jobs at
     once; the daemon never waits for one."""
     required = options.spark_application != SPARK_TEMPLATE  # named explicitly
     template = default_template(options.spark_application, required)
-    launcher = Limited(SparkApplicationLauncher(api_client, template), options.max_compaction_jobs)
-    return Compactor(launcher, wait=False)
+    launcher = SparkApplicationLauncher(api_client, template, lookup)
+    return Compactor(Limited(launcher, options.max_compaction_jobs), wait=False)
 
 
 @kopf.on.cleanup()

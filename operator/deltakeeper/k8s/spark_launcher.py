@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,6 @@ from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import spark_jobs
 from deltakeeper.k8s.spark_jobs import SparkState
-from deltakeeper.resources.crd import GROUP, VERSION
 
 log = logging.getLogger("deltakeeper.operator")
 WAIT_EVERY_S = 2.0
@@ -57,10 +57,24 @@ def default_template(path: str | None, required: bool) -> dict[str, Any]:
     return spec
 
 
+@dataclass(frozen=True)
+class TableRef:
+    """What a job needs of its DeltaTable: the uid its owner reference names, and the Secret
+    its credentials are referenced from."""
+
+    uid: str
+    secret: str | None
+
+
+# (namespace, name) -> the DeltaTable as the operator's watch last saw it; None if unknown.
+Lookup = Callable[[tuple[str, str]], TableRef | None]
+
+
 class SparkApplicationLauncher:
-    def __init__(self, api: client.ApiClient, template: Mapping[str, Any]) -> None:
+    def __init__(self, api: client.ApiClient, template: Mapping[str, Any], lookup: Lookup) -> None:
         self.api = api
         self.template = dict(template)
+        self.lookup = lookup
 
     def start(self, request: JobRequest) -> SparkApplicationJob:
         if request.owner is None:
@@ -69,11 +83,13 @@ class SparkApplicationLauncher:
         running = [j for j in spark_jobs.for_table(self.api, namespace, name) if _runs(j)]
         if running:
             raise JobRunning(f"SparkApplication {namespace}/{running[-1].name} still runs")
-        table = _table(self.api, namespace, name)
-        secret = ((table["spec"].get("storage") or {}).get("secretRef") or {}).get("name")
+        table = self.lookup(request.owner)
+        if table is None:
+            raise InvalidInputError(f"DeltaTable {namespace}/{name} is no longer watched here")
+        secret = table.secret
         keys = sorted(k8s_api.read_secret(self.api, namespace, secret) or {}) if secret else []
         storage = spark_storage(request.uri, request.storage_options)
-        owner = Owner(name, namespace, str(table["metadata"]["uid"]))
+        owner = Owner(name, namespace, table.uid)
         app = spark_application(
             owner,
             request.job_id,
@@ -170,12 +186,3 @@ def _epoch_s(rfc3339: str) -> float | None:
         return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-def _table(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    """The DeltaTable as the API server has it now: its uid (the owner reference) and its
-    Secret's name (the job's credentials)."""
-    obj: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, k8s_api.TABLES, name, _request_timeout=spark_jobs.TIMEOUT
-    )
-    return dict(obj)
