@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from deltakeeper.compaction.launcher import JobRunning
 from deltakeeper.k8s import spark_jobs, spark_launcher
 from deltakeeper.k8s.spark_jobs import Job, SparkState
 from deltakeeper.k8s.spark_launcher import SparkApplicationJob
@@ -98,3 +99,28 @@ def test_a_job_for_an_unknown_table_is_refused_before_any_call() -> None:
     launcher = spark_launcher.SparkApplicationLauncher(None, {}, lambda key: None)
     with pytest.raises(InvalidInputError, match="needs the DeltaTable"):
         launcher.start(JobRequest("/t", SPEC))
+
+
+def test_a_template_the_crd_refuses_fails_the_job_with_the_api_servers_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from deltakeeper.compaction.launcher import JobFailed, JobRequest
+
+    refused = ApiException(status=422, reason="Unprocessable Entity")
+    refused.body = '{"message": "spec.driver.cores: Invalid value: \\"string\\": must be integer"}'
+
+    def create(_: Any, app: Any) -> Job:
+        raise refused
+
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [])
+    monkeypatch.setattr(spark_jobs, "create", create)
+    lookup = {("ns", "t"): spark_launcher.TableRef("uid-1", None)}.get
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lookup)
+    request = JobRequest("/lake/t", SPEC, owner=("ns", "t"), template={"driver": {"cores": "x"}})
+    with pytest.raises(JobFailed, match=r"refused it: spec\.driver\.cores: Invalid value"):
+        launcher.start(request)
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [job(SparkState.RUNNING)])
+    with pytest.raises(JobRunning, match="dk-t-1 still runs"):
+        launcher.start(request)

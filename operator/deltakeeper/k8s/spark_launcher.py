@@ -11,6 +11,7 @@ Blocking API calls with deadlines: called from the watch loop's thread, never th
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -21,11 +22,12 @@ from typing import Any
 
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from deltakeeper.compaction.launcher import Found, JobRequest, JobResult, JobRunning
+from deltakeeper.compaction.launcher import Found, JobFailed, JobRequest, JobResult, JobRunning
 from deltakeeper.compaction.spark_application import Owner, merge, spark_application
 from deltakeeper.compaction.spark_storage import spark_storage
-from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import spark_jobs
 from deltakeeper.k8s.spark_jobs import SparkState
@@ -77,6 +79,15 @@ class SparkApplicationLauncher:
         self.lookup = lookup
 
     def start(self, request: JobRequest) -> SparkApplicationJob:
+        """A failed API call is a failed job (Degraded, a Warning, a retry after a backoff)."""
+        try:
+            return self._start(request)
+        except DeltaError:
+            raise
+        except Exception as e:
+            raise JobFailed(f"cannot create the SparkApplication: {_api_error(e)}") from e
+
+    def _start(self, request: JobRequest) -> SparkApplicationJob:
         if request.owner is None:
             raise InvalidInputError("a SparkApplication job needs the DeltaTable it belongs to")
         namespace, name = request.owner
@@ -175,6 +186,17 @@ class SparkApplicationJob:
     def _failed(self, error: str, message: str) -> JobResult:
         result = {"result": "failed", "error": error, "message": message}
         return JobResult(1, result, "")
+
+
+def _api_error(e: Exception) -> str:
+    """A refusal by the CRD's schema in the API server's words (which field, and why: what
+    to fix in spec.compaction.sparkApplication); any other error by its status only."""
+    if isinstance(e, ApiException) and e.status == 422:
+        try:
+            return f"the API server refused it: {json.loads(e.body or '')['message']}"
+        except (TypeError, ValueError, KeyError):
+            pass
+    return k8s_api.short_error(e)
 
 
 def _runs(job: spark_jobs.Job) -> bool:
