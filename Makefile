@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator clean
+.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator bench-discovery clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -16,13 +16,7 @@ run: setup
 # kube-apiserver) or runs (helm, kubeconform, Prometheus and promtool) is installed by these scripts, cached under
 # ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
 test-deps: setup
-	@scripts/stores/install.sh >/dev/null
-	@scripts/spark/install.sh >/dev/null
-	@scripts/spark/s3a.sh >/dev/null
-	@scripts/k8s/install.sh >/dev/null
-	@scripts/helm/install.sh >/dev/null
-	@scripts/prometheus/install.sh >/dev/null
-	@scripts/image/install.sh >/dev/null
+	@scripts/test_deps.sh
 
 test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE --durations=25
@@ -56,6 +50,11 @@ bench-maintenance: test-deps
 # Issue 4: the operator against 1,000 DeltaTables on a real API server; about 10 minutes.
 bench-operator: test-deps
 	$(PY) -m benchmarks.operator --tables 1000
+
+# Issue 15: discover() against a full recursive listing on MinIO (10,000 small tables, then 10
+# big ones); most of its ~30 minutes is uploading 90,000 objects.
+bench-discovery: test-deps
+	$(PY) -m benchmarks.discovery
 
 clean:
 	rm -rf .venv demo-lake .pytest_cache .mypy_cache .ruff_cache

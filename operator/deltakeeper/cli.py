@@ -17,12 +17,15 @@ from deltakeeper.compaction import launcher as launcher_mod
 from deltakeeper.compaction import submit
 from deltakeeper.delta import cleanup, errors, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
+from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH, Scan, discover
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import SnapshotHeader
+from deltakeeper.delta.storage import LocalStorage, open_storage
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import compaction, executor, planner, policy
+from deltakeeper.resources.lake import table_uri
 from deltakeeper.runtime import credentials
 from deltakeeper.units import (
     format_bytes,
@@ -69,14 +72,22 @@ def _option_value(key: str, value: str) -> Any:
     return value
 
 
-def _positive(text: str) -> int:
+def _whole(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _whole(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    return _whole(text, 0)
 
 
 def _port(text: str) -> int:
@@ -89,8 +100,8 @@ def _port(text: str) -> int:
     return value
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("uri", help="table location: a path, file://, s3://, gs://, abfss:// or az://")
+def _common(p: argparse.ArgumentParser, what: str = "table location") -> None:
+    p.add_argument("uri", help=f"{what}: a path, file://, s3://, gs://, abfss:// or az://")
     p.add_argument(
         "--storage-option",
         action="append",
@@ -252,8 +263,73 @@ def build_parser() -> argparse.ArgumentParser:
     _maintenance_flags(p, dry_run="print the plan and what each step would do; change nothing")
     p.set_defaults(func=cmd_maintain)
     _compact_command(sub)
+    _discover_command(sub)
     _daemon_commands(sub)
     return parser
+
+
+_DISCOVER = (
+    "List URI folder by folder (delimited listings, never every data file) and print each "
+    "folder holding a _delta_log/ with a commit or checkpoint, relative to URI ('.' when URI "
+    "is itself a table). Tables inside tables are not looked for, nor folders starting with "
+    "'_' or '.'. Patterns are globs on the relative path where '*' also matches '/', so "
+    "'sales/*' takes every table below sales/."
+)
+_PATTERNS = {
+    "--include": "only tables whose path matches GLOB (repeatable: any of them)",
+    "--exclude": "leave out tables whose path matches GLOB (repeatable)",
+}
+
+
+def _discover_command(sub: Any) -> None:
+    what = "find the Delta tables under a prefix (what a DeltaLake would manage)"
+    p = sub.add_parser("discover", help=what, description=_DISCOVER)
+    _common(p, "the prefix to look under")
+    p.add_argument(
+        "--max-depth",
+        type=_non_negative,
+        default=DEFAULT_MAX_DEPTH,
+        metavar="N",
+        help=f"look for tables at most N folders below URI (default {DEFAULT_MAX_DEPTH})",
+    )
+    for flag, text in _PATTERNS.items():
+        p.add_argument(flag, action="append", default=[], metavar="GLOB", help=text)
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object: tables, requests, seconds"
+    )
+    p.set_defaults(func=cmd_discover)
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    storage = open_storage(args.uri, _storage_options(args.storage_option))
+    if isinstance(storage, LocalStorage) and not os.path.isdir(storage.root):
+        raise InvalidInputError(f"{args.uri}: no such folder; give the folder the tables are in")
+    scan = discover(storage, include=args.include, exclude=args.exclude, max_depth=args.max_depth)
+    if args.json:
+        print(json.dumps(_discover_json(args.uri, scan)))
+        return 0
+    for path in scan.tables:
+        print(path)
+    print(
+        f"{len(scan.tables)} tables under {args.uri} ({scan.excluded} left out by patterns, "
+        f"{len(scan.empty_logs)} _delta_log folders without commits); {scan.requests} "
+        f"requests in {scan.seconds:.2f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _discover_json(uri: str, scan: Scan) -> dict[str, Any]:
+    return {
+        "uri": uri,
+        "tables": [{"path": p, "uri": table_uri(uri, p)} for p in scan.tables],
+        "requests": scan.requests,
+        "seconds": round(scan.seconds, 3),
+        "foldersListed": scan.folders_listed,
+        "logsChecked": scan.logs_checked,
+        "emptyLogs": list(scan.empty_logs),
+        "excluded": scan.excluded,
+    }
 
 
 def _compact_command(sub: Any) -> None:
@@ -494,7 +570,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(tables, indent=2, sort_keys=True))
         standalone.print_rejected(rejected, sys.stderr)  # keeps stdout the name -> status map
     else:
-        standalone.print_summary(tables, sys.stdout, rejected)
+        standalone.print_summary(tables, sys.stdout, rejected, body.get("lakes") or {})
     return 0
 
 

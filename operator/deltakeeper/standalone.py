@@ -4,6 +4,10 @@
 manifests from DIR (re-read when a file changes), runs the same watcher, planner and executor
 as the operator, serves the same metrics, and writes every table's status to a JSON file that
 `deltakeeper status` prints. A malformed manifest is reported and skipped; the others run.
+
+DeltaLake manifests are scanned every scanInterval; each table found is maintained as the
+DeltaTable `resources.lake.table_manifest` describes (a DeltaTable manifest for the same URI
+wins). A table that disappears stays, marked `discovery.present: false`: nothing is deleted.
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources import manifests
+from deltakeeper.resources.lake import LakeResource, table_manifest
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.fleet import Fleet, now_ms
-from deltakeeper.runtime.registry import Entry, Key, Registry
+from deltakeeper.runtime.lakes import LakeScan, LakeScanner, lake_status
+from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 from deltakeeper.runtime.targets import resolve
 from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
 
@@ -37,6 +43,26 @@ STATUS_DIR = ".deltakeeper"
 
 def status_file_for(manifests_dir: str | Path) -> Path:
     return Path(manifests_dir) / STATUS_DIR / "status.json"
+
+
+@dataclass
+class LakeEntry:
+    """A DeltaLake manifest, its scanner, and the DeltaTables its scans found."""
+
+    resource: LakeResource
+    scanner: LakeScanner
+    due: float = 0.0  # loop time of the next scan
+    task: asyncio.Task[LakeScan] | None = None
+    tables: dict[str, TableResource] = field(default_factory=dict)  # path -> table
+    gone: set[str] = field(default_factory=set)  # paths the last good scan did not find
+    status: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, path: str) -> TableResource:
+        body = table_manifest(self.resource, path)
+        source = f"DeltaLake {self.resource.namespace}/{self.resource.name}"
+        parsed = manifests.parse(body, source)
+        assert isinstance(parsed, TableResource)  # parse returns the kind it is given
+        return parsed
 
 
 @dataclass(kw_only=True)
@@ -78,6 +104,10 @@ class Standalone:
         self._good: dict[str, list[Any]] = {}  # file -> its last documents that loaded
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
+        self.lakes: dict[Key, LakeEntry] = {}
+        self.lake_statuses: dict[str, dict[str, Any]] = _read_json(status_path).get("lakes", {})
+        self._manifest_tables: dict[Key, TableResource] = {}
+        self._origin: dict[Key, tuple[LakeEntry, str]] = {}  # lake tables: lake and path
 
     @property
     def tables(self) -> dict[Key, TableEntry]:
@@ -103,19 +133,103 @@ class Standalone:
         credentials.SCRUBBER.register(
             v for data in self.secrets.values() for v in credentials.secret_values(data)
         )
-        wanted = {(t.namespace, t.name): t for t in loaded.tables}
+        self._manifest_tables = {(t.namespace, t.name): t for t in loaded.tables}
+        self._sync_lakes(loaded.lakes)
+        self._sync_tables()
+        log.info(
+            "manifests in %s: %d tables, %d policies, %d lakes, %d errors",
+            self.folder,
+            len(self._manifest_tables),
+            len(self.policies),
+            len(self.lakes),
+            len(loaded.errors),
+        )
+        return True
+
+    def _sync_tables(self) -> None:
+        """Watch the manifests' tables and the lakes' tables, no other."""
+        wanted = dict(self._manifest_tables)
+        self._origin = {}
+        uris = {same_table(str(t.spec.get("uri") or "")) for t in wanted.values()}
+        for lake in self.lakes.values():
+            for path, table in sorted(lake.tables.items()):
+                key = (table.namespace, table.name)
+                if key in wanted or same_table(str(table.spec["uri"])) in uris:
+                    continue  # a DeltaTable manifest for it wins
+                wanted[key] = table
+                self._origin[key] = (lake, path)
         for key in [k for k in self.tables if k not in wanted]:
             self._drop(key)
         for key, resource in wanted.items():
             self._upsert(key, resource)
-        log.info(
-            "manifests in %s: %d tables, %d policies, %d errors",
-            self.folder,
-            len(wanted),
-            len(self.policies),
-            len(loaded.errors),
-        )
-        return True
+
+    def _sync_lakes(self, lakes: Sequence[LakeResource]) -> None:
+        wanted = {(lake.namespace, lake.name): lake for lake in lakes}
+        for key in [k for k in self.lakes if k not in wanted]:
+            old = self.lakes.pop(key)
+            if old.task is not None:
+                old.task.cancel()
+            self.metrics.forget_lake(*key)
+            self.lake_statuses.pop(_name(key), None)
+            log.info("%s/%s: DeltaLake removed; its tables are no longer watched", *key)
+        for key, lake in wanted.items():
+            entry = self.lakes.get(key)
+            if entry is None:
+                scanner = LakeScanner(lake, self.metrics, self.clock)
+                self.lakes[key] = LakeEntry(lake, scanner)
+            elif entry.resource != lake:
+                entry.resource = entry.scanner.lake = lake
+                entry.due = 0.0  # scan again now, under the new spec
+                entry.tables = {path: entry.table(path) for path in entry.tables}
+
+    # -- lakes --------------------------------------------------------------------------------
+    def scan_lakes(self, now: float) -> None:
+        """Start the scans that are due (each in a thread: listing blocks)."""
+        for entry in self.lakes.values():
+            if entry.task is None and now >= entry.due:
+                entry.due = now + entry.resource.scan_interval_s
+                entry.task = asyncio.create_task(self._scan(entry))
+
+    async def _scan(self, entry: LakeEntry) -> LakeScan:
+        try:
+            target = resolve(entry.resource.root_table(), [], self._secret)
+            if target.problem is not None:
+                scan = entry.scanner.failed(target.problem.message, target.problem.reason)
+            else:
+                scan = await asyncio.to_thread(entry.scanner.scan, target.storage_options)
+            self._scanned(entry, scan)
+            return scan
+        finally:
+            entry.task = None
+
+    def _scanned(self, entry: LakeEntry, scan: LakeScan) -> None:
+        lake = entry.resource
+        if scan.ok:
+            for path in scan.appeared:
+                entry.gone.discard(path)
+                if path not in entry.tables:
+                    entry.tables[path] = entry.table(path)
+            entry.gone.update(scan.disappeared)
+        for event in scan.events():
+            level = logging.WARNING if event.type == "Warning" else logging.INFO
+            log.log(level, "%s/%s: %s: %s", lake.namespace, lake.name, event.reason, event.message)
+        self._sync_tables()
+        managed = sum(1 for origin, _ in self._origin.values() if origin is entry)
+        name = _name((lake.namespace, lake.name))
+        previous = self.lake_statuses.get(name)
+        self.lake_statuses[name] = lake_status(scan, managed, previous, lake.generation)
+        for key, (origin, path) in self._origin.items():
+            if origin is entry and _name(key) in self.statuses:
+                self.statuses[_name(key)]["discovery"] = _discovery(entry, path)
+        self._dirty = True
+
+    async def scan_all(self) -> None:
+        """Scan every lake now and wait for the scans (`--once`)."""
+        for entry in self.lakes.values():
+            entry.due = 0.0
+        self.scan_lakes(0.0)
+        tasks = [e.task for e in self.lakes.values() if e.task is not None]
+        await asyncio.gather(*tasks)
 
     def _upsert(self, key: Key, resource: TableResource) -> None:
         known = self.tables.get(key)
@@ -161,6 +275,9 @@ class Standalone:
         name = _name(target.key)
         old = self.statuses.get(name, {})
         new = status.build(target, obs, old, self.clock())
+        origin = self._origin.get(target.key)
+        if origin is not None:
+            new["discovery"] = _discovery(*origin)
         self.statuses[name] = {**new, "_spec": old.get("_spec")}
         self._dirty = True
         return True
@@ -182,6 +299,7 @@ class Standalone:
             "updated": self.clock(),
             "folder": str(self.folder),
             "tables": self.statuses,
+            "lakes": self.lake_statuses,
             "rejected": self.rejected,
         }
         tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
@@ -196,19 +314,23 @@ class Standalone:
             last_summary = 0.0
             while not stop.is_set():
                 self.reload()
+                loop_now = asyncio.get_running_loop().time()
+                self.scan_lakes(loop_now)
                 for key, entry in self.tables.items():
                     if entry.loop is None:
                         self.registry.start(key, self.fleet, entry.watcher)
                 self.flush()
-                loop_now = asyncio.get_running_loop().time()
                 if summary_s and loop_now - last_summary >= summary_s:
                     last_summary = loop_now
-                    print_summary(self.statuses, self.out, self.rejected)
+                    print_summary(self.statuses, self.out, self.rejected, self.lake_statuses)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), RELOAD_S)
             return 0
         finally:
             heartbeat.cancel()
+            for lake in self.lakes.values():
+                if lake.task is not None:
+                    lake.task.cancel()
             await self.registry.stop()
             for entry in self.tables.values():
                 entry.watcher.compactions.stop()  # no job outlives `run`
@@ -219,12 +341,25 @@ class Standalone:
         """Poll every table once (maintenance included), write the status, exit 0 when every
         table is Ready and no manifest was rejected."""
         self.reload()
+        await self.scan_all()
         for key, entry in self.tables.items():
             await self.fleet.poll_once(await self.target(key, entry), entry.watcher)
         self.flush()
-        print_summary(self.statuses, self.out, self.rejected)
-        ready = all(_ready(s) == "True" for s in self.statuses.values())
+        print_summary(self.statuses, self.out, self.rejected, self.lake_statuses)
+        ready = all(
+            _ready(s) == "True" for s in [*self.statuses.values(), *self.lake_statuses.values()]
+        )
         return 0 if ready and not self.rejected else 1
+
+
+def _discovery(entry: LakeEntry, path: str) -> dict[str, Any]:
+    """A lake-managed table's origin, and whether the lake's last good scan still found it."""
+    lake = entry.resource
+    return {
+        "lake": _name((lake.namespace, lake.name)),
+        "path": path,
+        "present": path not in entry.gone,
+    }
 
 
 def _signature(folder: Path) -> object:
@@ -308,19 +443,61 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+LAKE_COLUMNS = ("LAKE", "TABLES", "MANAGED", "LAST-SCAN", "REQUESTS", "SECONDS", "READY")
+
+
+def lake_rows(lakes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name in sorted(lakes):
+        s = lakes[name]
+        scan = s.get("lastScan") or {}
+        rows.append(
+            (
+                name,
+                _cell(s.get("tables")),
+                _cell(s.get("managedTables")),
+                f"{scan.get('time', '-')} {scan.get('result', '')}".strip(),
+                _cell(scan.get("requests")),
+                _cell(scan.get("seconds")),
+                _ready(s),
+            )
+        )
+    return rows
+
+
 def print_summary(
-    statuses: Mapping[str, Mapping[str, Any]], out: TextIO, rejected: Sequence[str] = ()
+    statuses: Mapping[str, Mapping[str, Any]],
+    out: TextIO,
+    rejected: Sequence[str] = (),
+    lakes: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    rows = [COLUMNS, *status_rows(statuses)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    for row in rows:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    _print_rows([COLUMNS, *status_rows(statuses)], out)
+    gone = [
+        n for n in sorted(statuses) if (statuses[n].get("discovery") or {}).get("present") is False
+    ]
     for name in sorted(statuses):
         why = _reason(statuses[name])
         if why:
             out.write(f"  {name}: {why}\n")
+    for name in gone:
+        where = statuses[name]["discovery"]
+        out.write(
+            f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); kept, not deleted\n"
+        )
+    if lakes:
+        _print_rows([LAKE_COLUMNS, *lake_rows(lakes)], out)
+        for name in sorted(lakes):
+            why = _reason(lakes[name])
+            if why:
+                out.write(f"  {name}: {why}\n")
     print_rejected(rejected, out)
     out.flush()
+
+
+def _print_rows(rows: Sequence[tuple[str, ...]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
 def print_rejected(rejected: Sequence[str], out: TextIO) -> None:

@@ -39,6 +39,8 @@ CLASSIC_V2_EVERY_INTERVALS = 10
 # cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
 # often vacuum runs when vacuum.schedule is not set (vacuum lists the whole table, so rarely).
 POLL_INTERVAL_MS = 30_000
+# A DeltaLake: how often its prefix is scanned for tables that appeared or disappeared.
+LAKE_SCAN_INTERVAL_MS = 10 * 60_000
 CLEANUP_EVERY_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
 # Compaction (off unless a spec, policy or flag enables it). Target size as Delta's

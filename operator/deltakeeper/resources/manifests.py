@@ -1,4 +1,5 @@
-"""DeltaTable, DeltaMaintenancePolicy and Secret manifests: parsing, validation, selection.
+"""DeltaTable, DeltaMaintenancePolicy, DeltaLake and Secret manifests: parsing, validation,
+selection (DeltaLakes are parsed by lake.py).
 
 Standalone mode reads these from a folder; the operator gets the same shapes from the API
 server. Validation uses the CRDs' own OpenAPI schemas (crd.py), so a manifest standalone mode
@@ -13,12 +14,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import yaml
 
 from deltakeeper.resources import crd
+
+if TYPE_CHECKING:
+    from deltakeeper.resources.lake import LakeResource
 
 API_VERSION = crd.API_VERSION
 _HINTS = {
@@ -59,6 +63,7 @@ class PolicyResource(Resource):
 class Loaded:
     tables: list[TableResource] = field(default_factory=list)
     policies: list[PolicyResource] = field(default_factory=list)
+    lakes: list[LakeResource] = field(default_factory=list)
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     errors: list[ManifestError] = field(default_factory=list)
     # file -> its documents, for files that loaded whole (or were kept at their last good)
@@ -253,6 +258,11 @@ def _parse_doc(doc: Any, where: str) -> Any:
         meta = doc.get("metadata") or {}
         ref = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         return (*ref, secret_data(doc, where))
+    if isinstance(doc, dict) and doc.get("kind") == "DeltaLake":
+        # lake.py builds on this module (its tables are DeltaTables): imported when needed.
+        from deltakeeper.resources.lake import parse_lake
+
+        return parse_lake(doc, where)
     if isinstance(doc, dict) and doc.get("kind") not in (None, *_VALIDATORS):
         return None  # other kinds (ConfigMaps, ...) may share the folder
     return parse(doc, where)
@@ -263,7 +273,7 @@ def _add(loaded: Loaded, item: Any, where: str, seen: dict[tuple[str, str, str],
         namespace, name, data = item
         loaded.secrets[(namespace, name)] = data
         return
-    kind = "table" if isinstance(item, TableResource) else "policy"
+    kind = type(item).__name__
     key = (kind, item.namespace, item.name)
     if key in seen:
         raise ManifestError(
@@ -272,8 +282,10 @@ def _add(loaded: Loaded, item: Any, where: str, seen: dict[tuple[str, str, str],
     seen[key] = where
     if isinstance(item, TableResource):
         loaded.tables.append(item)
-    else:
+    elif isinstance(item, PolicyResource):
         loaded.policies.append(item)
+    else:
+        loaded.lakes.append(item)
 
 
 # -- policy selection and precedence -------------------------------------------------------

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -96,6 +96,20 @@ _REQUESTS = (
     "Requests sent to the object store or file system, by operation",
 )
 
+# A DeltaLake's scans; labels `namespace` and `lake` (the resource's name).
+_LAKE_TABLES = ("deltakeeper_lake_tables", "gauge", "Delta tables the lake's last scan found")
+_LAKE_SECONDS = (
+    "deltakeeper_lake_scan_duration_seconds",
+    "gauge",
+    "Seconds the lake's last scan took",
+)
+_LAKE_REQUESTS = (
+    "deltakeeper_lake_scan_requests_total",
+    "counter",
+    "Storage requests the lake's scans sent (listings, retries included)",
+)
+_LAKE_SCANS = ("deltakeeper_lake_scans_total", "counter", "Scans of the lake, by result")
+
 
 @dataclass(slots=True)
 class _Duration:
@@ -129,13 +143,31 @@ class _Table:
     compaction: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     labels: str = ""  # the two labels as exposed, escaped once
+    label: ClassVar[str] = "table"
 
     def __post_init__(self) -> None:
         self.labels = f'namespace="{_escape(self.namespace)}",table="{_escape(self.name)}"'
 
 
+@dataclass(slots=True)
+class _Lake:
+    """Everything exported about one DeltaLake's scans."""
+
+    namespace: str
+    name: str
+    tables: int | None = None
+    seconds: float | None = None
+    requests: int = 0
+    scans: dict[str, int] = field(default_factory=dict)  # result -> scans
+    labels: str = ""
+    label: ClassVar[str] = "lake"
+
+    def __post_init__(self) -> None:
+        self.labels = f'namespace="{_escape(self.namespace)}",lake="{_escape(self.name)}"'
+
+
 Labels = tuple[tuple[str, str], ...]
-Sample = tuple[_Table, str, Labels, float]  # table, name suffix, extra labels, value
+Sample = tuple[_Table | _Lake, str, Labels, float]  # table, name suffix, extra labels, value
 Family = tuple[tuple[str, str, str], Iterator[Sample]]  # (name, type, help), samples
 
 
@@ -147,6 +179,7 @@ class Metrics:
     ) -> None:
         self.clock = clock
         self._tables: dict[tuple[str, str], _Table] = {}
+        self._lakes: dict[tuple[str, str], _Lake] = {}
         self._lock = threading.Lock()  # writers only: the scrape copies the dict (atomic)
         self.registry = registry or CollectorRegistry()
         self.registry.register(_Collector(self))
@@ -202,6 +235,30 @@ class Metrics:
 
     def compaction_jobs(self, namespace: str, table: str, state: str, jobs: int) -> None:
         self._of(namespace, table).compaction[state] = jobs
+
+    def lake_scan(
+        self,
+        namespace: str,
+        lake: str,
+        result: str,
+        tables: int | None,
+        seconds: float,
+        requests: int,
+    ) -> None:
+        """One scan of a DeltaLake; `tables` None when it failed (the last count stays)."""
+        record = self._lakes.get((namespace, lake))
+        if record is None:
+            with self._lock:
+                record = self._lakes.setdefault((namespace, lake), _Lake(namespace, lake))
+        if tables is not None:
+            record.tables = tables
+        record.seconds = seconds
+        record.requests += requests
+        record.scans[result] = record.scans.get(result, 0) + 1
+
+    def forget_lake(self, namespace: str, lake: str) -> None:
+        with self._lock:
+            self._lakes.pop((namespace, lake), None)
 
     def forget(self, namespace: str, table: str) -> None:
         """Drop every series of a table (its resource was deleted); counters included."""
@@ -261,6 +318,7 @@ class Metrics:
                 for state, n in list(t.compaction.items())
             ),
         )
+        yield from _lake_families(list(self._lakes.values()))
         yield (
             _REQUESTS,
             (
@@ -281,6 +339,16 @@ class Metrics:
                     yield "".join(lines)
                     lines.clear()
             yield "".join(lines)
+
+
+def _lake_families(lakes: list[_Lake]) -> Iterator[Family]:
+    yield _LAKE_TABLES, ((k, "", (), k.tables) for k in lakes if k.tables is not None)
+    yield _LAKE_SECONDS, ((k, "", (), k.seconds) for k in lakes if k.seconds is not None)
+    yield _LAKE_REQUESTS, ((k, "", (), k.requests) for k in lakes)
+    yield (
+        _LAKE_SCANS,
+        ((k, "", (("result", r),), n) for k in lakes for r, n in list(k.scans.items())),
+    )
 
 
 def _histogram(t: _Table) -> Iterator[Sample]:
@@ -314,7 +382,7 @@ class _Collector(Collector):
             counter = kind == "counter"
             family = Metric(name.removesuffix("_total") if counter else name, text, kind)
             for t, suffix, extra, value in samples:
-                labels = {"namespace": t.namespace, "table": t.name, **dict(extra)}
+                labels = {"namespace": t.namespace, t.label: t.name, **dict(extra)}
                 family.add_sample(name + suffix, labels, value)
             yield family
 

@@ -7,11 +7,11 @@ when their status does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from deltakeeper.runtime.watcher import Observation, Target
+from deltakeeper.runtime.watcher import Condition, Observation, Target
 
 # Written every poll, but not worth a write by itself (10,000 tables at 30 s would be 333/s).
 VOLATILE = ("lastPoll",)
@@ -22,26 +22,42 @@ REFRESH_S = 300
 def build(
     target: Target, obs: Observation, previous: Mapping[str, Any] | None, now_ms: int
 ) -> dict[str, Any]:
+    conditions = conditions_status(obs.conditions, previous, target.generation, now_ms)
+    return {**obs.status, "observedGeneration": target.generation, "conditions": conditions}
+
+
+def conditions_status(
+    conditions: Sequence[Condition],
+    previous: Mapping[str, Any] | None,
+    generation: int,
+    now_ms: int,
+) -> list[dict[str, Any]]:
+    """Conditions as status entries; a `lastTransitionTime` moves only with its status."""
     before = {
         c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, dict)
     }
-    stamp = datetime.fromtimestamp(now_ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    conditions = []
-    for c in obs.conditions:
+    stamp = timestamp(now_ms)
+    out = []
+    for c in conditions:
         old = before.get(c.type)
         moved = old is None or old.get("status") != c.status
         since = stamp if old is None or moved else old.get("lastTransitionTime", stamp)
-        conditions.append(
+        out.append(
             {
                 "type": c.type,
                 "status": c.status,
                 "reason": c.reason,
                 "message": c.message,
                 "lastTransitionTime": since,
-                "observedGeneration": target.generation,
+                "observedGeneration": generation,
             }
         )
-    return {**obs.status, "observedGeneration": target.generation, "conditions": conditions}
+    return out
+
+
+def timestamp(ms: int) -> str:
+    """UTC, to the second, as Kubernetes writes times."""
+    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def worth_writing(

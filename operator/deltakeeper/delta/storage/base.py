@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -65,6 +66,27 @@ class Storage(ABC):
             (f for k, f in found.items() if k > start_after and k != folder),
             key=lambda f: f.key,
         )
+
+    def list_lazily(self, prefix: str) -> Iterator[FileInfo]:
+        """Direct children of folder `prefix` (files and sub-folders, as `list_from` gives
+        them), page by page in the store's order: stop iterating and no further page is
+        requested. For a question the first page usually answers (does a log hold a commit?)."""
+        folder = _folder(prefix)
+        for info in self._list_from(folder, ""):
+            if info.key != folder:
+                yield info
+
+    def list_folders(self, prefix: str) -> list[str]:
+        """Names (no '/') of the direct sub-folders of folder `prefix`, sorted: one delimited
+        listing, never a recursive one. Files in the folder cost pages, not results."""
+        return sorted({f.name for f in self.list_lazily(prefix) if f.is_dir})
+
+    def fork(self) -> Storage:
+        """The same store with its own request counter, for one thread: `requests` is a plain
+        Counter, and `+=` from several threads can lose counts. Add the fork's counts back."""
+        twin = copy.copy(self)
+        twin.requests = Counter()
+        return twin
 
     def walk(self, prefix: str = "", folders: bool = False) -> Iterator[FileInfo]:
         """Every file below `prefix` (recursively), in no promised order. With `folders`, also

@@ -1,0 +1,80 @@
+"""`deltakeeper discover`: output, JSON keys, flags and exit codes (local disk)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deltakeeper.cli import main
+from tests.unit.test_discover import make_table
+
+DISCOVER_KEYS = {
+    "uri",
+    "tables",
+    "requests",
+    "seconds",
+    "foldersListed",
+    "logsChecked",
+    "emptyLogs",
+    "excluded",
+}
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    for rel in ("events", "sales/orders", "sales/eu/refunds", "a/b/c/d"):
+        make_table(tmp_path, rel)
+    staging = tmp_path / "sales" / "staging" / "_delta_log"  # a writer's temp file, no commit
+    staging.mkdir(parents=True)
+    (staging / "_commit_3f2a0bd6-7cfc-4c3a-9a9b-2d8e8a1d5b7e.json.tmp").write_text("{}")
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prints_paths_and_cost(capsys: pytest.CaptureFixture[str], lake: Path) -> None:
+    code, out, err = run(capsys, "discover", str(lake))
+    assert code == 0, err
+    assert out.splitlines() == ["events", "sales/eu/refunds", "sales/orders"]
+    assert f"3 tables under {lake}" in err
+    assert "1 _delta_log folders without commits" in err
+    assert " requests in " in err
+
+
+def test_json(capsys: pytest.CaptureFixture[str], lake: Path) -> None:
+    code, out, _ = run(
+        capsys, "discover", f"file://{lake}", "--json", "--max-depth", "4", "--exclude", "a/*"
+    )
+    assert code == 0
+    body = json.loads(out)
+    assert set(body) == DISCOVER_KEYS
+    assert body["tables"][0] == {"path": "events", "uri": f"file://{lake}/events"}
+    assert [t["path"] for t in body["tables"]] == ["events", "sales/eu/refunds", "sales/orders"]
+    assert body["emptyLogs"] == ["sales/staging"]
+    assert body["requests"] == body["foldersListed"] + body["logsChecked"]
+
+
+def test_depth_and_include(capsys: pytest.CaptureFixture[str], lake: Path) -> None:
+    _, out, _ = run(capsys, "discover", str(lake), "--max-depth", "4", "--include", "a/*")
+    assert out.splitlines() == ["a/b/c/d"]
+    _, out, _ = run(capsys, "discover", str(lake), "--max-depth", "1")
+    assert out.splitlines() == ["events"]
+    _, out, _ = run(capsys, "discover", str(lake / "events"))
+    assert out.splitlines() == ["."]
+
+
+def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "discover", str(tmp_path / "missing"), "--json")
+    assert code == 2
+    assert "no such folder" in err
+    assert json.loads(out)["error"] == "InvalidInput"
+    code, _, err = run(capsys, "discover", str(tmp_path), "--max-depth", "-1")
+    assert code == 2 and "--max-depth" in err
+    code, _, err = run(capsys, "discover", "ftp://host/x")
+    assert code == 2 and "scheme" in err
