@@ -83,21 +83,8 @@ if [ ! -f "$JARS_DIR/jars.txt" ]; then
     mkdir -p "$CACHE"
     work="$(mktemp -d "$CACHE/.spark-jars-tmp.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
-    IFS=: read -r g a v <<<"$ARTIFACT"
-    cat >"$work/pom.xml" <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>deltakeeper</groupId><artifactId>spark-jars</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>
-  </dependencies>
-</project>
-EOF
     log "resolving $ARTIFACT and its runtime dependencies (Maven repo $M2)"
-    mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$M2" \
-        dependency:copy-dependencies -DincludeScope=runtime \
-        -DoutputDirectory="$work/all" >&2
+    runtime_jars "$ARTIFACT" "$work/all" "$M2"
     keep_new_jars "$work/all" "$work/jars" "$PYSPARK_JARS"
     for required in "delta-spark_${SPARK_MM}_${SCALA_BINARY}-${DELTA_VERSION}.jar" \
                     "delta-storage-${DELTA_VERSION}.jar"; do

@@ -14,3 +14,23 @@ keep_new_jars() {
         cp "$jar" "$to/"
     done
 }
+
+# runtime_jars GROUP:ARTIFACT:VERSION TO M2: the artifact and its runtime dependencies from
+# Maven Central (through the local repository M2) into TO; the pom goes beside TO.
+runtime_jars() {
+    local g a v pom
+    IFS=: read -r g a v <<<"$1"
+    pom="$(dirname "$2")/pom.xml"
+    cat >"$pom" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>deltakeeper</groupId><artifactId>jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>
+  </dependencies>
+</project>
+POM
+    mvn -B -q -f "$pom" -Dmaven.repo.local="$3" \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$2" >&2
+}

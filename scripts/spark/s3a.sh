@@ -27,23 +27,9 @@ if [ ! -f "$JARS_DIR/jars.txt" ]; then
     mkdir -p "$CACHE"
     work="$(mktemp -d "$CACHE/.s3a-jars-tmp.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
-    cat >"$work/pom.xml" <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>deltakeeper</groupId><artifactId>s3a-jars</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.hadoop</groupId><artifactId>hadoop-aws</artifactId>
-      <version>$HADOOP</version>
-    </dependency>
-  </dependencies>
-</project>
-EOF
     log "resolving hadoop-aws $HADOOP and the AWS SDK bundle it names (Maven repo $CACHE/m2)"
     # hadoop-aws's runtime tree (its hadoop-common is `provided`: Spark's shaded client jars).
-    mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
-        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/all" >&2
+    runtime_jars "org.apache.hadoop:hadoop-aws:$HADOOP" "$work/all" "$CACHE/m2"
     keep_new_jars "$work/all" "$work/jars" "$PYSPARK_JARS"
     (cd "$work/jars" && ls -1 *.jar >jars.txt)
     grep -q "^hadoop-aws-$HADOOP.jar$" "$work/jars/jars.txt" \
