@@ -116,6 +116,27 @@ def test_spark_submit_writes_and_reads_a_delta_table(
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == list(range(20))
 
 
+def run_job(
+    image: str, spec: dict[str, Any], run_args: list[str], conf: list[str] | None = None
+) -> dict[str, Any]:
+    """The image's compaction job under spark-submit, local[1]; its JSON result line."""
+    with container(image) as name:
+        done = buildah(
+            "run", "--isolation", "chroot",
+            "--env", "SPARK_LOCAL_IP=127.0.0.1", *run_args,
+            name, "--",
+            "/opt/spark/bin/spark-submit", "--master", "local[1]", "--driver-memory", "512m",
+            "--conf", "spark.ui.enabled=false",
+            *DELTA_CONF, *(conf or []),
+            "/opt/deltakeeper/job.py", "--spec-json", json.dumps(spec),
+            check=False, timeout=900,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    line = next(x for x in done.stdout.splitlines() if "deltakeeperCompaction" in x)
+    result: dict[str, Any] = json.loads(line)
+    return result
+
+
 def test_the_compaction_job_compacts_a_table_in_the_image(
     spark_image: str, job_dirs: tuple[Path, Path]
 ) -> None:
@@ -129,21 +150,7 @@ def test_the_compaction_job_compacts_a_table_in_the_image(
     for path in [table, *table.rglob("*")]:
         os.chown(path, SPARK_UID, SPARK_UID)
     spec = {"jobId": "dk-image-1", "table": "file:/data/events", "compact": [{}]}
-    with container(spark_image) as name:
-        done = buildah(
-            "run", "--isolation", "chroot",
-            "--env", "SPARK_LOCAL_IP=127.0.0.1",
-            "--volume", f"{data}:/data",
-            name, "--",
-            "/opt/spark/bin/spark-submit", "--master", "local[1]", "--driver-memory", "512m",
-            "--conf", "spark.ui.enabled=false",
-            *DELTA_CONF,
-            "/opt/deltakeeper/job.py", "--spec-json", json.dumps(spec),
-            check=False, timeout=900,
-        )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    line = next(x for x in done.stdout.splitlines() if "deltakeeperCompaction" in x)
-    result = json.loads(line)
+    result = run_job(spark_image, spec, ["--volume", f"{data}:/data"])
     assert result["result"] == "done" and result["filesRemoved"] == 4 and result["filesAdded"] == 1
     after = DeltaTable(str(table))
     assert after.version() == 4 and len(after.file_uris()) == 1
@@ -173,22 +180,8 @@ def test_the_compaction_job_compacts_an_s3a_table_on_minio(
     spec = {"jobId": "dk-image-s3a", "table": storage.uri, "compact": [{}]}
     env = [x for k, v in sorted(storage.env.items()) for x in ("--env", f"{k}={v}")]
     conf = [x for k, v in sorted(storage.conf.items()) for x in ("--conf", f"{k}={v}")]
-    with container(spark_image) as name:
-        done = buildah(
-            "run", "--isolation", "chroot",
-            # With AWS_* set, spark-submit resolves its own host name (as a pod's resolves).
-            "--hostname", "localhost",
-            "--env", "SPARK_LOCAL_IP=127.0.0.1", *env,
-            name, "--",
-            "/opt/spark/bin/spark-submit", "--master", "local[1]", "--driver-memory", "512m",
-            "--conf", "spark.ui.enabled=false",
-            *DELTA_CONF, *conf,
-            "/opt/deltakeeper/job.py", "--spec-json", json.dumps(spec),
-            check=False, timeout=900,
-        )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    line = next(x for x in done.stdout.splitlines() if "deltakeeperCompaction" in x)
-    result = json.loads(line)
+    # With AWS_* set, spark-submit resolves its own host name (as a pod's resolves).
+    result = run_job(spark_image, spec, ["--hostname", "localhost", *env], conf)
     assert result["result"] == "done" and result["filesRemoved"] == 4 and result["filesAdded"] == 1
     after = open_table(uri, minio.storage_options).snapshot()
     assert after.version == 4 and after.num_files == 1
