@@ -201,10 +201,12 @@ class AdoptingLauncher(StandInLauncher):
     def __init__(self, left: dict[tuple[str, str], StandIn]) -> None:
         super().__init__()
         self.left = left
-        self.asked: list[tuple[tuple[str, str], float]] = []
+        self.asked: list[tuple[tuple[str, str], float, int | None]] = []
 
-    def adopt(self, owner: tuple[str, str], deadline_s: float) -> Found | None:
-        self.asked.append((owner, deadline_s))
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
+        self.asked.append((owner, deadline_s, since_ms))
         job = self.left.get(owner)
         spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}]} if job else {}
         return Found(job, spec, T0) if job else None
@@ -219,11 +221,12 @@ def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_t
     left = StandIn(request("job-left"))
     launcher = AdoptingLauncher({("ns", "t"): left})
     limited = Limited(launcher, 1)
-    tracker = JobTracker(Compactor(limited))
+    # The last result the stored status recorded: a job that ended after it is read back.
+    tracker = JobTracker(Compactor(limited), {"timeMs": T0 - 1000})
 
     tracker.adopt(("ns", "t"), 60.0)
     tracker.adopt(("ns", "t"), 60.0)  # looked for once
-    assert launcher.asked == [(("ns", "t"), 60.0)]
+    assert launcher.asked == [(("ns", "t"), 60.0, T0 - 1000)]
     status = tracker.status()
     assert status is not None and status["running"]["jobId"] == "job-left"
     assert status["running"]["partitions"] == 1

@@ -124,3 +124,29 @@ def test_a_template_the_crd_refuses_fails_the_job_with_the_api_servers_reason(
     monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [job(SparkState.RUNNING)])
     with pytest.raises(JobRunning, match="dk-t-1 still runs"):
         launcher.start(request)
+
+
+def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def at(state: SparkState, created: str, name: str) -> Job:
+        return Job(name, "ns", name, state, "", created, {**SPEC, "jobId": name})
+
+    listed: list[Job] = []
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: listed)
+    by_name = lambda _, ns, name: next(j for j in listed if j.name == name)  # noqa: E731
+    monkeypatch.setattr(spark_jobs, "read", by_name)
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lambda key: None)
+    recorded_ms = 1_795_000_000_000  # the last result the table's status recorded
+    before = "2026-11-19T07:46:00Z"  # 1_795_074_360 s: after it
+    listed[:] = [at(SparkState.COMPLETED, "2026-11-01T00:00:00Z", "old")]
+    assert launcher.adopt(("ns", "t"), 60.0, recorded_ms) is None  # seen and recorded
+    listed.append(at(SparkState.COMPLETED, before, "unseen"))
+    found = launcher.adopt(("ns", "t"), 60.0, recorded_ms)
+    assert found is not None and found.job.job_id == "unseen"
+    result = found.job.poll()
+    assert result is not None and result.ok  # read back at once
+    listed.append(at(SparkState.RUNNING, "2026-11-01T00:00:01Z", "running"))
+    found = launcher.adopt(("ns", "t"), 10.0**9, recorded_ms)  # its deadline from its creation
+    assert found is not None and found.job.job_id == "running" and found.job.poll() is None
+    assert found.started_ms == 1_793_491_201_000

@@ -102,8 +102,11 @@ class Found:
 class Adopting(Protocol):
     """A Launcher whose jobs outlive the process that started them (SparkApplications)."""
 
-    def adopt(self, owner: tuple[str, str], deadline_s: float) -> Found | None:
-        """The owner's job that still runs, to be followed instead of starting another."""
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
+        """The owner's job that still runs, to be followed instead of starting another; else
+        one that ended after `since_ms` (the last result recorded) unseen, to be read back."""
         ...
 
 
@@ -132,11 +135,13 @@ class Limited:
             self._give()
             raise
 
-    def adopt(self, owner: tuple[str, str], deadline_s: float) -> Found | None:
-        """The wrapped launcher's running job, holding a slot (even past the limit: it runs)."""
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
+        """The wrapped launcher's job, holding a slot (even past the limit: it runs)."""
         if not isinstance(self.launcher, Adopting):
             return None
-        found = self.launcher.adopt(owner, deadline_s)
+        found = self.launcher.adopt(owner, deadline_s, since_ms)
         if found is None:
             return None
         with self._lock:

@@ -114,14 +114,18 @@ class SparkApplicationLauncher:
         log.info("%s/%s: created SparkApplication %s", namespace, name, job.name)
         return SparkApplicationJob(self.api, job, request.spec, time.time(), request.deadline_s)
 
-    def adopt(self, owner: tuple[str, str], deadline_s: float) -> Found | None:
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
         namespace, name = owner
-        running = [j for j in spark_jobs.for_table(self.api, namespace, name) if _runs(j)]
-        if not running:
+        jobs = spark_jobs.for_table(self.api, namespace, name)  # oldest first
+        running = [j for j in jobs if _runs(j)]
+        unseen = [j for j in jobs if not _runs(j) and _after(j, since_ms)]
+        if not running and not unseen:
             return None
-        job = running[-1]
+        job = (running or unseen)[-1]
         started = _epoch_s(job.created) or time.time()
-        log.info("%s/%s: following SparkApplication %s, which runs already", *owner, job.name)
+        log.info("%s/%s: following SparkApplication %s (%s)", *owner, job.name, job.state or "NEW")
         found = SparkApplicationJob(self.api, job, job.job_spec, started, deadline_s)
         return Found(found, job.job_spec, int(started * 1000))
 
@@ -197,6 +201,12 @@ def _api_error(e: Exception) -> str:
         except (TypeError, ValueError, KeyError):
             pass
     return k8s_api.short_error(e)
+
+
+def _after(job: spark_jobs.Job, since_ms: int | None) -> bool:
+    """Created after the last result recorded (`since_ms`; None: none ever was)."""
+    created = _epoch_s(job.created)
+    return since_ms is None or (created is not None and created * 1000 > since_ms)
 
 
 def _runs(job: spark_jobs.Job) -> bool:

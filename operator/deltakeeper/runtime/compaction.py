@@ -101,12 +101,14 @@ class JobTracker:
 
     def adopt(self, owner: tuple[str, str], deadline_s: float) -> None:
         """Once: follow the owner's job that an earlier process (a restarted or replaced
-        operator) started and left running, instead of ever starting a second."""
+        operator) started and left running, instead of ever starting a second; or read back
+        one that ended while no process watched it."""
         launcher = self.compactor.launcher if self.compactor is not None else None
         if self.adopted or self.running is not None or not isinstance(launcher, Adopting):
             self.adopted = True
             return
-        found = launcher.adopt(owner, deadline_s)  # an error: looked for again next poll
+        # An error: looked for again next poll.
+        found = launcher.adopt(owner, deadline_s, self.last_started_ms)
         self.adopted = True
         if found is None:
             return
