@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Install every tool the test suite starts or runs (see the Makefile's test-deps). Two lanes run
-# side by side: Go builds (CPU-bound) and downloads (Spark with Delta jars and the s3a
-# connector, image tools: network- and apt-bound). Each lane stays sequential, since apt-get allows one caller at a time. On a cold
+# side by side: Go builds (CPU-bound) and downloads (Spark with Delta jars, image tools: network-
+# and apt-bound). Each lane stays sequential, since apt-get allows one caller at a time. On a cold
 # cache this saves the downloads' minutes; on a warm one every script only checks and returns.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 go_lane() { stores/install.sh && k8s/install.sh && helm/install.sh && prometheus/install.sh; }
-download_lane() { spark/install.sh && spark/s3a.sh && image/install.sh; }
+download_lane() { spark/install.sh && image/install.sh; }
 
 go_lane >/dev/null &
 go_pid=$!

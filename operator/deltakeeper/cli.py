@@ -72,11 +72,15 @@ def _option_value(key: str, value: str) -> Any:
     return value
 
 
-def _whole(text: str, minimum: int) -> int:
+def _integer(text: str, what: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def _whole(text: str, minimum: int) -> int:
+    value = _integer(text, "a whole number")
     if value < minimum:
         raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
     return value
@@ -91,10 +95,7 @@ def _non_negative(text: str) -> int:
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    value = _integer(text, "a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port; use 1-65535, or 0 for any")
     return value
@@ -122,10 +123,26 @@ def _at_version(p: argparse.ArgumentParser, timestamps: bool) -> None:
         )
 
 
+def _table_command(
+    sub: Any, name: str, func: Any, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A command on one table: the URI and storage options come first in every one."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    _common(p)
+    p.set_defaults(func=func)
+    return p
+
+
 def _maintenance_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
     p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
     p.add_argument("--dry-run", action="store_true", help=dry_run)
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def _duration_flags(p: argparse.ArgumentParser, **helps: str) -> None:
+    """Duration options (30d, 12h, ...), named by their dest: log_retention=help, ..."""
+    for dest, text in helps.items():
+        p.add_argument("--" + dest.replace("_", "-"), metavar="D", help=text)
 
 
 def _checkpoint_flags(p: argparse.ArgumentParser, part_size_flag: str) -> None:
@@ -150,9 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deltakeeper {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _read_commands(sub)
+    _maintenance_commands(sub)
+    _maintain_command(sub)
+    _compact_command(sub)
+    _discover_command(sub)
+    _daemon_commands(sub)
+    return parser
 
-    p = sub.add_parser("inspect", help="show a table's version, protocol, files and log health")
-    _common(p)
+
+def _read_commands(sub: Any) -> None:
+    p = _table_command(
+        sub, "inspect", cmd_inspect, "show a table's version, protocol, files and log health"
+    )
     _at_version(p, timestamps=True)
     p.add_argument("--json", action="store_true", help="print one JSON object (stable keys)")
     p.add_argument(
@@ -161,27 +188,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="files below this count as small (bytes or 16Mi, 1Gi; default 32Mi)",
     )
-    p.set_defaults(func=cmd_inspect)
-
-    p = sub.add_parser("files", help="list the live files of a table")
-    _common(p)
+    p = _table_command(sub, "files", cmd_files, "list the live files of a table")
     _at_version(p, timestamps=False)
     p.add_argument("--json", action="store_true", help="one JSON object a line")
-    p.set_defaults(func=cmd_files)
 
-    p = sub.add_parser(
+
+def _maintenance_commands(sub: Any) -> None:
+    p = _table_command(
+        sub,
         "checkpoint",
-        help="write a checkpoint and move _last_checkpoint (expired tombstones dropped)",
-        description="Write the checkpoint of the latest version (or --version): a classic "
-        "single file, multi-part with --part-size, or V2 with sidecars on v2Checkpoint tables.",
+        cmd_checkpoint,
+        "write a checkpoint and move _last_checkpoint (expired tombstones dropped)",
+        "Write the checkpoint of the latest version (or --version): a classic single file, "
+        "multi-part with --part-size, or V2 with sidecars on v2Checkpoint tables.",
     )
-    _common(p)
     _at_version(p, timestamps=False)
-    p.add_argument(
-        "--deleted-file-retention",
-        metavar="D",
-        help="keep tombstones younger than D (30d, 12h, ...; default 7d, never below the "
-        "table's delta.deletedFileRetentionDuration)",
+    _duration_flags(
+        p,
+        deleted_file_retention="keep tombstones younger than D (30d, 12h, ...; default 7d, "
+        "never below the table's delta.deletedFileRetentionDuration)",
     )
     _checkpoint_flags(p, "--part-size")
     p.add_argument(
@@ -191,31 +216,31 @@ def build_parser() -> argparse.ArgumentParser:
         "for readers that do not know sidecars",
     )
     _maintenance_flags(p, dry_run="compute the checkpoint, write nothing")
-    p.set_defaults(func=cmd_checkpoint)
 
-    p = sub.add_parser(
-        "cleanup", help="delete log files older than the log retention (metadata cleanup)"
+    p = _table_command(
+        sub,
+        "cleanup",
+        cmd_cleanup,
+        "delete log files older than the log retention (metadata cleanup)",
     )
-    _common(p)
-    p.add_argument(
-        "--log-retention",
-        metavar="D",
-        help="keep the log for D (30d, 12h, ...; default 30d, never below the table's "
-        "delta.logRetentionDuration)",
+    _duration_flags(
+        p,
+        log_retention="keep the log for D (30d, 12h, ...; default 30d, never below the "
+        "table's delta.logRetentionDuration)",
     )
     _maintenance_flags(p, dry_run="list what would be deleted, delete nothing")
-    p.set_defaults(func=cmd_cleanup)
 
-    p = sub.add_parser(
-        "vacuum", help="delete data files no version inside the retention references (VACUUM)"
+    p = _table_command(
+        sub,
+        "vacuum",
+        cmd_vacuum,
+        "delete data files no version inside the retention references (VACUUM)",
     )
-    _common(p)
-    p.add_argument(
-        "--deleted-file-retention",
-        metavar="D",
-        help="keep unreferenced files and tombstoned files younger than D (default 7d, never "
-        "below the table's delta.deletedFileRetentionDuration; below 7d needs "
-        "--allow-short-retention)",
+    _duration_flags(
+        p,
+        deleted_file_retention="keep unreferenced files and tombstoned files younger than D "
+        "(default 7d, never below the table's delta.deletedFileRetentionDuration; below 7d "
+        "needs --allow-short-retention)",
     )
     p.add_argument(
         "--allow-short-retention",
@@ -223,20 +248,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow a retention below 7 days (jobs reading older versions may fail)",
     )
     _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
-    p.set_defaults(func=cmd_vacuum)
 
-    p = sub.add_parser(
+
+def _maintain_command(sub: Any) -> None:
+    p = _table_command(
+        sub,
         "maintain",
-        help="run what the policy says is due: checkpoint, then log cleanup, then vacuum",
-        description="Plan (what is due and why), then run the due steps in order: checkpoint, "
+        cmd_maintain,
+        "run what the policy says is due: checkpoint, then log cleanup, then vacuum",
+        "Plan (what is due and why), then run the due steps in order: checkpoint, "
         "compaction (with --compact), log cleanup, vacuum. A failed step skips the ones after "
         "it. Exit code: the worst of the steps (1 for a failed compaction job, 2 for a refused "
         "vacuum retention, 3 for an unsupported protocol).",
     )
-    _common(p)
-    p.add_argument("--log-retention", metavar="D", help="log retention (default 30d)")
-    p.add_argument(
-        "--deleted-file-retention", metavar="D", help="tombstone and vacuum retention (default 7d)"
+    _duration_flags(
+        p,
+        log_retention="log retention (default 30d)",
+        deleted_file_retention="tombstone and vacuum retention (default 7d)",
     )
     p.add_argument(
         "--checkpoint-interval",
@@ -261,11 +289,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated subset of " + ",".join(planner.OPERATIONS),
     )
     _maintenance_flags(p, dry_run="print the plan and what each step would do; change nothing")
-    p.set_defaults(func=cmd_maintain)
-    _compact_command(sub)
-    _discover_command(sub)
-    _daemon_commands(sub)
-    return parser
 
 
 _DISCOVER = (
@@ -333,15 +356,16 @@ def _discover_json(uri: str, scan: Scan) -> dict[str, Any]:
 
 
 def _compact_command(sub: Any) -> None:
-    p = sub.add_parser(
+    p = _table_command(
+        sub,
         "compact",
-        help="plan small-file compaction and run it as a Spark job (spark-submit)",
-        description="Plan which partitions need compaction and why (small files, their age, "
+        cmd_compact,
+        "plan small-file compaction and run it as a Spark job (spark-submit)",
+        "Plan which partitions need compaction and why (small files, their age, "
         "deleted rows), then run Delta's OPTIMIZE on exactly those partitions with "
         "spark-submit (and REORG ... APPLY (PURGE) where only deleted rows are the problem). "
         "Needs PySpark, delta-spark (pip install 'deltakeeper[spark]') and Java 17.",
     )
-    _common(p)
     p.add_argument(
         "--target-file-size",
         metavar="S",
@@ -353,14 +377,12 @@ def _compact_command(sub: Any) -> None:
     p.add_argument(
         "--min-files",
         type=_positive,
-        default=50,
+        default=policy.COMPACTION_MIN_FILES,
         metavar="N",
-        help="compact a partition at N small files (default 50)",
+        help=f"compact a partition at N small files (default {policy.COMPACTION_MIN_FILES})",
     )
-    p.add_argument(
-        "--max-age",
-        metavar="D",
-        help="or once it has two small files and the oldest is D old (default 1h)",
+    _duration_flags(
+        p, max_age="or once it has two small files and the oldest is D old (default 1h)"
     )
     p.add_argument(
         "--where",
@@ -371,7 +393,6 @@ def _compact_command(sub: Any) -> None:
     )
     _spark_flags(p)
     _maintenance_flags(p, dry_run="print the plan; run no job")
-    p.set_defaults(func=cmd_compact)
 
 
 def _spark_flags(p: argparse.ArgumentParser) -> None:
@@ -942,7 +963,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         or policy.COMPACTION_MAX_AGE_MS,
     )
     files = compaction.only_where(snap.files, _where(args.where, names))
-    found = compaction.plan(files, tuple(names), settings, now)
+    found = compaction.plan(
+        files, tuple(names), settings, now, compaction.timestamp_partitions(meta)
+    )
     report: dict[str, Any] = {
         "operation": "compact",
         "version": snap.version,

@@ -5,7 +5,7 @@
 # The inputs are staged under dist/ first (the only part of the context .dockerignore lets
 # through): the operator gets the wheels of deltakeeper and its dependencies (pip's cache makes
 # a rebuild offline), the Spark image the Delta jars and delta-spark's Python package from
-# scripts/spark/install.sh, the s3a connector from scripts/spark/s3a.sh and the compaction job.
+# scripts/spark/install.sh, the s3a connector from scripts/spark/install_s3a.sh and the job.
 # Env: BASE=TAG uses that base instead of base.sh's (e.g. a pulled python:3.11-slim-bookworm).
 # Prints IMAGE=TAG on stdout (progress goes to stderr).
 set -euo pipefail
@@ -49,7 +49,7 @@ stage_spark() {
     rm -rf dist/spark-jars dist/spark-s3a dist/spark-python dist/spark-job
     mkdir -p dist/spark-jars dist/spark-s3a dist/spark-job
     while read -r jar; do cp "$jars_dir/$jar" dist/spark-jars/; done <"$jars_dir/jars.txt"
-    s3a_dir="$(scripts/spark/s3a.sh)"
+    s3a_dir="$(scripts/spark/install_s3a.sh)"
     say "s3a connector from $s3a_dir into dist/spark-s3a"
     while read -r jar; do cp "$s3a_dir/$jar" dist/spark-s3a/; done <"$s3a_dir/jars.txt"
     .venv/bin/pip install --quiet --cache-dir "$CACHE/pip" --no-deps \

@@ -23,8 +23,6 @@ DELTA_VERSION=4.4.0
 SCALA_BINARY=2.13
 
 cd "$(dirname "$0")/../.."
-# shellcheck source=scripts/spark/lib.sh
-. scripts/spark/lib.sh
 VENV="${PYTHON_VENV:-.venv}"
 CACHE="${DELTAKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper}"
 SPARK_MM="${PYSPARK_VERSION%.*}"
@@ -34,6 +32,8 @@ M2="$CACHE/m2"
 mkdir -p "$CACHE/pip"
 
 log() { echo "spark/install: $*" >&2; }
+# shellcheck source=scripts/spark/jars.sh
+. "scripts/spark/jars.sh"
 
 # --- Java and Maven -----------------------------------------------------------------------
 java_major() {
@@ -42,6 +42,10 @@ java_major() {
 need_apt=()
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
     need_apt+=(openjdk-17-jre-headless)
+fi
+# javac and jar: the concurrency tests compile a test-only Delta LogStore (tests/support/java).
+if ! command -v javac >/dev/null 2>&1 || ! command -v jar >/dev/null 2>&1; then
+    need_apt+=(openjdk-17-jdk-headless)
 fi
 if [ ! -f "$JARS_DIR/jars.txt" ] && ! command -v mvn >/dev/null 2>&1; then
     need_apt+=(maven)
@@ -83,9 +87,22 @@ if [ ! -f "$JARS_DIR/jars.txt" ]; then
     mkdir -p "$CACHE"
     work="$(mktemp -d "$CACHE/.spark-jars-tmp.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
+    IFS=: read -r g a v <<<"$ARTIFACT"
+    cat >"$work/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>deltakeeper</groupId><artifactId>spark-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>
+  </dependencies>
+</project>
+EOF
     log "resolving $ARTIFACT and its runtime dependencies (Maven repo $M2)"
-    runtime_jars "$ARTIFACT" "$work/all" "$M2"
-    keep_new_jars "$work/all" "$work/jars" "$PYSPARK_JARS"
+    mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$M2" \
+        dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="$work/all" >&2
+    keep_jars_pyspark_lacks "$work/all" "$work/jars" "$PYSPARK_JARS"
     for required in "delta-spark_${SPARK_MM}_${SCALA_BINARY}-${DELTA_VERSION}.jar" \
                     "delta-storage-${DELTA_VERSION}.jar"; do
         if [ ! -f "$work/jars/$required" ]; then

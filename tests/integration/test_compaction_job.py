@@ -3,32 +3,26 @@
 Each test runs `deltakeeper/compaction/job.py` exactly as a launcher would (spark-submit,
 local[2], the Delta jars), then checks the table with oracles nobody here wrote: delta-rs and
 DuckDB read the same rows at the new version and at every version before, and the commit is
-an OPTIMIZE with dataChange=false carrying the job id.
+an OPTIMIZE with dataChange=false carrying the job id. The planned jobs on every kind of
+table, read by all three oracles, are in test_compaction_matrix.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from deltakeeper.compaction import submit
-from deltakeeper.compaction.spark_storage import spark_storage
-from deltakeeper.compaction.submit import SubmitConfig
-from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction
 from tests.support import spark as spark_support
+from tests.support.compaction import commit_actions, files_per_partition, live_files, spark_submit
 from tests.support.oracles import table_versions
 from tests.support.rows import deltars_digest, duckdb_digest
-from tests.support.spark import SUBMIT_CONF, copy_table, ensure_spark
+from tests.support.spark import copy_table
 
 pytestmark = pytest.mark.spark
 
@@ -37,27 +31,6 @@ spark_tables = spark_support.spark_tables
 # Partition values a planner must quote: quotes, %, =, /, backslash, unicode, and null.
 STRINGS = ["it's", "100%", "a=b/c", "back\\slash", "ünïcødé ☃", None]
 DAYS = [dt.date(2024, 2, 29), None]
-
-
-def spark_submit(spec: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
-    """Run the job through the spark-submit launcher; its exit code, JSON line and stderr."""
-    cfg = SubmitConfig("local[2]", jars_dir=str(ensure_spark()), conf=SUBMIT_CONF, timeout_s=600)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    done = submit.run(cfg, spark_storage(spec["table"], {}), spec)
-    return done.exit_code, done.result, done.stderr_tail
-
-
-def live_files(path: Path) -> list[dict[str, Any]]:
-    return open_table(str(path)).snapshot().files.to_pylist()
-
-
-def by_partition(path: Path) -> Counter[tuple[tuple[str, str | None], ...]]:
-    return Counter(tuple(sorted(row["partitionValues"] or [])) for row in live_files(path))
-
-
-def commit_actions(path: Path, version: int) -> list[dict[str, Any]]:
-    log = path / "_delta_log" / f"{version:020d}.json"
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
 def digests(path: Path) -> dict[int, tuple[Any, Any]]:
@@ -87,7 +60,7 @@ def write_small_files(path: Path) -> None:
 def test_compacts_only_the_named_partitions_with_quoting_that_holds(tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_small_files(table)
-    before = by_partition(table)
+    before = files_per_partition(table)
     assert set(before.values()) == {3}
     history = digests(table)
     start = max(table_versions(str(table)))
@@ -100,7 +73,7 @@ def test_compacts_only_the_named_partitions_with_quoting_that_holds(tmp_path: Pa
     assert code == 0, err
     assert out["result"] == "done" and out["jobId"] == "dk-job-1"
     assert out["filesRemoved"] == 3 * len(groups) and out["filesAdded"] == len(groups)
-    after = by_partition(table)
+    after = files_per_partition(table)
     assert after[keep] == 3
     assert all(after[p] == 1 for p in before if p != keep)
     [commit] = out["commits"]
@@ -120,7 +93,7 @@ def test_compacts_only_the_named_partitions_with_quoting_that_holds(tmp_path: Pa
 def test_second_run_finds_nothing_to_do(tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_small_files(table)
-    groups = [dict(p) for p in by_partition(table)]
+    groups = [dict(p) for p in files_per_partition(table)]
     spec = {"jobId": "dk-first", "table": str(table), "compact": groups}
     assert spark_submit(spec)[0] == 0
     version = max(table_versions(str(table)))
@@ -174,7 +147,7 @@ def test_appends_committed_during_the_job_are_all_kept_once(tmp_path: Path) -> N
 
     table = tmp_path / "t"
     write_small_files(table)
-    groups = [dict(p) for p in by_partition(table)]
+    groups = [dict(p) for p in files_per_partition(table)]
     first_id, appended, stop = 1000, [], threading.Event()
 
     def writer() -> None:
@@ -212,39 +185,3 @@ def ids_of(path: Path) -> list[int]:
 
     qb = QueryBuilder().register("t", DeltaTable(str(path)))
     return pa.table(qb.execute("SELECT id FROM t").read_all())["id"].to_pylist()
-
-
-@pytest.mark.parametrize(
-    "name", ["column_mapping", "row_tracking", "in_commit_timestamps", "v2_checkpoint_sidecars"]
-)
-def test_planned_compaction_of_delta_spark_tables_keeps_every_row(
-    spark_tables: dict[str, str], tmp_path: Path, name: str
-) -> None:
-    """The planner's own spec (physical partition names mapped back to logical ones under
-    column mapping) drives the job on tables with Delta Spark's features."""
-    table = copy_table(spark_tables[name], tmp_path / name)
-    snap = open_table(str(table)).snapshot()
-    names = compaction.logical_partition_names(snap.metadata)
-    settings = compaction.CompactionSettings(min_files_per_partition=2)
-    found = compaction.plan(snap.files, tuple(names), settings, now_ms=0)
-    assert found.due, found.reason()
-    history = digests(table)
-    spec = compaction.job_spec(found, names, f"dk-{name}", snap.version)
-
-    code, out, err = spark_submit({**spec, "table": str(table)})
-
-    assert code == 0, err
-    assert out["result"] == "done", out
-    assert out["filesRemoved"] >= found.files
-    after = open_table(str(table)).snapshot()
-    assert after.num_files < snap.num_files
-    [commit] = out["commits"]
-    changes = [
-        a.get("add") or a.get("remove")
-        for a in commit_actions(table, commit["version"])
-        if "add" in a or "remove" in a
-    ]
-    assert changes and all(c["dataChange"] is False for c in changes)
-    now = digests(table)
-    assert {v: now[v] for v in history} == history
-    assert now[commit["version"]] == history[snap.version]

@@ -25,7 +25,9 @@ from deltakeeper.delta.errors import StorageUnreachableError
 from deltakeeper.delta.storage import (
     RANGE_BUFFER_BYTES,
     WHOLE_READ_BYTES,
+    AzureStorage,
     LocalStorage,
+    S3Storage,
     Storage,
     open_storage,
 )
@@ -291,6 +293,38 @@ def test_open_input_reads_ranges_of_a_large_file(target: Target) -> None:
         s.open_input("_delta_log/missing.parquet")
 
 
+def test_an_upload_replaces_the_key_only_when_committed(target: Target) -> None:
+    """open_upload: written in pieces (S3: a multipart upload, Azure: staged blocks, once a
+    piece fills), invisible until commit, then the whole object; an aborted one leaves the old
+    object as it was."""
+    s = target.open()
+    key = "_delta_log/00000000000000000010.checkpoint.parquet"
+    s.overwrite(key, b"old")
+    rng = random.Random(3)
+    piece = {"minio": S3Storage.PART_BYTES, "azurite": AzureStorage.BLOCK_BYTES}.get(target.name)
+    data = rng.randbytes(2 * (piece or 8 << 20) + 12345)  # two whole pieces and a bit
+    for commit in (False, True):
+        s.requests.clear()
+        upload = s.open_upload(key)
+        for i in range(0, len(data), 1 << 20):
+            upload.write(data[i : i + (1 << 20)])
+        assert upload.size == len(data) and s.read(key) == b"old"
+        if commit:
+            upload.commit()
+        else:
+            upload.abort()
+        expected = data if commit else b"old"
+        info = s.head(key)
+        assert s.read(key) == expected and info is not None and info.size == len(expected)
+        if target.name == "minio":  # create, three parts, complete; or the abort
+            assert s.requests["put"] == (5 if commit else 3), dict(s.requests)
+        if target.name == "azurite":  # three blocks, the block list; or two blocks staged
+            assert s.requests["put"] == (4 if commit else 2), dict(s.requests)
+    if target.name == "minio":
+        emu: Any = s
+        assert not emu.fs.call_s3("list_multipart_uploads", Bucket=emu.bucket).get("Uploads")
+
+
 # -- failures ---------------------------------------------------------------------------------
 
 
@@ -429,9 +463,12 @@ def test_throttling_is_retried_with_backoff_and_counted(scheme: str, failures: i
         server.server_close()
 
 
-def _lossy_proxy(target: str, lose: Callable[[str, str], bool]) -> ThreadingHTTPServer:
+def _lossy_proxy(
+    target: str, lose: Callable[[str, str], bool], keep_host: bool = False
+) -> ThreadingHTTPServer:
     """Forwards every request to `target`; when `lose(method, path)`, the request is done but
-    its answer is replaced by a 503, as when a response is lost after the write happened."""
+    its answer is replaced by a 503, as when a response is lost after the write happened.
+    `keep_host`: forward the Host header as sent (S3 signs it)."""
     host, port = target.split("://", 1)[1].split("/", 1)[0].split(":")
 
     class Handler(BaseHTTPRequestHandler):
@@ -439,7 +476,11 @@ def _lossy_proxy(target: str, lose: Callable[[str, str], bool]) -> ThreadingHTTP
 
         def forward(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            skip = ("host", "connection", "content-length")
+            skip = (
+                ("connection", "content-length")
+                if keep_host
+                else ("host", "connection", "content-length")
+            )
             headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
             conn = http.client.HTTPConnection(host, int(port), timeout=30)
             conn.request(self.command, self.path, body=body, headers=headers)
@@ -452,11 +493,14 @@ def _lossy_proxy(target: str, lose: Callable[[str, str], bool]) -> ThreadingHTTP
             for k, val in resp.getheaders():
                 if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                     self.send_header(k, val)
-            self.send_header("Content-Length", str(len(data)))
+            head = self.command == "HEAD"  # no body, but the object's length
+            self.send_header(
+                "Content-Length", resp.getheader("Content-Length", "0") if head else str(len(data))
+            )
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PUT = do_DELETE = forward
+        do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = forward
 
         def log_message(self, *args: object) -> None:
             pass
@@ -487,6 +531,36 @@ def test_put_if_absent_retry_recognises_its_own_lost_write(fake_gcs: stores.Emul
         lost.clear()
         with pytest.raises(FileExistsError):  # someone else's commit stays a conflict
             s.put_if_absent(key, b"theirs")
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_multipart_completion_whose_answer_is_lost_is_recognised(minio: stores.Emulator) -> None:
+    """The completion is done but its answer lost: the retry finds no upload (404), and the
+    object there has the size sent, so the overwrite succeeded."""
+    lost: list[str] = []
+
+    def lose_first_completion(method: str, path: str) -> bool:
+        if method == "POST" and "uploadId=" in path and not lost:
+            lost.append(path)
+            return True
+        return False
+
+    proxy = _lossy_proxy(minio.endpoint, lose_first_completion, keep_host=True)
+    try:
+        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+        options = {**minio.storage_options, "endpoint_url": endpoint}
+        s = open_storage(minio.uri(f"t-{uuid.uuid4().hex[:12]}/table"), options)
+        key = f"{v(10)}.checkpoint.parquet"
+        data = random.Random(5).randbytes(S3Storage.PART_BYTES + 1)
+        upload = s.open_upload(key)
+        upload.write(data)
+        upload.commit()
+        assert lost, "the completion went through the proxy"
+        # create, one part, the completion twice (lost, then 404), the head that recognises it
+        assert dict(s.requests) == {"put": 4, "head": 1}, dict(s.requests)
+        assert s.read(key) == data
     finally:
         proxy.shutdown()
         proxy.server_close()

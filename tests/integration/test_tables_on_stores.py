@@ -4,15 +4,20 @@ and watching a table costs what DESIGN.md promises, counted on MinIO."""
 from __future__ import annotations
 
 import json
+import random
 import uuid
+from pathlib import Path
 
 import pytest
 
 from deltakeeper.delta import paths
+from deltakeeper.delta.checkpoint import checkpoint_table
 from deltakeeper.delta.errors import DeltaError
+from deltakeeper.delta.storage import S3Storage
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
 from tests.conftest import CORPUS
+from tests.support.compare import check_against_oracles, ours
 from tests.support.oracles import table_versions
 
 # What must match between a local copy and an uploaded one (times differ by design).
@@ -171,3 +176,67 @@ def test_k_new_commits_cost_at_most_k_plus_two(minio, long_table, k):
     fresh.storage.requests.clear()
     assert fresh.latest_version() == snap.version + k
     assert dict(fresh.storage.requests) == {"read": 1, "list": 1}
+
+
+# -- a checkpoint larger than one upload part -----------------------------------------------------
+
+
+def _many_files_table(log: Path, files: int) -> None:
+    """Commit 0: protocol, metadata and `files` adds with random paths and stats, so the
+    checkpoint is several MiB that do not compress away."""
+    rng = random.Random(11)
+    lines = [json.loads(line) for line in _commit(0).splitlines()[:3]]
+    for i in range(files):
+        low, high = sorted(rng.randrange(-(2**62), 2**62) for _ in range(2))
+        stats = {"numRecords": high % 10**6, "minValues": {"id": low}, "maxValues": {"id": high}}
+        name = f"{rng.getrandbits(448):0112x}"
+        lines.append(
+            {
+                "add": {
+                    "path": f"part-{i:06d}-{name}.parquet",
+                    "partitionValues": {},
+                    "size": rng.randrange(1, 10**9),
+                    "modificationTime": 1_700_000_000_000 + i,
+                    "dataChange": True,
+                    "stats": json.dumps(stats),
+                }
+            }
+        )
+    log.mkdir(parents=True)
+    (log / paths.commit(0)).write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_a_checkpoint_larger_than_a_part_is_streamed_to_minio_and_readers_agree(
+    minio, tmp_path, tally
+):
+    """On S3 a checkpoint goes up as a multipart upload, part by part while it is written, not
+    held whole in memory: the object is the same bytes as on local disk, and delta-rs and
+    DuckDB read the table from it (the commit it replaces removed) as deltakeeper does."""
+    local = tmp_path / "local"
+    _many_files_table(local / "_delta_log", 60_000)
+    uri = minio.uri(f"big-{uuid.uuid4().hex[:8]}/t")
+    minio.upload_folder(local, uri)
+    now = 1_800_000_000_000
+
+    table = open_table(uri, minio.storage_options)
+    table.storage.requests.clear()
+    result = checkpoint_table(table, None, now, 7 * 86_400_000)
+    parts = -(-result.size_bytes // S3Storage.PART_BYTES)
+    assert result.version == 0 and result.adds == 60_000 and parts >= 2, result
+    # create, the parts, complete; then one PUT of _last_checkpoint
+    assert table.storage.requests["put"] == parts + 3, dict(table.storage.requests)
+    uploads = minio.fs.call_s3("list_multipart_uploads", Bucket=minio.bucket)
+    assert not uploads.get("Uploads"), "an upload left unfinished"
+
+    on_disk = checkpoint_table(open_table(str(local)), None, now, 7 * 86_400_000)
+    key = f"{paths.LOG_DIR}/{paths.checkpoint(0)}"
+    assert on_disk.size_bytes == result.size_bytes
+    assert table.storage.read(key) == (local / key).read_bytes()
+
+    back = tmp_path / "back"
+    minio.fs.get(f"{uri.split('://', 1)[1]}/_delta_log", str(back / "_delta_log"), recursive=True)
+    (back / key).with_name(paths.commit(0)).unlink()  # readers must use the checkpoint
+    mine = ours(back, None)
+    assert not isinstance(mine, DeltaError), mine
+    assert mine["numFiles"] == 60_000 and mine["lastCheckpointVersion"] == 0
+    assert check_against_oracles(mine, back, None, tally) == ["delta-rs", "duckdb"]

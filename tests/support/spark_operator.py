@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -30,9 +29,9 @@ from kubernetes import client
 from deltakeeper.compaction import submit
 from deltakeeper.k8s.spark_jobs import GROUP, PLURAL, VERSION
 from tests.support.chart import THIRD_PARTY_CRDS
+from tests.support.compaction import s3a_jars
 from tests.support.spark import SUBMIT_CONF, ensure_spark
 
-S3A_SH = Path(__file__).resolve().parents[2] / "scripts" / "spark" / "s3a.sh"
 # The real spark-operator CRD, read in place (tests never copy it).
 CRD = THIRD_PARTY_CRDS / "sparkoperator.k8s.io_sparkapplications.yaml"
 IMAGE_FILES = {"local:///opt/deltakeeper/job.py": str(submit.JOB_FILE)}
@@ -92,11 +91,11 @@ class StandIn:
     def run(self, app: dict[str, Any]) -> None:
         name, spec = app["metadata"]["name"], app["spec"]
         self._state(name, "SUBMITTED")
-        jdir = ensure_spark()
-        jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split() if n]
         conf = {**SUBMIT_CONF, **(spec.get("sparkConf") or {})}
-        if any(k.startswith("spark.hadoop.fs.s3a.") for k in conf):
-            jars += s3a_jars()  # as the compaction image carries them
+        # The s3a connector for jobs on s3a:// tables, as the compaction image carries it.
+        s3a = any(k.startswith("spark.hadoop.fs.s3a.") for k in conf)
+        jdir = s3a_jars() if s3a else ensure_spark()
+        jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split() if n]
         main_file = IMAGE_FILES.get(spec["mainApplicationFile"], spec["mainApplicationFile"])
         cmd = [submit.spark_submit_path(), "--master", "local[2]", "--jars", ",".join(jars)]
         for key in sorted(conf):
@@ -118,21 +117,6 @@ class StandIn:
             message = f"{result.get('error')}: {result.get('message')}"
             self._state(name, "FAILING", message)
             self._state(name, "FAILED", message)
-
-
-def s3a_jars() -> list[str]:
-    """hadoop-aws and the AWS SDK bundle of PySpark's Hadoop (scripts/spark/s3a.sh, cached)."""
-    done = subprocess.run(
-        ["bash", str(S3A_SH)],
-        env={**os.environ, "PYTHON_VENV": str(Path(sys.executable).parent.parent)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/spark/s3a.sh failed ({done.returncode}):\n{done.stderr}")
-    folder = Path(done.stdout.split()[-1])
-    return [str(folder / n) for n in (folder / "jars.txt").read_text().split() if n]
 
 
 @contextmanager

@@ -8,7 +8,13 @@ from typing import Any
 import pyarrow as pa
 
 from deltakeeper.delta.schema import add_schema
-from deltakeeper.maintenance.compaction import CompactionSettings, Why, plan
+from deltakeeper.delta.snapshot import Metadata
+from deltakeeper.maintenance.compaction import (
+    CompactionSettings,
+    Why,
+    plan,
+    timestamp_partitions,
+)
 
 MIB = 2**20
 NOW = 1_800_000_000_000
@@ -127,6 +133,37 @@ def test_the_plan_says_why_in_json() -> None:
     assert out["due"] is True and out["files"] == 4 and out["expectedFiles"] == 1
     assert out["partitions"][0]["why"] == "many-small-files"
     assert out["partitions"][0]["partition"] == {"p": "a"}
+
+
+def test_one_timestamp_partition_in_two_spellings_is_one_partition() -> None:
+    """delta-rs and Delta Spark spell the same UTC instant differently; Spark's compaction
+    of a delta-rs table leaves both spellings in one partition."""
+    spellings = ["2024-02-29 12:30:01.123456", "2024-02-29T12:30:01.123456Z"]
+    rows = [{"part": {"ts": t, "p": "a"}, "size": MIB} for t in spellings for _ in range(2)]
+    rows += [{"part": {"ts": "1999-12-31 23:59:59", "p": "a"}, "size": MIB}]
+    result = plan(files(rows), ("p", "ts"), SETTINGS, NOW, timestamps=frozenset({"ts"}))
+    [due] = result.partitions
+    assert due.values == {"p": "a", "ts": "2024-02-29 12:30:01.123456"} and due.files == 4
+    assert result.partitions_scanned == 2
+    # Without the column's type, the spellings stay apart and neither group is due.
+    assert not plan(files(rows), ("p", "ts"), SETTINGS, NOW).due
+
+
+def test_timestamp_partitions_are_named_as_in_the_log() -> None:
+    fields = [
+        {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+        {"name": "ntz", "type": "timestamp_ntz", "nullable": True, "metadata": {}},
+        {"name": "d", "type": "timestamp", "nullable": True, "metadata": {}},
+    ]
+    meta = Metadata.from_action(
+        {
+            "id": "t",
+            "schemaString": json.dumps({"type": "struct", "fields": fields}),
+            "partitionColumns": ["ts", "ntz"],
+            "configuration": {},
+        }
+    )
+    assert timestamp_partitions(meta) == {"ts"}
 
 
 def test_the_job_spec_carries_z_order_columns_and_threads_only_when_set() -> None:

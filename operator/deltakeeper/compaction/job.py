@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 MARK = "deltakeeperCompaction"
 
@@ -118,12 +119,8 @@ def load_spec(args: argparse.Namespace) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def hadoop_credentials(env: dict[str, str]) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    account, key = env.get("AZURE_STORAGE_ACCOUNT_NAME"), env.get("AZURE_STORAGE_ACCOUNT_KEY")
-    if account and key:
-        for host in ("dfs.core.windows.net", "blob.core.windows.net"):
-            conf[f"fs.azure.account.key.{account}.{host}"] = key
+def hadoop_credentials(env: dict[str, str], table: str = "") -> dict[str, str]:
+    conf = azure_credentials(env, table)
     if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
         conf["fs.s3a.access.key"] = env["AWS_ACCESS_KEY_ID"]
         conf["fs.s3a.secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
@@ -137,6 +134,49 @@ def hadoop_credentials(env: dict[str, str]) -> dict[str, str]:
         conf["google.cloud.auth.type"] = "SERVICE_ACCOUNT_JSON_KEYFILE"
         conf["google.cloud.auth.service.account.json.keyfile"] = keyfile
     return conf
+
+
+AZURE_HOSTS = ("dfs.core.windows.net", "blob.core.windows.net")
+OAUTH_PROVIDER = "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
+
+
+def azure_credentials(env: dict[str, str], table: str = "") -> dict[str, str]:
+    """ABFS settings per account host: a shared key, else a SAS token, else a service
+    principal (client id, secret, tenant). The account is the environment's, else the one in
+    the table's abfss:// host."""
+    parts = urlsplit(table)
+    host = parts.netloc.partition("@")[2] if parts.scheme in ("abfs", "abfss") else ""
+    account = env.get("AZURE_STORAGE_ACCOUNT_NAME") or host.split(".", 1)[0]
+    if not account:
+        return {}
+    hosts = [f"{account}.{suffix}" for suffix in AZURE_HOSTS]
+    if host and host not in hosts:  # another Azure cloud's host
+        hosts.insert(0, host)
+    per_host = _azure_auth(env)
+    return {f"{key}.{h}": value for h in hosts for key, value in per_host.items()}
+
+
+def _azure_auth(env: dict[str, str]) -> dict[str, str]:
+    if env.get("AZURE_STORAGE_ACCOUNT_KEY"):
+        return {"fs.azure.account.key": env["AZURE_STORAGE_ACCOUNT_KEY"]}
+    if env.get("AZURE_STORAGE_SAS_TOKEN"):
+        return {
+            "fs.azure.account.auth.type": "SAS",
+            "fs.azure.sas.fixed.token": env["AZURE_STORAGE_SAS_TOKEN"].lstrip("?"),
+        }
+    client = [env.get(k) for k in ("AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID")]
+    if all(client):
+        client_id, secret, tenant = client
+        return {
+            "fs.azure.account.auth.type": "OAuth",
+            "fs.azure.account.oauth.provider.type": OAUTH_PROVIDER,
+            "fs.azure.account.oauth2.client.id": str(client_id),
+            "fs.azure.account.oauth2.client.secret": str(secret),
+            "fs.azure.account.oauth2.client.endpoint": (
+                f"https://login.microsoftonline.com/{tenant}/oauth2/token"
+            ),
+        }
+    return {}
 
 
 def _keyfile(env: dict[str, str]) -> str | None:
@@ -164,7 +204,7 @@ def _session(spec: dict[str, Any]) -> Any:
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     spark = builder.getOrCreate()
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in hadoop_credentials(dict(os.environ)).items():
+    for key, value in hadoop_credentials(dict(os.environ), spec["table"]).items():
         hadoop.set(key, value)
     for key, conf in OPTIMIZE_CONF.items():
         if spec.get(key) is not None:

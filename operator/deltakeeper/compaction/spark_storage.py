@@ -28,8 +28,24 @@ S3_ENV = {
 AZURE_ENV = {
     "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
     "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+    "client_id": "AZURE_CLIENT_ID",
+    "client_secret": "AZURE_CLIENT_SECRET",
+    "tenant_id": "AZURE_TENANT_ID",
 }
 AZURE_HOST = "dfs.core.windows.net"
+# Connection-string fields -> the fsspec option they stand for.
+CONNECTION_STRING = {
+    "AccountName": "account_name",
+    "AccountKey": "account_key",
+    "SharedAccessSignature": "sas_token",
+}
+# gcsfs `token` words -> the GCS connector's fs.gs.auth.type.
+GCS_AUTH = {
+    "anon": "UNAUTHENTICATED",
+    "google_default": "APPLICATION_DEFAULT",
+    "cloud": "COMPUTE_ENGINE",
+}
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,7 @@ def _s3(uri: str, options: Mapping[str, Any]) -> SparkStorage:
 
 def _azure(uri: str, options: Mapping[str, Any]) -> SparkStorage:
     parts = urlsplit(uri)
+    options = {**_connection_string(options.get("connection_string")), **options}
     if parts.scheme.lower() == "az":
         account = options.get("account_name")
         if not account:
@@ -105,9 +122,38 @@ def _gcs(uri: str, options: Mapping[str, Any]) -> SparkStorage:
     token = options.get("token")
     if isinstance(token, dict):
         env["GOOGLE_APPLICATION_CREDENTIALS_JSON"] = json.dumps(token)
+    elif isinstance(token, str) and token in GCS_AUTH:
+        conf["spark.hadoop.fs.gs.auth.type"] = GCS_AUTH[token]
     elif isinstance(token, str) and token and os.path.isfile(token):
         env["GOOGLE_APPLICATION_CREDENTIALS"] = token
+    elif token:
+        raise InvalidInputError(
+            "the gs token storage option must be a service-account key (JSON object), a key "
+            f"file on this machine, or one of {', '.join(sorted(GCS_AUTH))} for Spark"
+        )
     return SparkStorage(f"gs://{parts.netloc}{parts.path}", conf, env)
+
+
+def _connection_string(text: Any) -> dict[str, str]:
+    """The account, key or SAS an Azure connection string carries. Spark's ABFS connector
+    reaches only Azure's own hosts, so a string naming another endpoint (an emulator) is
+    refused."""
+    if not text:
+        return {}
+    fields = {k: v for k, _, v in (p.partition("=") for p in str(text).split(";")) if v}
+    hosts = [urlsplit(v).hostname or "" for k, v in fields.items() if k.endswith("Endpoint")]
+    if fields.get("UseDevelopmentStorage") or any(
+        not h.endswith(".core.windows.net") for h in hosts
+    ):
+        raise InvalidInputError(
+            "compaction cannot reach the Azure endpoint in connection_string through Spark's "
+            "ABFS connector (Azure's own hosts only); give account_name with account_key or "
+            "sas_token instead"
+        )
+    out = {opt: fields[name] for name, opt in CONNECTION_STRING.items() if fields.get(name)}
+    if hosts and "account_name" not in out:
+        out["account_name"] = hosts[0].split(".", 1)[0]
+    return out
 
 
 def _env(options: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, str]:

@@ -117,10 +117,12 @@ def plan(
     partition_columns: tuple[str, ...],
     settings: CompactionSettings,
     now_ms: int,
+    timestamps: frozenset[str] = frozenset(),
 ) -> CompactionPlan:
     """`files` is a snapshot's file table (path, partitionValues, size, modificationTime,
-    deletionVector, and `stats` when deleted-row ratios should be exact)."""
-    grouped = _per_partition(files, partition_columns, settings)
+    deletionVector, and `stats` when deleted-row ratios should be exact); `timestamps` names
+    the partition columns of type timestamp (see `timestamp_partitions`)."""
+    grouped = _per_partition(files, partition_columns, settings, timestamps)
     found = [
         p for row in grouped.to_pylist() if (p := _decide(row, partition_columns, settings, now_ms))
     ]
@@ -130,14 +132,18 @@ def plan(
 
 
 def _per_partition(
-    files: pa.Table, partition_columns: tuple[str, ...], settings: CompactionSettings
+    files: pa.Table,
+    partition_columns: tuple[str, ...],
+    settings: CompactionSettings,
+    timestamps: frozenset[str],
 ) -> pa.Table:
     size = files["size"]
     is_small = pc.less(size, settings.small_below)
     heavy = _many_deleted_rows(files, settings.max_deleted_rows_ratio)
-    columns: dict[str, Any] = {
-        f"p{i}": _partition_value(files, name) for i, name in enumerate(partition_columns)
-    }
+    columns: dict[str, Any] = {}
+    for i, name in enumerate(partition_columns):
+        value = _partition_value(files, name)
+        columns[f"p{i}"] = _one_spelling(value) if name in timestamps else value
     columns.update(
         small=pc.cast(is_small, pa.int64()),
         small_bytes=pc.if_else(is_small, size, 0),
@@ -166,6 +172,17 @@ def _partition_value(files: pa.Table, name: str) -> pa.ChunkedArray:
     """The serialized value of one partition column; the protocol reads "" as null."""
     value = pc.map_lookup(files["partitionValues"], name, "first")
     return pc.if_else(pc.equal(value, ""), pa.scalar(None, pa.string()), value)
+
+
+def _one_spelling(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Timestamp partition values in one spelling, so one partition is one group: delta-rs
+    writes `2024-02-29 12:30:01.123456`, Delta Spark `2024-02-29T12:30:01.123456Z` (both UTC).
+    Values that are neither are left as written."""
+    try:
+        instants = pc.cast(pc.replace_substring_regex(values, "Z$", ""), pa.timestamp("us"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return values
+    return pc.strftime(instants, format="%Y-%m-%d %H:%M:%S")
 
 
 def _many_deleted_rows(files: pa.Table, ratio: float) -> pa.Array:
@@ -267,6 +284,16 @@ def refusal(snap: Snapshot) -> str | None:
     """Why this table must not be compacted, or None. Spark would write the commit, but a
     feature this build does not know may change what a correct plan is."""
     return features.refusal(snap.protocol, "compaction")
+
+
+def timestamp_partitions(meta: Metadata) -> frozenset[str]:
+    """The partition columns (as keyed in the log) of type timestamp."""
+    physical = mapping_on(meta.properties.column_mapping_mode)
+    return frozenset(
+        field_name(f, physical)
+        for f in schema_fields(meta.schema_string)
+        if f.get("type") == "timestamp" and f.get("name") in meta.partition_columns
+    )
 
 
 def logical_partition_names(meta: Metadata) -> dict[str, str]:

@@ -240,7 +240,8 @@ def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
         # Deleted-row ratios need the record counts; only DV tables pay for the stats.
         files = table.snapshot(version=snap.version, add_cols=(*LEAN_ADD, "stats")).files
     names = compaction.logical_partition_names(snap.metadata)
-    found = compaction.plan(files, tuple(names), policy.compaction, now_ms)
+    timestamps = compaction.timestamp_partitions(snap.metadata)
+    found = compaction.plan(files, tuple(names), policy.compaction, now_ms, timestamps)
     return _compaction_step(snap, found, now_ms)
 
 

@@ -42,7 +42,7 @@ def _v2_info(writer: Writer, header: list[HeaderRow]) -> dict[str, Any]:
     top = writer.files[-1]
     info: dict[str, Any] = {
         "path": top.key.rsplit("/", 1)[-1],
-        "sizeInBytes": len(top.body),
+        "sizeInBytes": top.size,
         "modificationTime": top.mtime_ms,
     }
     actions = [{kind: _json_value(body)} for kind, body in header if kind != "sidecar"]

@@ -1,10 +1,11 @@
-"""The checkpoint layouts (classic, multi-part, V2 with sidecars): parquet files built in
-memory, put, and read back to verify."""
+"""The checkpoint layouts (classic, multi-part, V2 with sidecars): parquet files written into
+uploads (streamed where the store can), put, and read back to verify."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import io
+import functools
 import math
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from deltakeeper.delta import checkpoint_files, paths, schema, spark_hash
 from deltakeeper.delta.checkpoint.content import Content, HeaderRow
 from deltakeeper.delta.errors import CorruptLogError
+from deltakeeper.delta.storage.base import BufferedUpload, Upload
 from deltakeeper.delta.table import Table
 
 STRING_LIST = pa.list_(pa.string())
@@ -87,7 +89,7 @@ def num_parts(content: Content, part_size: int) -> int:
 @dataclass
 class _File:
     key: str
-    body: bytes
+    size: int  # bytes
     rows: int
     schema: pa.Schema
     mtime_ms: int = 0
@@ -135,12 +137,13 @@ def _leaf_columns(schema_: pa.Schema) -> list[str]:
     return [c for f in schema_ for c in walk(f.name, f.type)]
 
 
-class _ParquetBuffer:
-    """One parquet file built in memory; row groups are cut every ROW_GROUP_ROWS rows."""
+class _ParquetOut:
+    """One parquet file written into an Upload; row groups are cut every ROW_GROUP_ROWS rows."""
 
-    def __init__(self, schema_: pa.Schema) -> None:
+    def __init__(self, key: str, schema_: pa.Schema, sink: Upload) -> None:
+        self.key = key
         self.schema = schema_
-        self.sink = io.BytesIO()
+        self.sink = sink
         leaves = _leaf_columns(schema_)
         self.writer = pq.ParquetWriter(
             self.sink,
@@ -172,10 +175,24 @@ class _ParquetBuffer:
         self.pending = [rest] if rest.num_rows else []
         self.pending_rows = rest.num_rows
 
-    def finish(self) -> bytes:
+    def finish(self) -> int:
+        """Write the footer; returns the file's size."""
         self._flush(final=True)
         self.writer.close()
-        return self.sink.getvalue()
+        return self.sink.size
+
+
+class _Discard(Upload):
+    """A dry run's upload: counts the bytes, keeps none."""
+
+    def _write(self, data: Any) -> None:
+        pass
+
+    def commit(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
 
 
 class Writer:
@@ -189,23 +206,44 @@ class Writer:
         self.files: list[_File] = []
         self.sidecars: list[_File] = []
         self.main_key = ""
+        self.unput: list[_ParquetOut] = []  # opened, not put yet: what `abort` drops
 
-    def put(
-        self, key: str, buf: _ParquetBuffer, *, unique: bool = False, sidecar: bool = False
-    ) -> _File:
-        """Store a file; `unique` names (UUIDs) are created once, never replaced."""
-        f = _File(key, buf.finish(), buf.rows, buf.schema, self.now_ms)
+    def open(self, key: str, schema_: pa.Schema, *, unique: bool = False) -> _ParquetOut:
+        """A file to fill, then `put`. `unique` names (UUIDs) are created once, never
+        replaced: held in memory and created whole. Other names are overwritten (the spec:
+        the latest writer wins; parts are deterministic, so a retry rewrites the same bytes)
+        through the store's streamed upload."""
+        storage = self.table.storage
+        sink: Upload
+        if self.dry_run:
+            sink = _Discard()
+        elif unique:
+            sink = BufferedUpload(functools.partial(storage.put_if_absent, key))
+        else:
+            sink = storage.open_upload(key)
+        out = _ParquetOut(key, schema_, sink)
+        self.unput.append(out)
+        return out
+
+    def put(self, out: _ParquetOut, *, sidecar: bool = False) -> _File:
+        """Finish a file and make it visible (unless a dry run)."""
+        f = _File(out.key, out.finish(), out.rows, out.schema, self.now_ms)
         if not self.dry_run:
-            if unique:
-                self.table.storage.put_if_absent(key, f.body)
-            else:
-                # Classic and multi-part names: the latest writer wins (spec). Parts are
-                # deterministic, so a retry rewrites the same bytes.
-                self.table.storage.overwrite(key, f.body)
-            info = self.table.storage.head(key)
+            out.sink.commit()
+            info = self.table.storage.head(out.key)
             f.mtime_ms = info.mtime_ms if info is not None else self.now_ms
+        self.unput.remove(out)
         (self.sidecars if sidecar else self.files).append(f)
         return f
+
+    def abort(self) -> None:
+        """After a failure: drop what was written of the files not put."""
+        for out in self.unput:
+            # The failure being raised is the one to report; an upload never completed is
+            # invisible to readers either way.
+            with contextlib.suppress(Exception):
+                out.sink.abort()
+        self.unput.clear()
 
     @property
     def rows(self) -> int:
@@ -213,7 +251,7 @@ class Writer:
 
     @property
     def size_bytes(self) -> int:
-        return sum(len(f.body) for f in [*self.sidecars, *self.files])
+        return sum(f.size for f in [*self.sidecars, *self.files])
 
     def verify(self) -> None:
         for f in [*self.sidecars, *self.files]:
@@ -260,7 +298,7 @@ def _batch_table(schema_: pa.Schema, batch: pa.RecordBatch) -> pa.Table:
 
 def _route(
     batches: Iterator[pa.RecordBatch],
-    buffers: list[_ParquetBuffer],
+    buffers: list[_ParquetOut],
     widen: Callable[[pa.RecordBatch], pa.Table],
 ) -> None:
     """Send each row to buffer pmod(hash(add.path or remove.path), n), as Delta Spark does."""
@@ -288,13 +326,17 @@ def write_classic(writer: Writer, content: Content, n: int) -> None:
     """A classic file (n == 1) or n multi-part files, all with the same schema."""
     cols = _header_columns(content, ["protocol", "metaData", "txn"])
     schema_ = _table_schema([*cols, ("add", content.add_type), ("remove", content.remove_type)])
-    buffers = [_ParquetBuffer(schema_) for _ in range(n)]
+    v = writer.version
+    names = (
+        [paths.checkpoint(v)]
+        if n == 1
+        else [paths.multipart_checkpoint(v, i + 1, n) for i in range(n)]
+    )
+    buffers = [writer.open(f"{paths.LOG_DIR}/{name}", schema_) for name in names]
     buffers[_header_part(n)].write(_rows_table(schema_, content.header))
     _route(content.batches, buffers, lambda b: _batch_table(schema_, b))
-    v = writer.version
-    for i, buf in enumerate(buffers):
-        name = paths.checkpoint(v) if n == 1 else paths.multipart_checkpoint(v, i + 1, n)
-        writer.put(f"{paths.LOG_DIR}/{name}", buf)
+    for buf in buffers:
+        writer.put(buf)
     writer.main_key = writer.files[0].key
 
 
@@ -302,15 +344,21 @@ def write_v2(writer: Writer, content: Content, part_size: int) -> None:
     """Sidecars with the add/remove rows, then the UUID-named file that lists them."""
     n = num_parts(content, part_size)
     file_schema = _table_schema([("add", content.add_type), ("remove", content.remove_type)])
-    buffers = [_ParquetBuffer(file_schema) for _ in range(n)]
-    _route(content.batches, buffers, lambda b: pa.Table.from_batches([b]))
     v = writer.version
-    for i, buf in enumerate(buffers):
-        name = f"{paths.version_prefix(v)}.checkpoint.{i + 1:010d}.{n:010d}.{uuid.uuid4()}.parquet"
-        writer.put(f"{paths.LOG_DIR}/{paths.sidecar(name)}", buf, unique=True, sidecar=True)
+    names = [
+        f"{paths.version_prefix(v)}.checkpoint.{i + 1:010d}.{n:010d}.{uuid.uuid4()}.parquet"
+        for i in range(n)
+    ]
+    buffers = [
+        writer.open(f"{paths.LOG_DIR}/{paths.sidecar(name)}", file_schema, unique=True)
+        for name in names
+    ]
+    _route(content.batches, buffers, lambda b: pa.Table.from_batches([b]))
+    for buf in buffers:
+        writer.put(buf, sidecar=True)
     tags = {
         "sidecarNumActions": str(sum(f.rows for f in writer.sidecars)),
-        "sidecarSizeInBytes": str(sum(len(f.body) for f in writer.sidecars)),
+        "sidecarSizeInBytes": str(sum(f.size for f in writer.sidecars)),
         "numOfAddFiles": str(content.num_adds),
     }
     header: list[HeaderRow] = [("checkpointMetadata", checkpoint_metadata(v, tags))]
@@ -320,10 +368,10 @@ def write_v2(writer: Writer, content: Content, part_size: int) -> None:
     cols = _header_columns(content, ["protocol", "metaData", "txn"])
     # add/remove stay in the schema (all null) for readers that expect the columns.
     top_schema = _table_schema([*cols, ("add", content.add_type), ("remove", content.remove_type)])
-    top = _ParquetBuffer(top_schema)
-    top.write(_rows_table(top_schema, header))
     key = f"{paths.LOG_DIR}/{paths.uuid_checkpoint(v, str(uuid.uuid4()))}"
-    writer.main_key = writer.put(key, top, unique=True).key
+    top = writer.open(key, top_schema, unique=True)
+    top.write(_rows_table(top_schema, header))
+    writer.main_key = writer.put(top).key
 
 
 def checkpoint_metadata(version: int, tags: dict[str, str]) -> dict[str, Any]:
@@ -332,13 +380,13 @@ def checkpoint_metadata(version: int, tags: dict[str, str]) -> dict[str, Any]:
 
 def sidecar_row(f: _File) -> dict[str, Any]:
     name = f.key.rsplit("/", 1)[-1]  # spec: store the name only
-    return {"path": name, "sizeInBytes": len(f.body), "modificationTime": f.mtime_ms, "tags": None}
+    return {"path": name, "sizeInBytes": f.size, "modificationTime": f.mtime_ms, "tags": None}
 
 
 def _verify(table: Table, f: _File) -> None:
     """Read a written file back: same row count and schema, or it must not be used."""
     try:
-        meta = checkpoint_files.open_parquet(table.storage, f.key, len(f.body))
+        meta = checkpoint_files.open_parquet(table.storage, f.key, f.size)
         ok = meta.metadata.num_rows == f.rows and meta.schema_arrow.equals(f.schema)
     except CorruptLogError as e:  # missing or not parquet
         raise CorruptLogError(

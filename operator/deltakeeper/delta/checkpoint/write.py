@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltakeeper.delta import features, paths
+from deltakeeper.delta.checkpoint.content import Content
 from deltakeeper.delta.checkpoint.last import move_last_checkpoint
 from deltakeeper.delta.checkpoint.layouts import (
     V2_PART_SIZE,
@@ -81,16 +82,11 @@ def write_source(
     split = (v2 and not classic) or (not v2 and part_size is not None)
     content = source.content(now_ms, tombstone_retention_ms, txn_retention_ms, count_first=split)
     writer = Writer(table, snap.version, now_ms, dry_run)
-    if v2 and not classic:
-        write_v2(writer, content, part_size or V2_PART_SIZE)
-        layout = Layout.V2
-    else:
-        if v2:
-            content.header.insert(0, ("checkpointMetadata", checkpoint_metadata(snap.version, {})))
-        n = 1 if v2 or part_size is None else num_parts(content, part_size)
-        n = _existing_parts(snap) or n
-        write_classic(writer, content, n)
-        layout = Layout.MULTIPART if n > 1 else Layout.CLASSIC
+    try:
+        layout = _write_layout(writer, content, snap, v2 and not classic, part_size)
+    except BaseException:
+        writer.abort()
+        raise
     moved = False
     if not dry_run:
         writer.verify()
@@ -109,6 +105,21 @@ def write_source(
         parts=len(writer.files) if layout is Layout.MULTIPART else None,
         sidecars=len(writer.sidecars),
     )
+
+
+def _write_layout(
+    writer: Writer, content: Content, snap: SnapshotHeader, sidecars: bool, part_size: int | None
+) -> Layout:
+    if sidecars:
+        write_v2(writer, content, part_size or V2_PART_SIZE)
+        return Layout.V2
+    v2 = uses_v2(snap)
+    if v2:
+        content.header.insert(0, ("checkpointMetadata", checkpoint_metadata(snap.version, {})))
+    n = 1 if v2 or part_size is None else num_parts(content, part_size)
+    n = _existing_parts(snap) or n
+    write_classic(writer, content, n)
+    return Layout.MULTIPART if n > 1 else Layout.CLASSIC
 
 
 def uses_v2(snap: SnapshotHeader) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from deltakeeper.delta.storage.base import FileInfo
-from deltakeeper.delta.storage.objects import ObjectStorage, mtime_ms
+from deltakeeper.delta.storage.base import FileInfo, Upload
+from deltakeeper.delta.storage.objects import ObjectStorage, PiecewiseUpload, mtime_ms
 from deltakeeper.delta.storage.retries import BatchError, http_status
 
 T = TypeVar("T")
@@ -16,6 +17,7 @@ class AzureStorage(ObjectStorage):
     """Azure Blob Storage (and ADLS Gen2 through its blob endpoint) with adlfs's async client."""
 
     DELETE_BATCH = 256  # Blob Batch limit
+    BLOCK_BYTES = 8 << 20  # a streamed upload's blocks (Put Block), committed by one Put Block List
     NO_RETRY = {"retry_total": 0}  # azure-core retries 10 times by default
 
     def __init__(self, uri: str, container: str, root: str, options: dict[str, Any]) -> None:
@@ -104,6 +106,9 @@ class AzureStorage(ObjectStorage):
     def _create(self, key: str, data: bytes) -> None:
         self._upload(key, data, overwrite=False)
 
+    def _open_upload(self, key: str) -> Upload:
+        return _BlockUpload(self, key)
+
     def _overwrite(self, key: str, data: bytes) -> None:
         self._upload(key, data, overwrite=True)
 
@@ -124,3 +129,31 @@ class AzureStorage(ObjectStorage):
 
             deleted += self._az("delete", batch)
         return deleted
+
+
+class _BlockUpload(PiecewiseUpload):
+    """Blocks of BLOCK_BYTES staged, then one block list (Put Block List). Blocks never
+    committed are dropped by the service after a week."""
+
+    def __init__(self, storage: AzureStorage, key: str) -> None:
+        super().__init__(storage, key, storage.BLOCK_BYTES)
+        self.az = storage
+        self.blob = storage.container.get_blob_client(storage._key(key))
+        self.blocks: list[str] = []
+
+    def _send_piece(self, number: int, body: bytes) -> None:
+        if number == 1:
+            self.blocks = []
+        block_id = base64.b64encode(f"{number:08d}".encode()).decode()
+
+        async def put() -> None:
+            await self.blob.stage_block(block_id, body, **self.az.NO_RETRY)
+
+        self.az._az("put", put, self.key)
+        self.blocks.append(block_id)
+
+    def _join(self) -> None:
+        async def put() -> None:  # the same list again on a retry: idempotent
+            await self.blob.commit_block_list(self.blocks, **self.az.NO_RETRY)
+
+        self.az._az("put", put, self.key)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import io
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,6 +37,59 @@ class Deletes:
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.delete)
+
+
+class Upload(io.RawIOBase):
+    """A file written front to back whose bytes replace one key only at `commit()`: until
+    then readers see the old object, if any; after it, the whole new one. `abort()` drops
+    what was written. A parquet writer can write into it directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0  # bytes written so far
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.size
+
+    def write(self, data: Any) -> int:
+        n = memoryview(data).nbytes
+        self._write(data)
+        self.size += n
+        return n
+
+    @abstractmethod
+    def _write(self, data: Any) -> None: ...
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Make the bytes written the object's content, replacing what was there."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Drop what was written; the old object stays. Safe to call more than once."""
+
+
+class BufferedUpload(Upload):
+    """An upload held in memory and sent whole by `send(data)` at commit: for stores with no
+    streamed write, and for writes that must be create-only."""
+
+    def __init__(self, send: Callable[[bytes], None]) -> None:
+        super().__init__()
+        self.send = send
+        self.buffer = io.BytesIO()
+
+    def _write(self, data: Any) -> None:
+        self.buffer.write(data)
+
+    def commit(self) -> None:
+        self.send(self.buffer.getvalue())
+        self.buffer = io.BytesIO()
+
+    def abort(self) -> None:
+        self.buffer = io.BytesIO()
 
 
 def _folder(prefix: str) -> str:
@@ -119,6 +174,11 @@ class Storage(ABC):
     def overwrite(self, key: str, data: bytes) -> None:
         self._overwrite(key, data)
 
+    def open_upload(self, key: str) -> Upload:
+        """An overwrite of `key` written as a stream (see Upload), so a large file is never
+        held whole in memory where the store can take it in pieces."""
+        return self._open_upload(key)
+
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete keys in batches; returns how many were deleted. Missing keys are not errors."""
         return self._delete_many(list(keys))
@@ -154,3 +214,6 @@ class Storage(ABC):
 
     @abstractmethod
     def _delete_many(self, keys: list[str]) -> int: ...
+
+    def _open_upload(self, key: str) -> Upload:
+        return BufferedUpload(lambda data: self.overwrite(key, data))

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from deltakeeper.delta.storage.base import FileInfo, Storage
+from deltakeeper.delta.storage.base import FileInfo, Storage, Upload
 from deltakeeper.delta.storage.retries import open_error, safe_uri, with_retries
 
 T = TypeVar("T")
@@ -167,6 +167,55 @@ class RangedFile(io.RawIOBase):
         buffer[: len(data)] = data
         self.pos += len(data)
         return len(data)
+
+
+class PiecewiseUpload(Upload):
+    """An upload sent in pieces of `piece_bytes` as they fill, then joined by one request:
+    memory holds a piece, not the file. A file smaller than one piece is one plain overwrite
+    at commit. Subclasses send, join and drop the pieces."""
+
+    def __init__(self, storage: Storage, key: str, piece_bytes: int) -> None:
+        super().__init__()
+        self.storage, self.key, self.piece_bytes = storage, key, piece_bytes
+        self.pending = bytearray()
+        self.pieces = 0  # sent so far
+
+    def _write(self, data: Any) -> None:
+        self.pending += data
+        if len(self.pending) >= self.piece_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        body, self.pending = bytes(self.pending), bytearray()
+        self._send_piece(self.pieces + 1, body)
+        self.pieces += 1
+
+    def commit(self) -> None:
+        if not self.pieces:
+            body, self.pending = bytes(self.pending), bytearray()
+            self.storage.overwrite(self.key, body)
+            return
+        if self.pending:
+            self._flush()
+        self._join()
+        self.pieces = 0
+
+    def abort(self) -> None:
+        self.pending = bytearray()
+        if self.pieces:
+            self.pieces = 0
+            self._drop()
+
+    @abstractmethod
+    def _send_piece(self, number: int, body: bytes) -> None:
+        """Send piece `number` (from 1): one counted, retried request."""
+
+    @abstractmethod
+    def _join(self) -> None:
+        """Make the pieces sent the object, replacing what was there."""
+
+    def _drop(self) -> None:
+        """Drop the pieces sent (best effort; they are invisible to readers)."""
 
 
 def mtime_ms(v: Any) -> int:

@@ -6,8 +6,8 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-from deltakeeper.delta.storage.base import FileInfo
-from deltakeeper.delta.storage.objects import ObjectStorage, mtime_ms
+from deltakeeper.delta.storage.base import FileInfo, Upload
+from deltakeeper.delta.storage.objects import ObjectStorage, PiecewiseUpload, mtime_ms
 from deltakeeper.delta.storage.retries import BatchError, transient_codes
 
 
@@ -15,6 +15,7 @@ class S3Storage(ObjectStorage):
     """S3 and S3-compatible stores (MinIO) through s3fs's botocore client."""
 
     DELETE_BATCH = 1000  # DeleteObjects limit
+    PART_BYTES = 8 << 20  # a multipart upload's parts; S3 takes none below 5 MiB but the last
 
     def __init__(self, uri: str, bucket: str, root: str, options: dict[str, Any]) -> None:
         config = dict(options.get("config_kwargs") or {})
@@ -67,6 +68,9 @@ class S3Storage(ObjectStorage):
             return None
         return FileInfo(key, int(d["ContentLength"]), mtime_ms(d["LastModified"]))
 
+    def _open_upload(self, key: str) -> Upload:
+        return _MultipartUpload(self, key)
+
     def _create(self, key: str, data: bytes) -> None:
         self._s3("put", "put_object", key, Body=data, IfNoneMatch="*")
 
@@ -89,3 +93,37 @@ class S3Storage(ObjectStorage):
 
             deleted += self._call("delete", send)
         return deleted
+
+
+class _MultipartUpload(PiecewiseUpload):
+    """A multipart upload: parts of PART_BYTES, then the completion."""
+
+    def __init__(self, storage: S3Storage, key: str) -> None:
+        super().__init__(storage, key, storage.PART_BYTES)
+        self.s3 = storage
+        self.upload_id = ""
+        self.parts: list[dict[str, Any]] = []
+
+    def _send_piece(self, number: int, body: bytes) -> None:
+        if number == 1:
+            self.upload_id = self.s3._s3("put", "create_multipart_upload", self.key)["UploadId"]
+            self.parts = []
+        kw = {"UploadId": self.upload_id, "PartNumber": number, "Body": body}
+        out = self.s3._s3("put", "upload_part", self.key, **kw)
+        self.parts.append({"PartNumber": number, "ETag": out["ETag"]})
+
+    def _join(self) -> None:
+        sent = self.s3.requests["put"]
+        parts = {"Parts": self.parts}
+        try:
+            kw = {"UploadId": self.upload_id, "MultipartUpload": parts}
+            self.s3._s3("put", "complete_multipart_upload", self.key, **kw)
+        except FileNotFoundError:
+            # A retried completion can meet its own first attempt, done but not heard: the
+            # upload is gone (NoSuchUpload) and the object has the size we sent.
+            info = self.s3.head(self.key)
+            if self.s3.requests["put"] - sent < 2 or info is None or info.size != self.size:
+                raise
+
+    def _drop(self) -> None:
+        self.s3._s3("delete", "abort_multipart_upload", self.key, UploadId=self.upload_id)
