@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator bench-discovery clean
+.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator bench-compaction bench-discovery clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -50,6 +50,10 @@ bench-maintenance: test-deps
 # Issue 4: the operator against 1,000 DeltaTables on a real API server; about 10 minutes.
 bench-operator: test-deps
 	$(PY) -m benchmarks.operator --tables 1000
+
+# Spark compaction against a hand-run OPTIMIZE and delta-rs, then the planner on 1,000,000 files.
+bench-compaction: test-deps
+	$(PY) -m benchmarks.compaction
 
 # Issue 15: discover() against a full recursive listing on MinIO (10,000 small tables, then 10
 # big ones); most of its ~30 minutes is uploading 90,000 objects.

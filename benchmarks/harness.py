@@ -8,14 +8,17 @@ from the parent across fork + exec.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,24 @@ def proc_status_bytes(key: str, pid: int | str = "self") -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     raise KeyError(key)
+
+
+@contextlib.contextmanager
+def building(out: Path) -> Iterator[Path]:
+    """A fresh temp folder beside `out`, renamed to `out` when the block succeeds and removed
+    when it fails: a cached data set is complete or absent, never half written."""
+    if out.exists():
+        raise FileExistsError(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def emit(report: dict[str, Any]) -> None:

@@ -285,7 +285,7 @@ def run(n: int, on_minio: int, poll_s: int, samples: int) -> dict[str, Any]:
             report["latency_median_s"] = round(statistics.median(lat), 1)
             report["latency_max_s"] = round(lat[-1], 1)
             report["latency_max_polls"] = round(lat[-1] / poll_s, 2)
-        report["peak_rss_mib"] = round(_hwm(op.pid) / MIB, 1)
+        report["peak_rss_mib"] = round(peak_rss(op.pid) / MIB, 1)
         report["operator_cpu_total_s"] = round(cpu_seconds(proc), 1)
         report["deltars_cpu_ms_per_poll"] = round(1000 * deltars_poll_cpu(lake, 500), 3)
         report["apiserver_rss_mib"] = round(
@@ -305,7 +305,7 @@ def run(n: int, on_minio: int, poll_s: int, samples: int) -> dict[str, Any]:
     return report
 
 
-def _hwm(pid: int) -> int:
+def peak_rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024

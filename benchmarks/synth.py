@@ -35,6 +35,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks.harness import building
+
 GENERATOR_VERSION = 1  # bump when the output for the same Params changes
 T0_MS = 1_717_200_000_000  # 2024-06-01T00:00:00Z, the time of version 0
 SPAN_MS = 30 * 86_400_000  # the whole history spans about 30 days
@@ -582,16 +584,10 @@ def write_checkpoint(params: Params, p: Plan, log: Path) -> dict:
 # -- whole tables --------------------------------------------------------------------------------
 def generate(params: Params, out: Path) -> dict:
     """Write the table to `out` (which must not exist) through a temp dir and a rename."""
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(out)
     started = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    log = tmp / "_delta_log"
-    log.mkdir(parents=True)
-    try:
+    with building(Path(out)) as tmp:
+        log = tmp / "_delta_log"
+        log.mkdir()
         p = plan(params)
         ckv = params.checkpoint_version
         first_json = 0 if ckv is None or params.keep_history else ckv
@@ -612,10 +608,6 @@ def generate(params: Params, out: Path) -> dict:
             "generation_seconds": round(time.perf_counter() - started, 1),
         }
         (tmp / "_synth.json").write_text(json.dumps(info, indent=2) + "\n")
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return info
 
 

@@ -452,7 +452,7 @@ def _daemon_commands(sub: Any) -> None:
 
     p = sub.add_parser(
         "operator",
-        help="run the Kubernetes operator (DeltaTable and DeltaMaintenancePolicy resources)",
+        help="run the Kubernetes operator (DeltaTables and policies; DeltaLakes with --discovery)",
         description="Reconcile DeltaTables on the cluster of $KUBECONFIG (or the pod's service "
         "account). Replicas elect one active instance through kopf peering.",
     )
@@ -463,6 +463,13 @@ def _daemon_commands(sub: Any) -> None:
         p,
         f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {DEFAULT_BIND_ADDRESS}",
         f"$DELTAKEEPER_DEFAULT_POLL_INTERVAL, else {policy.POLL_INTERVAL_MS // 1000}s",
+    )
+    p.add_argument(
+        "--discovery",
+        action="store_true",
+        help="also watch DeltaLakes: scan their prefixes and make a DeltaTable for each table "
+        "found (needs the rights the Helm chart's discovery.enabled grants; "
+        "$DELTAKEEPER_DISCOVERY=true does the same)",
     )
     p.add_argument("--verbose", action="store_true", help="log kopf's own debug messages")
     p.add_argument(
@@ -603,6 +610,10 @@ def cmd_operator(args: argparse.Namespace) -> int:
     from deltakeeper.k8s.spark_launcher import default_template
 
     options = Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
+    if args.discovery:
+        options.discovery = True
+    if options.discovery:
+        from deltakeeper.k8s import discovery  # noqa: F401 (registers the DeltaLake handlers)
     if args.metrics_bind_address is not None:
         options.metrics_bind_address = args.metrics_bind_address
     if args.namespace:

@@ -217,6 +217,44 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
     _assert_least_privilege(docs)
 
 
+DISCOVERY_RULES = [
+    {
+        "apiGroups": ["deltakeeper.io"],
+        "resources": ["deltalakes"],
+        "verbs": ["list", "watch", "patch"],
+    },
+    {"apiGroups": ["deltakeeper.io"], "resources": ["deltalakes/status"], "verbs": ["patch"]},
+    {"apiGroups": ["deltakeeper.io"], "resources": ["deltatables"], "verbs": ["create"]},
+]
+
+
+@pytest.mark.parametrize("namespaced", [False, True], ids=["cluster-wide", "namespaced"])
+def test_discovery_is_off_by_default_and_adds_exactly_its_rights(
+    chart_tools: dict[str, str], schemas: Path, namespaced: bool
+) -> None:
+    where = ("--set", "watchNamespaces={lake,lake2}") if namespaced else ()
+    off = _render(chart_tools, schemas, *where)
+    on = _render(chart_tools, schemas, *where, "--set", "discovery.enabled=true")
+    assert "--discovery" not in _args(off) and "--discovery" in _args(on)
+    table_roles = "Role" if namespaced else "ClusterRole"
+
+    def rules(docs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        roles = [
+            d
+            for d in _kinds(docs, table_roles)
+            if not d["metadata"]["name"].endswith("-compaction")
+        ]
+        assert len(roles) == (2 if namespaced else 1)
+        return [r["rules"] for r in roles]
+
+    for before, after in zip(rules(off), rules(on), strict=True):
+        assert not [r for r in before if {"deltalakes", "deltalakes/status"} & set(r["resources"])]
+        assert not [r for r in before if "create" in r["verbs"] and "deltatables" in r["resources"]]
+        assert [r for r in after if r not in before] == DISCOVERY_RULES
+        assert [r for r in before if r not in after] == []
+    _assert_least_privilege(on)
+
+
 def test_monitoring_objects_follow_the_api_and_the_values(
     chart_tools: dict[str, str], schemas: Path
 ) -> None:

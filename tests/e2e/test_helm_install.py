@@ -76,15 +76,7 @@ def helm(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) ->
 def _sa_kubeconfig(
     cluster: KubeCluster, path: Path, name: str = RELEASE, namespace: str = RELEASE_NS
 ) -> Path:
-    """A kubeconfig with a token the TokenRequest API issued to the ServiceAccount."""
-    core = client.CoreV1Api(cluster.api_client())
-    request = {"spec": {"expirationSeconds": 3600}}
-    token = core.create_namespaced_service_account_token(name, namespace, request)
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": "operator", "user": {"token": token.status.token}}]
-    config["contexts"][0]["context"]["user"] = "operator"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return cluster.service_account_kubeconfig(path, name, namespace)
 
 
 def _can_i(api: client.ApiClient, verb: str, resource: str, namespace: str | None) -> bool:

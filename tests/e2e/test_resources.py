@@ -4,9 +4,6 @@ to, the printer columns and the status subresource work as `kubectl` users will 
 from __future__ import annotations
 
 import copy
-import json
-import ssl
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,11 @@ from tests.support.kube import KubeCluster
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GROUP, VERSION = "deltakeeper.io", "v1alpha1"
-PLURALS = {"DeltaTable": "deltatables", "DeltaMaintenancePolicy": "deltamaintenancepolicies"}
+PLURALS = {
+    "DeltaTable": "deltatables",
+    "DeltaMaintenancePolicy": "deltamaintenancepolicies",
+    "DeltaLake": "deltalakes",
+}
 
 
 def _create(api: client.ApiClient, doc: dict[str, Any], namespace: str) -> None:
@@ -127,22 +128,7 @@ def test_printer_columns_and_status_subresource(kube_cluster: KubeCluster) -> No
     got = objects.get_namespaced_custom_object(GROUP, VERSION, "columns", "deltatables", "t")
     assert got["status"]["version"] == 7
     # What `kubectl get deltatables` prints: the server's Table rendering.
-    table = _get_json(
-        kube_cluster,
-        f"/apis/{GROUP}/{VERSION}/namespaces/columns/deltatables",
-        "application/json;as=Table;v=v1;g=meta.k8s.io",
-    )
+    table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/columns/deltatables")
     names = [c["name"] for c in table["columnDefinitions"]]
     assert names[:6] == ["Name", "Version", "Behind", "Files", "Small", "Ready"]
     assert table["rows"][0]["cells"][:6] == ["t", 7, 3, 12, 4, "True"]
-
-
-def _get_json(cluster: KubeCluster, path: str, accept: str) -> Any:
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    request = urllib.request.Request(
-        cluster.server + path,
-        headers={"Authorization": f"Bearer {cluster.token}", "Accept": accept},
-    )
-    with urllib.request.urlopen(request, context=context, timeout=10) as r:
-        return json.loads(r.read())

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from benchmarks import checkpoint, cleanup
+from benchmarks import checkpoint, cleanup, compaction
 from benchmarks.harness import machine
 
 pytestmark = pytest.mark.integration
@@ -45,3 +45,31 @@ def test_cleanup_quick_deletes_1000_files_in_one_request():
     assert r["requests"]["execute"] == {"delete": 1}
     assert r["server_requests"].get("deletemultipleobjects") == 1
     assert r["answers"] == {"deltakeeper": (1000, 1000), "delta-rs": (1000, 1000)}
+
+
+@pytest.mark.spark
+def test_compaction_quick_rewrites_the_small_files_and_keeps_every_row(tmp_path):
+    """deltakeeper (planner, spark-submit, job) and delta-rs on the quick shape; OPTIMIZE runs
+    in the full benchmark (one more spark-submit is too slow for here)."""
+    shape = compaction.QUICK
+    engines = ("deltakeeper", "delta-rs compact")
+    results = compaction.measure(shape, tmp_path, engines)
+    info = results["info"]
+    for engine in engines:
+        a = results["A"][engine]
+        assert a["ok"], (engine, a.get("error"))
+        assert a["rows_identical"] and a["rows"] == shape.rows, (engine, a)
+        assert a["files_read"] == a["files_before"] == shape.files, (engine, a)
+        assert a["bytes_read"] == info["bytes"] and a["bytes_written"] > 0, (engine, a)
+        assert 0 < a["files_after"] < shape.files // 10, (engine, a)
+        assert a["wall"] >= a["job"] >= a["work"] > 0 and a["scan"] > 0, (engine, a)
+        assert a["cpu"] > 0, (engine, a)
+    # (B): only the new small files are rewritten; the files (A) wrote are left alone.
+    (b,) = results["B"].values()
+    assert b["ok"] and b["rows_identical"], b
+    assert b["rows"] == shape.rows + shape.new_files * shape.rows_per_file, b
+    assert b["files_read"] == shape.new_files and b["bytes_read"] == info["new_bytes"], b
+    text = compaction.report("cmd", shape, results, machine())
+    assert "### (A) first compaction" in text and "### (B) steady state" in text, text
+    assert text.count("| deltakeeper |") == 2 and text.count("| delta-rs compact |") == 1, text
+    assert "- Target identical rows, every run: yes, **met**" in text, text

@@ -83,6 +83,9 @@ def test_the_fleet_overview_shows_what_the_issue_asks_for() -> None:
         "deltakeeper_deleted_bytes_total",
         "deltakeeper_compaction_jobs",
         "deltakeeper_storage_requests_total",
+        "deltakeeper_lake_tables{",
+        "deltakeeper_lake_scan_duration_seconds{",
+        "deltakeeper_lake_scan_requests_total{",
     ):
         assert metric in exprs, metric
 

@@ -58,13 +58,15 @@ def _old_table(root: Path) -> None:
         os.utime(p, (at, at))
 
 
-def _manifest(name: str, uri: Path) -> str:
+def _manifest(name: str, uri: Path, kind: str = "DeltaTable") -> str:
+    """A DeltaTable polled every second, or a DeltaLake scanned every two seconds."""
+    spec = {"pollInterval": "1s"} if kind == "DeltaTable" else {"scanInterval": "2s"}
     return json.dumps(
         {
             "apiVersion": "deltakeeper.io/v1alpha1",
-            "kind": "DeltaTable",
+            "kind": kind,
             "metadata": {"name": name, "namespace": "lake"},
-            "spec": {"uri": f"file://{uri}", "pollInterval": "1s"},
+            "spec": {"uri": f"file://{uri}", **spec},
         }
     )
 
@@ -122,6 +124,9 @@ def live(tmp_path: Path, prometheus_tools: dict[str, str]) -> Iterator[tuple[Pro
     manifests.mkdir()
     (manifests / "events.json").write_text(_manifest("events", events))
     (manifests / "broken.json").write_text(_manifest("broken", broken))
+    # A DeltaLake with one table under its prefix: the lake panels' series.
+    write_deltalake(str(tmp_path / "lake" / "t1"), _batch(0), post_commithook_properties=HOOKS)
+    (manifests / "lake.json").write_text(_manifest("lake", tmp_path / "lake", "DeltaLake"))
 
     metrics_port, prom_port = free_port(), free_port()
     rules = tmp_path / "rules.yaml"
@@ -237,6 +242,7 @@ def test_dashboards_have_data_and_the_not_ready_alert_fires_and_resolves(
     assert _scalar(prom, 'sum(deltakeeper_table_condition{condition="Ready"} == bool 0)') == 1
     assert _scalar(prom, 'sum(deltakeeper_deleted_files_total{kind="log"})') >= 11
     assert _scalar(prom, 'sum(deltakeeper_deleted_files_total{kind="data"})') >= 1
+    assert _scalar(prom, 'deltakeeper_lake_tables{namespace="lake", lake="lake"}') == 1
     for board in load_dashboards().values():
         _variables_list(prom, board)
 

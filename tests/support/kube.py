@@ -1,14 +1,17 @@
 """A real Kubernetes API server for the e2e tests: etcd + kube-apiserver on 127.0.0.1.
 
 Binaries come from scripts/k8s/install.sh (built from their Go modules, cached outside the
-clone). No controller-manager or scheduler runs: the tests need CRDs, Secrets, Events, watches
-and the status subresource, which the API server alone serves. Both processes die with the
+clone). No scheduler runs, and no controller-manager unless a test starts one
+(`start_garbage_collector`: what deletes the objects an owner leaves behind); the rest of the
+tests need CRDs, Secrets, Events, watches and the status subresource, which the API server
+alone serves. Both processes die with the
 test process (PDEATHSIG), and their data lives in a temporary folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import ssl
@@ -115,6 +118,34 @@ class KubeCluster:
             if e.status != 409:
                 raise
 
+    def get_table(self, path: str) -> Any:
+        """What `kubectl get` prints for the list at `path`: the server's Table rendering."""
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        request = urllib.request.Request(
+            self.server + path,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
+            },
+        )
+        with urllib.request.urlopen(request, context=context, timeout=10) as r:
+            return json.loads(r.read())
+
+    def service_account_kubeconfig(self, path: Path, name: str, namespace: str) -> Path:
+        """A kubeconfig at `path` with a token the TokenRequest API issued to the
+        ServiceAccount namespace/name: requests made with it get that account's rights."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        request = {"spec": {"expirationSeconds": 3600}}
+        token = core.create_namespaced_service_account_token(name, namespace, request)
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": "sa", "user": {"token": token.status.token}}]
+        config["contexts"][0]["context"]["user"] = "sa"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def create_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
         from kubernetes import client
 
@@ -126,6 +157,30 @@ class KubeCluster:
             if e.status != 409:
                 raise
             core.replace_namespaced_secret(name, namespace, body)
+
+
+def start_garbage_collector(
+    binaries: dict[str, str], cluster: KubeCluster, workdir: Path
+) -> subprocess.Popen[bytes]:
+    """kube-controller-manager running only its garbage collector, against `cluster`: it
+    deletes objects whose owners (ownerReferences) are gone. The caller terminates it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc, _ = _spawn(
+        [
+            binaries["KUBE_CONTROLLER_MANAGER"],
+            "--kubeconfig", str(cluster.kubeconfig),
+            "--controllers", "garbagecollector",
+            "--leader-elect=false",
+            "--secure-port", "0",  # no health endpoint needed; nothing else to serve
+        ],
+        workdir,
+        {},
+    )  # fmt: skip
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        log = (workdir / "server.log").read_text(errors="replace")
+        raise KubeStartError(f"kube-controller-manager exited with {proc.returncode}:\n{log}")
+    return proc
 
 
 def _established(crd: Any) -> bool:

@@ -37,6 +37,7 @@ def test_every_example_validates() -> None:
     assert loaded.errors == []
     assert {t.name for t in loaded.tables} == {"events", "orders", "clicks", "sessions", "ledger"}
     assert [p.name for p in loaded.policies] == ["standard"]
+    assert [(lake.namespace, lake.name) for lake in loaded.lakes] == [("lake", "warehouse")]
     assert loaded.secrets[("lake", "lake-credentials")]["AWS_ACCESS_KEY_ID"] == "deltakeeper"
 
 

@@ -22,7 +22,14 @@ from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.runtime.fleet import Loop
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.targets import SecretUnreadable
-from deltakeeper.runtime.watcher import Condition, Event, Observation, TableWatcher, Target
+from deltakeeper.runtime.watcher import (
+    Condition,
+    ConditionStatus,
+    Event,
+    Observation,
+    TableWatcher,
+    Target,
+)
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
@@ -348,3 +355,47 @@ def test_a_restarted_loop_waits_for_the_previous_one() -> None:
         return order
 
     assert asyncio.run(go()) == ["start", "end", "start", "end"]
+
+
+def test_a_condition_set_elsewhere_is_written_with_the_watchers_at_the_next_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DeltaLake's TableFound rides on the watcher's status write: a merge patch replaces
+    the whole list of conditions, so a separate write would be undone by the next poll."""
+    written: list[dict[str, Any]] = []
+
+    def write_status(api: Any, namespace: str, name: str, new: Any) -> bool:
+        written.append(new)
+        return True
+
+    monkeypatch.setattr(k8s_api, "write_status", write_status)
+
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a"))
+        loop = tables.entries[("ns", "a")].loop
+        assert loop is not None
+        loop.stop()
+        obs = Observation({"version": 4}, [Condition("Ready", "True", "Watching", "")])
+        target = Target("ns", "a", "file:///lake/a")
+        await tables.publish(target, obs)
+        await tables.publish(target, obs)  # nothing new: not written again
+        assert [[c["type"] for c in w["conditions"]] for w in written] == [["Ready"]]
+        gone = Condition("TableFound", ConditionStatus.FALSE, "NotFound", "not found")
+        tables.set_condition(("ns", "a"), gone)
+        tables.set_condition(("ns", "a"), gone)  # the same again: nothing more to write
+        await tables.publish(target, obs)
+        await tables.publish(target, obs)
+        assert len(written) == 2
+        found = {c["type"]: c for c in written[-1]["conditions"]}
+        assert found["TableFound"]["status"] == "False" and found["Ready"]["status"] == "True"
+        # The Ready condition kept its transition time: only TableFound is new.
+        assert (
+            found["Ready"]["lastTransitionTime"]
+            == written[0]["conditions"][0]["lastTransitionTime"]
+        )
+        tables.remove(("ns", "a"))
+        assert ("ns", "a") not in tables.extra
+
+    asyncio.run(go())

@@ -80,4 +80,18 @@ README.md says why each verb is needed. */}}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.discovery.enabled }}
+# discovery.enabled: DeltaLakes are watched (patch: kopf's finalizer housekeeping, as on
+# tables), their status written, and their DeltaTables made by server-side apply, which
+# creates a table the first time (create) and patches it after (patch, above).
+- apiGroups: [deltakeeper.io]
+  resources: [deltalakes]
+  verbs: [list, watch, patch]
+- apiGroups: [deltakeeper.io]
+  resources: [deltalakes/status]
+  verbs: [patch]
+- apiGroups: [deltakeeper.io]
+  resources: [deltatables]
+  verbs: [create]
+{{- end }}
 {{- end -}}

@@ -16,7 +16,9 @@ Spec keys:
   zOrderBy         optional list of columns: Z-order instead of bin-packing
   plannedVersion   optional; the version the plan was made at (reported back)
 
-Output: one JSON line on stdout (`"deltakeeperCompaction": 1` marks it). Exit 0 when the work
+Output: one JSON line on stdout (`"deltakeeperCompaction": 1` marks it); `seconds` is the
+job's time from its start (after the JVM's), `sessionSeconds` the part of it spent starting the
+Spark session. Exit 0 when the work
 is done or there was nothing to do, 1 when it failed (a conflicting concurrent write, a bad
 spec, an unreadable table); the line says why.
 """
@@ -257,7 +259,9 @@ def _latest_version(table: Any) -> int:
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
+    began = time.monotonic()
     spark = _session(spec)
+    session_seconds = round(time.monotonic() - began, 3)
     table = DeltaTable.forPath(spark, spec["table"])
     start = _latest_version(table)
     types = _partition_types(table)
@@ -276,6 +280,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     commits = _our_commits(table, spec["jobId"], start)
     return {
         "result": "done" if commits else "nothing-to-do",
+        "sessionSeconds": session_seconds,
         "startVersion": start,
         "commits": commits,
         "filesRemoved": _metric(commits, "numRemovedFiles"),

@@ -15,7 +15,10 @@ from deltakeeper.resources.crd import GROUP, VERSION
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime.targets import SecretUnreadable
 
-TABLES, POLICIES = "deltatables", "deltamaintenancepolicies"
+TABLES, POLICIES, LAKES = "deltatables", "deltamaintenancepolicies", "deltalakes"
+# Server-side apply's owner of what a DeltaLake sets on its DeltaTables: fields a user set that
+# the lake's template does not are another manager's, and an apply leaves them alone.
+LAKE_MANAGER = "deltakeeper-lake"
 # Every call here has a deadline (connect, read): a hung API server must not hold a thread,
 # and what waits on it, for ever.
 TIMEOUT = (5.0, 15.0)
@@ -50,16 +53,21 @@ def read_secret(api: client.ApiClient, namespace: str, name: str) -> dict[str, s
 
 
 def write_status(
-    api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    status: Mapping[str, Any],
+    plural: str = TABLES,
 ) -> bool:
-    """Merge-patch the DeltaTable's status subresource; False when the table is gone."""
+    """Merge-patch the status subresource of a DeltaTable (or of `plural`); False when the
+    object is gone."""
     try:
         # The reply (the whole object) is read but not parsed: nothing here needs it.
         reply: Any = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
             GROUP,
             VERSION,
             namespace,
-            TABLES,
+            plural,
             name,
             {"status": dict(status)},
             _preload_content=False,
@@ -72,6 +80,28 @@ def write_status(
             raise
         return False
     return True
+
+
+def apply_table(api: client.ApiClient, body: Mapping[str, Any]) -> None:
+    """Create or update a DeltaTable by server-side apply as LAKE_MANAGER: the fields in `body`
+    are set (taken back from anyone who changed them), fields it leaves out that were LAKE_MANAGER's
+    are removed, and every other manager's fields stay."""
+    meta = body["metadata"]
+    reply: Any = client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        meta["namespace"],
+        TABLES,
+        meta["name"],
+        dict(body),
+        field_manager=LAKE_MANAGER,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+        _preload_content=False,
+        _request_timeout=TIMEOUT,
+    )
+    reply.read()
+    reply.release_conn()
 
 
 def short_error(e: Exception) -> str:

@@ -41,12 +41,19 @@ class Options:
     # kopf pauses every replica that sees a peer of higher or equal priority, so each replica
     # draws its own: the highest acts, the others wait until it is gone.
     priority: int = field(default_factory=lambda: random.randint(1, 2**30))
+    # Watch DeltaLakes and make DeltaTables for the tables they find (needs the chart's
+    # discovery.enabled rights).
+    discovery: bool = field(default_factory=lambda: discovery_enabled())
     # Empty: cluster-wide.
     namespaces: list[str] = field(
         default_factory=lambda: [
             n for n in os.environ.get("DELTAKEEPER_NAMESPACE", "").split(",") if n
         ]
     )
+
+
+def discovery_enabled() -> bool:
+    return os.environ.get("DELTAKEEPER_DISCOVERY", "").lower() in ("1", "true", "yes")
 
 
 def _interval_ms(variable: str, default: int) -> int:

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import urllib3
 
@@ -75,3 +76,23 @@ class Secrets:
         entry = (self.clock(), value)
         self._cache[key] = entry
         return entry
+
+
+async def for_resolve(
+    secrets: Secrets, namespace: str, name: str | None
+) -> tuple[Any, Callable[[str, str], Data]]:
+    """The Secret `name` read now (None when no Secret is named, or the SecretUnreadable),
+    and the blocking read targets.resolve calls, which serves it (raising SecretUnreadable)."""
+    secret: Any = None
+    if name:
+        try:
+            secret = await secrets.get(namespace, name)
+        except SecretUnreadable as e:
+            secret = e  # resolve() turns it into the resource's problem
+
+    def read(namespace: str, name: str) -> Data:
+        if isinstance(secret, SecretUnreadable):
+            raise secret
+        return secret
+
+    return secret, read

@@ -11,20 +11,20 @@ import asyncio
 import contextvars
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from deltakeeper.k8s import api, peering
+from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
 from deltakeeper.k8s.spark_launcher import TableRef
 from deltakeeper.runtime import status
 from deltakeeper.runtime.fleet import now_ms
 from deltakeeper.runtime.registry import Entry, Key, Registry
-from deltakeeper.runtime.targets import SecretUnreadable, resolve, secret_name
-from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
+from deltakeeper.runtime.targets import resolve, secret_name
+from deltakeeper.runtime.watcher import Condition, Event, Observation, TableWatcher, Target
 
 log = logging.getLogger("deltakeeper.operator")
 PEERING_CHECK_S = 3.0
@@ -52,6 +52,9 @@ class Tables:
         self.writes_failing = False
         self.writes_resume = 0.0  # time.monotonic() before which no status is written
         self.events_failing = False
+        # A condition another part says about a table (a DeltaLake: TableFound), written with
+        # the watcher's: a status merge patch replaces the whole list of conditions.
+        self.extra: dict[Key, Condition] = {}
         # kopf.event needs context variables kopf sets only while it handles an object: loops
         # started outside a handler (on a peering change) run in a copy of a handler's context.
         self.context: contextvars.Context | None = None
@@ -89,6 +92,14 @@ class Tables:
 
     def remove(self, key: Key) -> None:
         self.registry.remove(key)
+        self.extra.pop(key, None)
+
+    def set_condition(self, key: Key, condition: Condition) -> None:
+        """Add `condition` to the table's status from its next poll on."""
+        if self.extra.get(key) != condition:
+            self.extra[key] = condition
+            if key in self.written:  # written at time 0: that poll writes it
+                self.written[key] = (self.written[key][0], 0)
 
     # -- the loops --------------------------------------------------------------------------------
     def _start(self, key: Key) -> None:
@@ -111,19 +122,9 @@ class Tables:
 
     async def target(self, key: Key, entry: TableEntry) -> Target:
         local = list(self.policies.get(key[0], []))
-        ref = secret_name(entry.resource)
-        secret: Any = None
-        if ref:
-            try:
-                secret = await self.memo.secrets.get(key[0], ref)
-            except SecretUnreadable as e:
-                secret = e  # resolve() turns it into the table's problem
-
-        def read(namespace: str, name: str) -> Any:
-            if isinstance(secret, SecretUnreadable):
-                raise secret
-            return secret
-
+        secret, read = await secrets.for_resolve(
+            self.memo.secrets, key[0], secret_name(entry.resource)
+        )
         duplicates = self.registry.duplicates(key)
         default_poll_ms = self.memo.options.default_poll_interval_ms
 
@@ -180,6 +181,9 @@ class Tables:
         key = target.key
         now = now_ms()
         old, at = self.written.get(key, (None, 0))
+        extra = self.extra.get(key)
+        if extra is not None:
+            obs = replace(obs, conditions=[*obs.conditions, extra])
         new = status.build(target, obs, old, now)
         if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
             return True

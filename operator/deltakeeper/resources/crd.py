@@ -109,20 +109,32 @@ def policy_fields() -> dict[str, Any]:
 def _table_spec() -> dict[str, Any]:
     fields = {
         "uri": _str(URI, "Table root: s3://, gs://, abfss://, az://, file:// or an absolute path."),
-        "storage": _obj(
-            {
-                "secretRef": _obj(
-                    {"name": {"type": "string", "minLength": 1}},
-                    "Secret in the table's namespace with the store's credentials.",
-                    required=["name"],
-                ),
-                "options": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Non-secret fsspec options, e.g. endpoint_url.",
-                },
-            }
-        ),
+        "storage": _storage(),
+        **_table_settings(),
+    }
+    return _obj(fields, required=["uri"])
+
+
+def _storage() -> dict[str, Any]:
+    return _obj(
+        {
+            "secretRef": _obj(
+                {"name": {"type": "string", "minLength": 1}},
+                "Secret in the table's namespace with the store's credentials.",
+                required=["name"],
+            ),
+            "options": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Non-secret fsspec options, e.g. endpoint_url.",
+            },
+        }
+    )
+
+
+def _table_settings() -> dict[str, Any]:
+    """A DeltaTable's spec fields other than where the table is (uri, storage)."""
+    return {
         "policyRef": _obj(
             {"name": {"type": "string", "minLength": 1}},
             "DeltaMaintenancePolicy in the same namespace; it wins over label selection.",
@@ -131,7 +143,6 @@ def _table_spec() -> dict[str, Any]:
         "suspend": {"type": "boolean", "description": "Observe only; run no maintenance."},
         **policy_fields(),
     }
-    return _obj(fields, required=["uri"])
 
 
 def _condition() -> dict[str, Any]:
@@ -335,6 +346,74 @@ def maintenance_policy() -> dict[str, Any]:
     )
 
 
+def _lake_spec() -> dict[str, Any]:
+    globs = {"type": "array", "items": {"type": "string", "minLength": 1}}
+    template = _obj(
+        {
+            "labels": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Labels of every DeltaTable made (policies select by them).",
+            },
+            **_table_settings(),
+        },
+        "What every DeltaTable made for a found table gets: labels and DeltaTable spec fields.",
+    )
+    fields = {
+        "uri": _str(URI, "Prefix searched for tables: s3://, gs://, abfss://, az://, file://."),
+        "storage": _storage(),
+        "include": {**globs, "description": "Globs on table paths under uri; none: all."},
+        "exclude": {**globs, "description": "Globs on table paths under uri to leave out."},
+        "maxDepth": _int(
+            "Folders below uri a table root may be; 0: uri is the table (default 3).", 0
+        ),
+        "scanInterval": _str(DURATION, "How often uri is searched for tables (default 10m)."),
+        "tableTemplate": template,
+    }
+    return _obj(fields, required=["uri"])
+
+
+def _lake_status() -> dict[str, Any]:
+    count = {"type": "integer", "format": "int64"}
+    scan = _obj(
+        {
+            "time": {"type": "string", "format": "date-time"},
+            "result": {"type": "string"},
+            "requests": {**count, "description": "Listing requests the scan sent."},
+            "seconds": {"type": "number"},
+        },
+        "The last scan of the prefix.",
+    )
+    return _obj(
+        {
+            "observedGeneration": count,
+            "tables": {**count, "description": "Tables found by the last good scan."},
+            "managedTables": {**count, "description": "DeltaTables this lake manages."},
+            "missingTables": {
+                **count,
+                "description": "Managed DeltaTables whose table the last scan did not find.",
+            },
+            "lastScan": scan,
+            "conditions": _conditions(),
+        }
+    )
+
+
+def delta_lake() -> dict[str, Any]:
+    columns = [
+        _column("Prefix", ".spec.uri", "string"),
+        _column("Tables", ".status.tables"),
+        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
+        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
+        _column("Age", ".metadata.creationTimestamp", "date"),
+    ]
+    return _crd("DeltaLake", "deltalakes", ["dl", "dlake"], _lake_spec(), _lake_status(), columns)
+
+
 def all_crds() -> dict[str, dict[str, Any]]:
     """File name under crds/ -> CRD."""
-    return {"deltatable.yaml": delta_table(), "deltamaintenancepolicy.yaml": maintenance_policy()}
+    return {
+        "deltatable.yaml": delta_table(),
+        "deltamaintenancepolicy.yaml": maintenance_policy(),
+        "deltalake.yaml": delta_lake(),
+    }

@@ -1,0 +1,287 @@
+"""The operator's DeltaLakes: each is scanned for tables every scanInterval while this replica
+acts, and each table found gets a DeltaTable, made and kept by server-side apply.
+
+The DeltaTables are owned by their DeltaLake (ownerReference), so deleting the lake lets the
+cluster's garbage collector delete them; their data is never touched. A DeltaTable whose table
+a scan no longer finds is kept, with the condition `TableFound=False`: a table gone from a scan
+may be a move or a mistake, and deleting a DeltaTable is never what a scan implies. The
+DeltaTables themselves are maintained by tables.py like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import kopf
+
+from deltakeeper.k8s import api, secrets
+from deltakeeper.resources.lake import LAKE_LABEL, LakeResource, parse_lake, table_manifest
+from deltakeeper.resources.manifests import ManifestError
+from deltakeeper.runtime.credentials import SCRUBBER
+from deltakeeper.runtime.lakes import LakeScan, LakeScanner, ScanResult, lake_status
+from deltakeeper.runtime.status import conditions_status
+from deltakeeper.runtime.targets import resolve, secret_name
+from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event, Problem
+
+log = logging.getLogger("deltakeeper.operator")
+Key = tuple[str, str]
+TABLE_FOUND = "TableFound"
+IDLE_CHECK_S = 3.0  # how often a lake not scanned (another replica acts) looks again
+RETRY_S = 30.0  # after a failed scan, the next is this soon (or scanInterval, if sooner)
+# Requests in flight while applying: 10,000 new tables one by one take minutes.
+APPLY_THREADS = 4
+LAKE_THREADS = 2  # scans and status writes of all lakes
+T = TypeVar("T")
+EVENT_TABLES = 10  # more tables appearing at once than this make one Event, not one each
+
+
+@dataclass
+class LakeEntry:
+    """A DeltaLake as its last watch event showed it, and what its scans did."""
+
+    ref: kopf.Body  # apiVersion, kind, namespace, name, uid: for Events and ownerReferences
+    generation: int
+    resource: LakeResource | None
+    problem: str = ""  # why the spec cannot be used
+    scanner: LakeScanner | None = None
+    # name -> what was applied, as a digest: 10,000 whole bodies would cost tens of MiB
+    applied: dict[str, str] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)  # as last written
+    failed: str = ""  # why the last scan failed ("": it did not)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def owner(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.ref["apiVersion"],
+            "kind": self.ref["kind"],
+            "name": self.ref["metadata"]["name"],
+            "uid": self.ref["metadata"]["uid"],
+            "controller": True,
+        }
+
+
+class Lakes:
+    """The DeltaLakes of watch events, each with its scan loop."""
+
+    def __init__(self, memo: kopf.Memo) -> None:
+        self.memo = memo
+        self.entries: dict[Key, LakeEntry] = {}
+        # Scans, applies and lake status writes have threads of their own: behind the table
+        # status writes in asyncio's default pool (10,000 at a start) a scan waited minutes.
+        self._pool = ThreadPoolExecutor(LAKE_THREADS, thread_name_prefix="lake")
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # -- fed by watch events --------------------------------------------------------------------
+    def upsert(self, body: kopf.Body) -> None:
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace") or "default", meta["name"])
+        generation = int(meta.get("generation") or 1)
+        entry = self.entries.get(key)
+        if entry is not None and entry.ref["metadata"]["uid"] == meta.get("uid"):
+            if entry.generation != generation:  # the spec changed: scan and apply now
+                entry.generation = generation
+                entry.resource, entry.problem = _parse(body)
+                entry.scanner = None
+                entry.wake.set()
+            return
+        if entry is not None:  # re-created under the same name
+            self.remove(key)
+        ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
+        ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
+        resource, problem = _parse(body)
+        entry = LakeEntry(kopf.Body(ref), generation, resource, problem)
+        entry.status = dict(body.get("status") or {})
+        self.entries[key] = entry
+        # Started inside a kopf handler: the task's context lets kopf.event post Events.
+        entry.task = asyncio.create_task(self._loop(key, entry))
+
+    def remove(self, key: Key) -> None:
+        entry = self.entries.pop(key, None)
+        if entry is not None and entry.task is not None:
+            entry.task.cancel()
+        self.memo.metrics.forget_lake(*key)
+
+    async def stop(self) -> None:
+        tasks = [e.task for e in self.entries.values() if e.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    async def _loop(self, key: Key, entry: LakeEntry) -> None:
+        while True:
+            while not self.memo.tables.acting:
+                await asyncio.sleep(IDLE_CHECK_S)
+            entry.wake.clear()
+            try:
+                ok = await self.scan(key, entry)
+            except Exception:  # a bug must not end the lake's loop for good
+                log.exception("DeltaLake %s/%s: the scan failed", *key)
+                ok = False
+            interval = entry.resource.scan_interval_s if entry.resource else RETRY_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    entry.wake.wait(), interval if ok else min(interval, RETRY_S)
+                )
+
+    async def scan(self, key: Key, entry: LakeEntry) -> bool:
+        """One scan: find the tables, apply their DeltaTables, mark the missing ones, write the
+        lake's status. False when the lake could not be scanned."""
+        lake = entry.resource
+        now_ms = int(time.time() * 1000)
+        if lake is None:
+            scan = LakeScan(ScanResult.INVALID, now_ms, message=entry.problem)
+        else:
+            if entry.scanner is None:
+                entry.scanner = LakeScanner(lake, self.memo.metrics)
+                entry.scanner.known = self._known(key, lake)  # no false news after a restart
+            options = await self._storage_options(lake)
+            if isinstance(options, Problem):
+                scan = entry.scanner.failed(options.message, options.reason)
+            else:
+                scan = await self._run(entry.scanner.scan, options)
+        missing: list[str] = []
+        refused = None
+        if scan.ok and lake is not None:
+            try:
+                await self._run(self._apply, entry, lake, scan.tables)
+            except Exception as e:  # the API server refusing or away: said in Ready
+                refused = f"cannot create or update DeltaTables: {api.short_error(e)}"
+                log.warning("DeltaLake %s/%s: %s", *key, refused)
+            missing = self._mark(key, lake, scan.tables)
+        status = lake_status(scan, len(self._managed(key)), entry.status, entry.generation)
+        if scan.ok:  # a failed scan says nothing about which tables are there
+            status["missingTables"] = len(missing)
+        if refused:
+            conditions = [
+                Condition("Ready", ConditionStatus.FALSE, "ApplyFailed", refused),
+                *(c for c in scan.conditions() if c.type != "Ready"),
+            ]
+            status["conditions"] = conditions_status(
+                conditions, entry.status, entry.generation, now_ms
+            )
+        self._announce(entry, scan)
+        await self._write(key, entry, status)
+        return scan.ok
+
+    async def _storage_options(self, lake: LakeResource) -> dict[str, Any] | Problem:
+        """The lake's storage options with its Secret's credentials, resolved as a table's
+        are, or why they cannot be had (SecretNotFound, ...; naming the Secret, no value)."""
+        root = lake.root_table()
+        _, read = await secrets.for_resolve(self.memo.secrets, lake.namespace, secret_name(root))
+        target = resolve(root, [], read)
+        if target.problem is not None:
+            message = target.problem.message.replace("table's", "lake's")
+            return Problem(target.problem.reason, message)
+        return dict(target.storage_options)
+
+    def _apply(self, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]) -> None:
+        """Apply the DeltaTable of each table whose manifest is new or changed since this
+        process last applied it (blocking: runs in a thread, a few requests at a time)."""
+        bodies = {}
+        for path in paths:
+            body = table_manifest(lake, path)
+            body["metadata"]["ownerReferences"] = [entry.owner]
+            bodies[body["metadata"]["name"]] = body
+        for name in set(entry.applied) - set(bodies):
+            del entry.applied[name]  # a table that comes back is applied again
+
+        def apply(item: tuple[str, dict[str, Any]]) -> None:
+            api.apply_table(self.memo.api, item[1])
+            entry.applied[item[1]["metadata"]["name"]] = item[0]
+
+        digests = {name: _digest(b) for name, b in bodies.items()}
+        todo = [(digests[n], b) for n, b in bodies.items() if entry.applied.get(n) != digests[n]]
+        with ThreadPoolExecutor(APPLY_THREADS) as pool:
+            list(pool.map(apply, todo))  # raises the first failure, after the others ran
+
+    def _managed(self, key: Key) -> dict[str, str]:
+        """The DeltaTables labelled as this lake's, as the watch shows them: name -> uri."""
+        namespace, lake = key
+        return {
+            name: str(entry.resource.spec.get("uri", ""))
+            for (ns, name), entry in list(self.memo.tables.entries.items())
+            if ns == namespace and entry.resource.labels.get(LAKE_LABEL) == lake
+        }
+
+    def _known(self, key: Key, lake: LakeResource) -> tuple[str, ...] | None:
+        """The paths of the tables this lake manages already, from their DeltaTables."""
+        prefix = lake.uri.rstrip("/") + "/"
+        uris = self._managed(key).values()
+        paths = tuple(sorted(u[len(prefix) :] for u in uris if u.startswith(prefix)))
+        return paths or None
+
+    def _mark(self, key: Key, lake: LakeResource, paths: tuple[str, ...]) -> list[str]:
+        """TableFound on each managed DeltaTable; returns the names of those not found."""
+        found = {lake.table_name(p): p for p in paths}
+        tables = self.memo.tables
+        for name, path in found.items():
+            message = f"the last scan of DeltaLake {lake.name} found {path}"
+            condition = Condition(TABLE_FOUND, ConditionStatus.TRUE, "Found", message)
+            tables.set_condition((key[0], name), condition)
+        missing = sorted(set(self._managed(key)) - set(found))
+        for name in missing:
+            message = (
+                f"the last scan of DeltaLake {lake.name} did not find this table; the "
+                "DeltaTable is kept: delete it yourself if the table is gone for good"
+            )
+            condition = Condition(TABLE_FOUND, ConditionStatus.FALSE, "NotFound", message)
+            tables.set_condition((key[0], name), condition)
+        return missing
+
+    def _announce(self, entry: LakeEntry, scan: LakeScan) -> None:
+        events = scan.events()
+        failed = "" if scan.ok else scan.message
+        if failed and failed == entry.failed:  # said when it started, not every retry
+            events = [e for e in events if e.type != "Warning" or e.reason != "ScanFailed"]
+        entry.failed = failed
+        for reason, paths, kind in (
+            ("TableFound", scan.appeared, "Normal"),
+            ("TableGone", scan.disappeared, "Warning"),
+        ):
+            if len(paths) > EVENT_TABLES:  # the first scan of a big lake: one Event, not 10,000
+                events = [e for e in events if e.reason != reason]
+                shown = ", ".join(paths[:EVENT_TABLES])
+                verb = "appeared" if reason == "TableFound" else "disappeared"
+                events.append(Event(kind, reason, f"{len(paths)} tables {verb}: {shown}, ..."))
+        for event in events:
+            try:
+                kopf.event(
+                    entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
+                )
+            except Exception as e:  # also in the log; not worth failing the scan for
+                log.warning("cannot post a Kubernetes Event (%s)", type(e).__name__)
+
+    async def _write(self, key: Key, entry: LakeEntry, status: dict[str, Any]) -> None:
+        try:
+            await self._run(api.write_status, self.memo.api, *key, status, api.LAKES)
+            entry.status = status
+        except Exception as e:  # the API server away: the next scan writes it
+            log.warning("DeltaLake %s/%s: cannot write status (%s)", *key, api.short_error(e))
+
+
+def _parse(body: Mapping[str, Any]) -> tuple[LakeResource | None, str]:
+    try:
+        return parse_lake(dict(body), "api"), ""
+    except ManifestError as e:
+        return None, SCRUBBER.scrub(str(e))
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,392 @@
+"""DeltaLakes on a real API server: `deltakeeper operator --discovery` as a process, the
+cluster's real garbage collector (kube-controller-manager, garbagecollector only), tables on
+MinIO written by delta-rs.
+
+Issue 15's scenarios, in order on one lake (one cluster, one operator, a 2 s scanInterval):
+the lake makes its DeltaTables, which get statuses and checkpoints; a new table is picked up
+within one scan; a user's edit survives a template change; a removed table gets
+TableFound=False and its DeltaTable stays; bad specs are False conditions with Warning events;
+deleting the lake deletes its DeltaTables and nothing else, data included.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
+from kubernetes import client
+
+from tests.support import chart, kube
+from tests.support.kube import KubeCluster
+from tests.support.stores import Emulator
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.e2e
+GROUP, VERSION = "deltakeeper.io", "v1alpha1"
+NS, LAKE, PREFIX = "disc", "sales", "disc-e2e"
+LAKE_LABEL = "deltakeeper.io/lake"
+NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+FIRST = ("orders", "eu/customers", "eu/returns")  # tables there before the lake
+
+
+@pytest.fixture(scope="module")
+def garbage_collector(
+    kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    proc = kube.start_garbage_collector(
+        kube.install(), kube_cluster, tmp_path_factory.mktemp("controller-manager")
+    )
+    yield
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class K:
+    """The namespace's DeltaTables, DeltaLakes and Events, through the admin's client."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self.objects = client.CustomObjectsApi(cluster.api_client())
+        self.core = client.CoreV1Api(cluster.api_client())
+
+    def lake(self, name: str, spec: dict[str, Any]) -> None:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DeltaLake",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        self.objects.create_namespaced_custom_object(GROUP, VERSION, NS, "deltalakes", body)
+
+    def get(self, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.objects.get_namespaced_custom_object(GROUP, VERSION, NS, plural, name)
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def tables(self, lake: str = LAKE) -> dict[str, dict[str, Any]]:
+        """The lake's DeltaTables by their path annotation."""
+        items = self.objects.list_namespaced_custom_object(
+            GROUP, VERSION, NS, "deltatables", label_selector=f"{LAKE_LABEL}={lake}"
+        )["items"]
+        return {t["metadata"]["annotations"]["deltakeeper.io/path"]: t for t in items}
+
+    def condition(self, obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+        for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+            if c["type"] == kind:
+                return dict(c)
+        return {}
+
+    def events(self, name: str) -> list[Any]:
+        return list(
+            self.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+        )
+
+
+def _write(minio: Emulator, path: str, n: int = 0, prefix: str = PREFIX) -> str:
+    uri = minio.uri(f"{prefix}/{path}")
+    data = pa.table({"id": pa.array(range(n * 10, n * 10 + 10), pa.int64())})
+    write_deltalake(
+        uri,
+        data,
+        mode="overwrite" if n == 0 else "append",
+        storage_options=_deltars(minio),
+        post_commithook_properties=NO_HOOKS,
+    )
+    return uri
+
+
+def _deltars(minio: Emulator) -> dict[str, str]:
+    o = minio.storage_options
+    return {
+        "AWS_ENDPOINT_URL": minio.endpoint,
+        "AWS_ACCESS_KEY_ID": o["key"],
+        "AWS_SECRET_ACCESS_KEY": o["secret"],
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
+
+
+def _chart_service_account(cluster: KubeCluster, path: Path) -> Path:
+    """The chart's ServiceAccount, Role and RoleBinding for NS with discovery.enabled (and
+    its KopfPeering), created as rendered; a kubeconfig with that account's token. The
+    operator runs under it: a right the chart lacks is a 403 in these tests."""
+    text = chart.template(
+        chart.install()["HELM"], "--set", f"watchNamespaces={{{NS}}},discovery.enabled=true"
+    ).stdout
+    api = cluster.api_client()
+    rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)
+    cluster.create_namespace("deltakeeper")  # the release's namespace in chart.template
+    for doc in chart.documents(text):
+        ns = doc["metadata"].get("namespace", "deltakeeper")
+        if doc["kind"] == "ServiceAccount":
+            core.create_namespaced_service_account(ns, doc)
+        elif doc["kind"] == "Role" and ns == NS:
+            rbac.create_namespaced_role(ns, doc)
+        elif doc["kind"] == "RoleBinding" and ns == NS:
+            rbac.create_namespaced_role_binding(ns, doc)
+        elif doc["kind"] == "KopfPeering":
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                "kopf.dev", "v1", ns, "kopfpeerings", doc
+            )
+    return cluster.service_account_kubeconfig(path, "deltakeeper", "deltakeeper")
+
+
+@pytest.fixture(scope="module")
+def lake(
+    kube_cluster: KubeCluster,
+    garbage_collector: None,
+    minio: Emulator,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[K]:
+    from tests.e2e.conftest import start_operator
+
+    for path in FIRST:
+        _write(minio, path)
+    minio.fs.pipe(f"{minio.bucket}/{PREFIX}/notes/readme.txt", b"not a table")
+    kube_cluster.create_namespace(NS)
+    o = minio.storage_options
+    kube_cluster.create_secret(
+        NS, "minio", {"AWS_ACCESS_KEY_ID": o["key"], "AWS_SECRET_ACCESS_KEY": o["secret"]}
+    )
+    workdir = tmp_path_factory.mktemp("operator")
+    sa = _chart_service_account(kube_cluster, workdir / "sa-kubeconfig")
+    op = start_operator(
+        kube_cluster, workdir, "--namespace", NS, "--discovery", env={"KUBECONFIG": str(sa)}
+    )
+    k = K(kube_cluster)
+    k.lake(
+        LAKE,
+        {
+            "uri": minio.uri(PREFIX),
+            "storage": {
+                "secretRef": {"name": "minio"},
+                "options": {"endpoint_url": minio.endpoint},
+            },
+            "scanInterval": "2s",
+            "exclude": ["eu/returns"],
+            "tableTemplate": {
+                "labels": {"tier": "gold"},
+                "pollInterval": "1s",
+                "checkpoint": {"interval": 2},
+            },
+        },
+    )
+    yield k
+    code = op.stop()
+    assert code == 0, op.log_text()[-3000:]
+
+
+def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
+    lake: K, minio: Emulator, kube_cluster: KubeCluster
+) -> None:
+    k = lake
+    want = {minio.uri(f"{PREFIX}/{p}") for p in ("orders", "eu/customers")}  # returns: excluded
+    tables = until(lambda: (t := k.tables()) and set(t) == want and t, 60, "the lake's tables")
+    owner = k.get("deltalakes", LAKE)
+    assert owner is not None
+    for uri, t in tables.items():
+        meta = t["metadata"]
+        assert meta["labels"] == {LAKE_LABEL: LAKE, "tier": "gold"}
+        assert [(r["kind"], r["name"], r["uid"]) for r in meta["ownerReferences"]] == [
+            ("DeltaLake", LAKE, owner["metadata"]["uid"])
+        ]
+        assert t["spec"]["uri"] == uri and t["spec"]["pollInterval"] == "1s"
+        assert t["spec"]["storage"]["secretRef"] == {"name": "minio"}
+        assert len(meta["name"]) <= 63
+    # Each DeltaTable is watched like any other: a status, and TableFound from the lake.
+    for name in [t["metadata"]["name"] for t in tables.values()]:
+        ready = until(lambda n=name: k.condition(k.get("deltatables", n), "Ready"), 60, "Ready")
+        until(
+            lambda n=name: k.condition(k.get("deltatables", n), "Ready").get("status") == "True",
+            60,
+            f"{name} Ready ({ready})",
+        )
+        found = until(
+            lambda n=name: k.condition(k.get("deltatables", n), "TableFound"), 60, "TableFound"
+        )
+        assert found["status"] == "True", found
+    # Two more commits on orders: the template's checkpoint interval (2) makes a checkpoint.
+    orders = tables[minio.uri(f"{PREFIX}/orders")]["metadata"]["name"]
+    for n in (1, 2):
+        _write(minio, "orders", n)
+    until(
+        lambda: (
+            ((k.get("deltatables", orders) or {}).get("status") or {}).get("lastCheckpointVersion")
+            == 2
+        ),
+        60,
+        "a checkpoint at version 2",
+    )
+    # delta-rs reads the table deltakeeper checkpointed, at the same version and rows.
+    read = DeltaTable(minio.uri(f"{PREFIX}/orders"), storage_options=_deltars(minio))
+    assert read.version() == 2
+    assert read.to_pyarrow_dataset().count_rows() == 30
+    # The lake's own status and its Event.
+    status = until(
+        lambda: (
+            (s := (k.get("deltalakes", LAKE) or {}).get("status") or {}).get("managedTables") == 2
+            and s
+        ),
+        30,
+        "the lake's status",
+    )
+    assert status["tables"] == 2 and status["missingTables"] == 0
+    assert status["lastScan"]["result"] == "ok" and status["lastScan"]["requests"] >= 3
+    assert k.condition({"status": status}, "Ready")["status"] == "True"
+    assert k.condition({"status": status}, "StorageReachable")["status"] == "True"
+    assert {e.reason for e in k.events(LAKE) if e.type == "Normal"} >= {"TableFound"}
+    # What `kubectl get deltalakes` prints.
+    table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/deltalakes")
+    names = [c["name"] for c in table["columnDefinitions"] if not c["priority"]]
+    assert names == ["Name", "Prefix", "Tables", "Ready", "Age"]
+    row = next(r["cells"] for r in table["rows"] if r["cells"][0] == LAKE)
+    assert row[1:4] == [minio.uri(PREFIX), 2, "True"]
+
+
+def test_a_new_table_is_picked_up_within_one_scan(lake: K, minio: Emulator) -> None:
+    uri = _write(minio, "eu/invoices")
+    t = until(lambda: lake.tables().get(uri), 2 + 10, "the new table's DeltaTable")
+    assert t["metadata"]["labels"]["tier"] == "gold"
+
+
+def test_a_users_edit_survives_a_template_change(lake: K, minio: Emulator) -> None:
+    k = lake
+    uri = minio.uri(f"{PREFIX}/orders")
+    name = k.tables()[uri]["metadata"]["name"]
+    # A user sets a field the template does not (a plain merge patch: another field manager).
+    k.objects.patch_namespaced_custom_object(
+        GROUP, VERSION, NS, "deltatables", name, {"spec": {"logRetention": "45d"}}
+    )
+    k.objects.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        NS,
+        "deltalakes",
+        LAKE,
+        # checkpoint: null drops it from the template, so from every DeltaTable: a field the
+        # lake set and no longer sets goes, a field the user set stays (server-side apply).
+        {
+            "spec": {
+                "tableTemplate": {
+                    "pollInterval": "2s",
+                    "labels": {"tier": "silver"},
+                    "checkpoint": None,
+                }
+            }
+        },
+    )
+
+    def changed() -> dict[str, Any] | None:
+        t = k.tables().get(uri)
+        ok = t and t["spec"].get("pollInterval") == "2s" and t["metadata"]["labels"]["tier"]
+        return t if ok == "silver" else None
+
+    t = until(changed, 30, "the template change on the DeltaTable")
+    assert t["spec"]["logRetention"] == "45d"  # the user's edit survived
+    until(lambda: "checkpoint" not in k.tables()[uri]["spec"], 10, "checkpoint gone")
+    until(
+        lambda: all(t["metadata"]["labels"]["tier"] == "silver" for t in k.tables().values()),
+        10,
+        "the template change on every DeltaTable",
+    )
+
+
+def test_a_removed_table_gets_a_condition_and_keeps_its_delta_table(
+    lake: K, minio: Emulator
+) -> None:
+    k = lake
+    uri = minio.uri(f"{PREFIX}/eu/customers")
+    name = k.tables()[uri]["metadata"]["name"]
+    minio.fs.rm(f"{minio.bucket}/{PREFIX}/eu/customers", recursive=True)
+    gone = until(
+        lambda: (
+            (c := k.condition(k.get("deltatables", name), "TableFound"))
+            and c["status"] == "False"
+            and c
+        ),
+        60,
+        "TableFound=False",
+    )
+    assert gone["reason"] == "NotFound"
+    assert k.get("deltatables", name) is not None  # kept
+    until(
+        lambda: ((k.get("deltalakes", LAKE) or {}).get("status") or {}).get("missingTables") == 1,
+        30,
+        "missingTables 1",
+    )
+    until(
+        lambda: any(e.type == "Warning" and e.reason == "TableGone" for e in k.events(LAKE)),
+        30,
+        "a TableGone Warning",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "words", "reason"),
+    [
+        ("bad-scheme", {"uri": "ftp://lake/x"}, "unsupported URI scheme", "InvalidSpec"),
+        (
+            "no-secret",
+            {"uri": "s3://lake/x", "storage": {"secretRef": {"name": "absent"}}},
+            "Secret disc/absent",
+            "SecretNotFound",
+        ),
+    ],
+)
+def test_bad_specs_are_false_conditions_with_warning_events(
+    lake: K, name: str, spec: dict[str, Any], words: str, reason: str
+) -> None:
+    k = lake
+    k.lake(name, {**spec, "scanInterval": "1s"})
+    ready = until(
+        lambda: (c := k.condition(k.get("deltalakes", name), "Ready")) and c, 30, f"{name} Ready"
+    )
+    assert ready["status"] == "False" and words in ready["message"], ready
+    assert ready["reason"] == reason
+    warning = until(
+        lambda: [e for e in k.events(name) if e.type == "Warning"], 30, f"a Warning on {name}"
+    )
+    assert words in warning[0].message
+    assert not k.tables(name)
+    time.sleep(3)  # three more failed scans: the same Warning is not posted again
+    assert len([e for e in k.events(name) if e.type == "Warning"]) == 1
+
+
+def test_deleting_the_lake_deletes_its_delta_tables_and_nothing_else(
+    lake: K, minio: Emulator
+) -> None:
+    k = lake
+    before = k.tables()
+    assert before
+    # A DeltaTable of the user's in the same namespace, on a table outside the lake.
+    outside = _write(minio, "t", prefix=f"{PREFIX}-outside")
+    k.objects.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        NS,
+        "deltatables",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DeltaTable",
+            "metadata": {"name": "mine"},
+            "spec": {"uri": outside},
+        },
+    )
+    files = set(minio.fs.find(f"{minio.bucket}/{PREFIX}"))
+    k.objects.delete_namespaced_custom_object(GROUP, VERSION, NS, "deltalakes", LAKE)
+    until(lambda: not k.tables(), 60, "the garbage collector to delete the lake's DeltaTables")
+    assert k.get("deltatables", "mine") is not None
+    assert k.get("deltalakes", "bad-scheme") is not None
+    assert set(minio.fs.find(f"{minio.bucket}/{PREFIX}")) >= files  # no data deleted
