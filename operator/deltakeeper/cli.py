@@ -478,6 +478,23 @@ def _daemon_commands(sub: Any) -> None:
         default="text",
         help="text (default) or json: one JSON object a line, for a cluster's log collector",
     )
+    p.add_argument(
+        "--max-compaction-jobs",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="at most N compaction SparkApplications at once, all tables together "
+        "($DELTAKEEPER_MAX_COMPACTION_JOBS, else 1)",
+    )
+    p.add_argument(
+        "--spark-application",
+        default=None,
+        metavar="FILE",
+        help="the default SparkApplication (YAML) of compaction jobs; a table's "
+        "spec.compaction.sparkApplication is merged over its spec "
+        "($DELTAKEEPER_SPARK_APPLICATION, else /etc/deltakeeper/spark-application.yaml if it "
+        "exists)",
+    )
     p.set_defaults(func=cmd_operator)
 
 
@@ -590,6 +607,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
     from deltakeeper.k8s import handlers  # noqa: F401 (registers the kopf handlers)
     from deltakeeper.k8s.options import PEERING, Options
+    from deltakeeper.k8s.spark_launcher import default_template
 
     options = Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
     if args.discovery:
@@ -603,6 +621,11 @@ def cmd_operator(args: argparse.Namespace) -> int:
     poll = _ms("--default-poll-interval", args.default_poll_interval, parse_interval_ms)
     if poll is not None:
         options.default_poll_interval_ms = poll
+    if args.max_compaction_jobs is not None:
+        options.max_compaction_jobs = args.max_compaction_jobs
+    if args.spark_application is not None:
+        default_template(args.spark_application, required=True)  # bad input: exit 2 now
+        options.spark_application = args.spark_application
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=args.verbose, log_format=log_format)
     kopf.run(

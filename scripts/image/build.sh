@@ -5,7 +5,7 @@
 # The inputs are staged under dist/ first (the only part of the context .dockerignore lets
 # through): the operator gets the wheels of deltakeeper and its dependencies (pip's cache makes
 # a rebuild offline), the Spark image the Delta jars and delta-spark's Python package from
-# scripts/spark/install.sh and the compaction job.
+# scripts/spark/install.sh, the s3a connector from scripts/spark/install_s3a.sh and the job.
 # Env: BASE=TAG uses that base instead of base.sh's (e.g. a pulled python:3.11-slim-bookworm).
 # Prints IMAGE=TAG on stdout (progress goes to stderr).
 set -euo pipefail
@@ -15,7 +15,7 @@ case "$KIND" in
     operator) DOCKERFILE=Dockerfile NAME=localhost/deltakeeper STAGED=(dist/wheels) ;;
     spark)
         DOCKERFILE=Dockerfile.spark NAME=localhost/deltakeeper-spark
-        STAGED=(dist/spark-jars dist/spark-python dist/spark-job)
+        STAGED=(dist/spark-jars dist/spark-s3a dist/spark-python dist/spark-job)
         ;;
     *) echo "usage: $0 operator|spark" >&2; exit 2 ;;
 esac
@@ -46,9 +46,12 @@ stage_spark() {
     jars_dir="$(scripts/spark/install.sh)"
     delta="$(sed -n 's/^artifact=.*://p' "$jars_dir/versions.txt")"
     say "Delta $delta jars from $jars_dir into dist/spark-jars"
-    rm -rf dist/spark-jars dist/spark-python dist/spark-job
-    mkdir -p dist/spark-jars dist/spark-job
+    rm -rf dist/spark-jars dist/spark-s3a dist/spark-python dist/spark-job
+    mkdir -p dist/spark-jars dist/spark-s3a dist/spark-job
     while read -r jar; do cp "$jars_dir/$jar" dist/spark-jars/; done <"$jars_dir/jars.txt"
+    s3a_dir="$(scripts/spark/install_s3a.sh)"
+    say "s3a connector from $s3a_dir into dist/spark-s3a"
+    while read -r jar; do cp "$s3a_dir/$jar" dist/spark-s3a/; done <"$s3a_dir/jars.txt"
     .venv/bin/pip install --quiet --cache-dir "$CACHE/pip" --no-deps \
         --target dist/spark-python "delta-spark==$delta" >&2
     rm -rf dist/spark-python/bin dist/spark-python/*.dist-info

@@ -1,9 +1,10 @@
 """Compaction jobs as SparkApplications on the real API server, with the real spark-operator CRD
 applied (read from ../shared/third-party-crds), run by the suite's stand-in for the controller.
 
-The operator's reconcile loop does not launch jobs yet; these tests cover the pieces it will
-use: the SparkApplication deltakeeper builds is accepted by the real CRD's schema, runs the job
-to a compacted table, is found again by its labels with its state, and carries no secret value.
+These tests cover the pieces the operator's launcher uses (the operator itself compacting is
+test_compaction_operator.py): the SparkApplication deltakeeper builds is accepted by the real
+CRD's schema, runs the job to a compacted table, is found again by its labels with its state,
+and carries no secret value.
 """
 
 from __future__ import annotations
@@ -24,16 +25,10 @@ from deltakeeper.k8s import spark_jobs
 from deltakeeper.k8s.spark_jobs import SparkState
 from deltakeeper.maintenance import compaction
 from tests.support.kube import KubeCluster
-from tests.support.spark_operator import stand_in
+from tests.support.spark_operator import CRD, stand_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
-CRD = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "third-party-crds"
-    / "sparkoperator.k8s.io_sparkapplications.yaml"
-)
 NS = "spark-jobs"
 SECRET = {"AWS_ACCESS_KEY_ID": "AKIAE2EKEYID0001", "AWS_SECRET_ACCESS_KEY": "e2e/secret+Value9"}
 

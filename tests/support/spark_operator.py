@@ -7,7 +7,8 @@ machine, with the spec's arguments and sparkConf and the environment its driver'
 `status.applicationState` as the spark-operator does: SUBMITTED, RUNNING, SUCCEEDING and
 COMPLETED, or FAILING and FAILED with `errorMessage`. The compaction image holds the job at
 /opt/deltakeeper/job.py; here that path maps to the package's job file. Spark runs local[2] with
-the suite's Delta jars, which the image would carry.
+the suite's Delta jars, and the s3a connector for jobs on s3a:// tables, as the image carries
+them.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ from kubernetes import client
 
 from deltakeeper.compaction import submit
 from deltakeeper.k8s.spark_jobs import GROUP, PLURAL, VERSION
+from tests.support.chart import THIRD_PARTY_CRDS
+from tests.support.compaction import s3a_jars
 from tests.support.spark import SUBMIT_CONF, ensure_spark
 
+# The real spark-operator CRD, read in place (tests never copy it).
+CRD = THIRD_PARTY_CRDS / "sparkoperator.k8s.io_sparkapplications.yaml"
 IMAGE_FILES = {"local:///opt/deltakeeper/job.py": str(submit.JOB_FILE)}
 
 
@@ -86,9 +91,11 @@ class StandIn:
     def run(self, app: dict[str, Any]) -> None:
         name, spec = app["metadata"]["name"], app["spec"]
         self._state(name, "SUBMITTED")
-        jdir = ensure_spark()
-        jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split() if n]
         conf = {**SUBMIT_CONF, **(spec.get("sparkConf") or {})}
+        # The s3a connector for jobs on s3a:// tables, as the compaction image carries it.
+        s3a = any(k.startswith("spark.hadoop.fs.s3a.") for k in conf)
+        jdir = s3a_jars() if s3a else ensure_spark()
+        jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split() if n]
         main_file = IMAGE_FILES.get(spec["mainApplicationFile"], spec["mainApplicationFile"])
         cmd = [submit.spark_submit_path(), "--master", "local[2]", "--jars", ",".join(jars)]
         for key in sorted(conf):

@@ -109,3 +109,21 @@ def test_a_bad_variable_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DELTAKEEPER_DEFAULT_POLL_INTERVAL", "0s")
     with pytest.raises(InvalidInputError, match="DELTAKEEPER_DEFAULT_POLL_INTERVAL"):
         Options()
+
+
+def test_operator_compaction_options_reach_the_memo(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memos: list[Any] = []
+    monkeypatch.setattr(kopf, "configure", lambda **_: None)
+    monkeypatch.setattr(kopf, "run", lambda **kw: memos.append(kw["memo"]))
+    template = tmp_path / "spark-application.yaml"
+    template.write_text("kind: SparkApplication\nspec: {image: dk-spark:1}\n")
+    args = ["--max-compaction-jobs", "3", "--spark-application", str(template)]
+    assert main(["operator", *args]) == 0
+    assert main(["operator"]) == 0
+    got = [(m.options.max_compaction_jobs, m.options.spark_application) for m in memos]
+    assert got == [(3, str(template)), (1, "/etc/deltakeeper/spark-application.yaml")]
+    assert main(["operator", "--spark-application", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml does not exist" in capsys.readouterr().err
+    assert len(memos) == 2  # refused before the operator started

@@ -164,3 +164,17 @@ def test_timestamp_partitions_are_named_as_in_the_log() -> None:
         }
     )
     assert timestamp_partitions(meta) == {"ts"}
+
+
+def test_the_job_spec_carries_z_order_columns_and_threads_only_when_set() -> None:
+    from deltakeeper.maintenance.compaction import job_spec
+
+    rows = [{"part": {"p": "a"}, "size": MIB} for _ in range(4)]
+    plain = job_spec(plan(files(rows), ("p",), SETTINGS, NOW), {"p": "p"}, "dk-1", 3)
+    assert "zOrderBy" not in plain and "maxThreads" not in plain
+    settings = CompactionSettings(
+        128 * MIB, min_files_per_partition=4, z_order_by=("x", "y"), max_threads=2
+    )
+    spec = job_spec(plan(files(rows), ("p",), settings, NOW), {"p": "p"}, "dk-1", 3)
+    assert spec["zOrderBy"] == ["x", "y"] and spec["maxThreads"] == 2
+    assert spec["compact"] == [{"p": "a"}] and spec["plannedVersion"] == 3

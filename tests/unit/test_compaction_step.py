@@ -61,7 +61,9 @@ def test_spec_compaction_becomes_settings() -> None:
             "maxDeletedRowsRatio": 0.2,
             "minInterval": "5m",
             "deadline": "30m",
-            "sparkApplication": {"image": "ignored-here"},
+            "zOrderBy": ["country", "day"],
+            "maxThreads": 4,
+            "sparkApplication": {"image": "deltakeeper-spark:test"},
         }
     }
     c = effective({}, **from_spec(spec)).compaction
@@ -74,6 +76,9 @@ def test_spec_compaction_becomes_settings() -> None:
         enabled=True,
         min_interval_ms=5 * 60_000,
         deadline_ms=30 * 60_000,
+        z_order_by=("country", "day"),
+        max_threads=4,
+        spark_application={"image": "deltakeeper-spark:test"},
     )
 
 
@@ -93,6 +98,27 @@ def test_the_table_spec_wins_field_by_field_over_its_policy() -> None:
         ("minFilesPerPartition", 0, "compaction.minFilesPerPartition"),
         ("maxAge", "1y", "compaction.maxAge"),
         ("maxDeletedRowsRatio", 2, "compaction.maxDeletedRowsRatio: expected a number from 0"),
+        ("zOrderBy", "day", "compaction.zOrderBy: expected a list of column names"),
+        ("zOrderBy", [], "compaction.zOrderBy: expected a list of column names"),
+        ("zOrderBy", ["day", 3], "compaction.zOrderBy: expected column names, got 3"),
+        ("zOrderBy", ["day", "day"], "compaction.zOrderBy: day named more than once"),
+        ("maxThreads", 0, "compaction.maxThreads: expected a whole number above 0"),
+        ("maxThreads", "4", "compaction.maxThreads: expected a whole number above 0"),
+        ("sparkApplication", "spark:4", "compaction.sparkApplication: expected the fields"),
+        (
+            "sparkApplication",
+            {"arguments": ["x"]},
+            "sparkApplication.arguments: set by deltakeeper",
+        ),
+        ("sparkApplication", {"type": "Scala"}, "sparkApplication.type: the compaction job is Py"),
+        ("sparkApplication", {"driver": "big"}, "sparkApplication.driver: expected an object"),
+        ("sparkApplication", {"sparkConf": {"a": 1}}, r"sparkConf.a: expected a string value"),
+        ("sparkApplication", {"timeToLiveSeconds": -1}, "timeToLiveSeconds: expected a whole"),
+        (
+            "sparkApplication",
+            {"driver": {"env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": "x"}]}},
+            "driver.env: AWS_SECRET_ACCESS_KEY has a literal value; use valueFrom.secretKeyRef",
+        ),
     ],
 )
 def test_bad_compaction_fields_name_themselves(field: str, value: Any, message: str) -> None:

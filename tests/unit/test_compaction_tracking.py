@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.compaction.launcher import AtLimit, JobRequest, JobResult, Limited
+from deltakeeper.compaction.launcher import AtLimit, Found, JobRequest, JobResult, Limited
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.compaction import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
@@ -192,3 +192,67 @@ def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: 
     runs = '{namespace="lake",table="t",operation="compaction",result="done"} 1.0'
     assert f"deltakeeper_maintenance_runs_total{runs}" in text
     fleet.close()
+
+
+class AdoptingLauncher(StandInLauncher):
+    """Jobs outlive the process here: one left running is found again (as SparkApplications
+    are by their labels)."""
+
+    def __init__(self, left: dict[tuple[str, str], StandIn]) -> None:
+        super().__init__()
+        self.left = left
+        self.asked: list[tuple[tuple[str, str], float, int | None]] = []
+
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
+        self.asked.append((owner, deadline_s, since_ms))
+        job = self.left.get(owner)
+        spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}]} if job else {}
+        return Found(job, spec, T0) if job else None
+
+
+def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_the_log(
+    tmp_path: Path,
+) -> None:
+    log = LogBuilder(tmp_path)
+    log.commit(protocol(), metadata(), *(add(f"{i}.parquet") for i in range(3)))
+    table = open_table(str(tmp_path))
+    left = StandIn(request("job-left"))
+    launcher = AdoptingLauncher({("ns", "t"): left})
+    limited = Limited(launcher, 1)
+    # The last result the stored status recorded: a job that ended after it is read back.
+    tracker = JobTracker(Compactor(limited), {"timeMs": T0 - 1000})
+
+    tracker.adopt(("ns", "t"), 60.0)
+    tracker.adopt(("ns", "t"), 60.0)  # looked for once
+    assert launcher.asked == [(("ns", "t"), 60.0, T0 - 1000)]
+    status = tracker.status()
+    assert status is not None and status["running"]["jobId"] == "job-left"
+    assert status["running"]["partitions"] == 1
+    assert not tracker.due(T0 + 10**9, ON, 7)  # never a second job while it runs
+    assert limited.running == 1  # the adopted job holds a slot of the global limit
+    with pytest.raises(AtLimit):
+        limited.start(request("another"))
+
+    # No JSON line to read (a SparkApplication's driver log is not ours): the log tells.
+    tag = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": "job-left"}}
+    log.commit({"commitInfo": {"operation": "WRITE"}}, add("late.parquet"))
+    v = log.commit(tag, *(remove(f"{i}.parquet") for i in range(3)), add("big.parquet"))
+    left.end(0, {"result": "done", "startVersion": 0})
+    outcome = tracker.check(table, T0 + 5_000)
+    assert outcome is not None and outcome.result is Result.DONE, outcome
+    assert outcome.compacted is not None and outcome.compacted.versions == (v,)
+    assert (outcome.compacted.files_removed, outcome.compacted.files_added) == (3, 1)
+    assert limited.running == 0
+
+
+def test_nothing_left_running_means_nothing_adopted(tmp_path: Path) -> None:
+    launcher = AdoptingLauncher({})
+    tracker = JobTracker(Compactor(Limited(launcher, 1)))
+    tracker.adopt(("ns", "t"), 60.0)
+    assert tracker.status() is None and tracker.adopted
+    assert tracker.due(T0, ON, 0)
+    plain = JobTracker(Compactor(StandInLauncher()))  # spark-submit: nothing outlives us
+    plain.adopt(("ns", "t"), 60.0)
+    assert plain.adopted and plain.status() is None

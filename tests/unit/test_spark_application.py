@@ -125,3 +125,49 @@ def test_merge_merges_objects_and_replaces_the_rest() -> None:
     base = {"a": {"b": 1, "c": [1]}, "d": 1}
     assert merge(base, {"a": {"c": [2]}, "e": 2}) == {"a": {"b": 1, "c": [2]}, "d": 1, "e": 2}
     assert base == {"a": {"b": 1, "c": [1]}, "d": 1}
+
+
+def test_a_created_job_is_read_back_with_its_input_and_state() -> None:
+    from deltakeeper.k8s.spark_jobs import Job, SparkState
+
+    app = build()
+    app["metadata"]["creationTimestamp"] = "2026-11-24T02:00:00Z"
+    app["status"] = {"applicationState": {"state": "FAILING", "errorMessage": "SpecError: x"}}
+    job = Job.from_object(app)
+    assert job.job_spec == {"jobId": "deltakeeper-0001-1700000000000", "table": "s3a://lake/events"}
+    assert job.job_id == "deltakeeper-0001-1700000000000" and job.name == app["metadata"]["name"]
+    assert job.state is SparkState.FAILING and not job.state.finished
+    assert job.error_message == "SpecError: x"
+    app["spec"]["arguments"] = ["--spec-json", "{not json"]
+    app["status"]["applicationState"]["state"] = "SOMETHING_NEW"
+    odd = Job.from_object(app)
+    assert odd.job_spec == {} and odd.state is SparkState.UNKNOWN
+
+
+def test_the_operator_wide_template_is_a_spark_application_file(tmp_path: Path) -> None:
+    from deltakeeper.delta.errors import InvalidInputError
+    from deltakeeper.k8s.spark_launcher import default_template
+
+    absent = str(tmp_path / "none.yaml")
+    assert default_template(absent, required=False) == {}
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        default_template(absent, required=True)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: SparkApplication\nspec: [1, 2]\n")
+    with pytest.raises(InvalidInputError, match="expected a SparkApplication with a `spec`"):
+        default_template(str(bad), required=True)
+    bad.write_text("spec: {image: [\n")
+    with pytest.raises(InvalidInputError, match="cannot read"):
+        default_template(str(bad), required=True)
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\n"
+        "spec: {image: dk-spark:1, driver: {cores: 2}}\n"
+    )
+    template = default_template(str(good), required=True)
+    assert template == {"image": "dk-spark:1", "driver": {"cores": 2}}
+    # A table's template merges over it key by key.
+    app = build(template=merge(template, {"driver": {"memory": "4g"}}))
+    assert app["spec"]["image"] == "dk-spark:1"
+    assert (app["spec"]["driver"]["cores"], app["spec"]["driver"]["memory"]) == (2, "4g")
+    jsonschema.validate(app, crd_schema())

@@ -11,7 +11,7 @@ import enum
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from deltakeeper.delta.errors import DeltaError
 
@@ -38,6 +38,8 @@ class JobRequest:
     spec: Mapping[str, Any]  # the job's input (maintenance.compaction.job_spec)
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     deadline_s: float = 3600.0
+    owner: tuple[str, str] | None = None  # the resource (namespace, name) the job is for
+    template: Mapping[str, Any] = field(default_factory=dict)  # the table's SparkApplication
 
     @property
     def job_id(self) -> str:
@@ -87,6 +89,27 @@ class Launcher(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Found:
+    """A job that runs already, found again (an operator restarted while it ran)."""
+
+    job: Job
+    spec: Mapping[str, Any]  # the job's input as it was started
+    started_ms: int
+
+
+@runtime_checkable
+class Adopting(Protocol):
+    """A Launcher whose jobs outlive the process that started them (SparkApplications)."""
+
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
+        """The owner's job that still runs, to be followed instead of starting another; else
+        one that ended after `since_ms` (the last result recorded) unseen, to be read back."""
+        ...
+
+
 class AtLimit(JobRunning):
     """The daemon runs as many compaction jobs as it may (--max-compaction-jobs)."""
 
@@ -111,6 +134,19 @@ class Limited:
         except BaseException:
             self._give()
             raise
+
+    def adopt(
+        self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
+    ) -> Found | None:
+        """The wrapped launcher's job, holding a slot (even past the limit: it runs)."""
+        if not isinstance(self.launcher, Adopting):
+            return None
+        found = self.launcher.adopt(owner, deadline_s, since_ms)
+        if found is None:
+            return None
+        with self._lock:
+            self.running += 1
+        return Found(_Slot(found.job, self._give), found.spec, found.started_ms)
 
     def _give(self) -> None:
         with self._lock:

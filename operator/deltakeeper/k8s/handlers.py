@@ -17,9 +17,12 @@ from typing import Any
 
 import kopf
 
+from deltakeeper.compaction.launcher import Limited
 from deltakeeper.k8s import api, secrets
-from deltakeeper.k8s.options import PEERING, Options
+from deltakeeper.k8s.options import PEERING, SPARK_TEMPLATE, Options
+from deltakeeper.k8s.spark_launcher import Lookup, SparkApplicationLauncher, default_template
 from deltakeeper.k8s.tables import Tables
+from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
@@ -56,6 +59,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
     memo.tables = Tables(memo)
+    memo.compactor = _compactor(memo.api, options, memo.tables.job_owner)
     memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=options.max_concurrent)
     memo.background = [
         asyncio.create_task(memo.fleet.heartbeat()),
@@ -65,6 +69,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memo.metrics, options.metrics_port, options.metrics_bind_address, memo.fleet.healthy
     )
     log.info("metrics: %s, peering priority %d", metrics.url(memo.server), options.priority)
+
+
+def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
+    """SparkApplications for tables with compaction enabled, at most --max-compaction-jobs at
+    once; the daemon never waits for one."""
+    required = options.spark_application != SPARK_TEMPLATE  # named explicitly
+    template = default_template(options.spark_application, required)
+    launcher = SparkApplicationLauncher(api_client, template, lookup)
+    return Compactor(Limited(launcher, options.max_compaction_jobs), wait=False)
 
 
 @kopf.on.cleanup()

@@ -13,6 +13,7 @@ from deltakeeper.runtime import metrics
 from deltakeeper.units import parse_interval_ms
 
 PEERING = "deltakeeper"  # the name of kopf's peering objects
+SPARK_TEMPLATE = "/etc/deltakeeper/spark-application.yaml"  # where the chart mounts it
 
 
 @dataclass
@@ -26,6 +27,13 @@ class Options:
         )
     )
     max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
+    # SparkApplications running at once, all tables together.
+    max_compaction_jobs: int = int(os.environ.get("DELTAKEEPER_MAX_COMPACTION_JOBS", "1"))
+    # The operator-wide SparkApplication template (a YAML SparkApplication; the chart mounts
+    # one here). Absent at the default path: spark_application.py's defaults alone.
+    spark_application: str = field(
+        default_factory=lambda: os.environ.get("DELTAKEEPER_SPARK_APPLICATION", SPARK_TEMPLATE)
+    )
     # For tables whose spec and policy set no pollInterval.
     default_poll_interval_ms: int = field(
         default_factory=lambda: _interval_ms("DELTAKEEPER_DEFAULT_POLL_INTERVAL", POLL_INTERVAL_MS)

@@ -8,8 +8,10 @@ Blocking calls with deadlines, like the rest of k8s/api.py; run them off the eve
 from __future__ import annotations
 
 import enum
+import itertools
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
@@ -53,6 +55,7 @@ class Job:
     state: SparkState
     error_message: str
     created: str  # creationTimestamp, RFC 3339
+    job_spec: Mapping[str, Any] = field(default_factory=dict)  # the job's input (--spec-json)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
@@ -67,7 +70,20 @@ class Job:
             state=state,
             error_message=str(app_state.get("errorMessage") or ""),
             created=str(meta.get("creationTimestamp") or ""),
+            job_spec=_job_spec((obj.get("spec") or {}).get("arguments") or []),
         )
+
+
+def _job_spec(arguments: list[Any]) -> dict[str, Any]:
+    """The JSON after `--spec-json` in the arguments deltakeeper gave the job; {} if none."""
+    for flag, value in itertools.pairwise(arguments):
+        if flag == "--spec-json":
+            try:
+                spec = json.loads(str(value))
+            except ValueError:
+                return {}
+            return spec if isinstance(spec, dict) else {}
+    return {}
 
 
 def create(api: client.ApiClient, app: Mapping[str, Any]) -> Job:
@@ -86,6 +102,19 @@ def create(api: client.ApiClient, app: Mapping[str, Any]) -> Job:
         obj = custom.get_namespaced_custom_object(
             GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], _request_timeout=TIMEOUT
         )
+    return Job.from_object(obj)
+
+
+def read(api: client.ApiClient, namespace: str, name: str) -> Job | None:
+    """None when it is gone (deleted, or collected after its timeToLiveSeconds)."""
+    try:
+        obj: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
+        )
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
     return Job.from_object(obj)
 
 

@@ -19,6 +19,7 @@ import kopf
 
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
+from deltakeeper.k8s.spark_launcher import TableRef
 from deltakeeper.runtime import status
 from deltakeeper.runtime.fleet import now_ms
 from deltakeeper.runtime.registry import Entry, Key, Registry
@@ -104,10 +105,20 @@ class Tables:
     def _start(self, key: Key) -> None:
         entry = self.entries[key]
         watcher = TableWatcher(
-            now_ms(), status.last_maintenance({"lastMaintenance": entry.last_maintenance})
+            now_ms(),
+            status.last_maintenance({"lastMaintenance": entry.last_maintenance}),
+            self.memo.get("compactor"),
         )
         context = self.context.copy() if self.context is not None else None
         self.registry.start(key, self.memo.fleet, watcher, context)
+
+    def job_owner(self, key: Key) -> TableRef | None:
+        """The DeltaTable a compaction job belongs to, as the last watch event showed it (no
+        API call: the operator may watch DeltaTables without the right to get one)."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        return TableRef(str(entry.ref.metadata.uid), secret_name(entry.resource))
 
     async def target(self, key: Key, entry: TableEntry) -> Target:
         local = list(self.policies.get(key[0], []))

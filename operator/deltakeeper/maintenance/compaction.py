@@ -255,7 +255,7 @@ def job_spec(
         return {logical_names.get(k, k): v for k, v in values.items()}
 
     settings = found.settings
-    return {
+    spec: dict[str, Any] = {
         "jobId": job_id,
         "plannedVersion": planned_version,
         "compact": [logical(p.values) for p in found.partitions if not p.purge_only],
@@ -264,6 +264,11 @@ def job_spec(
         "maxFileSize": settings.target_file_size,
         "maxDeletedRowsRatio": settings.max_deleted_rows_ratio,
     }
+    if settings.z_order_by:
+        spec["zOrderBy"] = list(settings.z_order_by)
+    if settings.max_threads is not None:
+        spec["maxThreads"] = settings.max_threads
+    return spec
 
 
 def partition_names(
@@ -329,6 +334,11 @@ class Compacted:
             "bytesRemoved": self.bytes_removed,
             "bytesAdded": self.bytes_added,
         }
+
+
+def commits_after(table: Table, version: int) -> list[int]:
+    """The versions committed after `version`, as the log lists them now."""
+    return sorted(v for v in table.list_log(version + 1).commits if v > version)
 
 
 def read_back(table: Table, tag: str, versions: list[int]) -> Compacted:

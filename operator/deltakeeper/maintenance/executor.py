@@ -66,6 +66,7 @@ class Compactor:
     launcher: Launcher
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     wait: bool = True
+    owner: tuple[str, str] | None = None  # the table's resource, where jobs belong to one
 
 
 @dataclass
@@ -279,7 +280,14 @@ def _compaction(
     if compactor is None:
         raise InvalidInputError("compaction needs a job launcher (spark-submit) here")
     deadline_s = plan.policy.compaction.deadline_ms / 1000
-    request = JobRequest(table.uri, spec, compactor.storage_options, deadline_s)
+    request = JobRequest(
+        table.uri,
+        spec,
+        compactor.storage_options,
+        deadline_s,
+        compactor.owner,
+        plan.policy.compaction.spark_application,
+    )
     try:
         job = compactor.launcher.start(request)
     except JobRunning as e:
@@ -297,8 +305,13 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
     if not result.ok:
         out.message, out.error = result.error, JobFailed(result.error)
         return out
-    reported = [int(c["version"]) for c in result.result.get("commits") or []]
-    back = compaction.read_back(table, tag, reported)
+    if "commits" in result.result:
+        reported = [int(c["version"]) for c in result.result["commits"] or []]
+        back = compaction.read_back(table, tag, reported)
+    else:  # a launcher that cannot see the job's output (SparkApplication): the log tells
+        since = int(result.result.get("startVersion") or 0)
+        back = compaction.read_back(table, tag, compaction.commits_after(table, since))
+        reported = list(back.versions)
     out.compacted = back
     if len(back.versions) != len(reported):
         missing = sorted(set(reported) - set(back.versions))

@@ -89,6 +89,11 @@ class CompactionSettings:
     enabled: bool = False  # a step of maintain and of the daemon's plan only when true
     min_interval_ms: int = COMPACTION_MIN_INTERVAL_MS
     deadline_ms: int = COMPACTION_DEADLINE_MS
+    z_order_by: tuple[str, ...] = ()  # columns: Z-order instead of bin-packing
+    max_threads: int | None = None  # bins rewritten at once; None: Delta's default
+    # The table's (or its policy's) SparkApplication template, spark-operator's spec fields;
+    # the operator merges it over its default. Not read by spark-submit.
+    spark_application: Mapping[str, Any] = dataclass_field(default_factory=dict)
 
     @property
     def small_below(self) -> int:
@@ -134,6 +139,9 @@ COMPACTION_FIELDS = (
     "max_deleted_rows_ratio",
     "min_interval_ms",
     "deadline_ms",
+    "z_order_by",
+    "max_threads",
+    "spark_application",
 )
 
 # The explicit settings a DeltaTable spec, a DeltaMaintenancePolicy spec or CLI flags can carry,

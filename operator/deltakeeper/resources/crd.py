@@ -89,6 +89,13 @@ def policy_fields() -> dict[str, Any]:
                 },
                 "minInterval": _str(DURATION, "At most one job per table in this time (1h)."),
                 "deadline": _str(DURATION, "A job running longer fails and is stopped (1h)."),
+                "zOrderBy": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": "string", "minLength": 1},
+                    "description": "Z-order the compacted files by these columns.",
+                },
+                "maxThreads": _int("Bins a job rewrites at once (Delta's default: 15)."),
                 "sparkApplication": {
                     "type": "object",
                     "x-kubernetes-preserve-unknown-fields": True,

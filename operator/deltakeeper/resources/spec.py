@@ -54,6 +54,9 @@ def _compaction(spec: Mapping[str, Any]) -> dict[str, Any]:
         "maxDeletedRowsRatio": ("max_deleted_rows_ratio", _ratio),
         "minInterval": ("min_interval_ms", _duration),
         "deadline": ("deadline_ms", _duration),
+        "zOrderBy": ("z_order_by", _columns),
+        "maxThreads": ("max_threads", positive),
+        "sparkApplication": ("spark_application", _spark_template),
     }
     out: dict[str, Any] = {}
     for key, (field, check) in parse.items():
@@ -137,6 +140,63 @@ def _ratio(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise PolicyError(f"{key}: expected a number from 0 to 1, got {value!r}")
     return float(value)
+
+
+def _columns(key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise PolicyError(f"{key}: expected a list of column names, got {value!r}")
+    bad = [c for c in value if not isinstance(c, str) or not c.strip()]
+    if bad:
+        raise PolicyError(f"{key}: expected column names, got {bad[0]!r}")
+    twice = sorted({c for c in value if value.count(c) > 1})
+    if twice:
+        raise PolicyError(f"{key}: {', '.join(twice)} named more than once")
+    return tuple(value)
+
+
+# What deltakeeper sets in every job's SparkApplication: a template cannot change it.
+OWNED_SPARK_FIELDS = ("arguments",)
+SPARK_OBJECTS = ("driver", "executor", "sparkConf", "restartPolicy", "deps")
+
+
+def _spark_template(key: str, value: Any) -> dict[str, Any]:
+    """A partial SparkApplication spec (spark-operator's field names); the API server checks
+    the whole object against the spark-operator CRD when a job is created."""
+    if not isinstance(value, dict):
+        raise PolicyError(f"{key}: expected the fields of a SparkApplication spec, got {value!r}")
+    owned = [k for k in OWNED_SPARK_FIELDS if k in value]
+    if owned:
+        raise PolicyError(f"{key}.{owned[0]}: set by deltakeeper for each job; remove it")
+    if value.get("type", "Python") != "Python":
+        raise PolicyError(f"{key}.type: the compaction job is Python, got {value['type']!r}")
+    for field in SPARK_OBJECTS:
+        if field in value and not isinstance(value[field], dict):
+            raise PolicyError(f"{key}.{field}: expected an object, got {value[field]!r}")
+    conf = value.get("sparkConf") or {}
+    odd = [k for k, v in conf.items() if not isinstance(v, str)]
+    if odd:
+        raise PolicyError(f"{key}.sparkConf.{odd[0]}: expected a string value (quote it)")
+    ttl = value.get("timeToLiveSeconds")
+    if ttl is not None:
+        positive(f"{key}.timeToLiveSeconds", ttl)
+    for role in ("driver", "executor"):
+        _no_secret_values(f"{key}.{role}.env", (value.get(role) or {}).get("env"))
+    return value
+
+
+def _no_secret_values(key: str, env: Any) -> None:
+    """Credentials reach jobs as Secret references only: a literal value for a credential
+    variable would sit in the SparkApplication for anyone who can read it."""
+    if env is None:
+        return
+    if not isinstance(env, list) or not all(isinstance(e, dict) for e in env):
+        raise PolicyError(f"{key}: expected a list of {{name, value | valueFrom}} entries")
+    for e in env:
+        name = str(e.get("name", ""))
+        if "value" in e and any(w in name.upper() for w in ("SECRET", "KEY", "TOKEN", "PASSWORD")):
+            raise PolicyError(
+                f"{key}: {name} has a literal value; use valueFrom.secretKeyRef for credentials"
+            )
 
 
 def _bool(key: str, value: Any) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.compaction.launcher import Job, JobState
+from deltakeeper.compaction.launcher import Adopting, Job, JobState
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import executor
 from deltakeeper.maintenance.compaction import CompactionPlan
@@ -59,6 +59,7 @@ class JobTracker:
         self.last_started_ms = _ms_of(last)  # from the stored lastMaintenance, after a restart
         self.planned_version: int | None = None  # the version last planned at
         self.planned_ms: int | None = None
+        self.adopted = False  # looked for a job an earlier process left running
 
     def due(self, now_ms: int, settings: CompactionSettings, version: int) -> bool:
         """Whether to plan compaction on this poll: enabled, no job running, past the backoff
@@ -97,6 +98,31 @@ class JobTracker:
                 detail.bytes,
             )
             self.last_started_ms = now_ms
+
+    def adopt(self, owner: tuple[str, str], deadline_s: float) -> None:
+        """Once: follow the owner's job that an earlier process (a restarted or replaced
+        operator) started and left running, instead of ever starting a second; or read back
+        one that ended while no process watched it."""
+        launcher = self.compactor.launcher if self.compactor is not None else None
+        if self.adopted or self.running is not None or not isinstance(launcher, Adopting):
+            self.adopted = True
+            return
+        # An error: looked for again next poll.
+        found = launcher.adopt(owner, deadline_s, self.last_started_ms)
+        self.adopted = True
+        if found is None:
+            return
+        spec = found.spec
+        self.running = Running(
+            found.job,
+            found.job.job_id,
+            found.started_ms,
+            int(spec.get("plannedVersion") or 0),
+            len(spec.get("compact") or []) + len(spec.get("purge") or []),
+            0,  # files and bytes were the planner's; a restarted process has not planned
+            0,
+        )
+        self.last_started_ms = found.started_ms
 
     def check(self, table: Table, now_ms: int) -> Outcome | None:
         """The running job's Outcome once it has ended; None while it runs (or none does)."""

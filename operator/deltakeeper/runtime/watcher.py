@@ -32,6 +32,7 @@ from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.compaction import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Result
 from deltakeeper.maintenance.policy import (
+    COMPACTION_DEADLINE_MS,
     POLL_INTERVAL_MS,
     SMALL_FILE_BYTES,
     Policy,
@@ -155,6 +156,7 @@ class TableWatcher:
             return self._result(target, now_ms, problem=target.problem)
         try:
             table = self._open(target, same_target)
+            self._adopt(target)
             finished = self.compactions.check(table, now_ms)  # before the refresh: its commit
             changed = self._refresh(table)
             if changed or not same_target or self._policy is None:
@@ -180,6 +182,22 @@ class TableWatcher:
                 return self._result(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
             obs.due = self._with_compaction(obs.due, now_ms)
         return obs
+
+    def _adopt(self, target: Target) -> None:
+        """Follow a job left running by an earlier operator; if the jobs cannot be listed
+        now, the next poll looks again (and no second job starts meanwhile: the launcher
+        refuses while one runs)."""
+        if self.compactions.adopted:
+            return
+        deadline_ms = target.settings.get("compaction_deadline_ms") or COMPACTION_DEADLINE_MS
+        try:
+            self.compactions.adopt(target.key, deadline_ms / 1000)
+        except Exception as e:
+            log.warning(
+                "%s/%s: cannot look for a running compaction job yet (%s)",
+                *target.key,
+                SCRUBBER.scrub(f"{type(e).__name__}: {e}"),
+            )
 
     def _with_compaction(self, due: tuple[str, ...], now_ms: int) -> tuple[str, ...]:
         """`due` with compaction after the checkpoint, when a job may start now."""
@@ -291,7 +309,7 @@ class TableWatcher:
         shared = self.compactions.compactor
         if shared is None:
             return None
-        return replace(shared, storage_options=dict(target.storage_options))
+        return replace(shared, storage_options=dict(target.storage_options), owner=target.key)
 
     def _track(self, plan: planner.Plan, outcomes: list[executor.Outcome], now_ms: int) -> None:
         step = next((s for s in plan.steps if s.operation == "compaction"), None)

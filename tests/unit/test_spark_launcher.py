@@ -1,0 +1,152 @@
+"""The operator's SparkApplication job as the daemon sees it, with the API server's answers
+stood in for (the real API server and CRD: tests/e2e/test_compaction_operator.py): states to
+results, the deadline, a job deleted under it, and an API server that does not answer."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from deltakeeper.compaction.launcher import JobRunning
+from deltakeeper.k8s import spark_jobs, spark_launcher
+from deltakeeper.k8s.spark_jobs import Job, SparkState
+from deltakeeper.k8s.spark_launcher import SparkApplicationJob
+
+SPEC = {"jobId": "deltakeeper-ab-1", "plannedVersion": 7, "compact": [{}]}
+
+
+def job(state: SparkState, error: str = "") -> Job:
+    return Job("dk-t-1", "ns", "deltakeeper-ab-1", state, error, "2026-11-24T02:00:00Z", SPEC)
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What spark_jobs.read answers next, and what was deleted."""
+    server: dict[str, Any] = {"answer": job(SparkState.RUNNING), "deleted": []}
+
+    def read(_: Any, namespace: str, name: str) -> Job | None:
+        answer = server["answer"]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+    def delete(_: Any, namespace: str, name: str) -> bool:
+        server["deleted"].append((namespace, name))
+        return True
+
+    monkeypatch.setattr(spark_jobs, "read", read)
+    monkeypatch.setattr(spark_jobs, "delete", delete)
+    return server
+
+
+def follow(deadline_s: float = 60.0) -> SparkApplicationJob:
+    return SparkApplicationJob(None, job(SparkState.NEW), SPEC, time.time(), deadline_s)
+
+
+def test_completed_is_done_with_the_planned_version_to_find_the_commits_from(
+    api: dict[str, Any],
+) -> None:
+    running = follow()
+    assert running.poll() is None and running.job_id == "deltakeeper-ab-1"
+    api["answer"] = job(SparkState.COMPLETED)
+    result = running.poll()
+    assert result is not None and result.ok and "commits" not in result.result
+    assert result.result["startVersion"] == 7
+    api["answer"] = None  # collected after its TTL: the result seen stays
+    assert running.poll() is result
+
+
+def test_failed_carries_the_jobs_own_error(api: dict[str, Any]) -> None:
+    running = follow()
+    api["answer"] = job(SparkState.FAILED, "SpecError: 'nope' is not a partition column")
+    result = running.poll()
+    assert result is not None and not result.ok
+    assert result.error == "SparkApplicationFailed: SpecError: 'nope' is not a partition column"
+    api["answer"] = job(SparkState.SUBMISSION_FAILED)
+    result = follow().poll()
+    assert result is not None
+    assert result.error == (
+        "SparkApplicationSubmissionFailed: the SparkApplication ended SUBMISSION_FAILED "
+        "without a message"
+    )
+
+
+def test_past_its_deadline_it_is_deleted_and_failed(api: dict[str, Any]) -> None:
+    running = follow(deadline_s=-1)
+    result = running.poll()
+    assert result is not None and result.result["error"] == "DeadlineExceeded"
+    assert api["deleted"] == [("ns", "dk-t-1")]
+
+
+def test_deleted_under_it_is_a_failure_and_an_api_server_away_is_not(
+    api: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    running = follow()
+    api["answer"] = OSError("connection refused")
+    assert running.poll() is None  # runs on, as far as anyone knows
+    assert "cannot read SparkApplication dk-t-1" in caplog.text
+    api["answer"] = None
+    result = running.poll()
+    assert result is not None and result.result["error"] == "Gone"
+
+
+def test_a_job_for_an_unknown_table_is_refused_before_any_call() -> None:
+    from deltakeeper.compaction.launcher import JobRequest
+    from deltakeeper.delta.errors import InvalidInputError
+
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lambda key: None)
+    with pytest.raises(InvalidInputError, match="needs the DeltaTable"):
+        launcher.start(JobRequest("/t", SPEC))
+
+
+def test_a_template_the_crd_refuses_fails_the_job_with_the_api_servers_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from deltakeeper.compaction.launcher import JobFailed, JobRequest
+
+    refused = ApiException(status=422, reason="Unprocessable Entity")
+    refused.body = '{"message": "spec.driver.cores: Invalid value: \\"string\\": must be integer"}'
+
+    def create(_: Any, app: Any) -> Job:
+        raise refused
+
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [])
+    monkeypatch.setattr(spark_jobs, "create", create)
+    lookup = {("ns", "t"): spark_launcher.TableRef("uid-1", None)}.get
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lookup)
+    request = JobRequest("/lake/t", SPEC, owner=("ns", "t"), template={"driver": {"cores": "x"}})
+    with pytest.raises(JobFailed, match=r"refused it: spec\.driver\.cores: Invalid value"):
+        launcher.start(request)
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [job(SparkState.RUNNING)])
+    with pytest.raises(JobRunning, match="dk-t-1 still runs"):
+        launcher.start(request)
+
+
+def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def at(state: SparkState, created: str, name: str) -> Job:
+        return Job(name, "ns", name, state, "", created, {**SPEC, "jobId": name})
+
+    listed: list[Job] = []
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: listed)
+    by_name = lambda _, ns, name: next(j for j in listed if j.name == name)  # noqa: E731
+    monkeypatch.setattr(spark_jobs, "read", by_name)
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lambda key: None)
+    recorded_ms = 1_795_000_000_000  # the last result the table's status recorded
+    before = "2026-11-19T07:46:00Z"  # 1_795_074_360 s: after it
+    listed[:] = [at(SparkState.COMPLETED, "2026-11-01T00:00:00Z", "old")]
+    assert launcher.adopt(("ns", "t"), 60.0, recorded_ms) is None  # seen and recorded
+    listed.append(at(SparkState.COMPLETED, before, "unseen"))
+    found = launcher.adopt(("ns", "t"), 60.0, recorded_ms)
+    assert found is not None and found.job.job_id == "unseen"
+    result = found.job.poll()
+    assert result is not None and result.ok  # read back at once
+    listed.append(at(SparkState.RUNNING, "2026-11-01T00:00:01Z", "running"))
+    found = launcher.adopt(("ns", "t"), 10.0**9, recorded_ms)  # its deadline from its creation
+    assert found is not None and found.job.job_id == "running" and found.job.poll() is None
+    assert found.started_ms == 1_793_491_201_000
