@@ -1,7 +1,7 @@
 """discover(): which folders are tables, depth, nesting, include/exclude, request counts.
 
 On the local disk (LocalStorage counts one "list" per directory scan); the object stores are
-covered by tests/integration/test_discovery.py."""
+covered by tests/integration/test_lake_discovery.py."""
 
 from __future__ import annotations
 

@@ -185,7 +185,7 @@ def test_scanner_reports_appeared_and_disappeared(tmp_path: Path) -> None:
 
 def test_failed_scan_changes_nothing() -> None:
     # An unknown scheme fails before any request; an unreachable store is in
-    # tests/integration/test_discovery.py.
+    # tests/integration/test_lake_discovery.py.
     scanner = LakeScanner(parse_lake(doc(uri="ftp://host/lake")), known=("a",))
     result = scanner.scan()
     assert result.result is ScanResult.INVALID
