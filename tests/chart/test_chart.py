@@ -162,16 +162,13 @@ def test_default_values_cluster_wide(chart_tools: dict[str, str], schemas: Path)
     ]
     assert _one(docs, "ClusterKopfPeering")["metadata"]["name"] == "deltakeeper"
     assert not _kinds(docs, "KopfPeering")
-    # The only Role: SparkApplications in the job namespace (the release's).
-    compaction = _one(docs, "Role")
-    assert compaction["metadata"]["namespace"] == "deltakeeper"
-    assert compaction["rules"] == [
-        {
-            "apiGroups": ["sparkoperator.k8s.io"],
-            "resources": ["sparkapplications"],
-            "verbs": ["create", "get", "list", "watch", "delete"],
-        }
-    ]
+    # No Role: compaction jobs run where their tables live, under the same ClusterRole.
+    assert not _kinds(docs, "Role") and not _kinds(docs, "RoleBinding")
+    assert {
+        "apiGroups": ["sparkoperator.k8s.io"],
+        "resources": ["sparkapplications"],
+        "verbs": ["create", "get", "list", "delete"],
+    } in role["rules"]
     _assert_least_privilege(docs)
 
     service = _one(docs, "Service")
@@ -187,7 +184,7 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
     docs = _render(
         chart_tools,
         schemas,
-        *("--set", "watchNamespaces={lake,lake2},compaction.namespace=spark-jobs"),
+        *("--set", "watchNamespaces={lake,lake2}"),
         *("--set", "maxConcurrent=5,metrics.port=9200,replicaCount=3"),
         *("--set", "operator.defaultPollInterval=2m"),
     )
@@ -204,14 +201,11 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
         (d["metadata"]["namespace"], d["roleRef"]["name"]) for d in _kinds(docs, "RoleBinding")
     }
     assert set(roles) == bindings
-    assert {ns for ns, _ in roles} == {"lake", "lake2", "spark-jobs"}
-    for (ns, _), role in roles.items():
+    assert {ns for ns, _ in roles} == {"lake", "lake2"}
+    for role in roles.values():
         resources = {res for rule in role["rules"] for res in rule["resources"]}
-        if ns == "spark-jobs":
-            assert resources == {"sparkapplications"}
-        else:
-            assert "secrets" in resources and "kopfpeerings" in resources
-            assert "sparkapplications" not in resources
+        # A table's compaction job is created in the table's own namespace.
+        assert {"secrets", "kopfpeerings", "sparkapplications"} <= resources
     peerings = _kinds(docs, "KopfPeering")
     assert sorted(p["metadata"]["namespace"] for p in peerings) == ["lake", "lake2"]
     _assert_least_privilege(docs)
@@ -318,7 +312,6 @@ def test_spark_application_template_is_a_valid_spark_application(
     docs = _render(
         chart_tools,
         schemas,
-        *("--set", "compaction.namespace=spark-jobs"),
         *("--set", "compaction.sparkApplication.image=registry.local/dk-spark:9"),
         *("--set", "compaction.sparkApplication.executor.instances=4"),
         *(
@@ -330,12 +323,12 @@ def test_spark_application_template_is_a_valid_spark_application(
         d for d in _kinds(docs, "ConfigMap") if d["metadata"]["name"].endswith("-spark-application")
     ]
     app = yaml.safe_load(config["data"]["spark-application.yaml"])
-    assert app["metadata"]["namespace"] == "spark-jobs"
+    assert "namespace" not in app.get("metadata", {})  # each job goes to its table's namespace
     assert app["spec"]["image"] == "registry.local/dk-spark:9"
     assert app["spec"]["executor"]["instances"] == 4
     assert app["spec"]["sparkConf"] == {"spark.sql.shuffle.partitions": "8"}
     # The operator fills in the name; the rest must satisfy spark-operator's real CRD.
-    app["metadata"]["name"] = "compact-events-1"
+    app["metadata"] = {"name": "compact-events-1", "namespace": "lake"}
     done = chart.kubeconform(chart_tools["KUBECONFORM"], schemas, yaml.safe_dump(app))
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["summary"]["valid"] == 1

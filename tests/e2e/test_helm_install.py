@@ -31,7 +31,6 @@ RELEASE, RELEASE_NS = "deltakeeper", "deltakeeper-system"
 WATCHED = ("helm-lake", "helm-lake2")
 ADDED = "helm-lake3"  # watched after the upgrade
 OTHER = "helm-other"  # never watched
-JOBS = "helm-spark"
 SA = f"system:serviceaccount:{RELEASE_NS}:{RELEASE}"
 GROUP, VERSION = "deltakeeper.io", "v1alpha1"
 NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
@@ -110,11 +109,11 @@ ALLOWED = [
     ("create", "events", WATCHED[0]),
     ("get", "kopfpeerings.kopf.dev", WATCHED[0]),
     ("patch", "kopfpeerings.kopf.dev", WATCHED[1]),
-    ("create", "sparkapplications.sparkoperator.k8s.io", JOBS),
-    ("get", "sparkapplications.sparkoperator.k8s.io", JOBS),
-    ("list", "sparkapplications.sparkoperator.k8s.io", JOBS),
-    ("watch", "sparkapplications.sparkoperator.k8s.io", JOBS),
-    ("delete", "sparkapplications.sparkoperator.k8s.io", JOBS),
+    # Compaction jobs run in their table's namespace.
+    ("create", "sparkapplications.sparkoperator.k8s.io", WATCHED[0]),
+    ("get", "sparkapplications.sparkoperator.k8s.io", WATCHED[1]),
+    ("list", "sparkapplications.sparkoperator.k8s.io", WATCHED[0]),
+    ("delete", "sparkapplications.sparkoperator.k8s.io", WATCHED[1]),
 ]
 DENIED = [
     ("get", "secrets", OTHER),
@@ -134,8 +133,10 @@ DENIED = [
     ("list", "pods", None),
     ("delete", "events", WATCHED[0]),
     ("create", "events", OTHER),
-    ("create", "sparkapplications.sparkoperator.k8s.io", WATCHED[0]),
+    ("create", "sparkapplications.sparkoperator.k8s.io", OTHER),
+    ("create", "sparkapplications.sparkoperator.k8s.io", RELEASE_NS),
     ("delete", "sparkapplications.sparkoperator.k8s.io", OTHER),
+    ("update", "sparkapplications.sparkoperator.k8s.io", WATCHED[0]),
     ("create", "kopfpeerings.kopf.dev", WATCHED[0]),
     ("delete", "kopfpeerings.kopf.dev", WATCHED[0]),
     ("patch", "clusterkopfpeerings.kopf.dev", None),
@@ -148,11 +149,11 @@ DENIED = [
 
 @pytest.fixture(scope="module")
 def installed(kube_cluster: KubeCluster, helm: Helm) -> Iterator[None]:
-    for ns in (*WATCHED, ADDED, OTHER, JOBS):
+    for ns in (*WATCHED, ADDED, OTHER):
         kube_cluster.create_namespace(ns)
     helm(
         *("install", RELEASE, str(chart.CHART), "-n", RELEASE_NS, "--create-namespace"),
-        *("--set", f"watchNamespaces={{{','.join(WATCHED)}}},compaction.namespace={JOBS}"),
+        *("--set", f"watchNamespaces={{{','.join(WATCHED)}}}"),
     )
     yield
     subprocess.run(
@@ -302,18 +303,20 @@ def test_the_service_account_may_do_exactly_what_the_operator_needs(
     admin = client.CoreV1Api(kube_cluster.api_client())
     template = admin.read_namespaced_config_map(f"{RELEASE}-spark-application", RELEASE_NS)
     app = yaml.safe_load(template.data["spark-application.yaml"])
-    app["metadata"]["name"] = "compact-events-1"
-    assert app["metadata"]["namespace"] == JOBS
+    app["metadata"] = {
+        "name": "compact-events-1"
+    }  # the operator names it, in the table's namespace
     spark = client.CustomObjectsApi(sa)
     args = ("sparkoperator.k8s.io", "v1beta2")
-    spark.create_namespaced_custom_object(*args, JOBS, "sparkapplications", app)
-    got = spark.get_namespaced_custom_object(*args, JOBS, "sparkapplications", "compact-events-1")
+    jobs = WATCHED[0]
+    spark.create_namespaced_custom_object(*args, jobs, "sparkapplications", app)
+    got = spark.get_namespaced_custom_object(*args, jobs, "sparkapplications", "compact-events-1")
     assert got["spec"]["image"] == app["spec"]["image"]
-    listed = spark.list_namespaced_custom_object(*args, JOBS, "sparkapplications")["items"]
+    listed = spark.list_namespaced_custom_object(*args, jobs, "sparkapplications")["items"]
     assert [a["metadata"]["name"] for a in listed] == ["compact-events-1"]
-    spark.delete_namespaced_custom_object(*args, JOBS, "sparkapplications", "compact-events-1")
+    spark.delete_namespaced_custom_object(*args, jobs, "sparkapplications", "compact-events-1")
     with pytest.raises(client.ApiException) as refused:
-        spark.create_namespaced_custom_object(*args, WATCHED[0], "sparkapplications", app)
+        spark.create_namespaced_custom_object(*args, OTHER, "sparkapplications", app)
     assert refused.value.status == 403
     with pytest.raises(client.ApiException) as refused:
         client.CoreV1Api(sa).read_namespaced_secret("anything", OTHER)
@@ -335,6 +338,7 @@ def test_upgrade_then_uninstall_keeps_tables_and_crds(
     sa = _sa_kubeconfig(kube_cluster, tmp_path / "sa")
     before = kube_config.new_client_from_config(str(sa))
     assert not _can_i(before, "get", "secrets", ADDED)
+    assert not _can_i(before, "create", "sparkapplications.sparkoperator.k8s.io", ADDED)
 
     helm(
         *("upgrade", RELEASE, str(chart.CHART), "-n", RELEASE_NS, "--reuse-values"),
@@ -348,7 +352,7 @@ def test_upgrade_then_uninstall_keeps_tables_and_crds(
     assert {f"--namespace={ADDED}", "--max-concurrent=4", "--log-format=text"} <= set(args)
     assert f"--namespace={WATCHED[0]}" in args
     assert _can_i(before, "get", "secrets", ADDED)
-    assert _can_i(before, "create", "sparkapplications.sparkoperator.k8s.io", JOBS)
+    assert _can_i(before, "create", "sparkapplications.sparkoperator.k8s.io", ADDED)
     objects.get_namespaced_custom_object("kopf.dev", "v1", ADDED, "kopfpeerings", "deltakeeper")
     history = json.loads(helm("history", RELEASE, "-n", RELEASE_NS, "-o", "json"))
     assert [h["revision"] for h in history] == [1, 2] and history[-1]["status"] == "deployed"
@@ -358,7 +362,7 @@ def test_upgrade_then_uninstall_keeps_tables_and_crds(
         apps.read_namespaced_deployment(RELEASE, RELEASE_NS)
     assert gone.value.status == 404
     rbac = client.RbacAuthorizationV1Api(admin)
-    for ns in (*WATCHED, ADDED, JOBS):
+    for ns in (*WATCHED, ADDED):
         assert not [
             r for r in rbac.list_namespaced_role(ns).items if r.metadata.name.startswith(RELEASE)
         ]
@@ -401,14 +405,14 @@ def test_cluster_wide_install_grants_a_cluster_role_and_nothing_more(
             ("get", "secrets", "helm-anywhere"),
             ("list", "deltatables.deltakeeper.io", None),
             ("patch", "clusterkopfpeerings.kopf.dev", None),
-            ("create", "sparkapplications.sparkoperator.k8s.io", ns),
+            ("create", "sparkapplications.sparkoperator.k8s.io", "helm-anywhere"),
         ]:
             assert _can_i(sa, verb, resource, where), (verb, resource, where)
         for verb, resource, where in [
             ("list", "secrets", "helm-anywhere"),
             ("delete", "deltatables.deltakeeper.io", "helm-anywhere"),
             ("get", "pods", "helm-anywhere"),
-            ("create", "sparkapplications.sparkoperator.k8s.io", "helm-anywhere"),
+            ("update", "sparkapplications.sparkoperator.k8s.io", "helm-anywhere"),
             ("list", "namespaces", None),
             ("create", "clusterkopfpeerings.kopf.dev", None),
         ]:

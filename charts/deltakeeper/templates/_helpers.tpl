@@ -42,10 +42,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{- define "deltakeeper.jobNamespace" -}}
-{{- default .Release.Namespace .Values.compaction.namespace -}}
-{{- end -}}
-
 {{/* The kopf peering object's name; the operator uses this name (handlers.PEERING). */}}
 {{- define "deltakeeper.peeringName" -}}deltakeeper{{- end -}}
 
@@ -72,6 +68,12 @@ README.md says why each verb is needed. */}}
 - apiGroups: [deltakeeper.io]
   resources: [deltatables/status, deltamaintenancepolicies/status]
   verbs: [patch]
+# Compaction jobs, each a SparkApplication in its DeltaTable's namespace (an owner reference
+# and a secretKeyRef cannot cross namespaces): created, found again by label after a restart,
+# read for their state, deleted past their deadline.
+- apiGroups: [sparkoperator.k8s.io]
+  resources: [sparkapplications]
+  verbs: [create, get, list, delete]
 # Credentials named by spec.storage.secretRef, read one by one.
 - apiGroups: [""]
   resources: [secrets]
