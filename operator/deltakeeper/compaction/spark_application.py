@@ -11,20 +11,19 @@ which reach driver and executors only as references to the table's Secret, never
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltakeeper.resources import names
 from deltakeeper.resources.crd import API_VERSION
 
 GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "SparkApplication"
 TABLE_LABEL = "deltakeeper.io/table"
 JOB_LABEL = "deltakeeper.io/job-id"
-MAX_NAME = 63
+MAX_NAME = names.MAX_NAME
 DEFAULT_TTL_SECONDS = 3600
 
 # Spark's Delta settings; the job file's path inside the compaction image.
@@ -65,10 +64,7 @@ class Owner:
 
 def job_name(table: str, job_id: str) -> str:
     """A DNS-1035 label of at most 63 characters, unique per job: `dk-<table>-<hash>`."""
-    digest = hashlib.sha256(job_id.encode()).hexdigest()[:10]
-    stem = re.sub(r"[^a-z0-9-]+", "-", table.lower()).strip("-")
-    stem = stem[: MAX_NAME - len("dk--") - len(digest)].rstrip("-")
-    return f"dk-{stem}-{digest}" if stem else f"dk-{digest}"
+    return names.dns_label(table, job_id, prefix="dk-")
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,24 +9,21 @@ lake and the path (`table_name`), labelled with the lake, the full URI in an ann
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH, ROOT
 from deltakeeper.maintenance.policy import LAKE_SCAN_INTERVAL_MS
-from deltakeeper.resources import crd, manifests
+from deltakeeper.resources import crd, manifests, names
 from deltakeeper.resources.manifests import ManifestError, TableResource
 from deltakeeper.units import parse_duration_ms
 
 KIND = "DeltaLake"
 LAKE_LABEL = f"{crd.GROUP}/lake"  # on every DeltaTable a lake manages: the lake's name
 PATH_ANNOTATION = f"{crd.GROUP}/path"  # the table's full URI
-MAX_NAME = 63  # a DNS-1123 label: names of managed tables, and the lake's name as a label value
-HASH_CHARS = 10  # 40 bits of sha256: two paths sharing a slug differ here
+MAX_NAME = names.MAX_NAME  # the lake's name is a label value of every table it manages
 MAX_DEPTH_LIMIT = 32
 SPEC_FIELDS = ("uri", "storage", "include", "exclude", "maxDepth", "scanInterval", "tableTemplate")
 _LAKE_SET = ("uri", "storage")  # spec fields of a managed table that come from the lake
@@ -179,17 +176,8 @@ def table_name(path: str, lake: str = "") -> str:
     """A stable DNS-1123 name of at most 63 characters for the table at `path` (relative to
     the lake's prefix): a readable slug of lake and path, then a hash of both, so paths that
     slug alike ("a_b", "a.b", "A-B") or are cut short still get different names."""
-    full = f"{lake}\0{path}"
-    digest = hashlib.sha256(full.encode()).hexdigest()[:HASH_CHARS]
     readable = path if path != ROOT else ""
-    slug = _slug(f"{lake}-{readable}" if lake else readable)
-    slug = slug[: MAX_NAME - HASH_CHARS - 1].rstrip("-")
-    return f"{slug}-{digest}" if slug else digest
-
-
-def _slug(text: str) -> str:
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    return names.dns_label(f"{lake}-{readable}" if lake else readable, f"{lake}\0{path}")
 
 
 def table_uri(prefix: str, path: str) -> str:
