@@ -14,7 +14,10 @@ Spec keys:
   purge            list of partitions to rewrite without their deleted rows (same form)
   minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio   optional OPTIMIZE settings
   zOrderBy         optional list of columns: Z-order instead of bin-packing
-  plannedVersion   optional; the version the plan was made at (reported back)
+  plannedVersion   optional; the version the plan was made at (reported back); the job's
+                   commits are looked for after it (without it: after the latest version)
+  partitionTypes   optional {logical partition column: Spark SQL type} ({} unpartitioned);
+                   without it the job asks Spark (DeltaTable.detail and the schema)
 
 Output: one JSON line on stdout (`"deltakeeperCompaction": 1` marks it); `seconds` is the
 job's time from its start (after the JVM's), `sessionSeconds` the part of it spent starting the
@@ -31,6 +34,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -112,6 +116,14 @@ def load_spec(args: argparse.Namespace) -> dict[str, Any]:
         groups = spec.setdefault(key, [])
         if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
             raise SpecError(f"spec.{key} must be a list of {{column: value}} objects")
+    types = spec.get("partitionTypes")
+    if types is not None and not (
+        isinstance(types, dict) and all(isinstance(t, str) and t for t in types.values())
+    ):
+        raise SpecError("spec.partitionTypes must be an object of {column: Spark SQL type}")
+    planned = spec.get("plannedVersion")
+    if planned is not None and (type(planned) is not int or planned < 0):
+        raise SpecError("spec.plannedVersion must be a version number (an integer >= 0)")
     return spec
 
 
@@ -215,7 +227,21 @@ def _session(spec: dict[str, Any]) -> Any:
     return spark
 
 
-def _partition_types(table: Any) -> dict[str, str]:
+def partition_types(spec: dict[str, Any], ask: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """The spec's partition types; Spark is asked (`ask`, a full snapshot scan for detail())
+    only for a spec without them, as older deltakeepers wrote."""
+    given = spec.get("partitionTypes")
+    return dict(given) if given is not None else ask()
+
+
+def start_version(spec: dict[str, Any], ask: Callable[[], int]) -> int:
+    """The version after which the job's commits are looked for: the planned one, which no
+    commit of this job can precede; `ask` (the latest version) for a spec without it."""
+    planned = spec.get("plannedVersion")
+    return int(planned) if planned is not None else ask()
+
+
+def _spark_partition_types(table: Any) -> dict[str, str]:
     detail = table.detail().select("partitionColumns").first()
     columns = list(detail["partitionColumns"]) if detail else []
     fields = {f.name: f.dataType.simpleString() for f in table.toDF().schema.fields}
@@ -226,13 +252,24 @@ def _predicates(groups: list[dict[str, Any]], types: dict[str, str]) -> list[str
     return [partition_predicate(group, types) for group in groups]
 
 
+def newest_history(history: Callable[[int], list[Any]], after: int, first: int = 4) -> list[Any]:
+    """The history rows newer than `after`: the latest `first` commits, then four times as many
+    until the oldest row read is at `after` or the log has no more. The whole history would
+    read every commit file the log keeps."""
+    limit = first
+    while True:
+        rows = history(limit)
+        if len(rows) < limit or min(int(r["version"]) for r in rows) <= after:
+            return [r for r in rows if int(r["version"]) > after]
+        limit *= 4
+
+
 def _our_commits(table: Any, job_id: str, after: int) -> list[dict[str, Any]]:
-    rows = (
-        table.history()
-        .where(f"version > {after}")
-        .select("version", "operation", "operationMetrics", "userMetadata")
-        .collect()
-    )
+    def history(limit: int) -> list[Any]:
+        columns = ("version", "operation", "operationMetrics", "userMetadata")
+        return list(table.history(limit).select(*columns).collect())
+
+    rows = newest_history(history, after)
     commits = [
         {
             "version": r["version"],
@@ -263,8 +300,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     spark = _session(spec)
     session_seconds = round(time.monotonic() - began, 3)
     table = DeltaTable.forPath(spark, spec["table"])
-    start = _latest_version(table)
-    types = _partition_types(table)
+    start = start_version(spec, lambda: _latest_version(table))
+    types = partition_types(spec, lambda: _spark_partition_types(table))
     if spec["compact"]:
         where = any_of(_predicates(spec["compact"], types))
         builder = table.optimize().where(where) if types else table.optimize()
