@@ -321,3 +321,21 @@ def test_the_job_reads_only_the_history_newer_than_its_start() -> None:
     rows = job.newest_history(_history(2, calls), after=-1)
     assert [r["version"] for r in rows] == [2, 1, 0] and calls == [4]
     assert job.newest_history(_history(5, []), after=5) == []
+
+
+def test_the_job_tunes_spark_only_where_the_users_conf_is_silent() -> None:
+    key = job.TUNING_CONF["snapshotPartitions"]
+    spec = {"snapshotPartitions": 3}
+    assert job.tuning(spec, lambda k: None) == {key: "3"}
+    assert job.tuning(spec, {key: "8"}.get) == {}  # the user's sparkConf wins
+    assert job.tuning({}, lambda k: None) == {}
+
+
+@pytest.mark.parametrize("value", [0, -2, "2", 1.5, True])
+def test_a_bad_snapshot_partitions_is_a_spec_error(
+    value: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {"jobId": "dk-1", "table": "/t", "compact": [{}], "snapshotPartitions": value}
+    assert job.main(["--spec-json", json.dumps(spec)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"] == "SpecError" and "spec.snapshotPartitions" in out["message"], out

@@ -259,3 +259,14 @@ def test_the_job_spec_carries_partition_types_only_when_given() -> None:
     assert "partitionTypes" not in job_spec(found, {"col-0": "p"}, "dk-1", 3)
     spec = job_spec(found, {"col-0": "p"}, "dk-1", 3, {"p": "date"})
     assert spec["partitionTypes"] == {"p": "date"} and spec["compact"] == [{"p": "a"}]
+
+
+def test_the_log_replay_gets_a_partition_per_20000_actions_up_to_deltas_50() -> None:
+    from deltakeeper.maintenance.compaction import job_spec, snapshot_partitions
+
+    sizes = [0, 1, 20_000, 20_001, 200_000, 1_000_000, 50_000_000]
+    assert [snapshot_partitions(n) for n in sizes] == [1, 1, 1, 2, 10, 50, 50]
+    rows = [{"part": {"p": "a"}, "size": MIB} for _ in range(4)]
+    found = plan(files(rows), ("p",), CompactionSettings(128 * MIB, min_files_per_partition=4), NOW)
+    assert "snapshotPartitions" not in job_spec(found, {"p": "p"}, "dk-1", 3)
+    assert job_spec(found, {"p": "p"}, "dk-1", 3, None, 45_000)["snapshotPartitions"] == 3

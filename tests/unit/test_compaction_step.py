@@ -222,3 +222,20 @@ def test_maintain_only_compaction_asks_for_it(
     code, report, _ = maintain(capsys, str(tmp_path), "--only", "compaction", "--dry-run")
     assert code == 0
     assert [(s["operation"], s["due"]) for s in report["plan"]["steps"]] == [("compaction", True)]
+
+
+def test_the_planners_job_spec_says_types_version_and_replay_size(tmp_path: Path) -> None:
+    from deltakeeper.maintenance.planner import forced_compaction
+
+    log = small_file_table(tmp_path)
+    log.commit(remove("day=a/0.parquet"))
+    table = open_table(str(tmp_path))
+    snap = table.snapshot()
+    found = compaction.plan(snap.files, ("day",), CompactionSettings(min_files_per_partition=2), 0)
+    (step,) = forced_compaction(table, snap, effective({}), 0, found).steps
+    spec = step.job_spec
+    assert spec is not None and spec["compact"] == [{"day": "a"}]
+    # What the job would otherwise ask Spark for: the types, and the version it starts after.
+    assert spec["partitionTypes"] == {"day": "string"} and spec["plannedVersion"] == snap.version
+    # Four files and a tombstone: one replay partition, not Delta's 50.
+    assert snap.num_files + snap.num_tombstones == 5 and spec["snapshotPartitions"] == 1

@@ -18,10 +18,12 @@ Spec keys:
                    commits are looked for after it (without it: after the latest version)
   partitionTypes   optional {logical partition column: Spark SQL type} ({} unpartitioned);
                    without it the job asks Spark (DeltaTable.detail and the schema)
+  snapshotPartitions  optional; Spark partitions for replaying the log (Delta's default: 50),
+                   set unless the Spark conf (the user's sparkConf) sets it already
 
 Output: one JSON line on stdout (`"deltakeeperCompaction": 1` marks it); `seconds` is the
 job's time from its start (after the JVM's), `sessionSeconds` the part of it spent starting the
-Spark session. Exit 0 when the work
+Spark session, `tunedConf` the Spark conf it set from the spec. Exit 0 when the work
 is done or there was nothing to do, 1 when it failed (a conflicting concurrent write, a bad
 spec, an unreadable table); the line says why.
 """
@@ -48,6 +50,8 @@ OPTIMIZE_CONF = {
     "maxDeletedRowsRatio": "spark.databricks.delta.optimize.maxDeletedRowsRatio",
 }
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Spark conf keys the job tunes from the spec, by spec key; a value the Spark conf has wins.
+TUNING_CONF = {"snapshotPartitions": "spark.databricks.delta.snapshotPartitions"}
 
 
 class SpecError(ValueError):
@@ -124,6 +128,9 @@ def load_spec(args: argparse.Namespace) -> dict[str, Any]:
     planned = spec.get("plannedVersion")
     if planned is not None and (type(planned) is not int or planned < 0):
         raise SpecError("spec.plannedVersion must be a version number (an integer >= 0)")
+    parts = spec.get("snapshotPartitions")
+    if parts is not None and (type(parts) is not int or parts < 1):
+        raise SpecError("spec.snapshotPartitions must be an integer >= 1")
     return spec
 
 
@@ -210,7 +217,14 @@ def _keyfile(env: dict[str, str]) -> str | None:
 # ------------------------------------------------------------------------------------------
 
 
-def _session(spec: dict[str, Any]) -> Any:
+def tuning(spec: dict[str, Any], configured: Callable[[str], str | None]) -> dict[str, str]:
+    """The Spark conf the job sets from the spec: only keys the Spark conf (`configured`, the
+    user's sparkConf and spark-submit's --conf) leaves unset."""
+    wanted = {conf: spec.get(key) for key, conf in TUNING_CONF.items()}
+    return {k: str(v) for k, v in wanted.items() if v is not None and configured(k) is None}
+
+
+def _session(spec: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"deltakeeper-compaction-{spec['jobId']}")
@@ -224,7 +238,10 @@ def _session(spec: dict[str, Any]) -> Any:
         if spec.get(key) is not None:
             spark.conf.set(conf, str(spec[key]))
     spark.conf.set(USER_METADATA_CONF, spec["jobId"])
-    return spark
+    tuned = tuning(spec, lambda key: spark.conf.get(key, None))
+    for key, value in tuned.items():
+        spark.conf.set(key, value)
+    return spark, tuned
 
 
 def partition_types(spec: dict[str, Any], ask: Callable[[], dict[str, str]]) -> dict[str, str]:
@@ -297,7 +314,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
     began = time.monotonic()
-    spark = _session(spec)
+    spark, tuned = _session(spec)
     session_seconds = round(time.monotonic() - began, 3)
     table = DeltaTable.forPath(spark, spec["table"])
     start = start_version(spec, lambda: _latest_version(table))
@@ -319,6 +336,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "result": "done" if commits else "nothing-to-do",
         "sessionSeconds": session_seconds,
         "startVersion": start,
+        "tunedConf": tuned,
         "commits": commits,
         "filesRemoved": _metric(commits, "numRemovedFiles"),
         "filesAdded": _metric(commits, "numAddedFiles"),

@@ -31,7 +31,12 @@ from deltakeeper.delta.properties import TableProperties
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.types import arrow_type, field_name, mapping_on, schema_fields
-from deltakeeper.maintenance.policy import COMPACTION_TARGET_FILE_SIZE, CompactionSettings
+from deltakeeper.maintenance.policy import (
+    COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION,
+    COMPACTION_SNAPSHOT_PARTITIONS_MAX,
+    COMPACTION_TARGET_FILE_SIZE,
+    CompactionSettings,
+)
 
 
 class Why(enum.StrEnum):
@@ -250,11 +255,13 @@ def job_spec(
     job_id: str,
     planned_version: int,
     partition_types: dict[str, str] | None = None,
+    snapshot_actions: int | None = None,
 ) -> dict[str, Any]:
     """The compaction job's input for a plan. Spark's predicates name logical columns while
     the log keys partition values by physical name under column mapping: `logical_names`
     maps one to the other (identity without column mapping). `partition_types` (logical
-    column -> Spark SQL type, from `spark_partition_types`) spares the job asking Spark."""
+    column -> Spark SQL type, from `spark_partition_types`) spares the job asking Spark;
+    `snapshot_actions` (the snapshot's files and tombstones) sizes its log replay."""
 
     def logical(values: dict[str, str | None]) -> dict[str, str | None]:
         return {logical_names.get(k, k): v for k, v in values.items()}
@@ -271,11 +278,19 @@ def job_spec(
     }
     if partition_types is not None:
         spec["partitionTypes"] = dict(partition_types)
+    if snapshot_actions is not None:
+        spec["snapshotPartitions"] = snapshot_partitions(snapshot_actions)
     if settings.z_order_by:
         spec["zOrderBy"] = list(settings.z_order_by)
     if settings.max_threads is not None:
         spec["maxThreads"] = settings.max_threads
     return spec
+
+
+def snapshot_partitions(actions: int) -> int:
+    """Spark's partitions for replaying a log of this many file actions."""
+    wanted = math.ceil(actions / COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION)
+    return min(max(1, wanted), COMPACTION_SNAPSHOT_PARTITIONS_MAX)
 
 
 def partition_names(

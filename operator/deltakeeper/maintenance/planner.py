@@ -261,7 +261,8 @@ def _compaction_step(snap: Snapshot, found: compaction.CompactionPlan, now_ms: i
     tag = compaction.job_id(snap.metadata.id, now_ms)
     names = compaction.logical_partition_names(snap.metadata)
     types = compaction.spark_partition_types(snap.metadata)
-    spec = compaction.job_spec(found, names, tag, snap.version, types)
+    actions = snap.num_files + snap.num_tombstones
+    spec = compaction.job_spec(found, names, tag, snap.version, types, actions)
     return Step("compaction", True, found.reason(), found, job_spec=spec)
 
 
