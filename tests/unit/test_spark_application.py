@@ -84,6 +84,39 @@ def test_fsspec_key_names_in_the_secret_map_to_the_same_variables() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("keys", "auth"),
+    [
+        (["AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_SAS_TOKEN"], "SAS"),
+        (["account_name", "sas_token"], "SAS"),
+        (["AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID"], "OAuth"),
+        (["client_id", "client_secret", "tenant_id"], "OAuth"),
+    ],
+)
+def test_azure_sas_and_service_principal_keys_reach_the_job_as_references(
+    keys: list[str], auth: str
+) -> None:
+    """What the job reads (job.hadoop_credentials) from the variables the SparkApplication
+    names: the environment the kubelet would build from the Secret's keys."""
+    from deltakeeper.compaction.job import hadoop_credentials
+
+    table = "abfss://lake@acct.dfs.core.windows.net/events"
+    app = build(job_spec={"jobId": "j", "table": table}, secret_keys=keys)
+    jsonschema.validate(app, crd_schema())
+    secret = {k: f"value-of-{k}" for k in keys}
+    for role in ("driver", "executor"):
+        entries = app["spec"][role]["env"]
+        assert all("value" not in e for e in entries)
+        refs = [e["valueFrom"]["secretKeyRef"] for e in entries]
+        assert sorted(r["key"] for r in refs) == sorted(keys)
+        assert {r["name"] for r in refs} == {"lake-credentials"}
+        env = {e["name"]: secret[e["valueFrom"]["secretKeyRef"]["key"]] for e in entries}
+        conf = hadoop_credentials(env, table)
+        host = "acct.dfs.core.windows.net"
+        assert conf[f"fs.azure.account.auth.type.{host}"] == auth
+    assert not any(v in json.dumps(app) for v in secret.values())
+
+
 def test_owned_by_the_table_and_labelled_to_be_found_again() -> None:
     meta = build()["metadata"]
     assert meta["namespace"] == "lake"

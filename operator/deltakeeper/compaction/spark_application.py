@@ -33,7 +33,8 @@ DELTA_CONF = {
 }
 JOB_FILE = "local:///opt/deltakeeper/job.py"
 
-# A Secret key (the clouds' names or fsspec's) -> the environment variable the job reads.
+# A Secret key (the clouds' names or fsspec's) -> the environment variable the job reads
+# (job.hadoop_credentials). A connection string has no Hadoop equivalent the job maps.
 SECRET_ENV = {
     "AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
     "key": "AWS_ACCESS_KEY_ID",
@@ -46,6 +47,14 @@ SECRET_ENV = {
     "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
     "AZURE_STORAGE_ACCOUNT_KEY": "AZURE_STORAGE_ACCOUNT_KEY",
     "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN": "AZURE_STORAGE_SAS_TOKEN",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_ID": "AZURE_CLIENT_ID",
+    "client_id": "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET": "AZURE_CLIENT_SECRET",
+    "client_secret": "AZURE_CLIENT_SECRET",
+    "AZURE_TENANT_ID": "AZURE_TENANT_ID",
+    "tenant_id": "AZURE_TENANT_ID",
     "service-account.json": "GOOGLE_APPLICATION_CREDENTIALS_JSON",
     "GOOGLE_APPLICATION_CREDENTIALS_JSON": "GOOGLE_APPLICATION_CREDENTIALS_JSON",
 }
