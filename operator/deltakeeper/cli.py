@@ -973,10 +973,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
         or policy.COMPACTION_MAX_AGE_MS,
     )
-    files = compaction.only_where(snap.files, _where(args.where, names))
-    found = compaction.plan(
-        files, tuple(names), settings, now, compaction.timestamp_partitions(meta)
-    )
+    timestamps = compaction.timestamp_partitions(meta)
+    files = compaction.only_where(snap.files, _where(args.where, names), timestamps)
+    found = compaction.plan(files, tuple(names), settings, now, timestamps)
     report: dict[str, Any] = {
         "operation": "compact",
         "version": snap.version,
