@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.compaction.launcher import AtLimit, Found, JobRequest, JobResult, Limited
+from deltakeeper.compaction.launcher import (
+    AtLimit,
+    Found,
+    JobRequest,
+    JobResult,
+    Limited,
+    Planned,
+)
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.compaction import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
@@ -34,6 +41,7 @@ class StandIn:
 
     def __init__(self, request: JobRequest) -> None:
         self.job_id = request.job_id
+        self.request = request
         self.result: JobResult | None = None
 
     def end(self, exit_code: int, line: dict[str, Any]) -> None:
@@ -163,6 +171,7 @@ def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: 
     assert obs.due == ("checkpoint", "compaction", "cleanup", "vacuum")
     started = watcher.maintain(target, obs, T0)
     [job] = launcher.jobs
+    assert job.request.planned == Planned(3, 300)  # carried on the job, for adoption
     assert [e.reason for e in started.events if e.type == "Normal"] == ["CompactionStarted"]
     assert started.status["compaction"]["running"]["files"] == 3
     assert "compaction" not in started.status["lastMaintenance"]
@@ -209,7 +218,7 @@ class AdoptingLauncher(StandInLauncher):
         self.asked.append((owner, deadline_s, since_ms))
         job = self.left.get(owner)
         spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}]} if job else {}
-        return Found(job, spec, T0) if job else None
+        return Found(job, spec, T0, Planned(3, 300)) if job else None
 
 
 def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_the_log(
@@ -230,6 +239,8 @@ def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_t
     status = tracker.status()
     assert status is not None and status["running"]["jobId"] == "job-left"
     assert status["running"]["partitions"] == 1
+    # What the plan said, as the job carries it (a restarted process has not planned).
+    assert (status["running"]["files"], status["running"]["bytes"]) == (3, 300)
     assert not tracker.due(T0 + 10**9, ON, 7)  # never a second job while it runs
     assert limited.running == 1  # the adopted job holds a slot of the global limit
     with pytest.raises(AtLimit):

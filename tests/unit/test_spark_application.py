@@ -117,6 +117,22 @@ def test_azure_sas_and_service_principal_keys_reach_the_job_as_references(
     assert not any(v in json.dumps(app) for v in secret.values())
 
 
+def test_the_planned_files_and_bytes_are_annotations_read_back_on_adoption() -> None:
+    from deltakeeper.compaction.launcher import Planned
+    from deltakeeper.compaction.spark_application import PLANNED_BYTES, PLANNED_FILES
+    from deltakeeper.k8s.spark_jobs import Job
+
+    app = build(planned=Planned(12, 34_567_890_123))
+    jsonschema.validate(app, crd_schema())
+    annotations = app["metadata"]["annotations"]
+    assert annotations == {PLANNED_FILES: "12", PLANNED_BYTES: "34567890123"}
+    assert Job.from_object(app).planned == Planned(12, 34_567_890_123)
+    for odd in ({}, {PLANNED_FILES: "12"}, {PLANNED_FILES: "x", PLANNED_BYTES: "1"}):
+        app["metadata"]["annotations"] = odd
+        assert Job.from_object(app).planned is None
+    assert build()["metadata"]["annotations"] == {}
+
+
 def test_owned_by_the_table_and_labelled_to_be_found_again() -> None:
     meta = build()["metadata"]
     assert meta["namespace"] == "lake"

@@ -20,6 +20,7 @@ from deltakeeper.compaction.launcher import (
     JobResult,
     JobRunning,
     Launcher,
+    Planned,
 )
 from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import (
@@ -287,6 +288,7 @@ def _compaction(
         deadline_s,
         compactor.owner,
         plan.policy.compaction.spark_application,
+        Planned(step.detail.files, step.detail.bytes),
     )
     try:
         job = compactor.launcher.start(request)

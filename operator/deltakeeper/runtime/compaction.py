@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.compaction.launcher import Adopting, Job, JobState
+from deltakeeper.compaction.launcher import Adopting, Job, JobState, Planned
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import executor
 from deltakeeper.maintenance.compaction import CompactionPlan
@@ -113,14 +113,15 @@ class JobTracker:
         if found is None:
             return
         spec = found.spec
+        planned = found.planned or Planned(0, 0)  # a job that did not say: unknown, shown as 0
         self.running = Running(
             found.job,
             found.job.job_id,
             found.started_ms,
             int(spec.get("plannedVersion") or 0),
             len(spec.get("compact") or []) + len(spec.get("purge") or []),
-            0,  # files and bytes were the planner's; a restarted process has not planned
-            0,
+            planned.files,
+            planned.bytes,
         )
         self.last_started_ms = found.started_ms
 
