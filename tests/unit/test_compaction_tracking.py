@@ -147,6 +147,23 @@ def test_a_failed_job_is_retried_after_a_backoff_that_doubles(tmp_path: Path) ->
         now += backoff
 
 
+def test_the_compactor_sets_the_first_backoff(tmp_path: Path) -> None:
+    """--compaction-retry: the operator's or the daemon's first wait, doubled as the default."""
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    table = open_table(str(tmp_path))
+    launcher = StandInLauncher()
+    tracker = JobTracker(Compactor(launcher, retry_ms=5_000))
+    often = CompactionSettings(enabled=True, min_interval_ms=1_000)
+    now = T0
+    for backoff in (5_000, 10_000):
+        job = started(tracker, launcher, f"job-{backoff}", now)
+        job.end(1, {"result": "failed", "error": "SparkApplicationFailed", "message": "x"})
+        assert tracker.check(table, now) is not None
+        assert not tracker.due(now + backoff - 1, often, 3)
+        assert tracker.due(now + backoff, often, 3)
+        now += backoff
+
+
 def test_a_job_running_elsewhere_is_looked_at_again_at_the_next_poll() -> None:
     tracker = JobTracker(Compactor(StandInLauncher()))
     busy = Outcome("compaction", Result.SKIPPED, "running already", job_id="x")

@@ -35,6 +35,7 @@ from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.planner import Plan, Step
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
 from deltakeeper.units import format_bytes
 
 Progress = Callable[[str, int, int], None]  # operation, done, total
@@ -68,6 +69,7 @@ class Compactor:
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     wait: bool = True
     owner: tuple[str, str] | None = None  # the table's resource, where jobs belong to one
+    retry_ms: int = COMPACTION_RETRY_MS  # the wait after a failed job, doubled per failure
 
 
 @dataclass

@@ -147,7 +147,8 @@ class JobTracker:
         """Backoff after a failure, none after a success; the last result for the status."""
         if outcome.result is Result.FAILED:
             self.failures += 1
-            backoff = COMPACTION_RETRY_MS * 2 ** min(self.failures - 1, 20)
+            first = self.compactor.retry_ms if self.compactor else COMPACTION_RETRY_MS
+            backoff = first * 2 ** min(self.failures - 1, 20)
             self.next_attempt_ms = now_ms + min(backoff, COMPACTION_RETRY_CAP_MS)
             self.planned_version = None  # retried even if the table did not move
         else:
