@@ -396,6 +396,23 @@ def test_stats_pretty_printed_json_with_newlines():
     assert got["numRecords"] == 4 and got["minValues"]["id"] == 1
 
 
+@pytest.mark.parametrize("with_memchr", [True, False])
+def test_newline_search_reads_only_the_slice(monkeypatch, with_memchr):
+    from deltakeeper.delta import types
+
+    if not with_memchr:
+        monkeypatch.setattr(types, "_MEMCHR", None)
+    else:
+        assert types._MEMCHR is not None  # Linux: the libc path is the one in use
+    rows = pa.array(['{"a":\n1}', '{"b":2}', '{"c":3}', '{"d":\r4}'], pa.large_string())
+    assert types._may_contain(rows, "\n") and types._may_contain(rows, "\r")
+    middle = rows.slice(1, 2)  # shares the buffer whose first and last rows hold the bytes
+    assert not types._may_contain(middle, "\n") and not types._may_contain(middle, "\r")
+    assert types._may_contain(rows.slice(0, 1), "\n")
+    assert not types._may_contain(rows.slice(0, 0), "\n")
+    assert types._may_contain(rows.slice(3, 1), "\r")
+
+
 def test_stats_nan_and_infinity():
     got = one('{"minValues": {"x": NaN, "f": "-Infinity"}}')
     assert got["minValues"]["x"] != got["minValues"]["x"]
@@ -426,6 +443,26 @@ def test_stats_many_rows_with_a_few_bad_ones():
     assert got.field("minValues").field("id").to_pylist()[4_097] is None
     assert got.field("minValues").field("id").to_pylist()[4_098] == 4_098
     assert got.null_count == 1
+
+
+def test_stats_bad_everywhere_costs_a_bounded_number_of_bulk_reads(monkeypatch):
+    # A writer that puts floats in a long column fails every row; Arrow names no row for
+    # that failure. One read of the block, one per part, then Python: not a read per level.
+    from deltakeeper.delta import types
+
+    reads = []
+    real = types._BlockReader.read
+
+    def counted(self, lo, hi):
+        reads.append((lo, hi))
+        return real(self, lo, hi)
+
+    monkeypatch.setattr(types._BlockReader, "read", counted)
+    rows = [f'{{"numRecords": {i}, "minValues": {{"id": {i}.0}}}}' for i in range(5_000)]
+    got = stats_parsed(pa.array(rows, pa.string()), STATS_SCHEMA, None)
+    assert got.field("numRecords").to_pylist() == list(range(5_000))
+    assert got.field("minValues").field("id").null_count == 5_000
+    assert len(reads) <= 1 + types.SPLIT
 
 
 def test_stats_empty_input():
