@@ -164,6 +164,27 @@ def test_the_compactor_sets_the_first_backoff(tmp_path: Path) -> None:
         now += backoff
 
 
+def test_after_a_failure_the_backoff_decides_not_the_minimum_interval(tmp_path: Path) -> None:
+    """A table's minInterval (1h by default) is longer than the first backoff (5m): the retry
+    comes after the backoff, as documented, and the interval holds again after a success."""
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    table = open_table(str(tmp_path))
+    launcher = StandInLauncher()
+    tracker = JobTracker(Compactor(launcher))
+    hourly = CompactionSettings(enabled=True, min_interval_ms=60 * 60_000)
+    job = started(tracker, launcher, "job-1", T0)
+    job.end(1, {"result": "failed", "error": "SparkApplicationFailed", "message": "x"})
+    assert tracker.check(table, T0 + 1_000) is not None
+    assert not tracker.due(T0 + 1_000 + COMPACTION_RETRY_MS - 1, hourly, 3)
+    retried = T0 + 1_000 + COMPACTION_RETRY_MS
+    assert tracker.due(retried, hourly, 3)
+    job = started(tracker, launcher, "job-2", retried)
+    job.end(0, {"result": "nothing-to-do"})
+    assert tracker.check(table, retried + 1_000) is not None
+    assert not tracker.due(retried + 60 * 60_000 - 1, hourly, 4)
+    assert tracker.due(retried + 60 * 60_000, hourly, 4)
+
+
 def test_a_job_running_elsewhere_is_looked_at_again_at_the_next_poll() -> None:
     tracker = JobTracker(Compactor(StandInLauncher()))
     busy = Outcome("compaction", Result.SKIPPED, "running already", job_id="x")

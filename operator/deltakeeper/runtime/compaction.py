@@ -68,8 +68,13 @@ class JobTracker:
             return False
         if self.next_attempt_ms is not None and now_ms < self.next_attempt_ms:
             return False
+        # The minimum interval follows a success; after a failure the backoff alone decides.
         started = self.last_started_ms
-        if started is not None and now_ms - started < settings.min_interval_ms:
+        if (
+            not self.failures
+            and started is not None
+            and now_ms - started < settings.min_interval_ms
+        ):
             return False
         # Small files age into being due without a commit: a quiet table is planned again
         # every maxAge (or minInterval, if shorter).
