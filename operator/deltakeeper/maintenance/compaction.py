@@ -367,11 +367,19 @@ def logical_partition_names(meta: Metadata) -> dict[str, str]:
     )
 
 
-def only_where(files: pa.Table, values: dict[str, str]) -> pa.Table:
-    """The files of the partitions whose serialized values equal `values` (physical names)."""
+def only_where(
+    files: pa.Table, values: dict[str, str], timestamps: frozenset[str] = frozenset()
+) -> pa.Table:
+    """The files of the partitions whose serialized values equal `values` (physical names).
+    A timestamp column (`timestamps`) also matches the same instant spelled the other way,
+    as the planner groups them."""
     for name, value in values.items():
         column = _partition_value(files, name)
-        files = files.filter(pc.fill_null(pc.equal(column, value), False))
+        match = pc.equal(column, value)
+        if name in timestamps:
+            wanted = _one_spelling(pa.chunked_array([[value]], pa.string()))[0]
+            match = pc.or_(match, pc.equal(_one_spelling(column), wanted))
+        files = files.filter(pc.fill_null(match, False))
     return files
 
 
