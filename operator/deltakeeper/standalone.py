@@ -153,6 +153,7 @@ class Standalone:
         """Watch the manifests' tables and the lakes' tables that are there, no other; a lake's
         table that is gone keeps its status, unpolled."""
         wanted = dict(self._manifest_tables)
+        was_gone = self._gone
         self._origin, self._gone = {}, set()
         uris = {same_table(str(t.spec.get("uri") or "")) for t in wanted.values()}
         for lake in self.lakes.values():
@@ -167,6 +168,8 @@ class Standalone:
                     wanted[key] = table
         for key in [k for k in self.tables if k not in wanted]:
             self._drop(key)
+        for key in was_gone - self._gone - wanted.keys():  # its lake removed, say
+            self.forget(key)
         for key in self._gone:
             self._mark_gone(key)
         for key, resource in wanted.items():

@@ -213,3 +213,19 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
         assert back["lakes"]["data/main"]["missingTables"] == 0
     finally:
         daemon.fleet.close()
+
+
+def test_a_gone_tables_status_goes_with_its_lake(setup: tuple[Path, Path]) -> None:
+    data, manifests = setup
+    status_file = manifests / ".deltakeeper" / "status.json"
+    daemon = standalone.Standalone(manifests, status_file, Metrics())
+    try:
+        asyncio.run(cycle(daemon))
+        (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()
+        asyncio.run(cycle(daemon))
+        assert name("sales/orders") in json.loads(status_file.read_text())["tables"]
+        (manifests / "lake.json").unlink()
+        asyncio.run(cycle(daemon))
+    finally:
+        daemon.fleet.close()
+    assert set(json.loads(status_file.read_text())["tables"]) == {"data/mine"}
