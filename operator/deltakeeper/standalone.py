@@ -536,7 +536,8 @@ def print_summary(
     for name in gone:
         where = statuses[name]["discovery"]
         out.write(
-            f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); kept, not deleted\n"
+            f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); "
+            "not polled, status kept, nothing deleted\n"
         )
     if lakes:
         _print_rows([LAKE_COLUMNS, *lake_rows(lakes)], out)

@@ -165,7 +165,7 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
-    setup: tuple[Path, Path],
+    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     data, manifests = setup
     status_file = manifests / ".deltakeeper" / "status.json"
@@ -189,6 +189,10 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
     assert conditions(gone)["Ready"] == ("True", "Watching") == conditions(before)["Ready"]
     assert conditions(gone)["TableFound"] == ("False", "NotFound")
     assert body["lakes"]["data/main"]["missingTables"] == 1
+    capsys.readouterr()
+    assert main(["status", "--status-file", str(status_file)]) == 0
+    said = f"{orders}: gone from DeltaLake data/main (sales/orders); not polled, status kept"
+    assert said in capsys.readouterr().out
 
     # A restart: the status file says it is gone; it stays gone, unpolled, until it is back.
     daemon = standalone.Standalone(manifests, status_file, Metrics())
