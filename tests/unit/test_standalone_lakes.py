@@ -5,7 +5,9 @@ marked and kept, a malformed DeltaLake is rejected while the rest run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +162,15 @@ def test_a_lake_whose_secret_is_missing_is_not_ready(tmp_path: Path) -> None:
     assert "data/nope" in ready["message"]
 
 
+@contextlib.contextmanager
+def running(manifests: Path) -> Iterator[standalone.Standalone]:
+    daemon = standalone.Standalone(manifests, standalone.status_file_for(manifests), Metrics())
+    try:
+        yield daemon
+    finally:
+        daemon.fleet.close()
+
+
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {c["type"]: (c["status"], c["reason"]) for c in status.get("conditions") or []}
 
@@ -168,20 +179,17 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
     setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     data, manifests = setup
-    status_file = manifests / ".deltakeeper" / "status.json"
+    status_file = standalone.status_file_for(manifests)
     orders, key = name("sales/orders"), ("data", table_name("sales/orders", "main"))
     commit = data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json"
     saved = commit.read_bytes()
-    daemon = standalone.Standalone(manifests, status_file, Metrics())
-    try:
+    with running(manifests) as daemon:
         asyncio.run(cycle(daemon))
         before = json.loads(status_file.read_text())["tables"][orders]
         assert conditions(before)["TableFound"] == ("True", "Found")
         commit.unlink()
         asyncio.run(cycle(daemon))
         assert key not in daemon.tables  # no longer polled
-    finally:
-        daemon.fleet.close()
     body = json.loads(status_file.read_text())
     gone = body["tables"][orders]
     assert gone["discovery"]["present"] is False
@@ -195,8 +203,7 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
     assert said in capsys.readouterr().out
 
     # A restart: the status file says it is gone; it stays gone, unpolled, until it is back.
-    daemon = standalone.Standalone(manifests, status_file, Metrics())
-    try:
+    with running(manifests) as daemon:
         daemon.reload()
         assert key not in daemon.tables
         asyncio.run(cycle(daemon))
@@ -215,21 +222,16 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
         assert conditions(back["tables"][orders])["TableFound"] == ("True", "Found")
         assert conditions(back["tables"][orders])["Ready"][0] == "True"
         assert back["lakes"]["data/main"]["missingTables"] == 0
-    finally:
-        daemon.fleet.close()
 
 
 def test_a_gone_tables_status_goes_with_its_lake(setup: tuple[Path, Path]) -> None:
     data, manifests = setup
-    status_file = manifests / ".deltakeeper" / "status.json"
-    daemon = standalone.Standalone(manifests, status_file, Metrics())
-    try:
+    status_file = standalone.status_file_for(manifests)
+    with running(manifests) as daemon:
         asyncio.run(cycle(daemon))
         (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()
         asyncio.run(cycle(daemon))
         assert name("sales/orders") in json.loads(status_file.read_text())["tables"]
         (manifests / "lake.json").unlink()
         asyncio.run(cycle(daemon))
-    finally:
-        daemon.fleet.close()
     assert set(json.loads(status_file.read_text())["tables"]) == {"data/mine"}
