@@ -396,6 +396,23 @@ def test_stats_pretty_printed_json_with_newlines():
     assert got["numRecords"] == 4 and got["minValues"]["id"] == 1
 
 
+@pytest.mark.parametrize("with_memchr", [True, False])
+def test_newline_search_reads_only_the_slice(monkeypatch, with_memchr):
+    from deltakeeper.delta import types
+
+    if not with_memchr:
+        monkeypatch.setattr(types, "_MEMCHR", None)
+    else:
+        assert types._MEMCHR is not None  # Linux: the libc path is the one in use
+    rows = pa.array(['{"a":\n1}', '{"b":2}', '{"c":3}', '{"d":\r4}'], pa.large_string())
+    assert types._may_contain(rows, "\n") and types._may_contain(rows, "\r")
+    middle = rows.slice(1, 2)  # shares the buffer whose first and last rows hold the bytes
+    assert not types._may_contain(middle, "\n") and not types._may_contain(middle, "\r")
+    assert types._may_contain(rows.slice(0, 1), "\n")
+    assert not types._may_contain(rows.slice(0, 0), "\n")
+    assert types._may_contain(rows.slice(3, 1), "\r")
+
+
 def test_stats_nan_and_infinity():
     got = one('{"minValues": {"x": NaN, "f": "-Infinity"}}')
     assert got["minValues"]["x"] != got["minValues"]["x"]

@@ -9,6 +9,7 @@ nothing a reader could still use is lost.
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import json
 import re
@@ -408,9 +409,9 @@ def _maybe_objects(text: pa.Array) -> pa.Array:
 
 
 def _may_contain(text: pa.Array, needle: str) -> bool:
-    """Whether any row of a large_string array contains `needle`: one scan of the rows' bytes
-    in the value buffer, far cheaper than a substring match per row. Only the rows' own range
-    is read: a slice (a checkpoint batch) shares its parent's whole buffer."""
+    """Whether any row of a large_string array contains the byte `needle`: one scan of the
+    rows' bytes in the value buffer, far cheaper than a substring match per row. Only the rows'
+    own range is read: a slice (a checkpoint batch) shares its parent's whole buffer."""
     data = text.buffers()[2]
     if data is None or len(text) == 0:
         return False
@@ -418,7 +419,28 @@ def _may_contain(text: pa.Array, needle: str) -> bool:
         pa.int64(), len(text) + 1, [None, text.buffers()[1]], offset=text.offset
     )
     lo, hi = offsets[0].as_py(), offsets[len(text)].as_py()
-    return bytes(memoryview(data)[lo:hi]).find(needle.encode()) >= 0
+    return _contains_byte(data, lo, hi, needle.encode())
+
+
+def _contains_byte(data: pa.Buffer, lo: int, hi: int, needle: bytes) -> bool:
+    # memchr reads the buffer in place; copying it out for bytes.find took most of the time
+    # of this check (0.4 s per 1,000,000 stats strings), with the GIL held.
+    if _MEMCHR is not None and hi > lo:
+        return _MEMCHR(data.address + lo, needle[0], hi - lo) is not None
+    return bytes(memoryview(data)[lo:hi]).find(needle) >= 0
+
+
+def _libc_memchr() -> Any:
+    try:
+        memchr = ctypes.CDLL(None).memchr
+    except (OSError, AttributeError):  # no C library to load by name (Windows)
+        return None
+    memchr.restype = ctypes.c_void_p
+    memchr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    return memchr
+
+
+_MEMCHR = _libc_memchr()
 
 
 def _lines(text: pa.Array, valid: pa.Array) -> pa.Array:
