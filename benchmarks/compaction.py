@@ -1,5 +1,7 @@
 """Compaction end to end: deltakeeper (plan + spark-submit + job) against a hand-run OPTIMIZE
-with Delta's defaults in the same Spark, and delta-rs `optimize.compact()` as a reference.
+with Delta's defaults in the same Spark, and delta-rs `optimize.compact()` as a reference. A
+second OPTIMIZE at deltakeeper's file sizes (the same bins as the job) separates what the bins
+cost from what the job adds.
 
 The table comes from this file's own generator: many small parquet files (random, so they do
 not compress) in a few partitions, written with pyarrow and committed in one JSON commit, then
@@ -45,6 +47,8 @@ import pyarrow.parquet as pq
 
 from benchmarks.harness import MIB, REPO, building, emit, machine, machine_line, write_section
 from benchmarks.synth import cache_dir
+from deltakeeper.compaction.job import OPTIMIZE_CONF
+from deltakeeper.maintenance.policy import CompactionSettings
 
 GENERATOR_VERSION = 1
 KIB = 1024
@@ -334,7 +338,24 @@ def run_deltakeeper(table: Path, shape: Shape) -> dict[str, Any]:
     }
 
 
+def optimize_sizes(shape: Shape) -> dict[str, str]:
+    """Delta's OPTIMIZE conf at the file sizes deltakeeper's job sets (planner defaults)."""
+    settings = CompactionSettings(target_file_size=shape.target_file_size)
+    return {
+        OPTIMIZE_CONF["minFileSize"]: str(settings.small_below),
+        OPTIMIZE_CONF["maxFileSize"]: str(settings.target_file_size),
+    }
+
+
 def run_optimize(table: Path, shape: Shape) -> dict[str, Any]:
+    return _optimize(table, shape, {})
+
+
+def run_optimize_sized(table: Path, shape: Shape) -> dict[str, Any]:
+    return _optimize(table, shape, optimize_sizes(shape))
+
+
+def _optimize(table: Path, shape: Shape, sizes: dict[str, str]) -> dict[str, Any]:
     from deltakeeper.compaction.submit import DELTA_EXTENSIONS, spark_submit_path
 
     jars = _jars()
@@ -346,7 +367,7 @@ def run_optimize(table: Path, shape: Shape) -> dict[str, Any]:
         "--jars",
         ",".join(str(jars / n) for n in names),
     ]
-    for key, value in {**DELTA_EXTENSIONS, **shape.spark_conf}.items():
+    for key, value in {**DELTA_EXTENSIONS, **shape.spark_conf, **sizes}.items():
         cmd += ["--conf", f"{key}={value}"]
     out, wall = _timed([*cmd, str(OPTIMIZE_SCRIPT), str(table)], _spark_env())
     return {
@@ -373,12 +394,16 @@ def _child(table: str, target: str) -> int:
 
 
 Engine = Callable[[Path, Shape], dict[str, Any]]
+SIZED = "OPTIMIZE (deltakeeper's sizes)"
 ENGINES: dict[str, Engine] = {
     "deltakeeper": run_deltakeeper,
     "OPTIMIZE (Delta defaults)": run_optimize,
+    # The same bins as deltakeeper's job: what is left between the two is the job's own cost.
+    SIZED: run_optimize_sized,
     "delta-rs compact": run_deltars,
 }
-STEADY = ("deltakeeper", "OPTIMIZE (Delta defaults)")  # (B) compares these two
+# (B) runs these again; the targets compare deltakeeper with Delta's defaults.
+STEADY = ("deltakeeper", "OPTIMIZE (Delta defaults)", SIZED)
 
 
 def measure_run(engine: str, table: Path, shape: Shape, rows: int, digest: str) -> dict[str, Any]:
@@ -505,7 +530,9 @@ def report(cmd: str, shape: Shape, results: dict[str, Any], m: dict[str, Any]) -
         f"runs ({', '.join(f'{k}={v}' for k, v in shape.spark_conf.items())}). deltakeeper: "
         f"`deltakeeper compact TABLE --target-file-size {shape.target_file_size // KIB}Ki` "
         "(planner defaults: minFileSize half the target, 50 small files make a partition due). "
-        "OPTIMIZE: `OPTIMIZE delta.`TABLE`` with Delta's defaults (min = max file size 1 GiB). "
+        "OPTIMIZE: `OPTIMIZE delta.`TABLE`` with Delta's defaults (min = max file size 1 GiB); "
+        "OPTIMIZE at deltakeeper's sizes: the same with "
+        f"`{', '.join(f'{k}={v}' for k, v in optimize_sizes(shape).items())}` (the job's bins). "
         f"delta-rs: `optimize.compact(target_size={shape.target_file_size // KIB}Ki)`.",
         "- Wall is the whole process (Python, JVM and Spark session start included), CPU its "
         "process tree's user + system time (what the load of other work does not inflate); the job "
@@ -530,7 +557,23 @@ def report(cmd: str, shape: Shape, results: dict[str, Any], m: dict[str, Any]) -
     ]
     for name, (figure, ok) in targets(results).items():
         lines.append(f"- Target {name}: {figure}, {_met(ok)}")
+    lines += against_sized(results)
     return "\n".join(lines) + "\n"
+
+
+def against_sized(results: dict[str, Any]) -> list[str]:
+    """deltakeeper against OPTIMIZE with the same bins: the job's own cost, no target."""
+    lines = []
+    for part in ("A", "B"):
+        dk, sized = results[part].get("deltakeeper", {}), results[part].get(SIZED, {})
+        if dk.get("ok") and sized.get("ok"):
+            wall, cpu = _ratio(dk["wall"], sized["wall"]), _ratio(dk["cpu"], sized["cpu"])
+            lines.append(
+                f"- ({part}) deltakeeper / {SIZED} (same bins, no target): wall {wall:.2f}x, "
+                f"CPU {cpu:.2f}x, job with session start excluded "
+                f"{_ratio(dk['work'], sized['work']):.2f}x"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -494,6 +494,7 @@ def _daemon_commands(sub: Any) -> None:
         help="at most N compaction SparkApplications at once, all tables together "
         "($DELTAKEEPER_MAX_COMPACTION_JOBS, else 1)",
     )
+    _retry_flag(p, "$DELTAKEEPER_COMPACTION_RETRY, else ")
     p.add_argument(
         "--spark-application",
         default=None,
@@ -515,13 +516,27 @@ def _compaction_flags(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="at most N compaction jobs (spark-submit) at once, all tables together (default 1)",
     )
+    _retry_flag(p, "default ")
     _spark_flags(p)
+
+
+def _retry_flag(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--compaction-retry",
+        metavar="DURATION",
+        help="after a failed compaction job, wait DURATION before the next, doubled per "
+        f"failure up to {policy.COMPACTION_RETRY_CAP_MS // policy.HOUR_MS}h "
+        f"({default}{policy.COMPACTION_RETRY_MS // 60_000}m)",
+    )
 
 
 def _compactor(args: argparse.Namespace) -> executor.Compactor:
     cfg = _submit_config(args)
     launcher = launcher_mod.Limited(submit.SubmitLauncher(cfg), args.max_compaction_jobs)
-    return executor.Compactor(launcher, wait=args.once)
+    retry = _ms("--compaction-retry", args.compaction_retry, parse_interval_ms)
+    if retry is None:
+        retry = policy.COMPACTION_RETRY_MS
+    return executor.Compactor(launcher, wait=args.once, retry_ms=retry)
 
 
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: str) -> None:
@@ -633,6 +648,9 @@ def cmd_operator(args: argparse.Namespace) -> int:
         options.default_poll_interval_ms = poll
     if args.max_compaction_jobs is not None:
         options.max_compaction_jobs = args.max_compaction_jobs
+    retry = _ms("--compaction-retry", args.compaction_retry, parse_interval_ms)
+    if retry is not None:
+        options.compaction_retry_ms = retry
     if args.spark_application is not None:
         default_template(args.spark_application, required=True)  # bad input: exit 2 now
         options.spark_application = args.spark_application
@@ -983,10 +1001,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
         or policy.COMPACTION_MAX_AGE_MS,
     )
-    files = compaction.only_where(snap.files, _where(args.where, names))
-    found = compaction.plan(
-        files, tuple(names), settings, now, compaction.timestamp_partitions(meta)
-    )
+    timestamps = compaction.timestamp_partitions(meta)
+    files = compaction.only_where(snap.files, _where(args.where, names), timestamps)
+    found = compaction.plan(files, tuple(names), settings, now, timestamps)
     report: dict[str, Any] = {
         "operation": "compact",
         "version": snap.version,

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from deltakeeper.compaction.job import TUNING_CONF
 from tests.support import spark as spark_support
 from tests.support.compaction import commit_actions, files_per_partition, live_files, spark_submit
 from tests.support.oracles import table_versions
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.spark
 spark_tables = spark_support.spark_tables
 
 # Partition values a planner must quote: quotes, %, =, /, backslash, unicode, and null.
+SNAPSHOT_PARTITIONS = TUNING_CONF["snapshotPartitions"]
 STRINGS = ["it's", "100%", "a=b/c", "back\\slash", "ünïcødé ☃", None]
 DAYS = [dt.date(2024, 2, 29), None]
 
@@ -94,14 +96,16 @@ def test_second_run_finds_nothing_to_do(tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_small_files(table)
     groups = [dict(p) for p in files_per_partition(table)]
-    spec = {"jobId": "dk-first", "table": str(table), "compact": groups}
-    assert spark_submit(spec)[0] == 0
+    spec = {"jobId": "dk-first", "table": str(table), "compact": groups, "snapshotPartitions": 1}
+    code, out, err = spark_submit(spec)  # the tests' conf sets snapshotPartitions: it wins
+    assert code == 0 and out["tunedConf"] == {}, (out, err)
     version = max(table_versions(str(table)))
 
-    code, out, err = spark_submit(dict(spec, jobId="dk-second"))
+    code, out, err = spark_submit(dict(spec, jobId="dk-second"), conf={SNAPSHOT_PARTITIONS: None})
 
     assert code == 0, err
     assert out["result"] == "nothing-to-do" and out["commits"] == []
+    assert out["tunedConf"] == {SNAPSHOT_PARTITIONS: "1"}  # nothing set it: the spec's value
     assert max(table_versions(str(table))) == version
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support import spark as spark_support
@@ -317,7 +318,10 @@ def test_planned_job_keeps_every_row_for_every_oracle(
     before = files_per_partition(path)
     rows = baseline(path)
     assert max(rows) == planned and not any(isinstance(r, Unreadable) for r in rows.values())
-    spec = compaction.job_spec(found, names, f"dk-{name}", planned)
+    # The types as the planner sends them: the job must not need to ask Spark.
+    types = compaction.spark_partition_types(open_table(str(path)).snapshot().metadata)
+    assert types is not None and set(types) == set(names.values()), types
+    spec = compaction.job_spec(found, names, f"dk-{name}", planned, types)
 
     code, out, err = spark_submit({**spec, "table": str(path)})
 

@@ -41,24 +41,24 @@ PAUSING_CLASS = "deltakeeper.testing.PausingLogStore"
 JOB_TIMEOUT_S = 600
 
 
-def _config(jars: Path | None, conf: dict[str, str] | None) -> SubmitConfig:
+def _config(jars: Path | None, conf: dict[str, str | None] | None) -> SubmitConfig:
     folder = jars or ensure_spark()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return SubmitConfig(
-        "local[2]", jars_dir=str(folder), conf={**SUBMIT_CONF, **(conf or {})}, timeout_s=600
-    )
+    merged = {k: v for k, v in {**SUBMIT_CONF, **(conf or {})}.items() if v is not None}
+    return SubmitConfig("local[2]", jars_dir=str(folder), conf=merged, timeout_s=600)
 
 
 def spark_submit(
-    spec: dict[str, Any], jars: Path | None = None, conf: dict[str, str] | None = None
+    spec: dict[str, Any], jars: Path | None = None, conf: dict[str, str | None] | None = None
 ) -> tuple[int, dict[str, Any], str]:
-    """Run the job to its end; its exit code, JSON line and stderr tail."""
+    """Run the job to its end; its exit code, JSON line and stderr tail. A conf value of None
+    drops that key of the tests' SUBMIT_CONF."""
     done: JobResult = submit.run(_config(jars, conf), spark_storage(spec["table"], {}), spec)
     return done.exit_code, done.result, done.stderr_tail
 
 
 def start_job(
-    spec: dict[str, Any], jars: Path | None = None, conf: dict[str, str] | None = None
+    spec: dict[str, Any], jars: Path | None = None, conf: dict[str, str | None] | None = None
 ) -> SubmitJob:
     cfg = _config(jars, conf)
     return SubmitJob(cfg, spark_storage(spec["table"], {}), spec, JOB_TIMEOUT_S)

@@ -44,6 +44,9 @@ class StandIn:
         self.namespace = namespace
         self.seen: set[str] = set()
         self.runs: list[dict[str, Any]] = []  # what it ran: name, command, env names, exit code
+        # Cleared by a test: jobs stay RUNNING, their spark-submit not started, until it is set.
+        self.go = threading.Event()
+        self.go.set()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -63,6 +66,7 @@ class StandIn:
 
     def stop(self) -> None:
         self._stop.set()
+        self.go.set()
         for t in self._threads:
             t.join(timeout=600)
 
@@ -105,6 +109,7 @@ class StandIn:
         run_env = {**os.environ, **env, "PYSPARK_PYTHON": sys.executable}
         run_env["SPARK_LOCAL_IP"] = "127.0.0.1"
         self._state(name, "RUNNING")
+        self.go.wait(timeout=600)
         done = subprocess.run(cmd, capture_output=True, text=True, env=run_env, check=False)
         record = {"name": name, "cmd": cmd, "env": sorted(env), "exit": done.returncode}
         record["stdout"] = done.stdout

@@ -74,6 +74,30 @@ def test_where_narrows_the_plan_to_one_partition(
     assert [p["partition"] for p in json.loads(out)["plan"]["partitions"]] == [{"day": "b"}]
 
 
+@pytest.mark.parametrize("spelling", ["2024-02-29 12:30:01.123456", "2024-02-29T12:30:01.123456Z"])
+def test_where_finds_a_timestamp_partition_in_either_spelling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spelling: str
+) -> None:
+    """delta-rs writes one spelling, Delta Spark the other; the planner makes them one
+    partition, and --where matches it whichever the user types."""
+    fields = [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+    ]
+    meta = metadata(("ts",))
+    meta["metaData"]["schemaString"] = json.dumps({"type": "struct", "fields": fields})
+    log = LogBuilder(tmp_path / "t")
+    log.commit(protocol(), meta)
+    for i, ts in enumerate(["2024-02-29 12:30:01.123456", "2024-02-29T12:30:01.123456Z"] * 2):
+        log.commit(add(f"ts={i}/{i}.parquet", size=1000, ts=ts))
+    log.commit(*(add(f"other/{i}.parquet", size=1000, ts="1999-12-31 23:59:59") for i in range(4)))
+    argv = ["compact", str(tmp_path / "t"), "--min-files", "4", "--now", NOW, "--dry-run"]
+    code, out, _ = run(capsys, *argv, "--json", "--where", f"ts={spelling}")
+    assert code == 0
+    [due] = json.loads(out)["plan"]["partitions"]
+    assert due["partition"] == {"ts": "2024-02-29 12:30:01.123456"} and due["files"] == 4
+
+
 def test_a_young_table_below_the_count_is_not_due(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,7 +14,7 @@ from deltakeeper import standalone
 from deltakeeper.cli import main
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.k8s.options import Options
-from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, POLL_INTERVAL_MS
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.units import parse_interval_ms
 
@@ -127,3 +127,20 @@ def test_operator_compaction_options_reach_the_memo(
     assert main(["operator", "--spark-application", str(tmp_path / "none.yaml")]) == 2
     assert "none.yaml does not exist" in capsys.readouterr().err
     assert len(memos) == 2  # refused before the operator started
+
+
+def test_the_compaction_retry_comes_from_the_flag_else_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memos: list[Any] = []
+    monkeypatch.setattr(kopf, "configure", lambda **_: None)
+    monkeypatch.setattr(kopf, "run", lambda **kw: memos.append(kw["memo"]))
+    assert main(["operator", "--compaction-retry", "20s"]) == 0
+    monkeypatch.setenv("DELTAKEEPER_COMPACTION_RETRY", "1m")
+    assert main(["operator"]) == 0
+    monkeypatch.delenv("DELTAKEEPER_COMPACTION_RETRY")
+    assert main(["operator"]) == 0
+    assert [m.options.compaction_retry_ms for m in memos] == [20_000, 60_000, COMPACTION_RETRY_MS]
+    assert main(["operator", "--compaction-retry", "0s"]) == 2
+    assert "--compaction-retry: '0s' must be more than 0s" in capsys.readouterr().err
+    assert len(memos) == 3

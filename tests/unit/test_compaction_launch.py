@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -260,3 +261,81 @@ def test_gcs_keyfile_path_and_json_key_reach_the_connector(tmp_path: Path) -> No
 def test_a_gcs_token_spark_cannot_use_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="service-account key"):
         spark_storage("gs://b/t", {"token": str(tmp_path / "missing.json")})
+
+
+def _never() -> Any:
+    raise AssertionError("Spark asked although the spec says")
+
+
+def test_the_job_takes_partition_types_and_start_version_from_the_spec() -> None:
+    spec = {"partitionTypes": {"d": "date"}, "plannedVersion": 7}
+    assert job.partition_types(spec, _never) == {"d": "date"}
+    assert job.start_version(spec, _never) == 7
+    # An unpartitioned table says so with {}, and version 0 is a version.
+    unpartitioned = {"partitionTypes": {}, "plannedVersion": 0}
+    assert job.partition_types(unpartitioned, _never) == {}
+    assert job.start_version(unpartitioned, _never) == 0
+
+
+def test_a_spec_without_them_makes_the_job_ask_spark() -> None:
+    assert job.partition_types({}, lambda: {"p": "int"}) == {"p": "int"}
+    assert job.start_version({}, lambda: 12) == 12
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ({"partitionTypes": ["date"]}, "spec.partitionTypes"),
+        ({"partitionTypes": {"d": 1}}, "spec.partitionTypes"),
+        ({"plannedVersion": "7"}, "spec.plannedVersion"),
+        ({"plannedVersion": -1}, "spec.plannedVersion"),
+        ({"plannedVersion": True}, "spec.plannedVersion"),
+    ],
+)
+def test_bad_partition_types_or_planned_version_are_spec_errors(
+    extra: dict[str, Any], key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {"jobId": "dk-1", "table": "/t", "compact": [{}], **extra}
+    assert job.main(["--spec-json", json.dumps(spec)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"] == "SpecError" and key in out["message"], out
+
+
+def _history(latest: int, calls: list[int]) -> Any:
+    def history(limit: int) -> list[dict[str, int]]:
+        calls.append(limit)
+        return [{"version": v} for v in range(latest, max(latest - limit, -1), -1)]
+
+    return history
+
+
+def test_the_job_reads_only_the_history_newer_than_its_start() -> None:
+    calls: list[int] = []
+    rows = job.newest_history(_history(100, calls), after=98)
+    assert [r["version"] for r in rows] == [100, 99] and calls == [4]
+    calls.clear()
+    rows = job.newest_history(_history(100, calls), after=80)
+    assert [r["version"] for r in rows] == list(range(100, 80, -1)) and calls == [4, 16, 64]
+    calls.clear()
+    # A log shorter than the limit ends the search: every version it has is read.
+    rows = job.newest_history(_history(2, calls), after=-1)
+    assert [r["version"] for r in rows] == [2, 1, 0] and calls == [4]
+    assert job.newest_history(_history(5, []), after=5) == []
+
+
+def test_the_job_tunes_spark_only_where_the_users_conf_is_silent() -> None:
+    key = job.TUNING_CONF["snapshotPartitions"]
+    spec = {"snapshotPartitions": 3}
+    assert job.tuning(spec, lambda k: None) == {key: "3"}
+    assert job.tuning(spec, {key: "8"}.get) == {}  # the user's sparkConf wins
+    assert job.tuning({}, lambda k: None) == {}
+
+
+@pytest.mark.parametrize("value", [0, -2, "2", 1.5, True])
+def test_a_bad_snapshot_partitions_is_a_spec_error(
+    value: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {"jobId": "dk-1", "table": "/t", "compact": [{}], "snapshotPartitions": value}
+    assert job.main(["--spec-json", json.dumps(spec)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"] == "SpecError" and "spec.snapshotPartitions" in out["message"], out

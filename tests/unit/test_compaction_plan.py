@@ -178,3 +178,95 @@ def test_the_job_spec_carries_z_order_columns_and_threads_only_when_set() -> Non
     spec = job_spec(plan(files(rows), ("p",), settings, NOW), {"p": "p"}, "dk-1", 3)
     assert spec["zOrderBy"] == ["x", "y"] and spec["maxThreads"] == 2
     assert spec["compact"] == [{"p": "a"}] and spec["plannedVersion"] == 3
+
+
+def _meta(fields: list[tuple[str, Any]], partitions: list[str], mode: str = "none") -> Metadata:
+    schema = [
+        {
+            "name": name,
+            "type": kind,
+            "nullable": True,
+            "metadata": {"delta.columnMapping.physicalName": f"col-{i}"},
+        }
+        for i, (name, kind) in enumerate(fields)
+    ]
+    return Metadata.from_action(
+        {
+            "id": "t",
+            "schemaString": json.dumps({"type": "struct", "fields": schema}),
+            "partitionColumns": partitions,
+            "configuration": {"delta.columnMapping.mode": mode},
+        }
+    )
+
+
+def test_partition_types_are_spark_sql_names_by_logical_column() -> None:
+    from deltakeeper.maintenance.compaction import spark_partition_types
+
+    kinds = [
+        ("s", "string"),
+        ("l", "long"),
+        ("i", "integer"),
+        ("sh", "short"),
+        ("b", "byte"),
+        ("f", "float"),
+        ("d", "double"),
+        ("bo", "boolean"),
+        ("bi", "binary"),
+        ("dt", "date"),
+        ("ts", "timestamp"),
+        ("ntz", "timestamp_ntz"),
+        ("dec", "decimal(12, 3)"),
+        ("dec0", "decimal"),
+        ("data", "string"),
+    ]
+    meta = _meta(kinds, [k for k, _ in kinds if k != "data"], mode="name")
+    assert spark_partition_types(meta) == {
+        "s": "string",
+        "l": "bigint",
+        "i": "int",
+        "sh": "smallint",
+        "b": "tinyint",
+        "f": "float",
+        "d": "double",
+        "bo": "boolean",
+        "bi": "binary",
+        "dt": "date",
+        "ts": "timestamp",
+        "ntz": "timestamp_ntz",
+        "dec": "decimal(12,3)",
+        "dec0": "decimal(10,0)",
+    }
+    # Keyed as partitionColumns names the column, even when the schema's case differs.
+    assert spark_partition_types(_meta([("Region", "string")], ["region"])) == {"region": "string"}
+    assert spark_partition_types(_meta([("x", "long")], [])) == {}
+
+
+def test_partition_types_unknown_to_this_build_leave_the_job_to_ask_spark() -> None:
+    from deltakeeper.maintenance.compaction import spark_partition_types
+
+    assert spark_partition_types(_meta([("p", "string"), ("v", "variant")], ["p", "v"])) is None
+    assert spark_partition_types(_meta([("p", "string")], ["p", "gone"])) is None
+    assert spark_partition_types(_meta([("p", "decimal(x,1)")], ["p"])) is None
+
+
+def test_the_job_spec_carries_partition_types_only_when_given() -> None:
+    from deltakeeper.maintenance.compaction import job_spec
+
+    rows = [{"part": {"col-0": "a"}, "size": MIB} for _ in range(4)]
+    settings = CompactionSettings(128 * MIB, min_files_per_partition=4)
+    found = plan(files(rows), ("col-0",), settings, NOW)
+    assert "partitionTypes" not in job_spec(found, {"col-0": "p"}, "dk-1", 3)
+    spec = job_spec(found, {"col-0": "p"}, "dk-1", 3, {"p": "date"})
+    assert spec["partitionTypes"] == {"p": "date"} and spec["compact"] == [{"p": "a"}]
+
+
+def test_the_log_replay_gets_a_partition_per_20000_actions_up_to_deltas_50() -> None:
+    from deltakeeper.maintenance.compaction import job_spec, snapshot_partitions
+
+    sizes = [0, 1, 20_000, 20_001, 200_000, 1_000_000, 50_000_000]
+    assert [snapshot_partitions(n) for n in sizes] == [1, 1, 1, 2, 10, 50, 50]
+    rows = [{"part": {"p": "a"}, "size": MIB} for _ in range(4)]
+    found = plan(files(rows), ("p",), CompactionSettings(128 * MIB, min_files_per_partition=4), NOW)
+    assert "snapshotPartitions" not in job_spec(found, {"p": "p"}, "dk-1", 3)
+    assert job_spec(found, {"p": "p"}, "dk-1", 3, None, 45_000)["snapshotPartitions"] == 3

@@ -90,6 +90,42 @@ def test_the_table_spec_wins_field_by_field_over_its_policy() -> None:
     assert c.enabled and c.target_file_size == 8 * MIB and c.min_interval_ms == 60_000
 
 
+def test_the_tables_spark_application_merges_key_by_key_over_its_policys() -> None:
+    """Table over policy over the operator-wide default: objects merged, lists replaced."""
+    from deltakeeper.compaction.spark_application import Owner, merge, spark_application
+
+    policy_app = {
+        "image": "spark:policy",
+        "driver": {"cores": 2, "memory": "2g", "env": [{"name": "A", "value": "1"}]},
+        "executor": {"instances": 4},
+        "sparkConf": {"spark.a": "policy", "spark.b": "policy"},
+    }
+    table_app = {
+        "driver": {"memory": "8g", "env": [{"name": "B", "value": "2"}]},
+        "sparkConf": {"spark.b": "table"},
+    }
+    table = TableResource(
+        "ns", "t", {}, 1, {"uri": "/x", "compaction": {"sparkApplication": table_app}}
+    )
+    policy_spec = {"compaction": {"enabled": True, "sparkApplication": policy_app}}
+    policy = PolicyResource("ns", "p", {}, 1, policy_spec, None)
+    got = effective({}, **settings(table, policy)).compaction.spark_application
+    assert got == {
+        "image": "spark:policy",
+        "driver": {"cores": 2, "memory": "8g", "env": [{"name": "B", "value": "2"}]},
+        "executor": {"instances": 4},
+        "sparkConf": {"spark.a": "policy", "spark.b": "table"},
+    }
+    assert policy_app["driver"]["memory"] == "2g"  # the policy's own spec is left alone
+    default = {"image": "spark:default", "serviceAccount": "sa", "executor": {"cores": 3}}
+    owner = Owner("t", "ns", "uid")
+    spec = spark_application(owner, "j", {"jobId": "j"}, merge(default, got), {})["spec"]
+    assert (spec["image"], spec["serviceAccount"]) == ("spark:policy", "sa")
+    assert spec["executor"] == {**spec["executor"], "instances": 4, "cores": 3}
+    assert spec["driver"]["memory"] == "8g" and spec["driver"]["cores"] == 2
+    assert spec["sparkConf"]["spark.a"] == "policy" and spec["sparkConf"]["spark.b"] == "table"
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
@@ -222,3 +258,20 @@ def test_maintain_only_compaction_asks_for_it(
     code, report, _ = maintain(capsys, str(tmp_path), "--only", "compaction", "--dry-run")
     assert code == 0
     assert [(s["operation"], s["due"]) for s in report["plan"]["steps"]] == [("compaction", True)]
+
+
+def test_the_planners_job_spec_says_types_version_and_replay_size(tmp_path: Path) -> None:
+    from deltakeeper.maintenance.planner import forced_compaction
+
+    log = small_file_table(tmp_path)
+    log.commit(remove("day=a/0.parquet"))
+    table = open_table(str(tmp_path))
+    snap = table.snapshot()
+    found = compaction.plan(snap.files, ("day",), CompactionSettings(min_files_per_partition=2), 0)
+    (step,) = forced_compaction(table, snap, effective({}), 0, found).steps
+    spec = step.job_spec
+    assert spec is not None and spec["compact"] == [{"day": "a"}]
+    # What the job would otherwise ask Spark for: the types, and the version it starts after.
+    assert spec["partitionTypes"] == {"day": "string"} and spec["plannedVersion"] == snap.version
+    # Four files and a tombstone: one replay partition, not Delta's 50.
+    assert snap.num_files + snap.num_tombstones == 5 and spec["snapshotPartitions"] == 1

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.compaction.launcher import AtLimit, Found, JobRequest, JobResult, Limited
+from deltakeeper.compaction.launcher import (
+    AtLimit,
+    Found,
+    JobRequest,
+    JobResult,
+    Limited,
+    Planned,
+)
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.compaction import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
@@ -34,6 +41,7 @@ class StandIn:
 
     def __init__(self, request: JobRequest) -> None:
         self.job_id = request.job_id
+        self.request = request
         self.result: JobResult | None = None
 
     def end(self, exit_code: int, line: dict[str, Any]) -> None:
@@ -139,6 +147,44 @@ def test_a_failed_job_is_retried_after_a_backoff_that_doubles(tmp_path: Path) ->
         now += backoff
 
 
+def test_the_compactor_sets_the_first_backoff(tmp_path: Path) -> None:
+    """--compaction-retry: the operator's or the daemon's first wait, doubled as the default."""
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    table = open_table(str(tmp_path))
+    launcher = StandInLauncher()
+    tracker = JobTracker(Compactor(launcher, retry_ms=5_000))
+    often = CompactionSettings(enabled=True, min_interval_ms=1_000)
+    now = T0
+    for backoff in (5_000, 10_000):
+        job = started(tracker, launcher, f"job-{backoff}", now)
+        job.end(1, {"result": "failed", "error": "SparkApplicationFailed", "message": "x"})
+        assert tracker.check(table, now) is not None
+        assert not tracker.due(now + backoff - 1, often, 3)
+        assert tracker.due(now + backoff, often, 3)
+        now += backoff
+
+
+def test_after_a_failure_the_backoff_decides_not_the_minimum_interval(tmp_path: Path) -> None:
+    """A table's minInterval (1h by default) is longer than the first backoff (5m): the retry
+    comes after the backoff, as documented, and the interval holds again after a success."""
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    table = open_table(str(tmp_path))
+    launcher = StandInLauncher()
+    tracker = JobTracker(Compactor(launcher))
+    hourly = CompactionSettings(enabled=True, min_interval_ms=60 * 60_000)
+    job = started(tracker, launcher, "job-1", T0)
+    job.end(1, {"result": "failed", "error": "SparkApplicationFailed", "message": "x"})
+    assert tracker.check(table, T0 + 1_000) is not None
+    assert not tracker.due(T0 + 1_000 + COMPACTION_RETRY_MS - 1, hourly, 3)
+    retried = T0 + 1_000 + COMPACTION_RETRY_MS
+    assert tracker.due(retried, hourly, 3)
+    job = started(tracker, launcher, "job-2", retried)
+    job.end(0, {"result": "nothing-to-do"})
+    assert tracker.check(table, retried + 1_000) is not None
+    assert not tracker.due(retried + 60 * 60_000 - 1, hourly, 4)
+    assert tracker.due(retried + 60 * 60_000, hourly, 4)
+
+
 def test_a_job_running_elsewhere_is_looked_at_again_at_the_next_poll() -> None:
     tracker = JobTracker(Compactor(StandInLauncher()))
     busy = Outcome("compaction", Result.SKIPPED, "running already", job_id="x")
@@ -163,6 +209,7 @@ def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: 
     assert obs.due == ("checkpoint", "compaction", "cleanup", "vacuum")
     started = watcher.maintain(target, obs, T0)
     [job] = launcher.jobs
+    assert job.request.planned == Planned(3, 300)  # carried on the job, for adoption
     assert [e.reason for e in started.events if e.type == "Normal"] == ["CompactionStarted"]
     assert started.status["compaction"]["running"]["files"] == 3
     assert "compaction" not in started.status["lastMaintenance"]
@@ -209,7 +256,7 @@ class AdoptingLauncher(StandInLauncher):
         self.asked.append((owner, deadline_s, since_ms))
         job = self.left.get(owner)
         spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}]} if job else {}
-        return Found(job, spec, T0) if job else None
+        return Found(job, spec, T0, Planned(3, 300)) if job else None
 
 
 def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_the_log(
@@ -230,6 +277,8 @@ def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_t
     status = tracker.status()
     assert status is not None and status["running"]["jobId"] == "job-left"
     assert status["running"]["partitions"] == 1
+    # What the plan said, as the job carries it (a restarted process has not planned).
+    assert (status["running"]["files"], status["running"]["bytes"]) == (3, 300)
     assert not tracker.due(T0 + 10**9, ON, 7)  # never a second job while it runs
     assert limited.running == 1  # the adopted job holds a slot of the global limit
     with pytest.raises(AtLimit):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -32,10 +33,17 @@ OWNER = Owner(name="events", namespace="lake", uid="5f0c7c1e-0000-4000-8000-0000
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-def crd_schema() -> dict[str, Any]:
+@functools.cache
+def crd_validator() -> Any:
+    """Read once: the CRD is large, and checking the schema itself each time costs seconds."""
     crd = yaml.safe_load(CRD.read_text())
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
-    return version["schema"]["openAPIV3Schema"]
+    schema = version["schema"]["openAPIV3Schema"]
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def check_against_the_crd(app: dict[str, Any]) -> None:
+    crd_validator().validate(app)
 
 
 def build(**kw: Any) -> dict[str, Any]:
@@ -54,7 +62,7 @@ def build(**kw: Any) -> dict[str, Any]:
 
 def test_it_validates_against_the_real_crd() -> None:
     app = build()
-    jsonschema.validate(app, crd_schema())
+    check_against_the_crd(app)
     assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2" and app["kind"] == "SparkApplication"
     spec = app["spec"]
     assert spec["type"] == "Python" and spec["restartPolicy"] == {"type": "Never"}
@@ -82,6 +90,55 @@ def test_fsspec_key_names_in_the_secret_map_to_the_same_variables() -> None:
         "AZURE_STORAGE_ACCOUNT_KEY",
         "AZURE_STORAGE_ACCOUNT_NAME",
     ]
+
+
+@pytest.mark.parametrize(
+    ("keys", "auth"),
+    [
+        (["AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_SAS_TOKEN"], "SAS"),
+        (["account_name", "sas_token"], "SAS"),
+        (["AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID"], "OAuth"),
+        (["client_id", "client_secret", "tenant_id"], "OAuth"),
+    ],
+)
+def test_azure_sas_and_service_principal_keys_reach_the_job_as_references(
+    keys: list[str], auth: str
+) -> None:
+    """What the job reads (job.hadoop_credentials) from the variables the SparkApplication
+    names: the environment the kubelet would build from the Secret's keys."""
+    from deltakeeper.compaction.job import hadoop_credentials
+
+    table = "abfss://lake@acct.dfs.core.windows.net/events"
+    app = build(job_spec={"jobId": "j", "table": table}, secret_keys=keys)
+    check_against_the_crd(app)
+    secret = {k: f"value-of-{k}" for k in keys}
+    for role in ("driver", "executor"):
+        entries = app["spec"][role]["env"]
+        assert all("value" not in e for e in entries)
+        refs = [e["valueFrom"]["secretKeyRef"] for e in entries]
+        assert sorted(r["key"] for r in refs) == sorted(keys)
+        assert {r["name"] for r in refs} == {"lake-credentials"}
+        env = {e["name"]: secret[e["valueFrom"]["secretKeyRef"]["key"]] for e in entries}
+        conf = hadoop_credentials(env, table)
+        host = "acct.dfs.core.windows.net"
+        assert conf[f"fs.azure.account.auth.type.{host}"] == auth
+    assert not any(v in json.dumps(app) for v in secret.values())
+
+
+def test_the_planned_files_and_bytes_are_annotations_read_back_on_adoption() -> None:
+    from deltakeeper.compaction.launcher import Planned
+    from deltakeeper.compaction.spark_application import PLANNED_BYTES, PLANNED_FILES
+    from deltakeeper.k8s.spark_jobs import Job
+
+    app = build(planned=Planned(12, 34_567_890_123))
+    check_against_the_crd(app)
+    annotations = app["metadata"]["annotations"]
+    assert annotations == {PLANNED_FILES: "12", PLANNED_BYTES: "34567890123"}
+    assert Job.from_object(app).planned == Planned(12, 34_567_890_123)
+    for odd in ({}, {PLANNED_FILES: "12"}, {PLANNED_FILES: "x", PLANNED_BYTES: "1"}):
+        app["metadata"]["annotations"] = odd
+        assert Job.from_object(app).planned is None
+    assert build()["metadata"]["annotations"] == {}
 
 
 def test_owned_by_the_table_and_labelled_to_be_found_again() -> None:
@@ -170,4 +227,4 @@ def test_the_operator_wide_template_is_a_spark_application_file(tmp_path: Path) 
     app = build(template=merge(template, {"driver": {"memory": "4g"}}))
     assert app["spec"]["image"] == "dk-spark:1"
     assert (app["spec"]["driver"]["cores"], app["spec"]["driver"]["memory"]) == (2, "4g")
-    jsonschema.validate(app, crd_schema())
+    check_against_the_crd(app)

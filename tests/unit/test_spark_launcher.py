@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.compaction.launcher import JobRunning
+from deltakeeper.compaction.launcher import JobRunning, Planned
 from deltakeeper.k8s import spark_jobs, spark_launcher
 from deltakeeper.k8s.spark_jobs import Job, SparkState
 from deltakeeper.k8s.spark_launcher import SparkApplicationJob
@@ -126,11 +126,32 @@ def test_a_template_the_crd_refuses_fails_the_job_with_the_api_servers_reason(
         launcher.start(request)
 
 
+def test_a_created_application_carries_the_planned_files_and_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deltakeeper.compaction.launcher import JobRequest
+
+    created: list[Any] = []
+
+    def create(_: Any, app: Any) -> Job:
+        created.append(app)
+        return Job.from_object(app)
+
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [])
+    monkeypatch.setattr(spark_jobs, "create", create)
+    lookup = {("ns", "t"): spark_launcher.TableRef("uid-1", None)}.get
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lookup)
+    launcher.start(JobRequest("/lake/t", SPEC, owner=("ns", "t"), planned=Planned(12, 4096)))
+    [app] = created
+    assert spark_jobs.Job.from_object(app).planned == Planned(12, 4096)
+
+
 def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def at(state: SparkState, created: str, name: str) -> Job:
-        return Job(name, "ns", name, state, "", created, {**SPEC, "jobId": name})
+        planned = Planned(len(name), 1000)
+        return Job(name, "ns", name, state, "", created, {**SPEC, "jobId": name}, planned)
 
     listed: list[Job] = []
     monkeypatch.setattr(spark_jobs, "for_table", lambda *_: listed)
@@ -150,3 +171,4 @@ def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
     found = launcher.adopt(("ns", "t"), 10.0**9, recorded_ms)  # its deadline from its creation
     assert found is not None and found.job.job_id == "running" and found.job.poll() is None
     assert found.started_ms == 1_793_491_201_000
+    assert found.planned == Planned(len("running"), 1000)  # from the job's annotations

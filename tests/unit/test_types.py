@@ -445,6 +445,26 @@ def test_stats_many_rows_with_a_few_bad_ones():
     assert got.null_count == 1
 
 
+def test_stats_bad_everywhere_costs_a_bounded_number_of_bulk_reads(monkeypatch):
+    # A writer that puts floats in a long column fails every row; Arrow names no row for
+    # that failure. One read of the block, one per part, then Python: not a read per level.
+    from deltakeeper.delta import types
+
+    reads = []
+    real = types._BlockReader.read
+
+    def counted(self, lo, hi):
+        reads.append((lo, hi))
+        return real(self, lo, hi)
+
+    monkeypatch.setattr(types._BlockReader, "read", counted)
+    rows = [f'{{"numRecords": {i}, "minValues": {{"id": {i}.0}}}}' for i in range(5_000)]
+    got = stats_parsed(pa.array(rows, pa.string()), STATS_SCHEMA, None)
+    assert got.field("numRecords").to_pylist() == list(range(5_000))
+    assert got.field("minValues").field("id").null_count == 5_000
+    assert len(reads) <= 1 + types.SPLIT
+
+
 def test_stats_empty_input():
     assert len(stats_parsed(pa.array([], pa.string()), STATS_SCHEMA, None)) == 0
 

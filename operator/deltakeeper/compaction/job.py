@@ -14,11 +14,16 @@ Spec keys:
   purge            list of partitions to rewrite without their deleted rows (same form)
   minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio   optional OPTIMIZE settings
   zOrderBy         optional list of columns: Z-order instead of bin-packing
-  plannedVersion   optional; the version the plan was made at (reported back)
+  plannedVersion   optional; the version the plan was made at (reported back); the job's
+                   commits are looked for after it (without it: after the latest version)
+  partitionTypes   optional {logical partition column: Spark SQL type} ({} unpartitioned);
+                   without it the job asks Spark (DeltaTable.detail and the schema)
+  snapshotPartitions  optional; Spark partitions for replaying the log (Delta's default: 50),
+                   set unless the Spark conf (the user's sparkConf) sets it already
 
 Output: one JSON line on stdout (`"deltakeeperCompaction": 1` marks it); `seconds` is the
 job's time from its start (after the JVM's), `sessionSeconds` the part of it spent starting the
-Spark session. Exit 0 when the work
+Spark session, `tunedConf` the Spark conf it set from the spec. Exit 0 when the work
 is done or there was nothing to do, 1 when it failed (a conflicting concurrent write, a bad
 spec, an unreadable table); the line says why.
 """
@@ -31,6 +36,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,6 +50,8 @@ OPTIMIZE_CONF = {
     "maxDeletedRowsRatio": "spark.databricks.delta.optimize.maxDeletedRowsRatio",
 }
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Spark conf keys the job tunes from the spec, by spec key; a value the Spark conf has wins.
+TUNING_CONF = {"snapshotPartitions": "spark.databricks.delta.snapshotPartitions"}
 
 
 class SpecError(ValueError):
@@ -112,6 +120,17 @@ def load_spec(args: argparse.Namespace) -> dict[str, Any]:
         groups = spec.setdefault(key, [])
         if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
             raise SpecError(f"spec.{key} must be a list of {{column: value}} objects")
+    types = spec.get("partitionTypes")
+    if types is not None and not (
+        isinstance(types, dict) and all(isinstance(t, str) and t for t in types.values())
+    ):
+        raise SpecError("spec.partitionTypes must be an object of {column: Spark SQL type}")
+    planned = spec.get("plannedVersion")
+    if planned is not None and (type(planned) is not int or planned < 0):
+        raise SpecError("spec.plannedVersion must be a version number (an integer >= 0)")
+    parts = spec.get("snapshotPartitions")
+    if parts is not None and (type(parts) is not int or parts < 1):
+        raise SpecError("spec.snapshotPartitions must be an integer >= 1")
     return spec
 
 
@@ -198,7 +217,14 @@ def _keyfile(env: dict[str, str]) -> str | None:
 # ------------------------------------------------------------------------------------------
 
 
-def _session(spec: dict[str, Any]) -> Any:
+def tuning(spec: dict[str, Any], configured: Callable[[str], str | None]) -> dict[str, str]:
+    """The Spark conf the job sets from the spec: only keys the Spark conf (`configured`, the
+    user's sparkConf and spark-submit's --conf) leaves unset."""
+    wanted = {conf: spec.get(key) for key, conf in TUNING_CONF.items()}
+    return {k: str(v) for k, v in wanted.items() if v is not None and configured(k) is None}
+
+
+def _session(spec: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"deltakeeper-compaction-{spec['jobId']}")
@@ -212,10 +238,27 @@ def _session(spec: dict[str, Any]) -> Any:
         if spec.get(key) is not None:
             spark.conf.set(conf, str(spec[key]))
     spark.conf.set(USER_METADATA_CONF, spec["jobId"])
-    return spark
+    tuned = tuning(spec, lambda key: spark.conf.get(key, None))
+    for key, value in tuned.items():
+        spark.conf.set(key, value)
+    return spark, tuned
 
 
-def _partition_types(table: Any) -> dict[str, str]:
+def partition_types(spec: dict[str, Any], ask: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """The spec's partition types; Spark is asked (`ask`, a full snapshot scan for detail())
+    only for a spec without them, as older deltakeepers wrote."""
+    given = spec.get("partitionTypes")
+    return dict(given) if given is not None else ask()
+
+
+def start_version(spec: dict[str, Any], ask: Callable[[], int]) -> int:
+    """The version after which the job's commits are looked for: the planned one, which no
+    commit of this job can precede; `ask` (the latest version) for a spec without it."""
+    planned = spec.get("plannedVersion")
+    return int(planned) if planned is not None else ask()
+
+
+def _spark_partition_types(table: Any) -> dict[str, str]:
     detail = table.detail().select("partitionColumns").first()
     columns = list(detail["partitionColumns"]) if detail else []
     fields = {f.name: f.dataType.simpleString() for f in table.toDF().schema.fields}
@@ -226,13 +269,24 @@ def _predicates(groups: list[dict[str, Any]], types: dict[str, str]) -> list[str
     return [partition_predicate(group, types) for group in groups]
 
 
+def newest_history(history: Callable[[int], list[Any]], after: int, first: int = 4) -> list[Any]:
+    """The history rows newer than `after`: the latest `first` commits, then four times as many
+    until the oldest row read is at `after` or the log has no more. The whole history would
+    read every commit file the log keeps."""
+    limit = first
+    while True:
+        rows = history(limit)
+        if len(rows) < limit or min(int(r["version"]) for r in rows) <= after:
+            return [r for r in rows if int(r["version"]) > after]
+        limit *= 4
+
+
 def _our_commits(table: Any, job_id: str, after: int) -> list[dict[str, Any]]:
-    rows = (
-        table.history()
-        .where(f"version > {after}")
-        .select("version", "operation", "operationMetrics", "userMetadata")
-        .collect()
-    )
+    def history(limit: int) -> list[Any]:
+        columns = ("version", "operation", "operationMetrics", "userMetadata")
+        return list(table.history(limit).select(*columns).collect())
+
+    rows = newest_history(history, after)
     commits = [
         {
             "version": r["version"],
@@ -260,11 +314,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
     began = time.monotonic()
-    spark = _session(spec)
+    spark, tuned = _session(spec)
     session_seconds = round(time.monotonic() - began, 3)
     table = DeltaTable.forPath(spark, spec["table"])
-    start = _latest_version(table)
-    types = _partition_types(table)
+    start = start_version(spec, lambda: _latest_version(table))
+    types = partition_types(spec, lambda: _spark_partition_types(table))
     if spec["compact"]:
         where = any_of(_predicates(spec["compact"], types))
         builder = table.optimize().where(where) if types else table.optimize()
@@ -282,6 +336,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "result": "done" if commits else "nothing-to-do",
         "sessionSeconds": session_seconds,
         "startVersion": start,
+        "tunedConf": tuned,
         "commits": commits,
         "filesRemoved": _metric(commits, "numRemovedFiles"),
         "filesAdded": _metric(commits, "numAddedFiles"),

@@ -33,6 +33,14 @@ class JobState(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class Planned:
+    """The files and bytes a job was planned to rewrite."""
+
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class JobRequest:
     uri: str  # the table as deltakeeper reads it
     spec: Mapping[str, Any]  # the job's input (maintenance.compaction.job_spec)
@@ -40,6 +48,7 @@ class JobRequest:
     deadline_s: float = 3600.0
     owner: tuple[str, str] | None = None  # the resource (namespace, name) the job is for
     template: Mapping[str, Any] = field(default_factory=dict)  # the table's SparkApplication
+    planned: Planned | None = None  # what the plan rewrites, for a process that adopts the job
 
     @property
     def job_id(self) -> str:
@@ -96,6 +105,7 @@ class Found:
     job: Job
     spec: Mapping[str, Any]  # the job's input as it was started
     started_ms: int
+    planned: Planned | None = None  # None: the job did not say (made by an older deltakeeper)
 
 
 @runtime_checkable
@@ -146,7 +156,7 @@ class Limited:
             return None
         with self._lock:
             self.running += 1
-        return Found(_Slot(found.job, self._give), found.spec, found.started_ms)
+        return Found(_Slot(found.job, self._give), found.spec, found.started_ms, found.planned)
 
     def _give(self) -> None:
         with self._lock:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltakeeper.compaction.launcher import Planned
 from deltakeeper.resources import names
 from deltakeeper.resources.crd import API_VERSION
 
@@ -23,6 +24,9 @@ GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "SparkApplication"
 TABLE_LABEL = "deltakeeper.io/table"
 JOB_LABEL = "deltakeeper.io/job-id"
+# What the plan rewrites, read back by an operator that adopts the job after a restart.
+PLANNED_FILES = "deltakeeper.io/planned-files"
+PLANNED_BYTES = "deltakeeper.io/planned-bytes"
 MAX_NAME = names.MAX_NAME
 DEFAULT_TTL_SECONDS = 3600
 
@@ -33,7 +37,8 @@ DELTA_CONF = {
 }
 JOB_FILE = "local:///opt/deltakeeper/job.py"
 
-# A Secret key (the clouds' names or fsspec's) -> the environment variable the job reads.
+# A Secret key (the clouds' names or fsspec's) -> the environment variable the job reads
+# (job.hadoop_credentials). A connection string has no Hadoop equivalent the job maps.
 SECRET_ENV = {
     "AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
     "key": "AWS_ACCESS_KEY_ID",
@@ -46,6 +51,14 @@ SECRET_ENV = {
     "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
     "AZURE_STORAGE_ACCOUNT_KEY": "AZURE_STORAGE_ACCOUNT_KEY",
     "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN": "AZURE_STORAGE_SAS_TOKEN",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_ID": "AZURE_CLIENT_ID",
+    "client_id": "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET": "AZURE_CLIENT_SECRET",
+    "client_secret": "AZURE_CLIENT_SECRET",
+    "AZURE_TENANT_ID": "AZURE_TENANT_ID",
+    "tenant_id": "AZURE_TENANT_ID",
     "service-account.json": "GOOGLE_APPLICATION_CREDENTIALS_JSON",
     "GOOGLE_APPLICATION_CREDENTIALS_JSON": "GOOGLE_APPLICATION_CREDENTIALS_JSON",
 }
@@ -101,6 +114,7 @@ def spark_application(
     storage_conf: Mapping[str, str],
     secret_name: str | None = None,
     secret_keys: list[str] | None = None,
+    planned: Planned | None = None,
 ) -> dict[str, Any]:
     """The SparkApplication for one job. `template` is the merged default and table template
     (spark-operator's spec fields); `storage_conf` the table's non-secret Spark settings."""
@@ -126,6 +140,9 @@ def spark_application(
         kept = [e for e in pod.get("env") or [] if e.get("name") not in {x["name"] for x in env}]
         pod["env"] = kept + env
         pod["labels"] = {**dict(pod.get("labels") or {}), **_labels(owner, job_id)}
+    annotations = {}
+    if planned is not None:
+        annotations = {PLANNED_FILES: str(planned.files), PLANNED_BYTES: str(planned.bytes)}
     return {
         "apiVersion": GROUP_VERSION,
         "kind": KIND,
@@ -133,6 +150,7 @@ def spark_application(
             "name": job_name(owner.name, job_id),
             "namespace": owner.namespace,
             "labels": _labels(owner, job_id),
+            "annotations": annotations,
             "ownerReferences": [
                 {
                     "apiVersion": owner.api_version,

@@ -491,7 +491,7 @@ class _BlockReader:
                 out.append(rows)
                 return
             if bad is None or not self._confirmed(lo, bad, hi):
-                self.bisect(lo, hi, out)
+                self.bisect(lo, hi, out, failed=True)
                 return
             if bad > lo:
                 self.parse_known_good(lo, bad, out)
@@ -507,18 +507,28 @@ class _BlockReader:
         if rows is not None:
             out.append(rows)
         else:
-            self.bisect(lo, hi, out)
+            self.bisect(lo, hi, out, failed=True)
 
-    def bisect(self, lo: int, hi: int, out: list[pa.Array]) -> None:
-        rows, _ = self.read(lo, hi)
+    def bisect(self, lo: int, hi: int, out: list[pa.Array], failed: bool = False) -> None:
+        rows = None if failed else self.read(lo, hi)[0]
         if rows is not None:
             out.append(rows)
         elif hi - lo <= FALLBACK_ROWS:
             out.append(self.fallback(lo, hi))
         else:
             step = -(-(hi - lo) // SPLIT)
-            for start in range(lo, hi, step):
-                self.bisect(start, min(start + step, hi), out)
+            parts = [(start, min(start + step, hi)) for start in range(lo, hi, step)]
+            read = [self.read(a, b)[0] for a, b in parts]
+            if all(r is None for r in read):
+                # Bad rows everywhere (say a writer's floats in a long column): splitting
+                # further would re-read every row at each level; Python takes them all.
+                out.append(self.fallback(lo, hi))
+                return
+            for (a, b), r in zip(parts, read, strict=True):
+                if r is not None:
+                    out.append(r)
+                else:
+                    self.bisect(a, b, out, failed=True)
 
     def read(self, lo: int, hi: int) -> tuple[pa.Array | None, int | None]:
         """The parsed rows, or None and the absolute index of the row Arrow rejected."""

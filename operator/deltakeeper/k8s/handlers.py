@@ -77,7 +77,8 @@ def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
     required = options.spark_application != SPARK_TEMPLATE  # named explicitly
     template = default_template(options.spark_application, required)
     launcher = SparkApplicationLauncher(api_client, template, lookup)
-    return Compactor(Limited(launcher, options.max_compaction_jobs), wait=False)
+    limited = Limited(launcher, options.max_compaction_jobs)
+    return Compactor(limited, wait=False, retry_ms=options.compaction_retry_ms)
 
 
 @kopf.on.cleanup()

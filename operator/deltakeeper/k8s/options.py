@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass, field
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, POLL_INTERVAL_MS
 from deltakeeper.runtime import metrics
 from deltakeeper.units import parse_interval_ms
 
@@ -33,6 +33,10 @@ class Options:
     # one here). Absent at the default path: spark_application.py's defaults alone.
     spark_application: str = field(
         default_factory=lambda: os.environ.get("DELTAKEEPER_SPARK_APPLICATION", SPARK_TEMPLATE)
+    )
+    # The wait before retrying a failed compaction job; doubled per failure, up to 6 hours.
+    compaction_retry_ms: int = field(
+        default_factory=lambda: _interval_ms("DELTAKEEPER_COMPACTION_RETRY", COMPACTION_RETRY_MS)
     )
     # For tables whose spec and policy set no pollInterval.
     default_poll_interval_ms: int = field(

@@ -17,7 +17,13 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from deltakeeper.compaction.spark_application import JOB_LABEL, TABLE_LABEL
+from deltakeeper.compaction.launcher import Planned
+from deltakeeper.compaction.spark_application import (
+    JOB_LABEL,
+    PLANNED_BYTES,
+    PLANNED_FILES,
+    TABLE_LABEL,
+)
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 TIMEOUT = (5.0, 15.0)
@@ -56,6 +62,7 @@ class Job:
     error_message: str
     created: str  # creationTimestamp, RFC 3339
     job_spec: Mapping[str, Any] = field(default_factory=dict)  # the job's input (--spec-json)
+    planned: Planned | None = None  # from its annotations; None if it has none
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
@@ -71,7 +78,18 @@ class Job:
             error_message=str(app_state.get("errorMessage") or ""),
             created=str(meta.get("creationTimestamp") or ""),
             job_spec=_job_spec((obj.get("spec") or {}).get("arguments") or []),
+            planned=_planned(meta.get("annotations") or {}),
         )
+
+
+def _planned(annotations: Mapping[str, Any]) -> Planned | None:
+    """The planned files and bytes deltakeeper wrote at creation; None if either is missing
+    or not a count (edited by hand)."""
+    try:
+        files, size = int(annotations[PLANNED_FILES]), int(annotations[PLANNED_BYTES])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Planned(files, size) if files >= 0 and size >= 0 else None
 
 
 def _job_spec(arguments: list[Any]) -> dict[str, Any]:

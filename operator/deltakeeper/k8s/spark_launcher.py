@@ -109,6 +109,7 @@ class SparkApplicationLauncher:
             storage.conf,  # no secrets: those go as Secret references only
             secret_name=secret,
             secret_keys=keys,
+            planned=request.planned,
         )
         job = spark_jobs.create(self.api, app)
         log.info("%s/%s: created SparkApplication %s", namespace, name, job.name)
@@ -127,7 +128,7 @@ class SparkApplicationLauncher:
         started = _epoch_s(job.created) or time.time()
         log.info("%s/%s: following SparkApplication %s (%s)", *owner, job.name, job.state or "NEW")
         found = SparkApplicationJob(self.api, job, job.job_spec, started, deadline_s)
-        return Found(found, job.job_spec, int(started * 1000))
+        return Found(found, job.job_spec, int(started * 1000), job.planned)
 
 
 class SparkApplicationJob:

@@ -24,14 +24,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltakeeper.delta import features
-from deltakeeper.delta.errors import MissingLogFileError
+from deltakeeper.delta.errors import MissingLogFileError, UnsupportedProtocolError
 from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.paths import LOG_DIR, commit
 from deltakeeper.delta.properties import TableProperties
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.types import field_name, mapping_on, schema_fields
-from deltakeeper.maintenance.policy import COMPACTION_TARGET_FILE_SIZE, CompactionSettings
+from deltakeeper.delta.types import arrow_type, field_name, mapping_on, schema_fields
+from deltakeeper.maintenance.policy import (
+    COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION,
+    COMPACTION_SNAPSHOT_PARTITIONS_MAX,
+    COMPACTION_TARGET_FILE_SIZE,
+    CompactionSettings,
+)
 
 
 class Why(enum.StrEnum):
@@ -245,11 +250,18 @@ def target_file_size(configuration: dict[str, str], explicit: int | None = None)
 
 
 def job_spec(
-    found: CompactionPlan, logical_names: dict[str, str], job_id: str, planned_version: int
+    found: CompactionPlan,
+    logical_names: dict[str, str],
+    job_id: str,
+    planned_version: int,
+    partition_types: dict[str, str] | None = None,
+    snapshot_actions: int | None = None,
 ) -> dict[str, Any]:
     """The compaction job's input for a plan. Spark's predicates name logical columns while
     the log keys partition values by physical name under column mapping: `logical_names`
-    maps one to the other (identity without column mapping)."""
+    maps one to the other (identity without column mapping). `partition_types` (logical
+    column -> Spark SQL type, from `spark_partition_types`) spares the job asking Spark;
+    `snapshot_actions` (the snapshot's files and tombstones) sizes its log replay."""
 
     def logical(values: dict[str, str | None]) -> dict[str, str | None]:
         return {logical_names.get(k, k): v for k, v in values.items()}
@@ -264,11 +276,21 @@ def job_spec(
         "maxFileSize": settings.target_file_size,
         "maxDeletedRowsRatio": settings.max_deleted_rows_ratio,
     }
+    if partition_types is not None:
+        spec["partitionTypes"] = dict(partition_types)
+    if snapshot_actions is not None:
+        spec["snapshotPartitions"] = snapshot_partitions(snapshot_actions)
     if settings.z_order_by:
         spec["zOrderBy"] = list(settings.z_order_by)
     if settings.max_threads is not None:
         spec["maxThreads"] = settings.max_threads
     return spec
+
+
+def snapshot_partitions(actions: int) -> int:
+    """Spark's partitions for replaying a log of this many file actions."""
+    wanted = math.ceil(actions / COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION)
+    return min(max(1, wanted), COMPACTION_SNAPSHOT_PARTITIONS_MAX)
 
 
 def partition_names(
@@ -278,6 +300,49 @@ def partition_names(
     physical = mapping_on(mapping_mode)
     fields = {str(f["name"]): field_name(f, physical) for f in schema_fields(schema_string)}
     return {fields.get(c, c): c for c in partition_columns}
+
+
+# Delta schema type -> the name Spark SQL gives it (DataType.simpleString), for CAST.
+SPARK_SQL_TYPES = {
+    "string": "string",
+    "long": "bigint",
+    "integer": "int",
+    "short": "smallint",
+    "byte": "tinyint",
+    "float": "float",
+    "double": "double",
+    "boolean": "boolean",
+    "binary": "binary",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp_ntz",
+}
+
+
+def spark_partition_types(meta: Metadata) -> dict[str, str] | None:
+    """Each partition column (as the metadata names it) -> its Spark SQL type, or None when
+    one of them has a type this table cannot say for sure (the job then asks Spark)."""
+    fields = {str(f["name"]): f for f in schema_fields(meta.schema_string)}
+    lower = {name.lower(): f for name, f in fields.items()}
+    out = {}
+    for column in meta.partition_columns:
+        found = fields.get(column) or lower.get(column.lower())
+        kind = found.get("type") if found else None
+        sql = _spark_sql_type(kind) if isinstance(kind, str) else None
+        if sql is None:
+            return None
+        out[column] = sql
+    return out
+
+
+def _spark_sql_type(delta_type: str) -> str | None:
+    if delta_type.startswith("decimal"):
+        try:
+            arrow = arrow_type(delta_type)
+        except UnsupportedProtocolError:
+            return None
+        return f"decimal({arrow.precision},{arrow.scale})"
+    return SPARK_SQL_TYPES.get(delta_type)
 
 
 def refusal(snap: Snapshot) -> str | None:
@@ -302,11 +367,19 @@ def logical_partition_names(meta: Metadata) -> dict[str, str]:
     )
 
 
-def only_where(files: pa.Table, values: dict[str, str]) -> pa.Table:
-    """The files of the partitions whose serialized values equal `values` (physical names)."""
+def only_where(
+    files: pa.Table, values: dict[str, str], timestamps: frozenset[str] = frozenset()
+) -> pa.Table:
+    """The files of the partitions whose serialized values equal `values` (physical names).
+    A timestamp column (`timestamps`) also matches the same instant spelled the other way,
+    as the planner groups them."""
     for name, value in values.items():
         column = _partition_value(files, name)
-        files = files.filter(pc.fill_null(pc.equal(column, value), False))
+        match = pc.equal(column, value)
+        if name in timestamps:
+            wanted = _one_spelling(pa.chunked_array([[value]], pa.string()))[0]
+            match = pc.or_(match, pc.equal(_one_spelling(column), wanted))
+        files = files.filter(pc.fill_null(match, False))
     return files
 
 

@@ -20,6 +20,7 @@ from deltakeeper.compaction.launcher import (
     JobResult,
     JobRunning,
     Launcher,
+    Planned,
 )
 from deltakeeper.delta import cleanup, crc, vacuum
 from deltakeeper.delta.checkpoint import (
@@ -34,6 +35,7 @@ from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.planner import Plan, Step
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
 from deltakeeper.units import format_bytes
 
 Progress = Callable[[str, int, int], None]  # operation, done, total
@@ -67,6 +69,7 @@ class Compactor:
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     wait: bool = True
     owner: tuple[str, str] | None = None  # the table's resource, where jobs belong to one
+    retry_ms: int = COMPACTION_RETRY_MS  # the wait after a failed job, doubled per failure
 
 
 @dataclass
@@ -287,6 +290,7 @@ def _compaction(
         deadline_s,
         compactor.owner,
         plan.policy.compaction.spark_application,
+        Planned(step.detail.files, step.detail.bytes),
     )
     try:
         job = compactor.launcher.start(request)

@@ -260,7 +260,9 @@ def _compaction_step(snap: Snapshot, found: compaction.CompactionPlan, now_ms: i
         return Step("compaction", False, found.reason(), found)
     tag = compaction.job_id(snap.metadata.id, now_ms)
     names = compaction.logical_partition_names(snap.metadata)
-    spec = compaction.job_spec(found, names, tag, snap.version)
+    types = compaction.spark_partition_types(snap.metadata)
+    actions = snap.num_files + snap.num_tombstones
+    spec = compaction.job_spec(found, names, tag, snap.version, types, actions)
     return Step("compaction", True, found.reason(), found, job_spec=spec)
 
 

@@ -59,6 +59,11 @@ COMPACTION_DEADLINE_MS = HOUR_MS
 # A failed job is retried after this, doubled per further failure, up to the cap.
 COMPACTION_RETRY_MS = 5 * 60_000
 COMPACTION_RETRY_CAP_MS = 6 * HOUR_MS
+# The job replays the log in Spark in one partition per this many file actions (adds and
+# tombstones), at most Delta's default of 50 (spark.databricks.delta.snapshotPartitions): 50
+# tasks for a small log cost more than the replay. A table of 1,000,000 gets Delta's 50.
+COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION = 20_000
+COMPACTION_SNAPSHOT_PARTITIONS_MAX = 50
 
 # Where an effective retention came from (Policy.sources): an explicit setting of a DeltaTable
 # spec, a DeltaMaintenancePolicy or a CLI flag, the table's own property, or Delta's default.

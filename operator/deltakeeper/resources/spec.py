@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from deltakeeper.compaction.spark_application import merge
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.policy import PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron
@@ -71,6 +72,11 @@ def settings(table: TableResource, policy: PolicyResource | None) -> dict[str, A
     spec = from_spec(table.spec)
     chosen = from_spec(policy.spec) if policy else {}
     out = defaults.layered(spec, chosen)
+    # A template is merged key by key (driver, executor, sparkConf, ...), not replaced whole;
+    # the operator-wide default goes under both when a job is created.
+    template = "compaction_spark_application"
+    if template in spec and template in chosen:
+        out[template] = merge(chosen[template], spec[template])
     out["sources"] = defaults.sources_of(spec=spec, policy=chosen)
     return out
 

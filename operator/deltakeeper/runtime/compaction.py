@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.compaction.launcher import Adopting, Job, JobState
+from deltakeeper.compaction.launcher import Adopting, Job, JobState, Planned
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import executor
 from deltakeeper.maintenance.compaction import CompactionPlan
@@ -68,8 +68,13 @@ class JobTracker:
             return False
         if self.next_attempt_ms is not None and now_ms < self.next_attempt_ms:
             return False
+        # The minimum interval follows a success; after a failure the backoff alone decides.
         started = self.last_started_ms
-        if started is not None and now_ms - started < settings.min_interval_ms:
+        if (
+            not self.failures
+            and started is not None
+            and now_ms - started < settings.min_interval_ms
+        ):
             return False
         # Small files age into being due without a commit: a quiet table is planned again
         # every maxAge (or minInterval, if shorter).
@@ -113,14 +118,15 @@ class JobTracker:
         if found is None:
             return
         spec = found.spec
+        planned = found.planned or Planned(0, 0)  # a job that did not say: unknown, shown as 0
         self.running = Running(
             found.job,
             found.job.job_id,
             found.started_ms,
             int(spec.get("plannedVersion") or 0),
             len(spec.get("compact") or []) + len(spec.get("purge") or []),
-            0,  # files and bytes were the planner's; a restarted process has not planned
-            0,
+            planned.files,
+            planned.bytes,
         )
         self.last_started_ms = found.started_ms
 
@@ -146,7 +152,8 @@ class JobTracker:
         """Backoff after a failure, none after a success; the last result for the status."""
         if outcome.result is Result.FAILED:
             self.failures += 1
-            backoff = COMPACTION_RETRY_MS * 2 ** min(self.failures - 1, 20)
+            first = self.compactor.retry_ms if self.compactor else COMPACTION_RETRY_MS
+            backoff = first * 2 ** min(self.failures - 1, 20)
             self.next_attempt_ms = now_ms + min(backoff, COMPACTION_RETRY_CAP_MS)
             self.planned_version = None  # retried even if the table did not move
         else:
