@@ -36,6 +36,8 @@ from deltakeeper.units import (
     parse_timestamp_ms,
 )
 
+# `status --json`: the key of the DeltaLakes' statuses, beside the tables' NAMESPACE/NAME keys
+LAKES_KEY = "lakes"
 # Options fsspec wants as mappings; given as JSON on the command line.
 _MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "token")
 
@@ -447,7 +449,13 @@ def _daemon_commands(sub: Any) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--manifests", metavar="DIR", help="the folder `deltakeeper run` watches")
     g.add_argument("--status-file", metavar="FILE", help="the status JSON file")
-    p.add_argument("--json", action="store_true", help="print the statuses as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the statuses as JSON: each table's under its NAMESPACE/NAME and, when the "
+        f"folder has DeltaLakes, theirs under the key '{LAKES_KEY}' (no table's key: those hold "
+        "a '/'), by NAMESPACE/NAME",
+    )
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(
@@ -609,11 +617,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         for name, s in (body.get("tables") or {}).items()
     }
     rejected = [str(r) for r in body.get("rejected") or []]
+    lakes = body.get("lakes") or {}
     if args.json:
-        print(json.dumps(tables, indent=2, sort_keys=True))
+        shown: dict[str, Any] = {**tables, LAKES_KEY: lakes} if lakes else tables
+        print(json.dumps(shown, indent=2, sort_keys=True))
         standalone.print_rejected(rejected, sys.stderr)  # keeps stdout the name -> status map
     else:
-        standalone.print_summary(tables, sys.stdout, rejected, body.get("lakes") or {})
+        standalone.print_summary(tables, sys.stdout, rejected, lakes)
     return 0
 
 

@@ -7,7 +7,9 @@ as the operator, serves the same metrics, and writes every table's status to a J
 
 DeltaLake manifests are scanned every scanInterval; each table found is maintained as the
 DeltaTable `resources.lake.table_manifest` describes (a DeltaTable manifest for the same URI
-wins). A table that disappears stays, marked `discovery.present: false`: nothing is deleted.
+wins). A table that disappears is no longer polled but stays in the status file, marked
+`discovery.present: false` with `TableFound=False`: nothing is deleted. It is polled again when
+a scan finds it, and the status file remembers it as gone across a restart.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from deltakeeper.resources.lake import LakeResource, table_manifest
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.fleet import Fleet, now_ms
-from deltakeeper.runtime.lakes import LakeScan, LakeScanner, lake_status
+from deltakeeper.runtime.lakes import TABLE_FOUND, LakeScan, LakeScanner, lake_status, table_found
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 from deltakeeper.runtime.targets import resolve
 from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
@@ -108,6 +110,7 @@ class Standalone:
         self.lake_statuses: dict[str, dict[str, Any]] = _read_json(status_path).get("lakes", {})
         self._manifest_tables: dict[Key, TableResource] = {}
         self._origin: dict[Key, tuple[LakeEntry, str]] = {}  # lake tables: lake and path
+        self._gone: set[Key] = set()  # lake tables the last good scan did not find: not polled
 
     @property
     def tables(self) -> dict[Key, TableEntry]:
@@ -147,21 +150,60 @@ class Standalone:
         return True
 
     def _sync_tables(self) -> None:
-        """Watch the manifests' tables and the lakes' tables, no other."""
+        """Watch the manifests' tables and the lakes' tables that are there, no other; a lake's
+        table that is gone keeps its status, unpolled."""
         wanted = dict(self._manifest_tables)
-        self._origin = {}
+        was_gone = self._gone
+        self._origin, self._gone = {}, set()
         uris = {same_table(str(t.spec.get("uri") or "")) for t in wanted.values()}
         for lake in self.lakes.values():
             for path, table in sorted(lake.tables.items()):
                 key = (table.namespace, table.name)
                 if key in wanted or same_table(str(table.spec["uri"])) in uris:
                     continue  # a DeltaTable manifest for it wins
-                wanted[key] = table
                 self._origin[key] = (lake, path)
+                if path in lake.gone:
+                    self._gone.add(key)
+                else:
+                    wanted[key] = table
         for key in [k for k in self.tables if k not in wanted]:
             self._drop(key)
+        for key in was_gone - self._gone - wanted.keys():  # its lake removed, say
+            self.forget(key)
+        for key in self._gone:
+            self._mark_gone(key)
         for key, resource in wanted.items():
             self._upsert(key, resource)
+
+    def _mark_gone(self, key: Key) -> None:
+        """The status a gone table keeps: the last poll's, `present: false`, TableFound=False."""
+        lake, path = self._origin[key]
+        old = self.statuses.setdefault(_name(key), {})
+        conditions = [c for c in old.get("conditions") or [] if isinstance(c, dict)]
+        marked = [c for c in conditions if c.get("type") == TABLE_FOUND]
+        if (
+            old.get("discovery") == _discovery(lake, path)
+            and marked[-1:]
+            and (marked[-1].get("status") == "False")
+        ):
+            return  # marked already
+        kept = "no longer polled; its status is kept and nothing is deleted"
+        found = table_found(_lake_name(lake), path, False, kept)
+        generation = int(old.get("observedGeneration") or 1)
+        mark = status.conditions_status([found], old, generation, self.clock())
+        old["conditions"] = [c for c in conditions if c.get("type") != TABLE_FOUND] + mark
+        old["discovery"] = _discovery(lake, path)
+        self._dirty = True
+
+    def _gone_before(self, lake: LakeResource) -> set[str]:
+        """The lake's tables the status file says were gone when it was written."""
+        name = _name((lake.namespace, lake.name))
+        return {
+            str(where.get("path"))
+            for s in self.statuses.values()
+            if (where := s.get("discovery") or {}).get("lake") == name
+            and where.get("present") is False
+        }
 
     def _sync_lakes(self, lakes: Sequence[LakeResource]) -> None:
         wanted = {(lake.namespace, lake.name): lake for lake in lakes}
@@ -176,7 +218,9 @@ class Standalone:
             entry = self.lakes.get(key)
             if entry is None:
                 scanner = LakeScanner(lake, self.metrics, self.clock)
-                self.lakes[key] = LakeEntry(lake, scanner)
+                entry = self.lakes[key] = LakeEntry(lake, scanner)
+                entry.gone = self._gone_before(lake)  # until a scan finds them again
+                entry.tables = {path: entry.table(path) for path in entry.gone}
             elif entry.resource != lake:
                 entry.resource = entry.scanner.lake = lake
                 entry.due = 0.0  # scan again now, under the new spec
@@ -218,6 +262,9 @@ class Standalone:
         name = _name((lake.namespace, lake.name))
         previous = self.lake_statuses.get(name)
         self.lake_statuses[name] = lake_status(scan, managed, previous, lake.generation)
+        if scan.ok:  # a failed scan says nothing about which tables are there
+            missing = sum(1 for k in self._gone if self._origin[k][0] is entry)
+            self.lake_statuses[name]["missingTables"] = missing
         for key, (origin, path) in self._origin.items():
             if origin is entry and _name(key) in self.statuses:
                 self.statuses[_name(key)]["discovery"] = _discovery(entry, path)
@@ -252,7 +299,10 @@ class Standalone:
 
     def _drop(self, key: Key) -> None:
         self.registry.remove(key)
-        log.info("%s/%s: manifest removed; no longer watched (its data is untouched)", *key)
+        if key in self._gone:
+            log.info("%s/%s: gone from its DeltaLake; no longer polled, status kept", *key)
+        else:
+            log.info("%s/%s: manifest removed; no longer watched (its data is untouched)", *key)
 
     async def target(self, key: Key, entry: TableEntry) -> Target:
         # A changed spec replaces the resource and bumps the generation together.
@@ -278,6 +328,9 @@ class Standalone:
         origin = self._origin.get(target.key)
         if origin is not None:
             new["discovery"] = _discovery(*origin)
+            found = table_found(_lake_name(origin[0]), origin[1], True)
+            now = self.clock()
+            new["conditions"] += status.conditions_status([found], old, target.generation, now)
         self.statuses[name] = {**new, "_spec": old.get("_spec")}
         self._dirty = True
         return True
@@ -286,6 +339,8 @@ class Standalone:
         pass  # events are in the log only
 
     def forget(self, key: Key) -> None:
+        if key in self._gone:
+            return  # a gone lake table keeps its status
         self.statuses.pop(_name(key), None)
         self._dirty = True
 
@@ -354,12 +409,11 @@ class Standalone:
 
 def _discovery(entry: LakeEntry, path: str) -> dict[str, Any]:
     """A lake-managed table's origin, and whether the lake's last good scan still found it."""
-    lake = entry.resource
-    return {
-        "lake": _name((lake.namespace, lake.name)),
-        "path": path,
-        "present": path not in entry.gone,
-    }
+    return {"lake": _lake_name(entry), "path": path, "present": path not in entry.gone}
+
+
+def _lake_name(entry: LakeEntry) -> str:
+    return _name((entry.resource.namespace, entry.resource.name))
 
 
 def _signature(folder: Path) -> object:
@@ -482,7 +536,8 @@ def print_summary(
     for name in gone:
         where = statuses[name]["discovery"]
         out.write(
-            f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); kept, not deleted\n"
+            f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); "
+            "not polled, status kept, nothing deleted\n"
         )
     if lakes:
         _print_rows([LAKE_COLUMNS, *lake_rows(lakes)], out)

@@ -5,15 +5,17 @@ MinIO written by delta-rs.
 Issue 15's scenarios, in order on one lake (one cluster, one operator, a 2 s scanInterval):
 the lake makes its DeltaTables, which get statuses and checkpoints; a new table is picked up
 within one scan; a user's edit survives a template change; a removed table gets
-TableFound=False and its DeltaTable stays; bad specs are False conditions with Warning events;
-deleting the lake deletes its DeltaTables and nothing else, data included.
+TableFound=False and its DeltaTable stays; a user's DeltaTable carrying the lake's label is
+not the lake's; a restarted operator applies nothing that did not change; bad specs are False
+conditions with Warning events; deleting the lake deletes its DeltaTables and nothing else,
+data included.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import pytest
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from kubernetes import client
 
+from tests.e2e.conftest import Operator
 from tests.support import chart, kube
 from tests.support.kube import KubeCluster
 from tests.support.stores import Emulator
@@ -51,11 +54,36 @@ def garbage_collector(
 
 
 class K:
-    """The namespace's DeltaTables, DeltaLakes and Events, through the admin's client."""
+    """The namespace's DeltaTables, DeltaLakes and Events, through the admin's client; the
+    operator, and how to start it again."""
 
-    def __init__(self, cluster: KubeCluster) -> None:
+    def __init__(self, cluster: KubeCluster, start: Callable[[], Operator]) -> None:
+        self.cluster = cluster
         self.objects = client.CustomObjectsApi(cluster.api_client())
         self.core = client.CoreV1Api(cluster.api_client())
+        self.start = start
+        self.op = start()
+
+    def restart(self) -> None:
+        code = self.op.stop()
+        assert code == 0, self.op.log_text()[-3000:]
+        self.op = self.start()
+
+    def applies(self) -> int:
+        """The API server's own count of server-side applies to DeltaTables."""
+        text = self.cluster.get("/metrics").decode()
+        return sum(
+            int(float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines()
+            if line.startswith("apiserver_request_total{")
+            and 'verb="APPLY"' in line
+            and 'resource="deltatables"' in line
+            and 'subresource=""' in line
+        )
+
+    def last_scan(self, name: str = LAKE) -> str:
+        status = (self.get("deltalakes", name) or {}).get("status") or {}
+        return str((status.get("lastScan") or {}).get("time"))
 
     def lake(self, name: str, spec: dict[str, Any]) -> None:
         body = {
@@ -65,6 +93,17 @@ class K:
             "spec": spec,
         }
         self.objects.create_namespaced_custom_object(GROUP, VERSION, NS, "deltalakes", body)
+
+    def user_table(self, name: str, uri: str, lake: str = "") -> None:
+        """A DeltaTable of the user's (with the lake's label when `lake` is given)."""
+        labels = {LAKE_LABEL: lake} if lake else {}
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DeltaTable",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"uri": uri},
+        }
+        self.objects.create_namespaced_custom_object(GROUP, VERSION, NS, "deltatables", body)
 
     def get(self, plural: str, name: str) -> dict[str, Any] | None:
         try:
@@ -162,10 +201,12 @@ def lake(
     )
     workdir = tmp_path_factory.mktemp("operator")
     sa = _chart_service_account(kube_cluster, workdir / "sa-kubeconfig")
-    op = start_operator(
-        kube_cluster, workdir, "--namespace", NS, "--discovery", env={"KUBECONFIG": str(sa)}
+    k = K(
+        kube_cluster,
+        lambda: start_operator(
+            kube_cluster, workdir, "--namespace", NS, "--discovery", env={"KUBECONFIG": str(sa)}
+        ),
     )
-    k = K(kube_cluster)
     k.lake(
         LAKE,
         {
@@ -184,8 +225,8 @@ def lake(
         },
     )
     yield k
-    code = op.stop()
-    assert code == 0, op.log_text()[-3000:]
+    code = k.op.stop()
+    assert code == 0, k.op.log_text()[-3000:]
 
 
 def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
@@ -333,6 +374,44 @@ def test_a_removed_table_gets_a_condition_and_keeps_its_delta_table(
     )
 
 
+def _scans(k: K, n: int) -> None:
+    """Wait for `n` more scans of the lake (its status's lastScan time moves each second)."""
+    for _ in range(n):
+        before = k.last_scan()
+        until(lambda b=before: k.last_scan() != b, 30, "the next scan")
+
+
+def test_a_users_delta_table_with_the_lake_label_is_not_the_lakes(lake: K, minio: Emulator) -> None:
+    k = lake
+    until(
+        lambda: ((k.get("deltalakes", LAKE) or {}).get("status") or {}).get("missingTables") == 1,
+        30,
+        "the removed table counted missing",
+    )
+    managed = (k.get("deltalakes", LAKE) or {})["status"]["managedTables"]
+    k.user_table("labelled", _write(minio, "labelled", prefix=f"{PREFIX}-outside"), LAKE)
+    until(lambda: k.condition(k.get("deltatables", "labelled"), "Ready"), 60, "its own status")
+    _scans(k, 3)
+    status = (k.get("deltalakes", LAKE) or {})["status"]
+    assert (status["managedTables"], status["missingTables"]) == (managed, 1)
+    mine = k.get("deltatables", "labelled") or {}
+    assert k.condition(mine, "TableFound") == {}  # not marked missing: not the lake's
+    assert "ownerReferences" not in mine["metadata"]  # nor taken over by an apply
+    k.objects.delete_namespaced_custom_object(GROUP, VERSION, NS, "deltatables", "labelled")
+
+
+def test_a_restarted_operator_applies_only_what_changed(lake: K) -> None:
+    k = lake
+    tables = k.tables()
+    assert all(t["metadata"]["annotations"].get("deltakeeper.io/applied") for t in tables.values())
+    _scans(k, 2)  # whatever the last change wanted applied is applied
+    before = k.applies()
+    k.restart()
+    _scans(k, 3)  # the new operator's scans, each finding the same tables
+    assert k.applies() == before, k.op.log_text()[-3000:]
+    assert set(k.tables()) == set(tables)
+
+
 @pytest.mark.parametrize(
     ("name", "spec", "words", "reason"),
     [
@@ -371,19 +450,7 @@ def test_deleting_the_lake_deletes_its_delta_tables_and_nothing_else(
     before = k.tables()
     assert before
     # A DeltaTable of the user's in the same namespace, on a table outside the lake.
-    outside = _write(minio, "t", prefix=f"{PREFIX}-outside")
-    k.objects.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        NS,
-        "deltatables",
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "DeltaTable",
-            "metadata": {"name": "mine"},
-            "spec": {"uri": outside},
-        },
-    )
+    k.user_table("mine", _write(minio, "t", prefix=f"{PREFIX}-outside"))
     files = set(minio.fs.find(f"{minio.bucket}/{PREFIX}"))
     k.objects.delete_namespaced_custom_object(GROUP, VERSION, NS, "deltalakes", LAKE)
     until(lambda: not k.tables(), 60, "the garbage collector to delete the lake's DeltaTables")

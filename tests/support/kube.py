@@ -120,17 +120,18 @@ class KubeCluster:
 
     def get_table(self, path: str) -> Any:
         """What `kubectl get` prints for the list at `path`: the server's Table rendering."""
+        return json.loads(self.get(path, "application/json;as=Table;v=v1;g=meta.k8s.io"))
+
+    def get(self, path: str, accept: str = "*/*") -> bytes:
+        """GET `path` from the API server as its admin (e.g. /metrics, its own counts)."""
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         request = urllib.request.Request(
             self.server + path,
-            headers={
-                "Authorization": f"Bearer {self.token}",
-                "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
-            },
+            headers={"Authorization": f"Bearer {self.token}", "Accept": accept},
         )
         with urllib.request.urlopen(request, context=context, timeout=10) as r:
-            return json.loads(r.read())
+            return bytes(r.read())
 
     def service_account_kubeconfig(self, path: Path, name: str, namespace: str) -> Path:
         """A kubeconfig at `path` with a token the TokenRequest API issued to the

@@ -5,7 +5,9 @@ marked and kept, a malformed DeltaLake is rejected while the rest run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,24 @@ def test_status_command_shows_lakes(
     assert "LAKE" in out and "data/main" in out
     line = next(row for row in out.splitlines() if row.startswith("data/main "))
     assert line.split()[1:3] == ["3", "2"]
+    # --json: the tables under their NAMESPACE/NAME as before, the lakes under "lakes".
+    assert main(["status", "--manifests", str(manifests), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert set(shown) == {name("events"), name("sales/orders"), "data/mine", "lakes"}
+    assert all("/" in key for key in shown if key != "lakes")
+    lakes = shown["lakes"]
+    assert set(lakes) == {"data/main"}
+    assert (lakes["data/main"]["tables"], lakes["data/main"]["managedTables"]) == (3, 2)
+    assert lakes["data/main"]["lastScan"]["result"] == "ok"
+
+
+def test_status_json_without_lakes_has_only_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status_file = tmp_path / "status.json"
+    status_file.write_text(json.dumps({"tables": {"ns/t": {"version": 3}}, "lakes": {}}))
+    assert main(["status", "--status-file", str(status_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ns/t": {"version": 3}}
 
 
 def test_a_lake_whose_secret_is_missing_is_not_ready(tmp_path: Path) -> None:
@@ -140,3 +160,78 @@ def test_a_lake_whose_secret_is_missing_is_not_ready(tmp_path: Path) -> None:
     ready = {c["type"]: c for c in body["lakes"]["data/main"]["conditions"]}["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "SecretNotFound")
     assert "data/nope" in ready["message"]
+
+
+@contextlib.contextmanager
+def running(manifests: Path) -> Iterator[standalone.Standalone]:
+    daemon = standalone.Standalone(manifests, standalone.status_file_for(manifests), Metrics())
+    try:
+        yield daemon
+    finally:
+        daemon.fleet.close()
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status.get("conditions") or []}
+
+
+def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
+    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, manifests = setup
+    status_file = standalone.status_file_for(manifests)
+    orders, key = name("sales/orders"), ("data", table_name("sales/orders", "main"))
+    commit = data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json"
+    saved = commit.read_bytes()
+    with running(manifests) as daemon:
+        asyncio.run(cycle(daemon))
+        before = json.loads(status_file.read_text())["tables"][orders]
+        assert conditions(before)["TableFound"] == ("True", "Found")
+        commit.unlink()
+        asyncio.run(cycle(daemon))
+        assert key not in daemon.tables  # no longer polled
+    body = json.loads(status_file.read_text())
+    gone = body["tables"][orders]
+    assert gone["discovery"]["present"] is False
+    assert gone["version"] == before["version"]  # the last poll's status, kept
+    assert conditions(gone)["Ready"] == ("True", "Watching") == conditions(before)["Ready"]
+    assert conditions(gone)["TableFound"] == ("False", "NotFound")
+    assert body["lakes"]["data/main"]["missingTables"] == 1
+    capsys.readouterr()
+    assert main(["status", "--status-file", str(status_file)]) == 0
+    said = f"{orders}: gone from DeltaLake data/main (sales/orders); not polled, status kept"
+    assert said in capsys.readouterr().out
+
+    # A restart: the status file says it is gone; it stays gone, unpolled, until it is back.
+    with running(manifests) as daemon:
+        daemon.reload()
+        assert key not in daemon.tables
+        asyncio.run(cycle(daemon))
+        assert key not in daemon.tables
+        body = json.loads(status_file.read_text())
+        assert body["tables"][orders]["discovery"]["present"] is False
+        assert conditions(body["tables"][orders])["TableFound"] == ("False", "NotFound")
+        assert body["lakes"]["data/main"]["missingTables"] == 1
+        assert body["lakes"]["data/main"]["managedTables"] == 2
+
+        commit.write_bytes(saved)
+        asyncio.run(cycle(daemon))
+        assert key in daemon.tables  # polled again
+        back = json.loads(status_file.read_text())
+        assert back["tables"][orders]["discovery"]["present"] is True
+        assert conditions(back["tables"][orders])["TableFound"] == ("True", "Found")
+        assert conditions(back["tables"][orders])["Ready"][0] == "True"
+        assert back["lakes"]["data/main"]["missingTables"] == 0
+
+
+def test_a_gone_tables_status_goes_with_its_lake(setup: tuple[Path, Path]) -> None:
+    data, manifests = setup
+    status_file = standalone.status_file_for(manifests)
+    with running(manifests) as daemon:
+        asyncio.run(cycle(daemon))
+        (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()
+        asyncio.run(cycle(daemon))
+        assert name("sales/orders") in json.loads(status_file.read_text())["tables"]
+        (manifests / "lake.json").unlink()
+        asyncio.run(cycle(daemon))
+    assert set(json.loads(status_file.read_text())["tables"]) == {"data/mine"}

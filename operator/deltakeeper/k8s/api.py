@@ -12,6 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from deltakeeper.resources.crd import GROUP, VERSION
+from deltakeeper.resources.lake import APPLIED_ANNOTATION
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime.targets import SecretUnreadable
 
@@ -110,6 +111,19 @@ def short_error(e: Exception) -> str:
     if isinstance(e, ApiException):
         return f"HTTP {e.status} {e.reason}"
     return type(e).__name__
+
+
+def controller_uid(meta: Mapping[str, Any]) -> str:
+    """The uid of the object's controlling owner ("" when it has none)."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def applied_digest(meta: Mapping[str, Any]) -> str:
+    """The digest of the manifest a DeltaLake last applied to this DeltaTable ("" when none)."""
+    return str((meta.get("annotations") or {}).get(APPLIED_ANNOTATION) or "")
 
 
 def table_resource(body: Mapping[str, Any]) -> TableResource:

@@ -2,10 +2,13 @@
 acts, and each table found gets a DeltaTable, made and kept by server-side apply.
 
 The DeltaTables are owned by their DeltaLake (ownerReference), so deleting the lake lets the
-cluster's garbage collector delete them; their data is never touched. A DeltaTable whose table
-a scan no longer finds is kept, with the condition `TableFound=False`: a table gone from a scan
-may be a move or a mistake, and deleting a DeltaTable is never what a scan implies. The
-DeltaTables themselves are maintained by tables.py like any other.
+cluster's garbage collector delete them; their data is never touched. A lake's DeltaTables are
+the ones it controls by ownerReference: a user's DeltaTable that only carries the lake's label
+is not counted, marked or applied. Each applied DeltaTable carries the digest of what was
+applied (an annotation), so a scan, after a restart too, applies only what differs. A
+DeltaTable whose table a scan no longer finds is kept, with the condition `TableFound=False`: a
+table gone from a scan may be a move or a mistake, and deleting a DeltaTable is never what a
+scan implies. The DeltaTables themselves are maintained by tables.py like any other.
 """
 
 from __future__ import annotations
@@ -24,17 +27,22 @@ from typing import Any, TypeVar
 import kopf
 
 from deltakeeper.k8s import api, secrets
-from deltakeeper.resources.lake import LAKE_LABEL, LakeResource, parse_lake, table_manifest
+from deltakeeper.k8s.tables import TableEntry
+from deltakeeper.resources.lake import (
+    APPLIED_ANNOTATION,
+    LakeResource,
+    parse_lake,
+    table_manifest,
+)
 from deltakeeper.resources.manifests import ManifestError
 from deltakeeper.runtime.credentials import SCRUBBER
-from deltakeeper.runtime.lakes import LakeScan, LakeScanner, ScanResult, lake_status
+from deltakeeper.runtime.lakes import LakeScan, LakeScanner, ScanResult, lake_status, table_found
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
 from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event, Problem
 
 log = logging.getLogger("deltakeeper.operator")
 Key = tuple[str, str]
-TABLE_FOUND = "TableFound"
 IDLE_CHECK_S = 3.0  # how often a lake not scanned (another replica acts) looks again
 RETRY_S = 30.0  # after a failed scan, the next is this soon (or scanInterval, if sooner)
 # Requests in flight while applying: 10,000 new tables one by one take minutes.
@@ -53,12 +61,14 @@ class LakeEntry:
     resource: LakeResource | None
     problem: str = ""  # why the spec cannot be used
     scanner: LakeScanner | None = None
-    # name -> what was applied, as a digest: 10,000 whole bodies would cost tens of MiB
-    applied: dict[str, str] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)  # as last written
     failed: str = ""  # why the last scan failed ("": it did not)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+
+    @property
+    def uid(self) -> str:
+        return str(self.ref["metadata"]["uid"])
 
     @property
     def owner(self) -> dict[str, Any]:
@@ -66,7 +76,7 @@ class LakeEntry:
             "apiVersion": self.ref["apiVersion"],
             "kind": self.ref["kind"],
             "name": self.ref["metadata"]["name"],
-            "uid": self.ref["metadata"]["uid"],
+            "uid": self.uid,
             "controller": True,
         }
 
@@ -150,7 +160,7 @@ class Lakes:
         else:
             if entry.scanner is None:
                 entry.scanner = LakeScanner(lake, self.memo.metrics)
-                entry.scanner.known = self._known(key, lake)  # no false news after a restart
+                entry.scanner.known = self._known(key, entry)  # no false news after a restart
             options = await self._storage_options(lake)
             if isinstance(options, Problem):
                 scan = entry.scanner.failed(options.message, options.reason)
@@ -159,13 +169,14 @@ class Lakes:
         missing: list[str] = []
         refused = None
         if scan.ok and lake is not None:
+            applied = {name: t.applied for name, t in self._managed(key, entry).items()}
             try:
-                await self._run(self._apply, entry, lake, scan.tables)
+                await self._run(self._apply, entry, lake, scan.tables, applied)
             except Exception as e:  # the API server refusing or away: said in Ready
                 refused = f"cannot create or update DeltaTables: {api.short_error(e)}"
                 log.warning("DeltaLake %s/%s: %s", *key, refused)
-            missing = self._mark(key, lake, scan.tables)
-        status = lake_status(scan, len(self._managed(key)), entry.status, entry.generation)
+            missing = self._mark(key, entry, lake, scan.tables)
+        status = lake_status(scan, len(self._managed(key, entry)), entry.status, entry.generation)
         if scan.ok:  # a failed scan says nothing about which tables are there
             status["missingTables"] = len(missing)
         if refused:
@@ -191,58 +202,59 @@ class Lakes:
             return Problem(target.problem.reason, message)
         return dict(target.storage_options)
 
-    def _apply(self, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]) -> None:
-        """Apply the DeltaTable of each table whose manifest is new or changed since this
-        process last applied it (blocking: runs in a thread, a few requests at a time)."""
-        bodies = {}
+    def _apply(
+        self,
+        entry: LakeEntry,
+        lake: LakeResource,
+        paths: tuple[str, ...],
+        applied: Mapping[str, str],
+    ) -> None:
+        """Apply the DeltaTable of each table whose manifest differs from the digest its
+        DeltaTable carries in `applied` (name -> digest, as the watch shows them; a missing
+        DeltaTable has none). Blocking: runs in a thread, a few requests at a time."""
+        todo = []
         for path in paths:
             body = table_manifest(lake, path)
             body["metadata"]["ownerReferences"] = [entry.owner]
-            bodies[body["metadata"]["name"]] = body
-        for name in set(entry.applied) - set(bodies):
-            del entry.applied[name]  # a table that comes back is applied again
-
-        def apply(item: tuple[str, dict[str, Any]]) -> None:
-            api.apply_table(self.memo.api, item[1])
-            entry.applied[item[1]["metadata"]["name"]] = item[0]
-
-        digests = {name: _digest(b) for name, b in bodies.items()}
-        todo = [(digests[n], b) for n, b in bodies.items() if entry.applied.get(n) != digests[n]]
+            digest = _digest(body)
+            if applied.get(body["metadata"]["name"]) != digest:
+                body["metadata"]["annotations"][APPLIED_ANNOTATION] = digest
+                todo.append(body)
         with ThreadPoolExecutor(APPLY_THREADS) as pool:
-            list(pool.map(apply, todo))  # raises the first failure, after the others ran
+            # raises the first failure, after the others ran
+            list(pool.map(lambda body: api.apply_table(self.memo.api, body), todo))
 
-    def _managed(self, key: Key) -> dict[str, str]:
-        """The DeltaTables labelled as this lake's, as the watch shows them: name -> uri."""
-        namespace, lake = key
+    def _managed(self, key: Key, entry: LakeEntry) -> dict[str, TableEntry]:
+        """The DeltaTables this lake controls (by ownerReference: a label anyone can set), as
+        the watch shows them, by name."""
         return {
-            name: str(entry.resource.spec.get("uri", ""))
-            for (ns, name), entry in list(self.memo.tables.entries.items())
-            if ns == namespace and entry.resource.labels.get(LAKE_LABEL) == lake
+            name: table
+            for (ns, name), table in list(self.memo.tables.entries.items())
+            if ns == key[0] and table.controller == entry.uid
         }
 
-    def _known(self, key: Key, lake: LakeResource) -> tuple[str, ...] | None:
+    def _known(self, key: Key, entry: LakeEntry) -> tuple[str, ...] | None:
         """The paths of the tables this lake manages already, from their DeltaTables."""
-        prefix = lake.uri.rstrip("/") + "/"
-        uris = self._managed(key).values()
+        assert entry.resource is not None  # only a lake with a usable spec is scanned
+        prefix = entry.resource.uri.rstrip("/") + "/"
+        uris = [str(t.resource.spec.get("uri", "")) for t in self._managed(key, entry).values()]
         paths = tuple(sorted(u[len(prefix) :] for u in uris if u.startswith(prefix)))
         return paths or None
 
-    def _mark(self, key: Key, lake: LakeResource, paths: tuple[str, ...]) -> list[str]:
+    def _mark(
+        self, key: Key, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]
+    ) -> list[str]:
         """TableFound on each managed DeltaTable; returns the names of those not found."""
         found = {lake.table_name(p): p for p in paths}
         tables = self.memo.tables
         for name, path in found.items():
-            message = f"the last scan of DeltaLake {lake.name} found {path}"
-            condition = Condition(TABLE_FOUND, ConditionStatus.TRUE, "Found", message)
-            tables.set_condition((key[0], name), condition)
-        missing = sorted(set(self._managed(key)) - set(found))
+            tables.set_condition((key[0], name), table_found(lake.name, path, True))
+        managed = self._managed(key, entry)
+        missing = sorted(set(managed) - set(found))
         for name in missing:
-            message = (
-                f"the last scan of DeltaLake {lake.name} did not find this table; the "
-                "DeltaTable is kept: delete it yourself if the table is gone for good"
-            )
-            condition = Condition(TABLE_FOUND, ConditionStatus.FALSE, "NotFound", message)
-            tables.set_condition((key[0], name), condition)
+            path = str(managed[name].resource.spec.get("uri", name))
+            kept = "the DeltaTable is kept: delete it yourself if the table is gone for good"
+            tables.set_condition((key[0], name), table_found(lake.name, path, False, kept))
         return missing
 
     def _announce(self, entry: LakeEntry, scan: LakeScan) -> None:

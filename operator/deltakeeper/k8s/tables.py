@@ -37,6 +37,8 @@ class TableEntry(Entry):
 
     ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
     last_maintenance: Any = None  # the status's, so a new loop keeps the schedules
+    controller: str = ""  # the uid of its controlling owner (a DeltaLake), "" when none
+    applied: str = ""  # the digest of what a DeltaLake last applied to it (its annotation)
 
 
 class Tables:
@@ -73,8 +75,10 @@ class Tables:
         key = (meta.get("namespace") or "default", meta["name"])
         entry = self.entries.get(key)
         last = (body.get("status") or {}).get("lastMaintenance")
+        controller, applied = api.controller_uid(meta), api.applied_digest(meta)
         if entry is not None and entry.ref.metadata.uid == meta.get("uid"):
             entry.last_maintenance = last
+            entry.controller, entry.applied = controller, applied
             if (entry.resource.generation, entry.resource.labels) != (
                 int(meta.get("generation") or 1),
                 dict(meta.get("labels") or {}),
@@ -86,7 +90,16 @@ class Tables:
         ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
         ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
         resource = api.table_resource(body)
-        self.registry.add(key, TableEntry(resource, ref=kopf.Body(ref), last_maintenance=last))
+        self.registry.add(
+            key,
+            TableEntry(
+                resource,
+                ref=kopf.Body(ref),
+                last_maintenance=last,
+                controller=controller,
+                applied=applied,
+            ),
+        )
         if self.acting:
             self._start(key)
 

@@ -23,6 +23,8 @@ from deltakeeper.units import parse_duration_ms
 KIND = "DeltaLake"
 LAKE_LABEL = f"{crd.GROUP}/lake"  # on every DeltaTable a lake manages: the lake's name
 PATH_ANNOTATION = f"{crd.GROUP}/path"  # the table's full URI
+# The operator's digest of what it applied: a restart re-applies only what differs.
+APPLIED_ANNOTATION = f"{crd.GROUP}/applied"
 MAX_NAME = names.MAX_NAME  # the lake's name is a label value of every table it manages
 MAX_DEPTH_LIMIT = 32
 SPEC_FIELDS = ("uri", "storage", "include", "exclude", "maxDepth", "scanInterval", "tableTemplate")

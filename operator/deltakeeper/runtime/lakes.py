@@ -22,6 +22,7 @@ from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event
 
 log = logging.getLogger("deltakeeper.lakes")
+TABLE_FOUND = "TableFound"  # the condition of a lake's table: did the last good scan find it
 
 
 class ScanResult(enum.StrEnum):
@@ -135,6 +136,15 @@ class LakeScanner:
         if self.metrics is not None:
             self.metrics.lake_scan(self.lake.namespace, self.lake.name, scan.result, None, 0.0, 0)
         return scan
+
+
+def table_found(lake: str, path: str, found: bool, kept: str = "") -> Condition:
+    """A lake's table's TableFound condition; `kept` says what became of a table not found."""
+    if found:
+        message = f"the last scan of DeltaLake {lake} found {path}"
+        return Condition(TABLE_FOUND, ConditionStatus.TRUE, "Found", message)
+    message = f"the last scan of DeltaLake {lake} did not find {path}; {kept}".rstrip("; ")
+    return Condition(TABLE_FOUND, ConditionStatus.FALSE, "NotFound", message)
 
 
 def lake_status(
