@@ -172,3 +172,27 @@ def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
     assert found is not None and found.job.job_id == "running" and found.job.poll() is None
     assert found.started_ms == 1_793_491_201_000
     assert found.planned == Planned(len("running"), 1000)  # from the job's annotations
+
+
+def test_no_sparkapplication_crd_means_no_job_to_adopt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without spark-operator's CRD the list answers 404: nothing to adopt, so the watcher stops
+    # asking (it asked, and warned, on every poll of every table); other errors still raise.
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    answers: list[int] = []
+
+    class Custom:
+        def __init__(self, _: Any) -> None:
+            pass
+
+        def list_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> Any:
+            raise ApiException(status=answers.pop(0))
+
+    monkeypatch.setattr(client, "CustomObjectsApi", Custom)
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lambda *_: None)
+    answers.append(404)
+    assert launcher.adopt(("ns", "t"), 60.0, None) is None
+    answers.append(403)
+    with pytest.raises(ApiException):
+        launcher.adopt(("ns", "t"), 60.0, None)

@@ -137,15 +137,22 @@ def read(api: client.ApiClient, namespace: str, name: str) -> Job | None:
 
 
 def for_table(api: client.ApiClient, namespace: str, table: str) -> list[Job]:
-    """The table's jobs, oldest first."""
-    listed: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        label_selector=f"{TABLE_LABEL}={table}",
-        _request_timeout=TIMEOUT,
-    )
+    """The table's jobs, oldest first; none where the SparkApplication CRD is not installed
+    (a list answers 404 only then), so a cluster without spark-operator is not asked again
+    and warned about on every poll. Starting a job there fails, with the reason, instead."""
+    try:
+        listed: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            label_selector=f"{TABLE_LABEL}={table}",
+            _request_timeout=TIMEOUT,
+        )
+    except ApiException as e:
+        if e.status == 404:
+            return []
+        raise
     jobs = [Job.from_object(o) for o in listed.get("items") or []]
     return sorted(jobs, key=lambda j: (j.created, j.name))
 
