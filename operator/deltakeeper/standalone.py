@@ -188,7 +188,7 @@ class Standalone:
         ):
             return  # marked already
         kept = "no longer polled; its status is kept and nothing is deleted"
-        found = table_found(_lake_name(lake), path, False, kept)
+        found = table_found(_lake_name(lake.resource), path, False, kept)
         generation = int(old.get("observedGeneration") or 1)
         mark = status.conditions_status([found], old, generation, self.clock())
         old["conditions"] = [c for c in conditions if c.get("type") != TABLE_FOUND] + mark
@@ -197,7 +197,7 @@ class Standalone:
 
     def _gone_before(self, lake: LakeResource) -> set[str]:
         """The lake's tables the status file says were gone when it was written."""
-        name = _name((lake.namespace, lake.name))
+        name = _lake_name(lake)
         return {
             str(where.get("path"))
             for s in self.statuses.values()
@@ -259,7 +259,7 @@ class Standalone:
             log.log(level, "%s/%s: %s: %s", lake.namespace, lake.name, event.reason, event.message)
         self._sync_tables()
         managed = sum(1 for origin, _ in self._origin.values() if origin is entry)
-        name = _name((lake.namespace, lake.name))
+        name = _lake_name(lake)
         previous = self.lake_statuses.get(name)
         self.lake_statuses[name] = lake_status(scan, managed, previous, lake.generation)
         if scan.ok:  # a failed scan says nothing about which tables are there
@@ -328,7 +328,7 @@ class Standalone:
         origin = self._origin.get(target.key)
         if origin is not None:
             new["discovery"] = _discovery(*origin)
-            found = table_found(_lake_name(origin[0]), origin[1], True)
+            found = table_found(_lake_name(origin[0].resource), origin[1], True)
             now = self.clock()
             new["conditions"] += status.conditions_status([found], old, target.generation, now)
         self.statuses[name] = {**new, "_spec": old.get("_spec")}
@@ -409,11 +409,11 @@ class Standalone:
 
 def _discovery(entry: LakeEntry, path: str) -> dict[str, Any]:
     """A lake-managed table's origin, and whether the lake's last good scan still found it."""
-    return {"lake": _lake_name(entry), "path": path, "present": path not in entry.gone}
+    return {"lake": _lake_name(entry.resource), "path": path, "present": path not in entry.gone}
 
 
-def _lake_name(entry: LakeEntry) -> str:
-    return _name((entry.resource.namespace, entry.resource.name))
+def _lake_name(lake: LakeResource) -> str:
+    return _name((lake.namespace, lake.name))
 
 
 def _signature(folder: Path) -> object:
