@@ -1,0 +1,956 @@
+//! Stats JSON strings into typed columns, with the semantics of deltakeeper's
+//! `types.coerce_row` (Python's `json.loads(parse_float=Decimal)` then `coerce`):
+//!
+//! - a string that is not JSON (as Python's decoder reads it: strict strings, NaN/Infinity
+//!   allowed, last duplicate key wins) or not an object gives a null row;
+//! - a value that does not fit its field is null, the rest of the row is kept;
+//! - anything whose Python outcome this code does not reproduce exactly (an unusual timestamp
+//!   form, a decimal string Python's `Decimal` reads more leniently, a lone surrogate, very long
+//!   numbers, deep nesting, invalid UTF-8) makes the row `Unhandled`: the caller parses that
+//!   row in Python.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Struct,
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    F32,
+    F64,
+    Utf8,
+    Date32,
+    TimestampUs,
+    Decimal128,
+}
+
+impl Kind {
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Some(match name {
+            "struct" => Kind::Struct,
+            "bool" => Kind::Bool,
+            "i8" => Kind::I8,
+            "i16" => Kind::I16,
+            "i32" => Kind::I32,
+            "i64" => Kind::I64,
+            "f32" => Kind::F32,
+            "f64" => Kind::F64,
+            "utf8" => Kind::Utf8,
+            "date32" => Kind::Date32,
+            "timestamp_us" => Kind::TimestampUs,
+            "decimal128" => Kind::Decimal128,
+            _ => return None,
+        })
+    }
+
+    /// Bytes per value in the values buffer (bool is one byte here, packed at the end).
+    pub fn width(self) -> usize {
+        match self {
+            Kind::Struct | Kind::Utf8 => 0,
+            Kind::Bool | Kind::I8 => 1,
+            Kind::I16 => 2,
+            Kind::I32 | Kind::F32 | Kind::Date32 => 4,
+            Kind::I64 | Kind::F64 | Kind::TimestampUs => 8,
+            Kind::Decimal128 => 16,
+        }
+    }
+}
+
+pub struct Node {
+    pub kind: Kind,
+    pub name: Vec<u8>,
+    pub children: Vec<usize>,
+    /// One past the last node of this node's subtree (nodes are in preorder).
+    pub end: usize,
+    pub precision: u32,
+    pub scale: i32,
+}
+
+/// Nodes in preorder; node 0 is the row's struct.
+pub struct Schema {
+    pub nodes: Vec<Node>,
+}
+
+impl Schema {
+    /// From (kind, name, child count, precision, scale) in preorder.
+    pub fn new(spec: Vec<(String, String, usize, u32, i32)>) -> Result<Schema, String> {
+        let mut nodes = Vec::with_capacity(spec.len());
+        for (kind, name, _, precision, scale) in &spec {
+            let kind = Kind::from_name(kind).ok_or_else(|| format!("unsupported type {kind}"))?;
+            if kind == Kind::Decimal128 && !(1..=38).contains(precision) {
+                return Err(format!("decimal precision {precision} out of range"));
+            }
+            nodes.push(Node {
+                kind,
+                name: name.as_bytes().to_vec(),
+                children: Vec::new(),
+                end: 0,
+                precision: *precision,
+                scale: *scale,
+            });
+        }
+        let counts: Vec<usize> = spec.iter().map(|s| s.2).collect();
+        if nodes.is_empty() || nodes[0].kind != Kind::Struct {
+            return Err("the root must be a struct".into());
+        }
+        let end = link(&mut nodes, &counts, 0)?;
+        if end != nodes.len() {
+            return Err("spec has nodes outside the root".into());
+        }
+        Ok(Schema { nodes })
+    }
+}
+
+fn link(nodes: &mut [Node], counts: &[usize], at: usize) -> Result<usize, String> {
+    let mut next = at + 1;
+    if nodes[at].kind == Kind::Struct {
+        for _ in 0..counts[at] {
+            if next >= nodes.len() {
+                return Err("spec ends inside a struct".into());
+            }
+            nodes[at].children.push(next);
+            next = link(nodes, counts, next)?;
+        }
+        let mut names: Vec<&[u8]> = nodes[at]
+            .children
+            .iter()
+            .map(|&c| &nodes[c].name[..])
+            .collect();
+        names.sort();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err("a struct has two fields of one name".into());
+        }
+    } else if counts[at] != 0 {
+        return Err("a leaf with children".into());
+    }
+    nodes[at].end = next;
+    Ok(next)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fail {
+    Syntax,
+    Unhandled,
+}
+
+type Res<T> = Result<T, Fail>;
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    valid: bool,
+    bits: u128,
+    /// A string value: range in the row's scratch buffer.
+    start: u32,
+    len: u32,
+}
+
+/// Output columns, one per node, one byte of validity per row (packed by the caller).
+pub struct Column {
+    pub valid: Vec<u8>,
+    pub values: Vec<u8>,
+    pub offsets: Vec<i64>,
+    pub data: Vec<u8>,
+}
+
+pub struct Output {
+    pub columns: Vec<Column>,
+    /// Rows (relative to this part) that Python must parse.
+    pub unhandled: Vec<usize>,
+}
+
+const MAX_DEPTH: usize = 64;
+const MAX_NUMBER: usize = 300;
+
+struct Parser<'a> {
+    schema: &'a Schema,
+    slots: Vec<Slot>,
+    scratch: Vec<u8>,
+    b: &'a [u8],
+    pos: usize,
+    depth: usize,
+    hint: Vec<usize>,
+}
+
+pub fn parse_rows(schema: &Schema, rows: &[&[u8]]) -> Output {
+    let n = rows.len();
+    let mut columns: Vec<Column> = schema
+        .nodes
+        .iter()
+        .map(|node| Column {
+            valid: Vec::with_capacity(n),
+            values: Vec::with_capacity(n * node.kind.width()),
+            offsets: if node.kind == Kind::Utf8 {
+                let mut o = Vec::with_capacity(n + 1);
+                o.push(0);
+                o
+            } else {
+                Vec::new()
+            },
+            data: Vec::new(),
+        })
+        .collect();
+    let mut p = Parser {
+        schema,
+        slots: vec![Slot::default(); schema.nodes.len()],
+        scratch: Vec::new(),
+        b: &[],
+        pos: 0,
+        depth: 0,
+        hint: vec![0; schema.nodes.len()],
+    };
+    let mut unhandled = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        match p.row(row) {
+            Ok(()) => {}
+            Err(Fail::Syntax) => p.clear(0, schema.nodes.len()),
+            Err(Fail::Unhandled) => {
+                p.clear(0, schema.nodes.len());
+                unhandled.push(i);
+            }
+        }
+        p.emit(&mut columns);
+    }
+    Output { columns, unhandled }
+}
+
+impl<'a> Parser<'a> {
+    fn row(&mut self, row: &'a [u8]) -> Res<()> {
+        if std::str::from_utf8(row).is_err() {
+            return Err(Fail::Unhandled);
+        }
+        self.b = row;
+        self.pos = 0;
+        self.depth = 0;
+        self.scratch.clear();
+        self.value(0)?;
+        self.ws();
+        if self.pos != self.b.len() {
+            return Err(Fail::Syntax);
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self, from: usize, to: usize) {
+        for s in &mut self.slots[from..to] {
+            s.valid = false;
+        }
+    }
+
+    fn emit(&self, columns: &mut [Column]) {
+        for (i, (node, col)) in self.schema.nodes.iter().zip(columns.iter_mut()).enumerate() {
+            let s = &self.slots[i];
+            col.valid.push(s.valid as u8);
+            match node.kind {
+                Kind::Struct => {}
+                Kind::Utf8 => {
+                    if s.valid {
+                        let (a, l) = (s.start as usize, s.len as usize);
+                        col.data.extend_from_slice(&self.scratch[a..a + l]);
+                    }
+                    col.offsets.push(col.data.len() as i64);
+                }
+                kind => {
+                    let bits = if s.valid { s.bits } else { 0 };
+                    col.values
+                        .extend_from_slice(&bits.to_le_bytes()[..kind.width()]);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Res<()> {
+        if self.b[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(Fail::Syntax)
+        }
+    }
+
+    fn set(&mut self, node: usize, bits: u128) {
+        let s = &mut self.slots[node];
+        s.valid = true;
+        s.bits = bits;
+    }
+
+    /// One JSON value into `node` (whose subtree is cleared first: a later duplicate key wins).
+    fn value(&mut self, node: usize) -> Res<()> {
+        let (kind, end) = {
+            let n = &self.schema.nodes[node];
+            (n.kind, n.end)
+        };
+        self.clear(node, end);
+        self.ws();
+        match self.peek() {
+            Some(b'{') if kind == Kind::Struct => self.object(node),
+            Some(b'{' | b'[') => self.skip(),
+            Some(b'"') => {
+                let (a, l) = self.string()?;
+                self.from_text(node, a, l)
+            }
+            Some(b't') => {
+                self.literal(b"true")?;
+                if kind == Kind::Bool {
+                    self.set(node, 1);
+                }
+                Ok(())
+            }
+            Some(b'f') => {
+                self.literal(b"false")?;
+                if kind == Kind::Bool {
+                    self.set(node, 0);
+                }
+                Ok(())
+            }
+            Some(b'n') => self.literal(b"null"),
+            Some(b'N') => {
+                self.literal(b"NaN")?;
+                self.special_float(node, f64::NAN);
+                Ok(())
+            }
+            Some(b'I') => {
+                self.literal(b"Infinity")?;
+                self.special_float(node, f64::INFINITY);
+                Ok(())
+            }
+            Some(b'-') if self.b.get(self.pos + 1) == Some(&b'I') => {
+                self.literal(b"-Infinity")?;
+                self.special_float(node, f64::NEG_INFINITY);
+                Ok(())
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                let (a, z, int) = self.number()?;
+                self.from_number(node, a, z, int)
+            }
+            _ => Err(Fail::Syntax),
+        }
+    }
+
+    fn special_float(&mut self, node: usize, v: f64) {
+        match self.schema.nodes[node].kind {
+            Kind::F64 => self.set(node, v.to_bits() as u128),
+            Kind::F32 => self.set(node, (v as f32).to_bits() as u128),
+            _ => {}
+        }
+    }
+
+    fn object(&mut self, node: usize) -> Res<()> {
+        self.pos += 1;
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Fail::Unhandled);
+        }
+        self.slots[node].valid = true;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            if self.peek() != Some(b'"') {
+                return Err(Fail::Syntax);
+            }
+            let mark = self.scratch.len();
+            let (a, l) = self.string()?;
+            let child = self.child(node, a, l);
+            self.scratch.truncate(mark);
+            self.ws();
+            if self.peek() != Some(b':') {
+                return Err(Fail::Syntax);
+            }
+            self.pos += 1;
+            match child {
+                Some(c) => self.value(c)?,
+                None => {
+                    self.ws();
+                    self.skip()?
+                }
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(Fail::Syntax),
+            }
+        }
+    }
+
+    /// The child of `node` named by the key at scratch[a..a+l]. Keys usually come in schema
+    /// order, so the search starts after the last match.
+    fn child(&mut self, node: usize, a: usize, l: usize) -> Option<usize> {
+        let schema = self.schema;
+        let children = &schema.nodes[node].children;
+        let key = &self.scratch[a..a + l];
+        let k = children.len();
+        let start = self.hint[node];
+        for step in 0..k {
+            let i = (start + step) % k;
+            let c = children[i];
+            if schema.nodes[c].name == key {
+                self.hint[node] = (i + 1) % k;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// A JSON string (at its opening quote), decoded into the scratch buffer: (start, len).
+    fn string(&mut self) -> Res<(usize, usize)> {
+        self.pos += 1;
+        let start = self.scratch.len();
+        loop {
+            let from = self.pos;
+            while let Some(&c) = self.b.get(self.pos) {
+                if c == b'"' || c == b'\\' || c < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            self.scratch.extend_from_slice(&self.b[from..self.pos]);
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok((start, self.scratch.len() - start));
+                }
+                Some(b'\\') => self.escape()?,
+                _ => return Err(Fail::Syntax), // a control character or the end of the row
+            }
+        }
+    }
+
+    fn escape(&mut self) -> Res<()> {
+        let c = *self.b.get(self.pos + 1).ok_or(Fail::Syntax)?;
+        self.pos += 2;
+        let byte = match c {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 8,
+            b'f' => 12,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                let mut cp = self.hex4()?;
+                if (0xD800..0xDC00).contains(&cp) {
+                    if self.b.get(self.pos) == Some(&b'\\')
+                        && self.b.get(self.pos + 1) == Some(&b'u')
+                    {
+                        self.pos += 2;
+                        let low = self.hex4()?;
+                        if !(0xDC00..0xE000).contains(&low) {
+                            return Err(Fail::Unhandled); // a lone surrogate
+                        }
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    } else {
+                        return Err(Fail::Unhandled);
+                    }
+                } else if (0xDC00..0xE000).contains(&cp) {
+                    return Err(Fail::Unhandled);
+                }
+                let ch = char::from_u32(cp).ok_or(Fail::Unhandled)?;
+                let mut buf = [0u8; 4];
+                self.scratch
+                    .extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                return Ok(());
+            }
+            _ => return Err(Fail::Syntax),
+        };
+        self.scratch.push(byte);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Res<u32> {
+        let digits = self.b.get(self.pos..self.pos + 4).ok_or(Fail::Syntax)?;
+        let mut v = 0u32;
+        for &d in digits {
+            let x = (d as char).to_digit(16).ok_or(Fail::Syntax)?;
+            v = v * 16 + x;
+        }
+        self.pos += 4;
+        Ok(v)
+    }
+
+    /// A JSON number token: (start, end, is an integer). Python's decoder reads the same
+    /// grammar; a token it would leave half-read ("1.", "1e") fails at the next token anyway.
+    fn number(&mut self) -> Res<(usize, usize, bool)> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return Err(Fail::Syntax),
+        }
+        let mut int = true;
+        if self.peek() == Some(b'.') && matches!(self.b.get(self.pos + 1), Some(b'0'..=b'9')) {
+            self.pos += 1;
+            self.digits();
+            int = false;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            let mut at = self.pos + 1;
+            if let Some(b'+' | b'-') = self.b.get(at) {
+                at += 1;
+            }
+            if matches!(self.b.get(at), Some(b'0'..=b'9')) {
+                self.pos = at;
+                self.digits();
+                int = false;
+            }
+        }
+        if self.pos - start > MAX_NUMBER {
+            return Err(Fail::Unhandled);
+        }
+        Ok((start, self.pos, int))
+    }
+
+    fn digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// Skip one value, checking its syntax (Python rejects the row for any error in it).
+    fn skip(&mut self) -> Res<()> {
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                self.depth += 1;
+                if self.depth > MAX_DEPTH {
+                    return Err(Fail::Unhandled);
+                }
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                } else {
+                    loop {
+                        self.ws();
+                        if self.peek() != Some(b'"') {
+                            return Err(Fail::Syntax);
+                        }
+                        let mark = self.scratch.len();
+                        self.string()?;
+                        self.scratch.truncate(mark);
+                        self.ws();
+                        if self.peek() != Some(b':') {
+                            return Err(Fail::Syntax);
+                        }
+                        self.pos += 1;
+                        self.skip()?;
+                        self.ws();
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b'}') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return Err(Fail::Syntax),
+                        }
+                    }
+                }
+                self.depth -= 1;
+                Ok(())
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                self.depth += 1;
+                if self.depth > MAX_DEPTH {
+                    return Err(Fail::Unhandled);
+                }
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                } else {
+                    loop {
+                        self.skip()?;
+                        self.ws();
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b']') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return Err(Fail::Syntax),
+                        }
+                    }
+                }
+                self.depth -= 1;
+                Ok(())
+            }
+            Some(b'"') => {
+                let mark = self.scratch.len();
+                self.string()?;
+                self.scratch.truncate(mark);
+                Ok(())
+            }
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            Some(b'N') => self.literal(b"NaN"),
+            Some(b'I') => self.literal(b"Infinity"),
+            Some(b'-') if self.b.get(self.pos + 1) == Some(&b'I') => self.literal(b"-Infinity"),
+            Some(b'-' | b'0'..=b'9') => self.number().map(|_| ()),
+            _ => Err(Fail::Syntax),
+        }
+    }
+
+    fn from_number(&mut self, node: usize, a: usize, z: usize, int: bool) -> Res<()> {
+        let schema = self.schema;
+        let n = &schema.nodes[node];
+        let tok = &self.b[a..z];
+        let bits = match n.kind {
+            Kind::I8 => int_in(tok, int, 8),
+            Kind::I16 => int_in(tok, int, 16),
+            Kind::I32 => int_in(tok, int, 32),
+            Kind::I64 => int_in(tok, int, 64),
+            Kind::F64 => Some(float_of(tok, int).to_bits() as u128),
+            Kind::F32 => Some((float_of(tok, int) as f32).to_bits() as u128),
+            Kind::Decimal128 => decimal(tok, n.precision, n.scale)?.map(|v| v as u128),
+            _ => None,
+        };
+        if let Some(bits) = bits {
+            self.set(node, bits);
+        }
+        Ok(())
+    }
+
+    fn from_text(&mut self, node: usize, a: usize, l: usize) -> Res<()> {
+        let schema = self.schema;
+        let n = &schema.nodes[node];
+        let text = &self.scratch[a..a + l];
+        let bits = match n.kind {
+            Kind::Utf8 => {
+                let s = &mut self.slots[node];
+                s.valid = true;
+                s.start = a as u32;
+                s.len = l as u32;
+                return Ok(());
+            }
+            Kind::F64 | Kind::F32 => {
+                let v = match text {
+                    b"NaN" => f64::NAN,
+                    b"Infinity" => f64::INFINITY,
+                    b"-Infinity" => f64::NEG_INFINITY,
+                    _ => return Ok(()),
+                };
+                self.special_float(node, v);
+                return Ok(());
+            }
+            Kind::Date32 => date(text)?.map(|d| d as u32 as u128),
+            Kind::TimestampUs => Some(timestamp(text)? as u64 as u128),
+            Kind::Decimal128 => {
+                plain_text(text)?;
+                if !decimal_syntax(text) {
+                    return Err(Fail::Unhandled); // Python's Decimal reads more forms
+                }
+                decimal(text, n.precision, n.scale)?.map(|v| v as u128)
+            }
+            _ => None,
+        };
+        if let Some(bits) = bits {
+            self.set(node, bits);
+        }
+        Ok(())
+    }
+}
+
+/// An integer token within a signed `bits`-bit range, as its two's complement bits.
+fn int_in(tok: &[u8], int: bool, bits: u32) -> Option<u128> {
+    if !int {
+        return None;
+    }
+    let (neg, digits) = match tok.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, tok),
+    };
+    let mut v: i128 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add((d - b'0') as i128)?;
+    }
+    if neg {
+        v = -v;
+    }
+    let lo = -(1i128 << (bits - 1));
+    let hi = 1i128 << (bits - 1);
+    if v < lo || v >= hi {
+        return None;
+    }
+    Some(v as i64 as u64 as u128)
+}
+
+fn float_of(tok: &[u8], int: bool) -> f64 {
+    // The token is ASCII JSON number syntax, which Rust's float parser accepts; it rounds
+    // correctly, as Python's float(int) and float(Decimal) do.
+    let v: f64 = std::str::from_utf8(tok)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(f64::NAN);
+    if int && v == 0.0 {
+        0.0 // Python's int has no negative zero
+    } else {
+        v
+    }
+}
+
+/// Python's `str.strip()` would change the text or it holds non-ASCII: leave it to Python.
+fn plain_text(text: &[u8]) -> Res<()> {
+    let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f);
+    if text.iter().any(|&c| c >= 0x80) {
+        return Err(Fail::Unhandled);
+    }
+    if let (Some(&first), Some(&last)) = (text.first(), text.last()) {
+        if space(first) || space(last) {
+            return Err(Fail::Unhandled);
+        }
+    }
+    Ok(())
+}
+
+/// `[+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)?`, all ASCII.
+fn decimal_syntax(t: &[u8]) -> bool {
+    let mut i = 0;
+    if let Some(b'+' | b'-') = t.first() {
+        i = 1;
+    }
+    let int_start = i;
+    while i < t.len() && t[i].is_ascii_digit() {
+        i += 1;
+    }
+    let mut digits = i - int_start;
+    if i < t.len() && t[i] == b'.' {
+        i += 1;
+        let f = i;
+        while i < t.len() && t[i].is_ascii_digit() {
+            i += 1;
+        }
+        digits += i - f;
+    }
+    if digits == 0 {
+        return false;
+    }
+    if i < t.len() && (t[i] == b'e' || t[i] == b'E') {
+        i += 1;
+        if i < t.len() && (t[i] == b'+' || t[i] == b'-') {
+            i += 1;
+        }
+        let e = i;
+        while i < t.len() && t[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == e {
+            return false;
+        }
+    }
+    i == t.len()
+}
+
+/// The unscaled value of a decimal text at exactly `scale` digits, None if that would round
+/// or not fit `precision` digits (Python: quantize, then compare and bound).
+fn decimal(t: &[u8], precision: u32, scale: i32) -> Res<Option<i128>> {
+    let (neg, t) = match t.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, t),
+    };
+    let e_at = t
+        .iter()
+        .position(|&c| c == b'e' || c == b'E')
+        .unwrap_or(t.len());
+    let (mantissa, exp_part) = (&t[..e_at], t.get(e_at + 1..).unwrap_or(&[]));
+    let mut exp: i64 = 0;
+    if !exp_part.is_empty() {
+        let (eneg, ed) = match exp_part.split_first() {
+            Some((b'-', r)) => (true, r),
+            Some((b'+', r)) => (false, r),
+            _ => (false, exp_part),
+        };
+        if ed.len() > 9 {
+            return Err(Fail::Unhandled);
+        }
+        for &d in ed {
+            exp = exp * 10 + (d - b'0') as i64;
+        }
+        if eneg {
+            exp = -exp;
+        }
+    }
+    let mut coef: Vec<u8> = Vec::with_capacity(mantissa.len());
+    let mut frac_digits: i64 = 0;
+    let mut in_frac = false;
+    for &c in mantissa {
+        if c == b'.' {
+            in_frac = true;
+        } else {
+            coef.push(c - b'0');
+            if in_frac {
+                frac_digits += 1;
+            }
+        }
+    }
+    exp -= frac_digits;
+    let lead = coef.iter().position(|&d| d != 0).unwrap_or(coef.len());
+    let coef = &coef[lead..];
+    if coef.is_empty() {
+        return Ok(Some(0));
+    }
+    let trail = coef.iter().rev().take_while(|&&d| d == 0).count();
+    let coef = &coef[..coef.len() - trail];
+    exp += trail as i64;
+    let k = exp + scale as i64; // zeros to append for the unscaled value
+    if k < 0 || coef.len() as i64 + k > precision as i64 {
+        return Ok(None);
+    }
+    let mut v: i128 = 0;
+    for &d in coef {
+        v = v * 10 + d as i128;
+    }
+    for _ in 0..k {
+        v *= 10;
+    }
+    Ok(Some(if neg { -v } else { v }))
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+fn num(t: &[u8]) -> i64 {
+    t.iter().fold(0, |v, &d| v * 10 + (d - b'0') as i64)
+}
+
+fn all_digits(t: &[u8]) -> bool {
+    !t.is_empty() && t.iter().all(u8::is_ascii_digit)
+}
+
+/// `parse_date`: `\d{4}-\d{1,2}-\d{1,2}` after strip, else null; an impossible date is null.
+fn date(t: &[u8]) -> Res<Option<i32>> {
+    plain_text(t)?;
+    let parts: Vec<&[u8]> = t.split(|&c| c == b'-').collect();
+    if parts.len() != 3
+        || parts[0].len() != 4
+        || !(1..=2).contains(&parts[1].len())
+        || !(1..=2).contains(&parts[2].len())
+        || !parts.iter().all(|p| all_digits(p))
+    {
+        return Ok(None);
+    }
+    let (y, m, d) = (num(parts[0]), num(parts[1]), num(parts[2]));
+    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return Ok(None);
+    }
+    Ok(Some(days_from_civil(y, m, d) as i32))
+}
+
+const MIN_US: i64 = -62_135_596_800_000_000; // 0001-01-01T00:00:00
+const MAX_US: i64 = 253_402_300_799_999_999; // 9999-12-31T23:59:59.999999
+
+/// `parse_timestamp` for the forms Delta writes: `YYYY-MM-DD[(T| )HH:MM[:SS[.f{1,6}]][Z|±HH:MM]]`,
+/// as microseconds since the epoch in UTC. Every other text is left to Python's fromisoformat.
+fn timestamp(t: &[u8]) -> Res<i64> {
+    plain_text(t)?;
+    let bad = Err(Fail::Unhandled);
+    if t.len() < 10 || t[4] != b'-' || t[7] != b'-' {
+        return bad;
+    }
+    let (yd, md, dd) = (&t[0..4], &t[5..7], &t[8..10]);
+    if !all_digits(yd) || !all_digits(md) || !all_digits(dd) {
+        return bad;
+    }
+    let (y, m, d) = (num(yd), num(md), num(dd));
+    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return bad;
+    }
+    let mut us = days_from_civil(y, m, d) * 86_400_000_000;
+    let mut rest = &t[10..];
+    if !rest.is_empty() {
+        if !(rest[0] == b'T' || rest[0] == b' ') || rest.len() < 6 || rest[3] != b':' {
+            return bad;
+        }
+        let (hd, mind) = (&rest[1..3], &rest[4..6]);
+        if !all_digits(hd) || !all_digits(mind) {
+            return bad;
+        }
+        let (h, mi) = (num(hd), num(mind));
+        let mut s = 0;
+        let mut frac = 0;
+        rest = &rest[6..];
+        if rest.first() == Some(&b':') {
+            let sd = rest.get(1..3).ok_or(Fail::Unhandled)?;
+            if !all_digits(sd) {
+                return bad;
+            }
+            s = num(sd);
+            rest = &rest[3..];
+            if rest.first() == Some(&b'.') {
+                let n = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+                if !(1..=6).contains(&n) {
+                    return bad;
+                }
+                frac = num(&rest[1..1 + n]) * 10i64.pow(6 - n as u32);
+                rest = &rest[1 + n..];
+            }
+        }
+        if h > 23 || mi > 59 || s > 59 {
+            return bad;
+        }
+        us += ((h * 60 + mi) * 60 + s) * 1_000_000 + frac;
+        match rest {
+            [] | [b'Z'] => {}
+            [sign @ (b'+' | b'-'), oh1, oh2, b':', om1, om2] => {
+                let (oh, om) = ([*oh1, *oh2], [*om1, *om2]);
+                if !all_digits(&oh) || !all_digits(&om) {
+                    return bad;
+                }
+                let (oh, om) = (num(&oh), num(&om));
+                if oh > 23 || om > 59 {
+                    return bad;
+                }
+                let off = (oh * 60 + om) * 60_000_000;
+                us += if *sign == b'+' { -off } else { off };
+            }
+            _ => return bad,
+        }
+    }
+    if !(MIN_US..=MAX_US).contains(&us) {
+        return bad; // Python's astimezone raises OverflowError there
+    }
+    Ok(us)
+}
