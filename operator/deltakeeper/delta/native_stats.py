@@ -5,12 +5,14 @@ typed struct array from the buffers it returns. The extension parses with the se
 `types.coerce_row`; rows it cannot reproduce exactly are returned as "unhandled" for the
 caller to parse in Python. Without the extension `parse` returns None and the caller keeps
 its Arrow JSON path (much slower on many rows), which is logged once.
+DELTAKEEPER_NATIVE=0 in the environment turns the extension off (benchmarks compare both).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +29,8 @@ Buffers = tuple[bytes, bytes | None, bytes | None, bytes | None, int]
 
 
 def _load() -> Any:
+    if os.environ.get("DELTAKEEPER_NATIVE") == "0":  # to measure or compare the Arrow path
+        return None
     try:
         return importlib.import_module("deltakeeper_native")
     except ImportError:
