@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -310,13 +311,29 @@ def run(n: int, on_minio: int, poll_s: int, samples: int) -> dict[str, Any]:
         if statuses is not None:
             statuses.close()
         if op is not None and op.poll() is None:
-            stopping = time.monotonic()
-            op.terminate()
-            op.wait(timeout=120)
-            report["stop_s"] = round(time.monotonic() - stopping, 1)
+            report["stop_s"] = stop_operator(op)
         cluster.stop()
         minio.stop()
+        shutil.rmtree(work, ignore_errors=True)  # gigabytes at 10,000 tables
     return report
+
+
+def stop_operator(op: subprocess.Popen[bytes]) -> float | None:
+    """Seconds from SIGTERM to exit; None when it took over 120 s and was killed (said in the
+    report, not a lost run)."""
+    stopping = time.monotonic()
+    op.terminate()
+    try:
+        op.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        op.kill()
+        op.wait(timeout=30)
+        return None
+    return round(time.monotonic() - stopping, 1)
+
+
+def stopped(stop_s: float | None) -> str:
+    return f"{stop_s} s" if stop_s is not None else "killed after 120 s"
 
 
 def peak_rss(pid: int) -> int:
@@ -355,7 +372,7 @@ def section(reports: list[dict[str, Any]], m: dict[str, Any], started: str) -> s
             f"{r['steady_cores']:.3f} | {r['peak_rss_mib']:.0f} MiB | {r['polls_per_s']} | "
             f"{r['cpu_ms_per_poll']:.2f} ms vs {r['deltars_cpu_ms_per_poll']:.2f} ms "
             f"({ratio:.2f}x) | {latency} | {r['all_status_s']} s / {r['first_pass_s']} s | "
-            f"{r['scrape_s']} s | {r.get('stop_s', '-')} s |"
+            f"{r['scrape_s']} s | {stopped(r.get('stop_s'))} |"
         )
     return "\n".join(
         [
