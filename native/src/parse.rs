@@ -140,9 +140,18 @@ type Res<T> = Result<T, Fail>;
 struct Slot {
     valid: bool,
     bits: u128,
-    /// A string value: range in the row's scratch buffer.
+    /// A string value: its range in the row itself, or in the scratch buffer if unescaped.
+    input: bool,
     start: u32,
     len: u32,
+}
+
+/// A decoded JSON string: a range of the row (no escapes in it) or of the scratch buffer.
+#[derive(Clone, Copy)]
+struct Str {
+    input: bool,
+    a: usize,
+    l: usize,
 }
 
 /// Output columns, one per node, one byte of validity per row (packed by the caller).
@@ -246,7 +255,8 @@ impl<'a> Parser<'a> {
                 Kind::Utf8 => {
                     if s.valid {
                         let (a, l) = (s.start as usize, s.len as usize);
-                        col.data.extend_from_slice(&self.scratch[a..a + l]);
+                        let src = if s.input { self.b } else { &self.scratch[..] };
+                        col.data.extend_from_slice(&src[a..a + l]);
                     }
                     col.offsets.push(col.data.len() as i64);
                 }
@@ -298,8 +308,8 @@ impl<'a> Parser<'a> {
             Some(b'{') if kind == Kind::Struct => self.object(node),
             Some(b'{' | b'[') => self.skip(),
             Some(b'"') => {
-                let (a, l) = self.string()?;
-                self.from_text(node, a, l)
+                let s = self.string()?;
+                self.from_text(node, s)
             }
             Some(b't') => {
                 self.literal(b"true")?;
@@ -366,8 +376,8 @@ impl<'a> Parser<'a> {
                 return Err(Fail::Syntax);
             }
             let mark = self.scratch.len();
-            let (a, l) = self.string()?;
-            let child = self.child(node, a, l);
+            let key = self.string()?;
+            let child = self.child(node, key);
             self.scratch.truncate(mark);
             self.ws();
             if self.peek() != Some(b':') {
@@ -394,12 +404,17 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The child of `node` named by the key at scratch[a..a+l]. Keys usually come in schema
-    /// order, so the search starts after the last match.
-    fn child(&mut self, node: usize, a: usize, l: usize) -> Option<usize> {
+    /// The child of `node` named by `key`. Keys usually come in schema order, so the search
+    /// starts after the last match.
+    fn child(&mut self, node: usize, key: Str) -> Option<usize> {
         let schema = self.schema;
         let children = &schema.nodes[node].children;
-        let key = &self.scratch[a..a + l];
+        let b = self.b;
+        let key = if key.input {
+            &b[key.a..key.a + key.l]
+        } else {
+            &self.scratch[key.a..key.a + key.l]
+        };
         let k = children.len();
         let start = self.hint[node];
         for step in 0..k {
@@ -413,9 +428,26 @@ impl<'a> Parser<'a> {
         None
     }
 
-    /// A JSON string (at its opening quote), decoded into the scratch buffer: (start, len).
-    fn string(&mut self) -> Res<(usize, usize)> {
+    /// A JSON string (at its opening quote): a range of the row when it has no escapes (the
+    /// common case, no copy), else decoded into the scratch buffer.
+    fn string(&mut self) -> Res<Str> {
         self.pos += 1;
+        let from = self.pos;
+        while let Some(&c) = self.b.get(self.pos) {
+            if c == b'"' {
+                self.pos += 1;
+                return Ok(Str {
+                    input: true,
+                    a: from,
+                    l: self.pos - 1 - from,
+                });
+            }
+            if c == b'\\' || c < 0x20 {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.pos = from;
         let start = self.scratch.len();
         loop {
             let from = self.pos;
@@ -429,7 +461,11 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok((start, self.scratch.len() - start));
+                    return Ok(Str {
+                        input: false,
+                        a: start,
+                        l: self.scratch.len() - start,
+                    });
                 }
                 Some(b'\\') => self.escape()?,
                 _ => return Err(Fail::Syntax), // a control character or the end of the row
@@ -619,7 +655,8 @@ impl<'a> Parser<'a> {
     fn from_number(&mut self, node: usize, a: usize, z: usize, int: bool) -> Res<()> {
         let schema = self.schema;
         let n = &schema.nodes[node];
-        let tok = &self.b[a..z];
+        let b = self.b;
+        let tok = &b[a..z];
         let bits = match n.kind {
             Kind::I8 => int_in(tok, int, 8),
             Kind::I16 => int_in(tok, int, 16),
@@ -636,16 +673,22 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn from_text(&mut self, node: usize, a: usize, l: usize) -> Res<()> {
+    fn from_text(&mut self, node: usize, s: Str) -> Res<()> {
         let schema = self.schema;
         let n = &schema.nodes[node];
-        let text = &self.scratch[a..a + l];
+        let b = self.b;
+        let text = if s.input {
+            &b[s.a..s.a + s.l]
+        } else {
+            &self.scratch[s.a..s.a + s.l]
+        };
         let bits = match n.kind {
             Kind::Utf8 => {
-                let s = &mut self.slots[node];
-                s.valid = true;
-                s.start = a as u32;
-                s.len = l as u32;
+                let slot = &mut self.slots[node];
+                slot.valid = true;
+                slot.input = s.input;
+                slot.start = s.a as u32;
+                slot.len = s.l as u32;
                 return Ok(());
             }
             Kind::F64 | Kind::F32 => {
@@ -685,19 +728,28 @@ fn int_in(tok: &[u8], int: bool, bits: u32) -> Option<u128> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, tok),
     };
-    let mut v: i128 = 0;
-    for &d in digits {
-        v = v.checked_mul(10)?.checked_add((d - b'0') as i128)?;
-    }
-    if neg {
-        v = -v;
-    }
-    let lo = -(1i128 << (bits - 1));
-    let hi = 1i128 << (bits - 1);
-    if v < lo || v >= hi {
+    // JSON has no leading zeros: 20 digits or more is at least 10^19, beyond any i64, and 19
+    // digits fit a u64 without checks.
+    if digits.len() > 19 {
         return None;
     }
-    Some(v as i64 as u64 as u128)
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v * 10 + (d - b'0') as u64;
+    }
+    let limit = 1u64 << (bits - 1);
+    let x = if neg {
+        if v > limit {
+            return None;
+        }
+        (v as i64).wrapping_neg()
+    } else {
+        if v >= limit {
+            return None;
+        }
+        v as i64
+    };
+    Some(x as u64 as u128)
 }
 
 fn float_of(tok: &[u8], int: bool) -> f64 {
