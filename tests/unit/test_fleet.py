@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.runtime.fleet import DEFAULT_POLL_S, JITTER, Fleet
+from deltakeeper.runtime.fleet import DEFAULT_POLL_S, JITTER, Fleet, Loop
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
@@ -331,6 +331,60 @@ def test_a_cancelled_poll_keeps_its_slot_until_its_maintenance_ends(tmp_path: Pa
 
     asyncio.run(go())
     assert tracker.most == 1
+
+
+def test_a_stopped_loop_waiting_for_a_slot_gives_it_up_and_runs_nothing(tmp_path: Path) -> None:
+    # At shutdown, thousands of tables may be queued for a slot: they must not all run first.
+    for name in "abc":
+        small_table(tmp_path / name)
+    tracker = Tracker(hold_s=0)
+    entered_a, release_a = threading.Event(), threading.Event()
+    started: list[str] = []
+    published = Published()
+
+    class Counted(Blocking):
+        def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+            started.append(target.name)
+            return super().maintain(target, obs, now_ms)
+
+    def loop(fleet: Fleet, name: str, entered: threading.Event) -> Loop:
+        target = Target("ns", name, str(tmp_path / name), poll_interval_s=1)
+        one = Loop()
+        one.start(fleet, fixed(target), Counted(tracker, entered, release_a), f"ns/{name}")
+        return one
+
+    async def go() -> float:
+        fleet = Fleet(Metrics(), published, max_concurrent=1)
+        try:
+            a = loop(fleet, "a", entered_a)
+            await asyncio.wait_for(asyncio.to_thread(entered_a.wait, 5), 10)
+            queued = [loop(fleet, name, threading.Event()) for name in "bc"]
+            while {t.name for t, _ in published.seen} != {"a", "b", "c"}:
+                await asyncio.sleep(0.01)  # each publishes its poll, then waits for the slot
+            stopping = time.monotonic()
+            for one in queued:
+                one.stop()
+            await asyncio.wait_for(
+                asyncio.gather(*(q.task for q in queued), return_exceptions=True), 2
+            )
+            took = time.monotonic() - stopping
+            release_a.set()
+            a.stop()
+            await asyncio.wait_for(asyncio.gather(a.task, return_exceptions=True), 10)
+            assert fleet.running == 0
+            # The slot was given back: another table's maintenance runs at once.
+            b = Target("ns", "b", str(tmp_path / "b"))
+            await asyncio.wait_for(
+                fleet.poll_once(b, Counted(tracker, threading.Event(), release_a)), 10
+            )
+            return took
+        finally:
+            release_a.set()
+            fleet.close()
+
+    took = asyncio.run(go())
+    assert took < 1.0
+    assert started == ["a", "b"]  # b's only after a's ended; c's never
 
 
 def test_healthy_follows_the_heartbeat() -> None:

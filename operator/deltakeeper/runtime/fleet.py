@@ -60,6 +60,7 @@ class Fleet:
         self.clock = clock
         self.max_concurrent = max_concurrent
         self._slots: asyncio.Semaphore | None = None
+        self._queued: set[asyncio.Task[Any]] = set()  # table loops waiting for a slot
         self._pool = ThreadPoolExecutor(observers + max_concurrent, thread_name_prefix="table")
         self.running = 0  # maintenance operations in flight (tests and the benchmark read it)
         self.polls = 0
@@ -96,9 +97,7 @@ class Fleet:
         await self.publish(target, obs)
         if not obs.due:
             return obs
-        # Shielded: if this poll is cancelled (the table was deleted, the operator stops),
-        # the maintenance thread still runs to its end, and keeps its slot until then.
-        done = await asyncio.shield(asyncio.ensure_future(self._maintain(target, watcher, obs)))
+        done = await self._maintain(target, watcher, obs)
         self.record(target, done)
         await self.publish(target, done)
         return done
@@ -106,14 +105,32 @@ class Fleet:
     async def _maintain(
         self, target: Target, watcher: TableWatcher, obs: Observation
     ) -> Observation:
+        """Run `obs.due` in a slot. While the table waits for a slot, its loop's stop cancels
+        the wait (a deleted table, or thousands queued at shutdown, run nothing more); once
+        started, the maintenance thread runs to its end and keeps its slot until then, even
+        if this poll is cancelled."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrent)
-        async with self._slots:
-            self.running += 1
-            try:
-                return await self._off_loop(watcher.maintain, target, obs, self.clock())
-            finally:
-                self.running -= 1
+        slots, task = self._slots, asyncio.current_task()
+        assert task is not None  # a coroutine always runs in a task
+        self._queued.add(task)
+        try:
+            await slots.acquire()
+        finally:
+            self._queued.discard(task)
+        self.running += 1
+        work = asyncio.ensure_future(self._off_loop(watcher.maintain, target, obs, self.clock()))
+        work.add_done_callback(lambda _: self._release(slots))
+        return await asyncio.shield(work)
+
+    def _release(self, slots: asyncio.Semaphore) -> None:
+        self.running -= 1
+        slots.release()
+
+    def give_up(self, task: asyncio.Task[Any]) -> None:
+        """Cancel `task` if it is waiting for a maintenance slot (and only then)."""
+        if task in self._queued:
+            task.cancel()
 
     def record(self, target: Target, obs: Observation) -> None:
         ns, name = target.key
@@ -151,6 +168,7 @@ class Loop:
     def __init__(self) -> None:
         self.stopped = False
         self.task: asyncio.Task[None] | None = None
+        self.fleet: Fleet | None = None
         self._wake = asyncio.Event()
 
     def start(
@@ -172,10 +190,13 @@ class Loop:
             await fleet.watch(current, watcher, self.sleep)
 
         self.task = asyncio.create_task(run(), name=name, context=context)
+        self.fleet = fleet
 
     def stop(self) -> None:
         self.stopped = True
         self._wake.set()
+        if self.task is not None and self.fleet is not None:
+            self.fleet.give_up(self.task)
 
     def poke(self) -> None:
         self._wake.set()
