@@ -1066,7 +1066,7 @@ def _checkpoint_first(outcome: executor.Outcome, as_json: bool) -> dict[str, Any
             "`deltakeeper checkpoint URI`.",
             file=sys.stderr,
         )
-    elif not as_json:
+    elif not as_json and outcome.result is not executor.Result.SKIPPED:  # the plan said why
         print(f"checkpoint: {outcome.result}: {outcome.message}")
     out = outcome.to_json()
     out["error"] = _error_name(outcome.error) if outcome.error is not None else None
