@@ -329,12 +329,15 @@ def run_deltakeeper(table: Path, shape: Shape) -> dict[str, Any]:
     if job.get("result") != "done":
         raise RuntimeError(f"deltakeeper compact did not compact: {json.dumps(out)[:2000]}")
     plan = out["plan"]
+    checkpoint = out.get("checkpoint") or {}
     return {
         "wall": wall,
         "cpu": out["cpu"],
         "job": job["seconds"],
         "session": job["sessionSeconds"],
         "planned": f"{len(plan['partitions'])} partitions, {plan['files']} files",
+        # compact's checkpoint before the job: its result and why (the interval's rule)
+        "checkpoint": f"{checkpoint.get('result', 'not planned')}: {checkpoint.get('message')}",
     }
 
 
@@ -558,7 +561,22 @@ def report(cmd: str, shape: Shape, results: dict[str, Any], m: dict[str, Any]) -
     for name, (figure, ok) in targets(results).items():
         lines.append(f"- Target {name}: {figure}, {_met(ok)}")
     lines += against_sized(results)
+    lines += checkpoints(results)
     return "\n".join(lines) + "\n"
+
+
+def checkpoints(results: dict[str, Any]) -> list[str]:
+    """What each run started from, and deltakeeper's checkpoint before its job."""
+    lines = [
+        "- Each engine works on its own copy: (A) from the generator's one-commit log, (B) from "
+        "the log its own (A) left plus the new files' commit; no engine sees another's commits "
+        "or checkpoints. OPTIMIZE writes no checkpoint before it starts."
+    ]
+    for part in ("A", "B"):
+        dk = results[part].get("deltakeeper", {})
+        if dk.get("ok"):
+            lines.append(f"- ({part}) deltakeeper's checkpoint before the job: {dk['checkpoint']}")
+    return lines
 
 
 def against_sized(results: dict[str, Any]) -> list[str]:

@@ -366,7 +366,9 @@ def _compact_command(sub: Any) -> None:
         "Plan which partitions need compaction and why (small files, their age, "
         "deleted rows), then run Delta's OPTIMIZE on exactly those partitions with "
         "spark-submit (and REORG ... APPLY (PURGE) where only deleted rows are the problem). "
-        "Needs PySpark, delta-spark (pip install 'deltakeeper[spark]') and Java 17.",
+        "A checkpoint due by the table's checkpoint interval is written first, as `maintain` "
+        "would (--no-checkpoint skips it). Needs PySpark, delta-spark "
+        "(pip install 'deltakeeper[spark]') and Java 17.",
     )
     p.add_argument(
         "--target-file-size",
@@ -393,8 +395,16 @@ def _compact_command(sub: Any) -> None:
         metavar="COL=VALUE",
         help="only partitions whose partition column COL has VALUE (repeatable; all must hold)",
     )
+    p.add_argument(
+        "--no-checkpoint",
+        action="store_true",
+        help="do not write the checkpoint that is due (by the table's checkpoint interval, as "
+        "`maintain` decides) before the job; with one, Spark reads the table from it instead "
+        "of replaying every commit. If writing it fails, the job runs all the same: the "
+        "failure is reported (stderr, --json 'checkpoint') and the exit code is the job's",
+    )
     _spark_flags(p)
-    _maintenance_flags(p, dry_run="print the plan; run no job")
+    _maintenance_flags(p, dry_run="print the plan (and the checkpoint it would write); run no job")
 
 
 def _spark_flags(p: argparse.ArgumentParser) -> None:
@@ -1004,34 +1014,63 @@ def cmd_compact(args: argparse.Namespace) -> int:
     timestamps = compaction.timestamp_partitions(meta)
     files = compaction.only_where(snap.files, _where(args.where, names), timestamps)
     found = compaction.plan(files, tuple(names), settings, now, timestamps)
+    # The table's own policy: its checkpoint interval and retention rule the checkpoint step.
+    pol = replace(_policy(args.uri, meta.configuration), compaction=settings)
+    plan = planner.forced_compaction(
+        table, snap, pol, now, found, checkpoint=not args.no_checkpoint
+    )
     report: dict[str, Any] = {
         "operation": "compact",
         "version": snap.version,
         "dryRun": args.dry_run,
         "plan": found.to_json(),
+        "checkpointVersion": None,
+        "checkpoint": None,
         "job": None,
     }
     if not args.json:
         print(f"{args.uri} at version {snap.version}: {found.reason()}")
         for p in found.partitions:
             print(f"  {p.values or '(whole table)'}: {p.why} {p.files} files -> {p.expected_files}")
+        for line in plan.lines()[1:-1]:  # the checkpoint step before the job, if any
+            print(line)
     code = 0
-    if found.due and not args.dry_run:
-        pol = replace(policy.effective({}), compaction=settings)  # only compaction's is read
-        plan = planner.forced_compaction(table, snap, pol, now, found)
+    if found.due:
         compactor = executor.Compactor(submit.SubmitLauncher(_submit_config(args)), options)
-        outcome = executor.execute(table, plan, compactor=compactor).outcomes[0]
-        if outcome.result is executor.Result.SKIPPED:
-            raise launcher_mod.JobRunning(outcome.message)
-        if outcome.job_result is None and outcome.error is not None:
-            raise outcome.error  # not started: no Spark here, a store Spark cannot read, ...
-        report["job"] = outcome.job_result
-        code = 0 if outcome.result is executor.Result.DONE else 1
-        if not args.json:
-            print(_job_line(outcome.job_result or {}))
+        outcomes = executor.execute(table, plan, args.dry_run, compactor=compactor).outcomes
+        outcome = outcomes[-1]
+        if len(outcomes) > 1:  # the checkpoint step ran first
+            report["checkpoint"] = _checkpoint_first(outcomes[0], args.json)
+            report["checkpointVersion"] = outcomes[0].checkpoint_version
+        if not args.dry_run:
+            if outcome.result is executor.Result.SKIPPED:
+                raise launcher_mod.JobRunning(outcome.message)
+            if outcome.job_result is None and outcome.error is not None:
+                raise outcome.error  # not started: no Spark here, a store Spark cannot read, ...
+            report["job"] = outcome.job_result
+            code = 0 if outcome.result is executor.Result.DONE else 1
+            if not args.json:
+                print(_job_line(outcome.job_result or {}))
     if args.json:
         print(json.dumps(report))
     return code
+
+
+def _checkpoint_first(outcome: executor.Outcome, as_json: bool) -> dict[str, Any]:
+    """The checkpoint before the job, as `compact` reports it; a failure is said on stderr
+    too, as the job ran all the same (replaying the JSON log) and the exit code is its own."""
+    if outcome.error is not None and outcome.result is executor.Result.FAILED:
+        print(
+            f"deltakeeper: warning: the checkpoint before the job failed: {outcome.message}; "
+            "the job replayed the log without it. Fix the cause, then run "
+            "`deltakeeper checkpoint URI`.",
+            file=sys.stderr,
+        )
+    elif not as_json and outcome.result is not executor.Result.SKIPPED:  # the plan said why
+        print(f"checkpoint: {outcome.result}: {outcome.message}")
+    out = outcome.to_json()
+    out["error"] = _error_name(outcome.error) if outcome.error is not None else None
+    return out
 
 
 def _job_line(result: dict[str, Any]) -> str:

@@ -73,3 +73,7 @@ def test_compaction_quick_rewrites_the_small_files_and_keeps_every_row(tmp_path)
     assert "### (A) first compaction" in text and "### (B) steady state" in text, text
     assert text.count("| deltakeeper |") == 2 and text.count("| delta-rs compact |") == 1, text
     assert "- Target identical rows, every run: yes, **met**" in text, text
+    # (A) plans at version 0 (one commit), (B) at 2 (three): below Delta's interval of 10.
+    for part, commits in (("A", 1), ("B", 3)):
+        line = f"({part}) deltakeeper's checkpoint before the job: skipped: {commits} commits"
+        assert f"{line} and no checkpoint yet; the interval is 10" in text, text

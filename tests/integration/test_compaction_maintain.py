@@ -5,7 +5,6 @@ after come from the log, rows from delta-rs at every version."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,21 +15,13 @@ import pytest
 
 from deltakeeper.cli import main
 from deltakeeper.delta.table import open_table
+from tests.support.compaction import cli_spark_flags
 from tests.support.oracles import table_versions
 from tests.support.rows import deltars_digest
-from tests.support.spark import SUBMIT_CONF, ensure_spark
 
 pytestmark = pytest.mark.spark
 
 HOUR_MS = 3_600_000
-
-
-def spark_flags() -> list[str]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    flags = ["--master", "local[2]", "--jars-dir", str(ensure_spark())]
-    for key, value in SUBMIT_CONF.items():
-        flags += ["--spark-conf", f"{key}={value}"]
-    return flags
 
 
 def small_files(path: Path, rounds: int = 4) -> None:
@@ -48,7 +39,7 @@ def files_per_partition(path: Path) -> Counter[str]:
 
 
 def maintain(capsys: pytest.CaptureFixture[str], path: Path, now_ms: int) -> tuple[int, Any]:
-    argv = ["maintain", str(path), "--compact", "--now", str(now_ms), "--json", *spark_flags()]
+    argv = ["maintain", str(path), "--compact", "--now", str(now_ms), "--json", *cli_spark_flags()]
     code = main(argv)
     out, err = capsys.readouterr()
     assert out, err

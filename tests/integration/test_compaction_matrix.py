@@ -6,12 +6,14 @@ Delta Spark read the same rows (sorted-row digest) at every version, the ones be
 compaction unchanged. The job's commits carry dataChange=false, operation OPTIMIZE (REORG for a
 purge) and the job id; each planned partition ends with the files the plan said; a second plan
 finds nothing. What an oracle or a writer cannot do is written down below, with the reason,
-and asserted, so it shows when it changes.
+and asserted, so it shows when it changes. `deltakeeper compact` itself runs once here too, on
+a table due a checkpoint, which it writes before the job.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,11 +23,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from deltakeeper.cli import main
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support import spark as spark_support
 from tests.support.compaction import (
+    cli_spark_flags,
     commit_info,
     file_changes,
     files_per_partition,
@@ -350,6 +354,46 @@ def test_planned_job_keeps_every_row_for_every_oracle(
     assert all(now[v] == rows[planned] for v in versions)
     again = _plan(path)[0]
     assert not again.due, again.reason()
+
+
+def test_compact_writes_the_due_checkpoint_before_its_job(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`deltakeeper compact` (the CLI, a real spark-submit) on a table 11 commits past no
+    checkpoint, the checkpoint interval 10: the checkpoint at the planned version is there
+    before the job's commit, and the three oracles read the same rows at every version, the
+    checkpointed one included."""
+    from deltalake import write_deltalake
+
+    name, path = "rs_checkpoint_first", tmp_path / "rs_checkpoint_first"
+    for round_ in range(11):  # delta-rs checkpoints every 100 commits: none of its own here
+        write_deltalake(str(path), _rs_rows(round_), mode="append", partition_by=["s", "d", "ts"])
+    log = path / "_delta_log"
+    rows = baseline(path)
+    planned = max(rows)
+    assert planned == 10 and not list(log.glob("*.checkpoint*"))
+
+    code = main(["compact", str(path), "--min-files", "2", "--json", *cli_spark_flags()])
+
+    out, err = capsys.readouterr()
+    assert code == 0 and out, err
+    report = json.loads(out)
+    assert report["checkpointVersion"] == planned, report
+    assert report["checkpoint"]["result"] == "done", report["checkpoint"]
+    job = report["job"]
+    assert job["result"] == "done" and job["plannedVersion"] == planned, job
+    versions = [c["version"] for c in job["commits"]]
+    assert versions and versions[0] == planned + 1
+    checkpoint = log / f"{planned:020d}.checkpoint.parquet"
+    first_commit = log / f"{versions[0]:020d}.json"
+    assert checkpoint.stat().st_mtime_ns < first_commit.stat().st_mtime_ns
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == planned
+    assert {commit_info(path, v)["userMetadata"] for v in versions} == {job["jobId"]}
+    assert all(c["dataChange"] is False for v in versions for c in file_changes(path, v))
+    now = agreed(spark, name, path)
+    assert {v: now[v] for v in rows} == rows
+    assert all(now[v] == rows[planned] for v in versions)
+    assert sum(files_per_partition(path).values()) == 6  # one file in each of 6 partitions
 
 
 def test_what_delta_rs_cannot_write(tmp_path: Path) -> None:

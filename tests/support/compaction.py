@@ -1,6 +1,7 @@
 """Running deltakeeper's compaction job under a real spark-submit, and reading what it did.
 
 - `spark_submit(spec)`: the job through the spark-submit launcher, local[2], the Delta jars.
+- `cli_spark_flags()`: the same settings as `deltakeeper compact` / `maintain` flags.
 - `start_job(spec, ...)`: the same, in the background (a `SubmitJob` to `wait()` on).
 - `commit_actions`, `commit_info`, `file_changes`: one commit's actions as written in the log.
 - `live_files`, `files_per_partition`: the live files as deltakeeper reads them.
@@ -46,6 +47,16 @@ def _config(jars: Path | None, conf: dict[str, str | None] | None) -> SubmitConf
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     merged = {k: v for k, v in {**SUBMIT_CONF, **(conf or {})}.items() if v is not None}
     return SubmitConfig("local[2]", jars_dir=str(folder), conf=merged, timeout_s=600)
+
+
+def cli_spark_flags() -> list[str]:
+    """The flags that make `deltakeeper compact` / `maintain --compact` submit as the tests do:
+    local[2], the cached Delta jars, the tests' SUBMIT_CONF."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    flags = ["--master", "local[2]", "--jars-dir", str(ensure_spark())]
+    for key, value in SUBMIT_CONF.items():
+        flags += ["--spark-conf", f"{key}={value}"]
+    return flags
 
 
 def spark_submit(

@@ -3,6 +3,7 @@
 The only place in maintenance/ that writes or deletes. A dry run walks the same steps and stops
 before each write. After a step fails the remaining steps are skipped: a failure means the store
 or the log is not what the plan saw, and deleting on that basis is the one thing not to risk.
+A step the plan marks optional (`compact`'s checkpoint before its job) is the one exception.
 """
 
 from __future__ import annotations
@@ -141,11 +142,13 @@ def execute(
     progress: Progress | None = None,
     compactor: Compactor | None = None,
 ) -> Report:
-    """Run every due step of `plan` in order; the first failure skips the rest."""
+    """Run every due step of `plan` in order; the first failure of a step that is not
+    `optional` skips the rest."""
     report = Report(plan.uri, plan.version, dry_run)
     started = time.monotonic()
+    blocked = False
     for step in plan.steps:
-        if report.failed is not None:
+        if blocked:
             outcome = Outcome(step.operation, Result.SKIPPED_AFTER_FAILURE, AFTER_FAILURE)
         elif step.refused:
             outcome = Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
@@ -154,6 +157,7 @@ def execute(
         else:
             outcome = _timed(table, plan, step, dry_run, progress, compactor)
         report.outcomes.append(outcome)
+        blocked = blocked or (outcome.result is Result.FAILED and not step.optional)
     report.seconds = time.monotonic() - started
     return report
 

@@ -51,6 +51,9 @@ class Step:
     source: CheckpointSource | None = field(default=None, repr=False)
     # compaction: the job's input (compaction.job_spec) when due
     job_spec: dict[str, Any] | None = field(default=None, repr=False)
+    # A failure of this step is reported and the steps after it still run (the checkpoint
+    # before `compact`'s job: without it the job replays the JSON log, slower but right).
+    optional: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -246,11 +249,22 @@ def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
 
 
 def forced_compaction(
-    table: Table, snap: Snapshot, policy: Policy, now_ms: int, found: compaction.CompactionPlan
+    table: Table,
+    snap: Snapshot,
+    policy: Policy,
+    now_ms: int,
+    found: compaction.CompactionPlan,
+    *,
+    checkpoint: bool = False,
 ) -> Plan:
     """A Plan of one compaction step for the partitions the caller planned (`compact`, with
-    its own flags and --where)."""
+    its own flags and --where). When `checkpoint` and a job is due, the checkpoint step
+    `maintain` plans comes first, by the same rule (the checkpoint interval): the job replays
+    the log from the newest checkpoint, so one written first saves the job replaying the
+    commits since. It is optional: if it fails, the job still runs."""
     result = Plan(table.uri, snap.version, now_ms, policy)
+    if checkpoint and found.due:
+        result.steps.append(replace(_checkpoint(table, snap, policy, now_ms), optional=True))
     result.steps.append(_compaction_step(snap, found, now_ms))
     return result
 
