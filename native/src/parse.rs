@@ -60,11 +60,34 @@ impl Kind {
 pub struct Node {
     pub kind: Kind,
     pub name: Vec<u8>,
+    /// The name needs no escape in JSON (no quote, backslash or control character), so a key
+    /// equal to it byte for byte is this field.
+    pub plain: bool,
+    /// The name's first 16 bytes as two little-endian words, and the masks of its length.
+    words: [u64; 2],
+    masks: [u64; 2],
     pub children: Vec<usize>,
     /// One past the last node of this node's subtree (nodes are in preorder).
     pub end: usize,
     pub precision: u32,
     pub scale: i32,
+}
+
+impl Node {
+    /// Whether `b` holds this node's name at `at` (the caller checked it fits).
+    #[inline]
+    fn is_name(&self, b: &[u8], at: usize) -> bool {
+        let l = self.name.len();
+        if l <= 16 && at + 16 <= b.len() {
+            // Two 8-byte loads against the name's words, masked to its length.
+            let word = |k: usize| u64::from_le_bytes(b[at + k..at + k + 8].try_into().unwrap());
+            ((word(0) ^ self.words[0]) & self.masks[0])
+                | ((word(8) ^ self.words[1]) & self.masks[1])
+                == 0
+        } else {
+            same(&b[at..at + l], &self.name)
+        }
+    }
 }
 
 /// Nodes in preorder; node 0 is the row's struct.
@@ -84,6 +107,9 @@ impl Schema {
             nodes.push(Node {
                 kind,
                 name: name.as_bytes().to_vec(),
+                plain: !name.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20),
+                words: name_words(name.as_bytes()),
+                masks: name_words(&vec![0xff; name.len().min(16)]),
                 children: Vec::new(),
                 end: 0,
                 precision: *precision,
@@ -100,6 +126,13 @@ impl Schema {
         }
         Ok(Schema { nodes })
     }
+}
+
+fn name_words(name: &[u8]) -> [u64; 2] {
+    let mut padded = [0u8; 16];
+    let l = name.len().min(16);
+    padded[..l].copy_from_slice(&name[..l]);
+    [0, 8].map(|k| u64::from_le_bytes(padded[k..k + 8].try_into().unwrap()))
 }
 
 fn link(nodes: &mut [Node], counts: &[usize], at: usize) -> Result<usize, String> {
@@ -225,13 +258,15 @@ pub fn parse_rows(schema: &Schema, rows: &[&[u8]]) -> Output {
 
 impl<'a> Parser<'a> {
     fn row(&mut self, row: &'a [u8]) -> Res<()> {
-        if std::str::from_utf8(row).is_err() {
+        // Nearly every row is ASCII, which is quicker to check than UTF-8.
+        if !row.is_ascii() && std::str::from_utf8(row).is_err() {
             return Err(Fail::Unhandled);
         }
         self.b = row;
         self.pos = 0;
         self.depth = 0;
         self.scratch.clear();
+        self.clear(0, self.slots.len());
         self.value(0)?;
         self.ws();
         if self.pos != self.b.len() {
@@ -262,8 +297,15 @@ impl<'a> Parser<'a> {
                 }
                 kind => {
                     let bits = if s.valid { s.bits } else { 0 };
-                    col.values
-                        .extend_from_slice(&bits.to_le_bytes()[..kind.width()]);
+                    // One fixed-size copy per width: a slice of run-time length is a memcpy call.
+                    let v = &mut col.values;
+                    match kind.width() {
+                        1 => v.push(bits as u8),
+                        2 => v.extend_from_slice(&(bits as u16).to_le_bytes()),
+                        4 => v.extend_from_slice(&(bits as u32).to_le_bytes()),
+                        8 => v.extend_from_slice(&(bits as u64).to_le_bytes()),
+                        _ => v.extend_from_slice(&bits.to_le_bytes()),
+                    }
                 }
             }
         }
@@ -302,7 +344,13 @@ impl<'a> Parser<'a> {
             let n = &self.schema.nodes[node];
             (n.kind, n.end)
         };
-        self.clear(node, end);
+        // A later duplicate key wins: what an earlier value set in this subtree goes. A
+        // struct's children are only ever set while it is valid, and every slot is cleared
+        // at the start of a row, so an invalid struct has nothing below it to clear.
+        if kind == Kind::Struct && self.slots[node].valid {
+            self.clear(node + 1, end);
+        }
+        self.slots[node].valid = false;
         self.ws();
         match self.peek() {
             Some(b'{') if kind == Kind::Struct => self.object(node),
@@ -375,10 +423,16 @@ impl<'a> Parser<'a> {
             if self.peek() != Some(b'"') {
                 return Err(Fail::Syntax);
             }
-            let mark = self.scratch.len();
-            let key = self.string()?;
-            let child = self.child(node, key);
-            self.scratch.truncate(mark);
+            let child = match self.expected_key(node) {
+                Some(c) => Some(c),
+                None => {
+                    let mark = self.scratch.len();
+                    let key = self.string()?;
+                    let child = self.child(node, key);
+                    self.scratch.truncate(mark);
+                    child
+                }
+            };
             self.ws();
             if self.peek() != Some(b':') {
                 return Err(Fail::Syntax);
@@ -415,15 +469,32 @@ impl<'a> Parser<'a> {
         } else {
             &self.scratch[key.a..key.a + key.l]
         };
-        let k = children.len();
         let start = self.hint[node];
-        for step in 0..k {
-            let i = (start + step) % k;
-            let c = children[i];
+        let order = children[start..].iter().chain(&children[..start]);
+        for (step, &c) in order.enumerate() {
             if schema.nodes[c].name == key {
-                self.hint[node] = (i + 1) % k;
+                self.hint[node] = next_hint(start + step, children.len());
                 return Some(c);
             }
+        }
+        None
+    }
+
+    /// The hinted child of `node` if the key at `pos` (its opening quote) is exactly that
+    /// child's name, with no escapes: the common case, checked without decoding the key.
+    #[inline]
+    fn expected_key(&mut self, node: usize) -> Option<usize> {
+        let schema = self.schema;
+        let children = &schema.nodes[node].children;
+        let i = self.hint[node];
+        let c = *children.get(i)?;
+        let n = &schema.nodes[c];
+        let at = self.pos + 1;
+        let end = at + n.name.len();
+        if n.plain && self.b.get(end) == Some(&b'"') && n.is_name(self.b, at) {
+            self.pos = end + 1;
+            self.hint[node] = next_hint(i, children.len());
+            return Some(c);
         }
         None
     }
@@ -719,6 +790,21 @@ impl<'a> Parser<'a> {
     }
 }
 
+fn next_hint(i: usize, children: usize) -> usize {
+    // `(i + 1) % children` without a division: this runs for every key.
+    if i + 1 >= children {
+        0
+    } else {
+        i + 1
+    }
+}
+
+/// Byte equality of short slices, without a call to memcmp.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// An integer token within a signed `bits`-bit range, as its two's complement bits.
 fn int_in(tok: &[u8], int: bool, bits: u32) -> Option<u128> {
     if !int {
@@ -755,15 +841,54 @@ fn int_in(tok: &[u8], int: bool, bits: u32) -> Option<u128> {
 fn float_of(tok: &[u8], int: bool) -> f64 {
     // The token is ASCII JSON number syntax, which Rust's float parser accepts; it rounds
     // correctly, as Python's float(int) and float(Decimal) do.
-    let v: f64 = std::str::from_utf8(tok)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(f64::NAN);
+    let v: f64 = short_float(tok).unwrap_or_else(|| {
+        std::str::from_utf8(tok)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(f64::NAN)
+    });
     if int && v == 0.0 {
         0.0 // Python's int has no negative zero
     } else {
         v
     }
+}
+
+/// Powers of ten that f64 holds exactly.
+const EXACT_POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// A number token of at most 15 digits and no exponent (most stats): its digits as an integer
+/// and 10^(digits after the point) are both exact in f64, so one division rounds correctly
+/// (Clinger's fast path). None for any other token.
+#[inline]
+fn short_float(tok: &[u8]) -> Option<f64> {
+    let (neg, t) = match tok.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, tok),
+    };
+    if t.len() > 16 {
+        return None;
+    }
+    let (mut m, mut digits, mut frac, mut point) = (0u64, 0, 0, false);
+    for &c in t {
+        match c {
+            b'0'..=b'9' => {
+                m = m * 10 + (c - b'0') as u64;
+                digits += 1;
+                frac += point as usize;
+            }
+            b'.' => point = true,
+            _ => return None,
+        }
+    }
+    if digits > 15 {
+        return None;
+    }
+    let v = m as f64 / EXACT_POW10[frac];
+    Some(if neg { -v } else { v })
 }
 
 /// Python's `str.strip()` would change the text or it holds non-ASCII: leave it to Python.
@@ -908,6 +1033,16 @@ fn num(t: &[u8]) -> i64 {
     t.iter().fold(0, |v, &d| v * 10 + (d - b'0') as i64)
 }
 
+/// The two ASCII digits at `at` as a number, None if they are not both there.
+#[inline]
+fn two_digits(t: &[u8], at: usize) -> Option<i64> {
+    let (hi, lo) = (
+        t.get(at)?.wrapping_sub(b'0'),
+        t.get(at + 1)?.wrapping_sub(b'0'),
+    );
+    (hi <= 9 && lo <= 9).then_some((hi * 10 + lo) as i64)
+}
+
 fn all_digits(t: &[u8]) -> bool {
     !t.is_empty() && t.iter().all(u8::is_ascii_digit)
 }
@@ -937,46 +1072,43 @@ const MAX_US: i64 = 253_402_300_799_999_999; // 9999-12-31T23:59:59.999999
 /// `parse_timestamp` for the forms Delta writes: `YYYY-MM-DD[(T| )HH:MM[:SS[.f{1,6}]][Z|±HH:MM]]`,
 /// as microseconds since the epoch in UTC. Every other text is left to Python's fromisoformat.
 fn timestamp(t: &[u8]) -> Res<i64> {
-    plain_text(t)?;
+    // No `plain_text` check: its failures (non-ASCII, space at either end) are outside this
+    // grammar too, and leave the text to Python just the same.
     let bad = Err(Fail::Unhandled);
-    if t.len() < 10 || t[4] != b'-' || t[7] != b'-' {
+    let at = |i: usize| t.get(i).copied();
+    if at(4) != Some(b'-') || at(7) != Some(b'-') {
         return bad;
     }
-    let (yd, md, dd) = (&t[0..4], &t[5..7], &t[8..10]);
-    if !all_digits(yd) || !all_digits(md) || !all_digits(dd) {
+    let (Some(y), Some(m), Some(d)) = (two_digits(t, 0), two_digits(t, 5), two_digits(t, 8)) else {
         return bad;
-    }
-    let (y, m, d) = (num(yd), num(md), num(dd));
+    };
+    let Some(y) = two_digits(t, 2).map(|low| y * 100 + low) else {
+        return bad;
+    };
     if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
         return bad;
     }
     let mut us = days_from_civil(y, m, d) * 86_400_000_000;
     let mut rest = &t[10..];
     if !rest.is_empty() {
-        if !(rest[0] == b'T' || rest[0] == b' ') || rest.len() < 6 || rest[3] != b':' {
+        if !(rest[0] == b'T' || rest[0] == b' ') || rest.get(3) != Some(&b':') {
             return bad;
         }
-        let (hd, mind) = (&rest[1..3], &rest[4..6]);
-        if !all_digits(hd) || !all_digits(mind) {
+        let (Some(h), Some(mi)) = (two_digits(rest, 1), two_digits(rest, 4)) else {
             return bad;
-        }
-        let (h, mi) = (num(hd), num(mind));
+        };
         let mut s = 0;
         let mut frac = 0;
         rest = &rest[6..];
         if rest.first() == Some(&b':') {
-            let sd = rest.get(1..3).ok_or(Fail::Unhandled)?;
-            if !all_digits(sd) {
-                return bad;
-            }
-            s = num(sd);
+            s = two_digits(rest, 1).ok_or(Fail::Unhandled)?;
             rest = &rest[3..];
             if rest.first() == Some(&b'.') {
                 let n = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
                 if !(1..=6).contains(&n) {
                     return bad;
                 }
-                frac = num(&rest[1..1 + n]) * 10i64.pow(6 - n as u32);
+                frac = num(&rest[1..1 + n]) * [100_000, 10_000, 1_000, 100, 10, 1][n - 1];
                 rest = &rest[1 + n..];
             }
         }
@@ -986,12 +1118,10 @@ fn timestamp(t: &[u8]) -> Res<i64> {
         us += ((h * 60 + mi) * 60 + s) * 1_000_000 + frac;
         match rest {
             [] | [b'Z'] => {}
-            [sign @ (b'+' | b'-'), oh1, oh2, b':', om1, om2] => {
-                let (oh, om) = ([*oh1, *oh2], [*om1, *om2]);
-                if !all_digits(&oh) || !all_digits(&om) {
+            [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+                let (Some(oh), Some(om)) = (two_digits(rest, 1), two_digits(rest, 4)) else {
                     return bad;
-                }
-                let (oh, om) = (num(&oh), num(&om));
+                };
                 if oh > 23 || om > 59 {
                     return bad;
                 }

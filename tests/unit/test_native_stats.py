@@ -44,6 +44,7 @@ SCHEMA = json.dumps(
                 ("tiny", "decimal(5,5)"),
                 ("ok", "boolean"),
                 ('ünï "q"', "long"),
+                ("a_name_longer_than_sixteen_bytes", "double"),
                 (
                     "st",
                     {
@@ -255,6 +256,21 @@ def test_native_handles_common_rows_itself():
     rows, unhandled = parsed
     assert unhandled == []
     assert normal(rows.to_pylist()) == reference(lines)
+
+
+def test_native_reads_short_decimals_as_python_does():
+    # Up to 15 digits without an exponent take the parser's own float path; more digits, an
+    # exponent or a long fraction take Rust's float parser. Both must round as Python does.
+    rng = random.Random(11)
+
+    def token() -> str:
+        whole = str(rng.randrange(10 ** rng.randint(0, 17)))
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 17)))
+        sign = rng.choice(["", "-"])
+        return sign + whole + ("." + frac if frac else "")
+
+    lines = [f'{{"minValues": {{"d": {t}, "f": {t}}}}}' for t in (token() for _ in range(3000))]
+    assert native(lines) == reference(lines)
 
 
 def test_native_many_rows_in_parts_and_slices():
