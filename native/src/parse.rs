@@ -44,11 +44,20 @@ impl Kind {
         })
     }
 
-    /// Bytes per value in the values buffer (bool is one byte here, packed at the end).
+    /// Bytes of the values buffer for `rows` rows: a bitmap for bool, none for struct and utf8.
+    pub fn values_size(self, rows: usize) -> usize {
+        match self {
+            Kind::Bool => rows.div_ceil(8),
+            _ => rows * self.width(),
+        }
+    }
+
+    /// Bytes per value in the values buffer (bool: one bit, written apart).
     pub fn width(self) -> usize {
         match self {
             Kind::Struct | Kind::Utf8 => 0,
-            Kind::Bool | Kind::I8 => 1,
+            Kind::Bool => 0,
+            Kind::I8 => 1,
             Kind::I16 => 2,
             Kind::I32 | Kind::F32 | Kind::Date32 => 4,
             Kind::I64 | Kind::F64 | Kind::TimestampUs => 8,
@@ -187,18 +196,40 @@ struct Str {
     l: usize,
 }
 
-/// Output columns, one per node, one byte of validity per row (packed by the caller).
-pub struct Column {
-    pub valid: Vec<u8>,
-    pub values: Vec<u8>,
+/// One node's output for a run of rows, written in place: `valid` is an Arrow validity bitmap,
+/// `values` `width` bytes a row (a bitmap for bool, nothing for struct and utf8, whose strings
+/// go to `offsets` and `data`). Rows without a value are null with zero bits.
+pub struct Column<'d> {
+    pub valid: &'d mut [u8],
+    pub values: &'d mut [u8],
     pub offsets: Vec<i64>,
     pub data: Vec<u8>,
+    pub nulls: usize,
 }
 
-pub struct Output {
-    pub columns: Vec<Column>,
-    /// Rows (relative to this part) that Python must parse.
-    pub unhandled: Vec<usize>,
+impl<'d> Column<'d> {
+    /// `valid` and `values` must hold `rows` rows of `kind`; both are zeroed here.
+    pub fn new(kind: Kind, rows: usize, valid: &'d mut [u8], values: &'d mut [u8]) -> Self {
+        assert!(valid.len() >= rows.div_ceil(8), "validity buffer too small");
+        assert!(
+            values.len() >= kind.values_size(rows),
+            "values buffer too small"
+        );
+        valid.fill(0);
+        values.fill(0);
+        let offsets = if kind == Kind::Utf8 {
+            vec![0]
+        } else {
+            Vec::new()
+        };
+        Column {
+            valid,
+            values,
+            offsets,
+            data: Vec::new(),
+            nulls: 0,
+        }
+    }
 }
 
 const MAX_DEPTH: usize = 64;
@@ -214,24 +245,10 @@ struct Parser<'a> {
     hint: Vec<usize>,
 }
 
-pub fn parse_rows(schema: &Schema, rows: &[&[u8]]) -> Output {
-    let n = rows.len();
-    let mut columns: Vec<Column> = schema
-        .nodes
-        .iter()
-        .map(|node| Column {
-            valid: Vec::with_capacity(n),
-            values: Vec::with_capacity(n * node.kind.width()),
-            offsets: if node.kind == Kind::Utf8 {
-                let mut o = Vec::with_capacity(n + 1);
-                o.push(0);
-                o
-            } else {
-                Vec::new()
-            },
-            data: Vec::new(),
-        })
-        .collect();
+/// Parse `rows` into `columns` (one per node, made by `Column::new` for `rows.len()` rows);
+/// returns the rows (indexes into `rows`) that Python must parse, null here.
+pub fn parse_rows(schema: &Schema, rows: &[&[u8]], columns: &mut [Column]) -> Vec<usize> {
+    assert_eq!(columns.len(), schema.nodes.len(), "one column per node");
     let mut p = Parser {
         schema,
         slots: vec![Slot::default(); schema.nodes.len()],
@@ -251,9 +268,9 @@ pub fn parse_rows(schema: &Schema, rows: &[&[u8]]) -> Output {
                 unhandled.push(i);
             }
         }
-        p.emit(&mut columns);
+        p.emit(i, columns);
     }
-    Output { columns, unhandled }
+    unhandled
 }
 
 impl<'a> Parser<'a> {
@@ -281,10 +298,15 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn emit(&self, columns: &mut [Column]) {
+    fn emit(&self, row: usize, columns: &mut [Column]) {
+        let (byte, bit) = (row >> 3, 1u8 << (row & 7));
         for (i, (node, col)) in self.schema.nodes.iter().zip(columns.iter_mut()).enumerate() {
             let s = &self.slots[i];
-            col.valid.push(s.valid as u8);
+            if s.valid {
+                col.valid[byte] |= bit;
+            } else {
+                col.nulls += 1;
+            }
             match node.kind {
                 Kind::Struct => {}
                 Kind::Utf8 => {
@@ -295,18 +317,20 @@ impl<'a> Parser<'a> {
                     }
                     col.offsets.push(col.data.len() as i64);
                 }
-                kind => {
-                    let bits = if s.valid { s.bits } else { 0 };
+                Kind::Bool if s.valid && s.bits != 0 => col.values[byte] |= bit,
+                Kind::Bool => {}
+                kind if s.valid => {
                     // One fixed-size copy per width: a slice of run-time length is a memcpy call.
-                    let v = &mut col.values;
+                    let (v, b) = (&mut *col.values, s.bits);
                     match kind.width() {
-                        1 => v.push(bits as u8),
-                        2 => v.extend_from_slice(&(bits as u16).to_le_bytes()),
-                        4 => v.extend_from_slice(&(bits as u32).to_le_bytes()),
-                        8 => v.extend_from_slice(&(bits as u64).to_le_bytes()),
-                        _ => v.extend_from_slice(&bits.to_le_bytes()),
+                        1 => v[row] = b as u8,
+                        2 => v[row * 2..row * 2 + 2].copy_from_slice(&(b as u16).to_le_bytes()),
+                        4 => v[row * 4..row * 4 + 4].copy_from_slice(&(b as u32).to_le_bytes()),
+                        8 => v[row * 8..row * 8 + 8].copy_from_slice(&(b as u64).to_le_bytes()),
+                        _ => v[row * 16..row * 16 + 16].copy_from_slice(&b.to_le_bytes()),
                     }
                 }
+                _ => {}
             }
         }
     }

@@ -258,6 +258,13 @@ def test_native_handles_common_rows_itself():
     assert normal(rows.to_pylist()) == reference(lines)
 
 
+def test_native_parses_no_rows():
+    parsed = native_stats.parse(pa.array([], pa.large_string()), OUT)
+    assert parsed is not None
+    rows, unhandled = parsed
+    assert (len(rows), rows.type, unhandled) == (0, OUT, [])
+
+
 def test_native_reads_short_decimals_as_python_does():
     # Up to 15 digits without an exponent take the parser's own float path; more digits, an
     # exponent or a long fraction take Rust's float parser. Both must round as Python does.

@@ -1,10 +1,11 @@
 """The native stats parser (the Rust extension built from native/) as Arrow arrays.
 
-`parse` hands a large_string array's buffers to `deltakeeper_native.parse_stats` and builds the
-typed struct array from the buffers it returns. The extension parses with the semantics of
-`types.coerce_row`; rows it cannot reproduce exactly are returned as "unhandled" for the
-caller to parse in Python. Without the extension `parse` returns None and the caller keeps
-its Arrow JSON path (much slower on many rows), which is logged once.
+`parse` hands a large_string array's buffers to `deltakeeper_native.parse_stats`, with Arrow
+buffers for it to write the typed columns into, and builds the struct array from them. The
+extension parses with the semantics of `types.coerce_row`; rows it cannot reproduce exactly
+are returned as "unhandled" for the caller to parse in Python. Without the extension `parse`
+returns None and the caller keeps its Arrow JSON path (much slower on many rows), which is
+logged once.
 DELTAKEEPER_NATIVE=0 in the environment turns the extension off (benchmarks compare both).
 """
 
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 THREADS = 2
 
 Spec = list[tuple[str, str, int, int, int]]
-Buffers = tuple[bytes, bytes | None, bytes | None, bytes | None, int]
+# A node's validity, values (none for struct and utf8), null count, utf8 offsets and data.
+Column = tuple[pa.Buffer, pa.Buffer | None, int, tuple[bytes, bytes] | None]
 
 
 def _load() -> Any:
@@ -97,24 +99,33 @@ def parse(text: pa.Array, t: pa.StructType) -> tuple[pa.StructArray, list[int]] 
         return None
     n = len(text)
     offsets, data = text.buffers()[1], text.buffers()[2]
-    columns, unhandled = _NATIVE.parse_stats(
+    # The fixed-size buffers are Arrow's, written in place by the parser threads: no copy.
+    targets = [
+        (pa.allocate_buffer(v), pa.allocate_buffer(x) if x else None)
+        for v, x in _NATIVE.buffer_sizes(shape, n)
+    ]
+    written, unhandled = _NATIVE.parse_stats(
         n,
         offsets.address + 8 * text.offset if offsets is not None else 0,
         data.address if data is not None else 0,
         data.size if data is not None else 0,
         shape,
+        [(v.address, v.size, x.address if x else 0, x.size if x else 0) for v, x in targets],
         THREADS,
     )
-    return _build(t, n, iter(columns)), list(unhandled)
+    columns = (
+        (v, x, nulls, strings) for (v, x), (nulls, strings) in zip(targets, written, strict=True)
+    )
+    return _build(t, n, columns), list(unhandled)
 
 
-def _build(t: pa.DataType, n: int, columns: Iterator[Buffers]) -> pa.Array:
-    valid, values, offsets, data, nulls = next(columns)
-    bitmap = pa.py_buffer(valid)
+def _build(t: pa.DataType, n: int, columns: Iterator[Column]) -> pa.Array:
+    valid, values, nulls, strings = next(columns)
     if pa.types.is_struct(t):
         children = [_build(f.type, n, columns) for f in t]
-        return pa.Array.from_buffers(t, n, [bitmap], null_count=nulls, children=children)
+        return pa.Array.from_buffers(t, n, [valid], null_count=nulls, children=children)
     if pa.types.is_string(t):
-        buffers = [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)]
+        assert strings is not None
+        buffers = [valid, pa.py_buffer(strings[0]), pa.py_buffer(strings[1])]
         return pa.Array.from_buffers(t, n, buffers, null_count=nulls)
-    return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(values)], null_count=nulls)
+    return pa.Array.from_buffers(t, n, [valid, values], null_count=nulls)
