@@ -44,6 +44,17 @@ impl Kind {
         })
     }
 
+    /// The width of an integer kind, None for the others.
+    pub fn int_bits(self) -> Option<u32> {
+        match self {
+            Kind::I8 => Some(8),
+            Kind::I16 => Some(16),
+            Kind::I32 => Some(32),
+            Kind::I64 => Some(64),
+            _ => None,
+        }
+    }
+
     /// Bytes of the values buffer for `rows` rows: a bitmap for bool, none for struct and utf8.
     pub fn values_size(self, rows: usize) -> usize {
         match self {
@@ -413,12 +424,40 @@ impl<'a> Parser<'a> {
                 self.special_float(node, f64::NEG_INFINITY);
                 Ok(())
             }
-            Some(b'-' | b'0'..=b'9') => {
-                let (a, z, int) = self.number()?;
-                self.from_number(node, a, z, int)
-            }
+            Some(b'-' | b'0'..=b'9') => match kind.int_bits() {
+                Some(bits) => self.int_value(node, bits),
+                None => {
+                    let (a, z, int) = self.number()?;
+                    self.from_number(node, a, z, int)
+                }
+            },
             _ => Err(Fail::Syntax),
         }
+    }
+
+    /// A number into an integer field: read in one pass when it is a plain integer of at
+    /// most 19 digits (nearly always), else as any number.
+    #[inline]
+    fn int_value(&mut self, node: usize, bits: u32) -> Res<()> {
+        let b = self.b;
+        let neg = b[self.pos] == b'-';
+        let first = self.pos + neg as usize;
+        let (mut i, mut v) = (first, 0u64);
+        while let Some(d) = b.get(i).map(|c| c.wrapping_sub(b'0')).filter(|&d| d <= 9) {
+            v = v.wrapping_mul(10).wrapping_add(d as u64);
+            i += 1;
+        }
+        let n = i - first;
+        let leading_zero = n > 1 && b[first] == b'0'; // "01": the number ends at the 0
+        if n == 0 || n > 19 || leading_zero || matches!(b.get(i), Some(b'.' | b'e' | b'E')) {
+            let (a, z, int) = self.number()?;
+            return self.from_number(node, a, z, int);
+        }
+        self.pos = i;
+        if let Some(x) = int_range(neg, v, bits) {
+            self.set(node, x);
+        }
+        Ok(())
     }
 
     fn special_float(&mut self, node: usize, v: f64) {
@@ -528,21 +567,15 @@ impl<'a> Parser<'a> {
     fn string(&mut self) -> Res<Str> {
         self.pos += 1;
         let from = self.pos;
-        while let Some(&c) = self.b.get(self.pos) {
-            if c == b'"' {
-                self.pos += 1;
-                return Ok(Str {
-                    input: true,
-                    a: from,
-                    l: self.pos - 1 - from,
-                });
-            }
-            if c == b'\\' || c < 0x20 {
-                break;
-            }
-            self.pos += 1;
+        let stop = string_stop(self.b, from);
+        if self.b.get(stop) == Some(&b'"') {
+            self.pos = stop + 1;
+            return Ok(Str {
+                input: true,
+                a: from,
+                l: stop - from,
+            });
         }
-        self.pos = from;
         let start = self.scratch.len();
         loop {
             let from = self.pos;
@@ -814,6 +847,32 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The first byte at or after `i` that ends a plain run of string: a quote, a backslash or a
+/// control character (`b.len()` if none), found 8 bytes at a time.
+#[inline]
+fn string_stop(b: &[u8], mut i: usize) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    while i + 8 <= b.len() {
+        let w = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let (q, s) = (w ^ (LO * b'"' as u64), w ^ (LO * b'\\' as u64));
+        // A byte equal to zero (in q or s) or below 0x20 (in w) sets its high bit. A borrow can
+        // only flag bytes above a real match, so the lowest flag is the first match.
+        let hit = ((q.wrapping_sub(LO) & !q)
+            | (s.wrapping_sub(LO) & !s)
+            | (w.wrapping_sub(LO * 0x20) & !w))
+            & HI;
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < b.len() && !matches!(b[i], b'"' | b'\\' | 0..=0x1f) {
+        i += 1;
+    }
+    i
+}
+
 fn next_hint(i: usize, children: usize) -> usize {
     // `(i + 1) % children` without a division: this runs for every key.
     if i + 1 >= children {
@@ -847,6 +906,12 @@ fn int_in(tok: &[u8], int: bool, bits: u32) -> Option<u128> {
     for &d in digits {
         v = v * 10 + (d - b'0') as u64;
     }
+    int_range(neg, v, bits)
+}
+
+/// `v` (negated if `neg`) within a signed `bits`-bit range, as its two's complement bits.
+#[inline]
+fn int_range(neg: bool, v: u64, bits: u32) -> Option<u128> {
     let limit = 1u64 << (bits - 1);
     let x = if neg {
         if v > limit {
