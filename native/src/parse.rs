@@ -80,12 +80,8 @@ impl Kind {
 pub struct Node {
     pub kind: Kind,
     pub name: Vec<u8>,
-    /// The name needs no escape in JSON (no quote, backslash or control character), so a key
-    /// equal to it byte for byte is this field.
-    pub plain: bool,
-    /// The name's first 16 bytes as two little-endian words, and the masks of its length.
-    words: [u64; 2],
-    masks: [u64; 2],
+    /// Where a struct's children start in `Schema::keys`.
+    pub first_key: usize,
     pub children: Vec<usize>,
     /// One past the last node of this node's subtree (nodes are in preorder).
     pub end: usize,
@@ -93,11 +89,44 @@ pub struct Node {
     pub scale: i32,
 }
 
-impl Node {
-    /// Whether `b` holds this node's name at `at` (the caller checked it fits).
+/// A struct's field as the parser expects its key, the fields of one struct side by side: the
+/// hinted key is then one load away.
+pub struct Key {
+    pub node: usize,
+    pub parent: usize,
+    /// The key after this one in its struct's order (wrapping to the first).
+    pub next: usize,
+    pub len: usize,
+    pub name: Vec<u8>,
+    /// The name needs no escape in JSON (no quote, backslash or control character), so a key
+    /// equal to it byte for byte is this field.
+    pub plain: bool,
+    /// The name's first 16 bytes as two little-endian words, and the masks of its length.
+    words: [u64; 2],
+    masks: [u64; 2],
+}
+
+impl Key {
+    fn new(name: &[u8], node: usize, parent: usize, next: usize) -> Key {
+        Key {
+            node,
+            parent,
+            next,
+            len: name.len(),
+            name: name.to_vec(),
+            plain: !name.iter().any(|&c| c == b'"' || c == b'\\' || c < 0x20),
+            words: name_words(name),
+            masks: name_words(&vec![0xff; name.len().min(16)]),
+        }
+    }
+
+    /// Whether `b` holds this key's name at `at`, followed by the closing quote.
     #[inline]
-    fn is_name(&self, b: &[u8], at: usize) -> bool {
-        let l = self.name.len();
+    fn is_at(&self, b: &[u8], at: usize) -> bool {
+        let l = self.len;
+        if b.get(at + l) != Some(&b'"') {
+            return false;
+        }
         if l <= 16 && at + 16 <= b.len() {
             // Two 8-byte loads against the name's words, masked to its length.
             let word = |k: usize| u64::from_le_bytes(b[at + k..at + k + 8].try_into().unwrap());
@@ -113,6 +142,7 @@ impl Node {
 /// Nodes in preorder; node 0 is the row's struct.
 pub struct Schema {
     pub nodes: Vec<Node>,
+    pub keys: Vec<Key>,
 }
 
 impl Schema {
@@ -127,9 +157,7 @@ impl Schema {
             nodes.push(Node {
                 kind,
                 name: name.as_bytes().to_vec(),
-                plain: !name.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20),
-                words: name_words(name.as_bytes()),
-                masks: name_words(&vec![0xff; name.len().min(16)]),
+                first_key: 0,
                 children: Vec::new(),
                 end: 0,
                 precision: *precision,
@@ -144,7 +172,16 @@ impl Schema {
         if end != nodes.len() {
             return Err("spec has nodes outside the root".into());
         }
-        Ok(Schema { nodes })
+        let mut keys = Vec::new();
+        for parent in 0..nodes.len() {
+            nodes[parent].first_key = keys.len();
+            let children = &nodes[parent].children;
+            for (i, &c) in children.iter().enumerate() {
+                let next = nodes[parent].first_key + next_hint(i, children.len());
+                keys.push(Key::new(&nodes[c].name, c, parent, next));
+            }
+        }
+        Ok(Schema { nodes, keys })
     }
 }
 
@@ -267,7 +304,7 @@ pub fn parse_rows(schema: &Schema, rows: &[&[u8]], columns: &mut [Column]) -> Ve
         b: &[],
         pos: 0,
         depth: 0,
-        hint: vec![0; schema.nodes.len()],
+        hint: schema.nodes.iter().map(|n| n.first_key).collect(),
     };
     let mut unhandled = Vec::new();
     for (i, row) in rows.iter().enumerate() {
@@ -424,15 +461,59 @@ impl<'a> Parser<'a> {
                 self.special_float(node, f64::NEG_INFINITY);
                 Ok(())
             }
-            Some(b'-' | b'0'..=b'9') => match kind.int_bits() {
-                Some(bits) => self.int_value(node, bits),
-                None => {
+            Some(b'-' | b'0'..=b'9') => match (kind, kind.int_bits()) {
+                (_, Some(bits)) => self.int_value(node, bits),
+                (Kind::F64 | Kind::F32, _) => self.float_value(node, kind),
+                _ => {
                     let (a, z, int) = self.number()?;
                     self.from_number(node, a, z, int)
                 }
             },
             _ => Err(Fail::Syntax),
         }
+    }
+
+    /// A number into a float field: read in one pass when it is a plain decimal of at most
+    /// 15 digits without exponent (as `short_float`), else as any number.
+    #[inline]
+    fn float_value(&mut self, node: usize, kind: Kind) -> Res<()> {
+        let b = self.b;
+        let neg = b[self.pos] == b'-';
+        let first = self.pos + neg as usize;
+        let (mut i, mut m, mut point) = (first, 0u64, None);
+        loop {
+            match b.get(i) {
+                Some(&c @ b'0'..=b'9') => m = m.wrapping_mul(10).wrapping_add((c - b'0') as u64),
+                Some(b'.') if point.is_none() => point = Some(i),
+                _ => break,
+            }
+            i += 1;
+        }
+        let whole = point.unwrap_or(i) - first;
+        let frac = point.map_or(0, |p| i - p - 1);
+        let plain = whole >= 1
+            && (whole == 1 || b[first] != b'0') // "01": the number ends at the 0
+            && (point.is_none() || frac >= 1) // "1.": the number ends before the point
+            && whole + frac <= 15
+            && !matches!(b.get(i), Some(b'e' | b'E'));
+        if !plain {
+            let (a, z, int) = self.number()?;
+            return self.from_number(node, a, z, int);
+        }
+        self.pos = i;
+        let v = m as f64 / EXACT_POW10[frac];
+        // Python's int has no negative zero; a float token keeps its sign.
+        let v = if neg && (point.is_some() || m != 0) {
+            -v
+        } else {
+            v
+        };
+        let bits = match kind {
+            Kind::F32 => (v as f32).to_bits() as u128,
+            _ => v.to_bits() as u128,
+        };
+        self.set(node, bits);
+        Ok(())
     }
 
     /// A number into an integer field: read in one pass when it is a plain integer of at
@@ -532,11 +613,12 @@ impl<'a> Parser<'a> {
         } else {
             &self.scratch[key.a..key.a + key.l]
         };
-        let start = self.hint[node];
+        let first = schema.nodes[node].first_key;
+        let start = self.hint[node] - first;
         let order = children[start..].iter().chain(&children[..start]);
         for (step, &c) in order.enumerate() {
             if schema.nodes[c].name == key {
-                self.hint[node] = next_hint(start + step, children.len());
+                self.hint[node] = first + next_hint(start + step, children.len());
                 return Some(c);
             }
         }
@@ -548,16 +630,15 @@ impl<'a> Parser<'a> {
     #[inline]
     fn expected_key(&mut self, node: usize) -> Option<usize> {
         let schema = self.schema;
-        let children = &schema.nodes[node].children;
-        let i = self.hint[node];
-        let c = *children.get(i)?;
-        let n = &schema.nodes[c];
+        let key = schema.keys.get(self.hint[node])?;
+        if key.parent != node || !key.plain {
+            return None; // a struct without fields, or a name that needs escapes
+        }
         let at = self.pos + 1;
-        let end = at + n.name.len();
-        if n.plain && self.b.get(end) == Some(&b'"') && n.is_name(self.b, at) {
-            self.pos = end + 1;
-            self.hint[node] = next_hint(i, children.len());
-            return Some(c);
+        if key.is_at(self.b, at) {
+            self.pos = at + key.len + 1;
+            self.hint[node] = key.next;
+            return Some(key.node);
         }
         None
     }
