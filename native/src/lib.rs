@@ -39,7 +39,7 @@ fn parse_stats<'py>(
     threads: usize,
 ) -> PyResult<(Vec<Written<'py>>, Vec<usize>)> {
     let schema = Schema::new(spec).map_err(PyValueError::new_err)?;
-    if rows > 0 && (offsets_address == 0 || offsets_address % 8 != 0) {
+    if rows > 0 && (offsets_address == 0 || !offsets_address.is_multiple_of(8)) {
         return Err(PyValueError::new_err(
             "offsets must be an aligned int64 buffer",
         ));

@@ -429,7 +429,7 @@ impl<'a> Parser<'a> {
             Some(b'{' | b'[') => self.skip(),
             Some(b'"') => {
                 let s = self.string()?;
-                self.from_text(node, s)
+                self.store_text(node, s)
             }
             Some(b't') => {
                 self.literal(b"true")?;
@@ -466,7 +466,7 @@ impl<'a> Parser<'a> {
                 (Kind::F64 | Kind::F32, _) => self.float_value(node, kind),
                 _ => {
                     let (a, z, int) = self.number()?;
-                    self.from_number(node, a, z, int)
+                    self.store_number(node, a, z, int)
                 }
             },
             _ => Err(Fail::Syntax),
@@ -498,7 +498,7 @@ impl<'a> Parser<'a> {
             && !matches!(b.get(i), Some(b'e' | b'E'));
         if !plain {
             let (a, z, int) = self.number()?;
-            return self.from_number(node, a, z, int);
+            return self.store_number(node, a, z, int);
         }
         self.pos = i;
         let v = m as f64 / EXACT_POW10[frac];
@@ -532,7 +532,7 @@ impl<'a> Parser<'a> {
         let leading_zero = n > 1 && b[first] == b'0'; // "01": the number ends at the 0
         if n == 0 || n > 19 || leading_zero || matches!(b.get(i), Some(b'.' | b'e' | b'E')) {
             let (a, z, int) = self.number()?;
-            return self.from_number(node, a, z, int);
+            return self.store_number(node, a, z, int);
         }
         self.pos = i;
         if let Some(x) = int_range(neg, v, bits) {
@@ -861,7 +861,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn from_number(&mut self, node: usize, a: usize, z: usize, int: bool) -> Res<()> {
+    fn store_number(&mut self, node: usize, a: usize, z: usize, int: bool) -> Res<()> {
         let schema = self.schema;
         let n = &schema.nodes[node];
         let b = self.b;
@@ -882,7 +882,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn from_text(&mut self, node: usize, s: Str) -> Res<()> {
+    fn store_text(&mut self, node: usize, s: Str) -> Res<()> {
         let schema = self.schema;
         let n = &schema.nodes[node];
         let b = self.b;
