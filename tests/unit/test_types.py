@@ -12,6 +12,7 @@ import pytest
 from deltakeeper.delta.types import (
     VARIANT,
     arrow_type,
+    coerce_rows,
     map_values,
     partition_values_parsed,
     physical_schema,
@@ -557,3 +558,21 @@ def test_map_values_is_map_lookup_on_every_slice(rows):
             for key in ("a", "b", "z"):
                 want = pc.map_lookup(part, pa.scalar(key), "first")
                 assert map_values(part, key).equals(want), (lo, n, key)
+
+
+@pytest.mark.parametrize(
+    ("stats", "path", "expected"),
+    [
+        ('{"minValues": {"x": 1' + "0" * 400 + "}}", ("minValues", "x"), float("inf")),
+        ('{"minValues": {"x": -1' + "0" * 400 + "}}", ("minValues", "x"), float("-inf")),
+        ('{"minValues": {"ts": "0001-01-01T00:00:00+01:00"}}', ("minValues", "ts"), None),
+        ('{"minValues": ' + "[" * 5000 + "]" * 5000 + "}", (), None),
+    ],
+)
+def test_coerce_row_never_raises_on_huge_numbers_times_or_nesting(stats, path, expected):
+    # float(int) overflows, astimezone leaves year 1..9999, json.loads hits the recursion
+    # limit: each is a value (or row) that does not fit, not an error.
+    got = coerce_rows([stats], stats_type(STATS_SCHEMA, None, ["part"])).to_pylist()[0]
+    for key in path:
+        got = got[key]
+    assert got == expected

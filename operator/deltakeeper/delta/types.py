@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal, InvalidOperation, localcontext
@@ -176,10 +177,10 @@ def parse_timestamp(text: str) -> dt.datetime | None:
     """`YYYY-MM-DD HH:MM:SS[.ffffff]` (read as UTC) or ISO-8601 with an offset, as naive UTC."""
     try:
         v = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):  # OverflowError: beyond year 1..9999 in UTC
         return None
-    if v.tzinfo is not None:
-        v = v.astimezone(dt.UTC).replace(tzinfo=None)
     return v
 
 
@@ -550,11 +551,7 @@ class _BlockReader:
     def fallback(self, lo: int, hi: int) -> pa.Array:
         start, end = self.offsets[lo], self.offsets[hi]
         text = self.buffer.slice(start, end - start).to_pybytes().decode("utf-8", "replace")
-        rows = [coerce_row(line, self.out_type) for line in text.split("\n")[: hi - lo]]
-        try:
-            return pa.array(rows, self.out_type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
-            return pa.array([_checked_row(r, self.out_type) for r in rows], self.out_type)
+        return coerce_rows(text.split("\n")[: hi - lo], self.out_type)
 
 
 def _read_type(t: pa.DataType) -> pa.DataType:
@@ -567,11 +564,21 @@ def _read_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def coerce_rows(lines: Sequence[str | None], t: pa.StructType) -> pa.StructArray:
+    """Stats JSON strings as an array of `t` by `coerce_row`, the reference semantics; a
+    top-level field Arrow still refuses (a string with a lone surrogate) is null in its row."""
+    rows = [None if line is None else coerce_row(line, t) for line in lines]
+    try:
+        return pa.array(rows, t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
+        return pa.array([_checked_row(r, t) for r in rows], t)
+
+
 def coerce_row(line: str, t: pa.StructType) -> dict[str, Any] | None:
     """One stats JSON string as a row of `t`, fields that do not fit set to None."""
     try:
         value = json.loads(line, parse_float=Decimal)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for the decoder
         return None
     if not isinstance(value, dict):
         return None
@@ -580,7 +587,7 @@ def coerce_row(line: str, t: pa.StructType) -> dict[str, Any] | None:
 
 
 def _checked_row(row: dict[str, Any] | None, t: pa.StructType) -> dict[str, Any] | None:
-    """The row with any top-level field Arrow still refuses (say a float32 overflow) nulled."""
+    """The row with any top-level field Arrow still refuses (a lone surrogate) nulled."""
     if row is None:
         return None
     return {f.name: _checked(row.get(f.name), f.type) for f in t}
@@ -629,7 +636,12 @@ def _coerce_int(value: Any, bits: int) -> int | None:
 
 
 def _coerce_float(value: Any) -> float | None:
-    if isinstance(value, int | float | Decimal):
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:  # beyond the float range: infinity, as float(Decimal) gives
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, float | Decimal):
         return float(value)
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
         return float(value)
