@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from benchmarks.harness import MIB, REPO, machine, machine_line, write_section
-from tests.support import kube, stores
+from tests.support import kube, stores, waiting
 
 GROUP, VERSION, PLURAL = "deltakeeper.io", "v1alpha1", "deltatables"
 NS = "bench"
@@ -336,12 +336,7 @@ def stop_operator(op: subprocess.Popen[bytes]) -> float | None:
     """Seconds from SIGTERM to exit; None when it took over 120 s and was killed (said in the
     report, not a lost run)."""
     stopping = time.monotonic()
-    op.terminate()
-    try:
-        op.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        op.kill()
-        op.wait(timeout=30)
+    if not waiting.stop(op, 120, 30):
         return None
     return round(time.monotonic() - stopping, 1)
 

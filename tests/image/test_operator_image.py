@@ -23,6 +23,7 @@ from deltalake import PostCommitHookProperties, write_deltalake
 from kubernetes import client
 
 from tests.image.conftest import HADOLINT, REPO, SCRIPTS, buildah, container, image_config, run_in
+from tests.support import waiting
 from tests.support.kube import KubeCluster
 from tests.support.stores import free_port
 
@@ -229,9 +230,4 @@ def test_operator_from_the_image_keeps_a_local_table(
                 metrics = r.read().decode()
             assert 'deltakeeper_table_version{namespace="image",table="events"} 11.0' in metrics
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            waiting.stop(proc, 30)

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from tests.support import waiting
 from tests.support.stores import _spawn, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,13 +71,7 @@ class KubeCluster:
 
     def stop(self) -> None:
         for proc in (self.apiserver, self.etcd):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            waiting.stop(proc, 20)
 
     # -- objects ------------------------------------------------------------------------------
     def apply_crds(self, paths: Iterable[Path] | None = None, timeout: float = 60) -> list[str]:

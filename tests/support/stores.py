@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support import waiting
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "stores" / "install.sh"
 
@@ -118,13 +120,7 @@ class Emulator:
             return "(no log)"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        waiting.stop(self.process, 15, 15)
 
 
 def _spawn(
