@@ -78,6 +78,9 @@ class Watching:
         finally:
             self.looping.discard(target.key)
 
+    def give_up(self, task: Any) -> None:
+        """Its loops never wait for a maintenance slot: nothing to give up."""
+
 
 class Secrets:
     """What secrets.Secrets.get answers, set by the test."""
