@@ -21,7 +21,7 @@ from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH, Scan, discover
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import SnapshotHeader
-from deltakeeper.delta.storage import LocalStorage, open_storage
+from deltakeeper.delta.storage import LocalStorage, normalize_options, open_storage
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import compaction, executor, planner, policy
@@ -38,11 +38,11 @@ from deltakeeper.units import (
 
 # `status --json`: the key of the DeltaLakes' statuses, beside the tables' NAMESPACE/NAME keys
 LAKES_KEY = "lakes"
-# Options fsspec wants as mappings; given as JSON on the command line.
-_MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "token")
 
 
 def _storage_options(pairs: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs; true/false become booleans, JSON objects those fsspec wants as
+    mappings (client_kwargs=...)."""
     options: dict[str, Any] = {}
     for n, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
@@ -52,26 +52,9 @@ def _storage_options(pairs: list[str]) -> dict[str, Any]:
                 f"--storage-option number {n} is not KEY=VALUE (its text is not shown, it may "
                 "be a secret); write it as e.g. --storage-option secret=..."
             )
-        options[key] = _option_value(key, value)
-    return options
-
-
-def _option_value(key: str, value: str) -> Any:
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if key in _MAPPING_OPTIONS and (value.lstrip().startswith("{") or key != "token"):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise InvalidInputError(
-                f"--storage-option {key} takes a JSON object, e.g. "
-                f'{key}=\'{{"region_name": "eu-west-1"}}\''
-            )
-        return parsed
-    return value
+        lowered = value.lower()
+        options[key] = lowered == "true" if lowered in ("true", "false") else value
+    return normalize_options(options)
 
 
 def _integer(text: str, what: str) -> int:
@@ -326,7 +309,10 @@ def _discover_command(sub: Any) -> None:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    storage = open_storage(args.uri, _storage_options(args.storage_option))
+    try:
+        storage = open_storage(args.uri, _storage_options(args.storage_option))
+    except errors.NotADeltaTableError as e:  # a local file: discover wants a folder, not a table
+        raise InvalidInputError(f"{args.uri} is a file; give the folder the tables are in") from e
     if isinstance(storage, LocalStorage) and not os.path.isdir(storage.root):
         raise InvalidInputError(f"{args.uri}: no such folder; give the folder the tables are in")
     scan = discover(storage, include=args.include, exclude=args.exclude, max_depth=args.max_depth)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -41,6 +42,7 @@ from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
 log = logging.getLogger("deltakeeper.standalone")
 RELOAD_S = 2.0  # how often the folder is checked for changed manifests
 STATUS_DIR = ".deltakeeper"
+SPEC_DIGEST = "_specDigest"  # status file key; keys starting with _ are not shown
 
 
 def status_file_for(manifests_dir: str | Path) -> Path:
@@ -284,16 +286,16 @@ class Standalone:
             previous = self.statuses.get(_name(key), {})
             watcher = TableWatcher(self.clock(), status.last_maintenance(previous), self.compactor)
             generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
-            if previous and _spec_of(previous) != resource.spec:
+            if previous and previous.get(SPEC_DIGEST) != spec_digest(resource.spec):
                 generation += 1
             self.registry.add(key, TableEntry(resource, generation=generation, watcher=watcher))
-            self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
+            self.statuses.setdefault(_name(key), {})[SPEC_DIGEST] = spec_digest(resource.spec)
             return
         if known.resource.spec != resource.spec or known.resource.labels != resource.labels:
             # Standalone manifests rarely carry metadata.generation; a changed spec is a new one.
             known.generation += 1
             self.registry.change(key, resource)
-            self.statuses.setdefault(_name(key), {})["_spec"] = resource.spec
+            self.statuses.setdefault(_name(key), {})[SPEC_DIGEST] = spec_digest(resource.spec)
         if known.loop is not None:
             known.loop.poke()  # a policy or Secret may have changed too: poll now
 
@@ -331,7 +333,7 @@ class Standalone:
             found = table_found(_lake_name(origin[0].resource), origin[1], True)
             now = self.clock()
             new["conditions"] += status.conditions_status([found], old, target.generation, now)
-        self.statuses[name] = {**new, "_spec": old.get("_spec")}
+        self.statuses[name] = {**new, SPEC_DIGEST: old.get(SPEC_DIGEST)}
         self._dirty = True
         return True
 
@@ -432,8 +434,11 @@ def _name(key: tuple[str, str]) -> str:
     return f"{key[0]}/{key[1]}"
 
 
-def _spec_of(previous: Mapping[str, Any]) -> Any:
-    return previous.get("_spec")
+def spec_digest(spec: Mapping[str, Any]) -> str:
+    """What the status file keeps of a spec to see it change across restarts: a digest, since
+    a spec may hold secrets (options, credentials in a URI) the status file must not copy."""
+    text = json.dumps(spec, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -146,6 +146,29 @@ def test_the_command_names_jars_conf_and_the_job_file(
     assert not any(SECRET in part for part in cmd)
 
 
+def test_a_short_local_job_gets_c1_jit_and_serial_gc_unless_the_user_sets_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(submit, "spark_submit_path", lambda: "/opt/spark/bin/spark-submit")
+    storage = spark_storage(str(tmp_path), {})
+    key = "spark.driver.extraJavaOptions"
+
+    short = submit.SHORT_JOB_BYTES
+
+    def java_options(master: str, conf: dict[str, str], planned: int | None = short) -> list[str]:
+        cfg = submit.SubmitConfig(master, conf=conf)
+        cmd = submit.command(cfg, storage, "/tmp/spec.json", planned)
+        return [part for part in cmd if part.startswith(f"{key}=")]
+
+    default = f"{key}={submit.LOCAL_JVM_CONF[key]}"
+    assert java_options("local[2]", {}) == [default]
+    assert "-XX:TieredStopAtLevel=1" in default
+    assert java_options("local[2]", {key: "-Xss4m"}) == [f"{key}=-Xss4m"]  # the user's wins
+    assert java_options("spark://host:7077", {}) == []  # executors elsewhere: untouched
+    assert java_options("local[2]", {}, short + 1) == []  # a big rewrite: C2's code is faster
+    assert java_options("local[2]", {}, None) == []  # size unknown
+
+
 def test_a_job_that_printed_nothing_is_a_failure() -> None:
     assert submit.parse_result("spark noise\n")["error"] == "NoResult"
     line = json.dumps({job.MARK: 1, "result": "done"})

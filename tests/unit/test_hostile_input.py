@@ -22,14 +22,17 @@ from tests.support.logbuilder import LogBuilder, add, metadata, protocol
 
 SECRET = "hunter2-Sup3rSecretValue"
 NOW = "2030-01-01T00:00:00Z"
-TABLE_COMMANDS = ("inspect", "files", "checkpoint", "cleanup", "vacuum", "maintain")
-# The commands that take --now, and their retention flags.
-TIMED = ("checkpoint", "cleanup", "vacuum", "maintain")
+TABLE_COMMANDS = ("inspect", "files", "checkpoint", "cleanup", "vacuum", "maintain", "compact")
+# Every command that takes a URI and storage options: the table commands and discover (a prefix).
+URI_COMMANDS = (*TABLE_COMMANDS, "discover")
+# The commands that take --now, and a duration flag of each.
+TIMED = ("checkpoint", "cleanup", "vacuum", "maintain", "compact")
 RETENTION_FLAG = {
     "checkpoint": "--deleted-file-retention",
     "cleanup": "--log-retention",
     "vacuum": "--deleted-file-retention",
     "maintain": "--log-retention",
+    "compact": "--max-age",
 }
 
 
@@ -81,26 +84,34 @@ def check(
 # -- finding 1: secrets ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", TABLE_COMMANDS)
+@pytest.mark.parametrize("command", URI_COMMANDS)
 def test_a_storage_option_without_equals_is_not_echoed(capsys, table, command):
     argv = [command, str(table), "--storage-option", SECRET]
     check(capsys, table, argv, 2, "is not KEY=VALUE")
 
 
-@pytest.mark.parametrize("command", TABLE_COMMANDS)
+@pytest.mark.parametrize("command", URI_COMMANDS)
 def test_credentials_inside_a_uri_are_refused_and_not_echoed(capsys, tmp_path, command):
     uri = f"s3://AKIAEXAMPLEKEY1:{SECRET}@bucket/t"
     check(capsys, tmp_path, [command, uri], 2, "credentials inside the URI")
     check(capsys, tmp_path, [command, uri], 2, "credentials inside", secret="AKIAEXAMPLEKEY1")
 
 
-@pytest.mark.parametrize("command", TABLE_COMMANDS)
+@pytest.mark.parametrize("command", URI_COMMANDS)
 def test_a_secret_option_is_masked_in_an_error_that_quotes_it(capsys, tmp_path, command):
     # A local path named like the secret: the "not a Delta table" error quotes the URI, and
     # the secret given as an option must still not show.
     missing = tmp_path / SECRET
     argv = [command, str(missing), "--storage-option", f"secret={SECRET}"]
-    check(capsys, tmp_path, argv, 2, "not a Delta table")
+    says = "no such folder" if command == "discover" else "not a Delta table"
+    check(capsys, tmp_path, argv, 2, says)
+
+
+@pytest.mark.parametrize("command", URI_COMMANDS)
+@pytest.mark.parametrize("value", ["abc", "[1]"])
+def test_a_mapping_option_that_is_not_a_json_object_is_exit_2(capsys, table, command, value):
+    argv = [command, str(table), "--storage-option", f"client_kwargs={value}"]
+    check(capsys, table, argv, 2, "takes a JSON object")
 
 
 def test_gcs_token_in_a_failed_token_check_is_masked(tmp_path):
@@ -131,11 +142,14 @@ def test_gcs_token_in_a_failed_token_check_is_masked(tmp_path):
 # -- finding 11: exit codes ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", TABLE_COMMANDS)
+@pytest.mark.parametrize("command", URI_COMMANDS)
 def test_a_regular_file_as_the_table_is_exit_2(capsys, tmp_path, command):
     f = tmp_path / "not-a-folder.parquet"
     f.write_bytes(b"PAR1")
-    check(capsys, tmp_path, [command, str(f)], 2, "is a file, not a table")
+    says = "is a file, not a table"
+    if command == "discover":  # discover takes a folder of tables, not a table
+        says = "is a file; give the folder the tables are in"
+    check(capsys, tmp_path, [command, str(f)], 2, says)
 
 
 @pytest.mark.parametrize("command", TIMED)
@@ -165,12 +179,6 @@ def test_checkpoint_interval_below_1_is_refused(capsys, table, interval):
     check(capsys, table, argv, 2, "must be 1 or more")
 
 
-@pytest.mark.parametrize("value", ["abc", "[1]"])
-def test_client_kwargs_must_be_a_json_object(capsys, table, value):
-    argv = ["inspect", "s3://bucket/t", "--storage-option", f"client_kwargs={value}"]
-    check(capsys, table, argv, 2, "takes a JSON object")
-
-
 @pytest.mark.parametrize("port", ["65536", "99999", "-1"])
 def test_metrics_port_out_of_range_is_exit_2(capsys, tmp_path, port):
     argv = ["run", "--manifests", str(tmp_path), "--metrics-port", port]
@@ -189,7 +197,14 @@ def test_metrics_port_in_use_is_exit_2(capsys, tmp_path):
 # -- finding 13: where metrics listen --------------------------------------------------------
 
 
-def test_metrics_listen_on_loopback_by_default_and_the_log_says_where(tmp_path):
+@pytest.mark.parametrize(
+    ("flags", "host", "listens"),
+    [
+        ([], "127.0.0.1", "0100007F"),  # the default: loopback only
+        (["--metrics-bind-address", "0.0.0.0"], "0.0.0.0", "00000000"),  # as the chart sets
+    ],
+)
+def test_metrics_listen_where_the_log_says(tmp_path, flags, host, listens):
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -200,6 +215,7 @@ def test_metrics_listen_on_loopback_by_default_and_the_log_says_where(tmp_path):
             str(tmp_path),
             "--metrics-port",
             "0",
+            *flags,
         ],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -209,11 +225,15 @@ def test_metrics_listen_on_loopback_by_default_and_the_log_says_where(tmp_path):
         assert proc.stderr is not None
         line = next(line for line in proc.stderr if "metrics: http" in line)
         url = line.split("metrics: ", 1)[1].split()[0]
-        assert url.startswith("http://127.0.0.1:"), line
+        assert url.startswith(f"http://{host}:"), line
         port = int(url.rsplit(":", 1)[1].split("/")[0])
-        # What the log says is what the socket is: bound to loopback, not to every address.
-        listening = Path("/proc/net/tcp").read_text()
-        assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening
+        # What the log says is what the socket is bound to, and nothing else.
+        bound = {
+            fields[1].split(":")[0]
+            for fields in (row.split() for row in Path("/proc/net/tcp").read_text().splitlines())
+            if fields[1].endswith(f":{port:04X}") and fields[3] == "0A"  # LISTEN
+        }
+        assert bound == {listens}, bound
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -458,3 +478,37 @@ def test_daemon_warns_when_two_tables_name_one_uri(capsys, tmp_path):
         degraded = next(c for c in entry["conditions"] if c["type"] == "Degraded")
         assert (degraded["status"], degraded["reason"]) == ("True", "DuplicateUri")
         assert other in degraded["message"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "reason", "says"),
+    [
+        (f"s3://AKIAEXAMPLEKEY1:{SECRET}@bucket/t", "{}", "InvalidSpec", "credentials inside"),
+        ("s3://bucket/t", f'{{client_kwargs: "{SECRET}"}}', "InvalidSpec", "takes a JSON object"),
+        (
+            "s3://bucket/t",
+            f'{{no_such_option: "{SECRET}", endpoint_url: "http://127.0.0.1:9"}}',
+            "InvalidSecret",
+            "does not know the storage option 'no_such_option'",
+        ),
+    ],
+)
+def test_daemon_refuses_bad_storage_in_a_manifest_without_showing_it(
+    capsys, caplog, tmp_path, uri, options, reason, says
+):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        SECRET_YAML.format(key="secret", value=SECRET, uri=uri, options=options)
+    )
+    code, status, output = once(capsys, folder)
+    assert code == 1
+    cond = conditions(status)
+    assert cond["Ready"] == ("False", reason)
+    assert cond["StorageReachable"][0] != "True"
+    message = status["tables"]["default/t"]["conditions"][0]["message"]
+    assert says in message
+    status_file = (folder / ".deltakeeper" / "status.json").read_text()
+    logged = output + caplog.text
+    assert "Traceback" not in logged
+    assert SECRET not in logged + status_file and "AKIAEXAMPLEKEY1" not in status_file

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.storage import normalize_options
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, PolicyError
 from deltakeeper.resources import manifests
 from deltakeeper.resources import spec as spec_settings
@@ -91,7 +92,10 @@ class _Refused(Exception):
 
 def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str, Any]:
     storage = table.spec.get("storage") or {}
-    options: dict[str, Any] = dict(storage.get("options") or {})
+    try:
+        options = normalize_options(dict(storage.get("options") or {}))
+    except InvalidInputError as e:
+        raise _Refused(Problem("InvalidSpec", f"spec.storage.options: {e}")) from None
     ref = secret_name(table)
     if not ref:
         return options
@@ -107,7 +111,9 @@ def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str,
         raise _Refused(Problem("SecretNotFound", message))
     credentials.SCRUBBER.register(credentials.secret_values(data))
     try:
-        options.update(credentials.storage_options(str(table.spec.get("uri", "")), data))
+        from_secret = credentials.storage_options(str(table.spec.get("uri", "")), data)
     except InvalidInputError as e:
         raise _Refused(Problem("InvalidSecret", f"{where}: {e}")) from None
-    return options
+    # The Secret's region joins the spec's client_kwargs instead of replacing them.
+    kwargs = {**(options.get("client_kwargs") or {}), **from_secret.pop("client_kwargs", {})}
+    return {**options, **from_secret, **({"client_kwargs": kwargs} if kwargs else {})}

@@ -21,6 +21,7 @@ count is the number of requests really sent and backoff is not multiplied.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -52,6 +53,7 @@ __all__ = [
     "RangedFile",
     "S3Storage",
     "Storage",
+    "normalize_options",
     "open_storage",
     "with_retries",
 ]
@@ -68,9 +70,37 @@ def _local(uri: str, path: str) -> LocalStorage:
     return LocalStorage(uri, path)
 
 
+# Options fsspec wants as mappings; a string (the command line, a manifest) is read as JSON.
+MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "token")
+
+
+def normalize_options(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` with the mapping options as dicts; a clear error where one is not a JSON
+    object (fsspec would fail deep inside with an AttributeError). A gcs `token` may also be
+    a plain string (a file, 'anon', 'google_default')."""
+    out = dict(options)
+    for key in MAPPING_OPTIONS:
+        value = out.get(key)
+        if value is None or isinstance(value, dict):
+            continue
+        if key == "token" and not (isinstance(value, str) and value.lstrip().startswith("{")):
+            continue
+        try:
+            parsed = json.loads(value) if isinstance(value, str) else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise InvalidInputError(
+                f"storage option {key} takes a JSON object, e.g. "
+                f'{key}=\'{{"region_name": "eu-west-1"}}\''
+            )
+        out[key] = parsed
+    return out
+
+
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
     """Storage for a table URI: a plain path, file://, s3://, gs://, abfss:// or az://."""
-    options = dict(options or {})
+    options = normalize_options(dict(options or {}))
     if "://" not in uri and not uri.lower().startswith("file:"):
         return _local(uri, uri)
     parsed = urlparse(uri)  # file:/path (one slash, as Spark writes them) included
