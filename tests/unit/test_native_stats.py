@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(
 def test_the_extension_is_installed() -> None:
     assert native_stats.available(), "deltakeeper_native does not import: run make setup"
 
+
 SCHEMA = json.dumps(
     {
         "type": "struct",
