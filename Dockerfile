@@ -7,10 +7,12 @@ ARG BASE=python:3.11.14-slim-bookworm
 FROM ${BASE} AS build
 COPY dist/wheels/ /wheels/
 # pip runs from its own wheel, so the venv gets no pip and the image no pip cache.
+# The native stats parser's wheel is installed when it was staged (built where Rust is).
 RUN python3 -m venv --without-pip /opt/venv \
     && set -- /wheels/pip-*.whl \
+    && native="$(find /wheels -name 'deltakeeper_native-*.whl')" \
     && /opt/venv/bin/python "$1/pip" install --no-cache-dir --no-index --find-links /wheels \
-        deltakeeper
+        deltakeeper ${native:+"$native"}
 
 FROM ${BASE}
 ARG VERSION=0.1.0

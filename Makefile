@@ -33,6 +33,7 @@ lint: setup
 	.venv/bin/ruff format --check operator tests benchmarks scripts
 	.venv/bin/mypy
 	.venv/bin/hadolint Dockerfile Dockerfile.spark
+	scripts/native.sh lint
 
 # The operator and compaction images, built with buildah on local Debian bases (scripts/image/).
 images: test-deps

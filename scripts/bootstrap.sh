@@ -18,3 +18,5 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.deps-*
     touch "$stamp"
 fi
+# The native stats parser: built once per source version (cached), skipped with a note without Rust.
+scripts/native.sh

@@ -39,6 +39,15 @@ stage_operator() {
     rm -rf dist/wheels
     .venv/bin/pip wheel --quiet --cache-dir "$CACHE/pip" --wheel-dir dist/wheels . pip >&2
     rm -rf build   # setuptools' work folder from building deltakeeper's wheel
+    # The native stats parser: the host's cached cp311 wheel (the base is Debian bookworm with
+    # Python 3.11, as the build host), since the image build has no compiler and no network.
+    local native
+    native="$(scripts/native.sh wheel)"
+    if [ -n "$native" ]; then
+        cp "$native" dist/wheels/
+    else
+        say "no native stats parser for the image (no Rust here): it parses stats more slowly"
+    fi
 }
 
 stage_spark() {

@@ -93,6 +93,9 @@ def test_contents_no_compilers_no_pip_no_sources(operator_image: str) -> None:
             site = next(venv.glob("lib/python*/site-packages"))
             names = {p.name for p in site.iterdir()}
             assert "deltakeeper" in names and "kopf" in names
+            # the native stats parser, staged from the host's build (CI requires it)
+            if os.environ.get("DELTAKEEPER_REQUIRE_NATIVE") == "1":
+                assert any(n.startswith("deltakeeper_native") for n in names), sorted(names)
             # deltakeeper only: none of the test or dev extras came along
             assert not names & {"pytest", "deltalake", "duckdb", "ruff", "mypy", "hypothesis"}
             # nothing of the venv is writable by the user the operator runs as
@@ -121,6 +124,10 @@ def test_entrypoint_runs_as_non_root(operator_image: str) -> None:
         assert version.stdout.strip() == f"deltakeeper {project_version()}"
         default = run_in(name, *config["Entrypoint"], *config["Cmd"], "--help")
         assert default.returncode == 0 and "--namespace" in default.stdout, default.stderr
+        if os.environ.get("DELTAKEEPER_REQUIRE_NATIVE") == "1":  # the host-built wheel loads
+            probe = "from deltakeeper.delta import native_stats; assert native_stats.available()"
+            loaded = run_in(name, "/opt/venv/bin/python", "-c", probe)
+            assert loaded.returncode == 0, loaded.stderr
 
 
 # -- the operator from the image against the e2e API server ----------------------------------

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from deltakeeper.delta import native_stats
 from deltakeeper.delta.types import (
     VARIANT,
     arrow_type,
@@ -21,6 +22,16 @@ from deltakeeper.delta.types import (
 )
 
 UTC = dt.UTC
+
+
+@pytest.fixture(autouse=True, params=["native", "arrow"])
+def stats_parser(request, monkeypatch):
+    """Each test with the native stats parser and with the Arrow JSON path it replaces."""
+    if request.param == "arrow":
+        monkeypatch.setattr(native_stats, "_NATIVE", None)
+    elif not native_stats.available():
+        pytest.skip("deltakeeper_native is not built (make setup)")
+    return request.param
 
 
 def field(name, type_, physical=None, nullable=True):
@@ -459,6 +470,7 @@ def test_stats_bad_everywhere_costs_a_bounded_number_of_bulk_reads(monkeypatch):
         return real(self, lo, hi)
 
     monkeypatch.setattr(types._BlockReader, "read", counted)
+    monkeypatch.setattr(native_stats, "_NATIVE", None)  # the Arrow path's cost
     rows = [f'{{"numRecords": {i}, "minValues": {{"id": {i}.0}}}}' for i in range(5_000)]
     got = stats_parsed(pa.array(rows, pa.string()), STATS_SCHEMA, None)
     assert got.field("numRecords").to_pylist() == list(range(5_000))

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from deltakeeper.delta import native_stats
 from deltakeeper.delta.errors import CorruptLogError, UnsupportedProtocolError
 
 DeltaType = str | dict[str, Any]
@@ -373,14 +374,42 @@ def stats_parsed(
     that overflows, a decimal that would round, a struct where a leaf belongs, ...) is null
     in that row; the rest of the row is kept. Unknown fields are ignored. Never raises on data.
 
-    Rows are parsed in bulk by Arrow's JSON reader; only blocks it rejects are split until the
-    offending rows are found, and those rows alone go through `coerce_row`.
+    `coerce_row` is the reference. The native parser (native/) does the rows in bulk and
+    leaves the few it cannot reproduce exactly to `coerce_row`. Without it, rows are parsed in
+    bulk by Arrow's JSON reader; only blocks it rejects are split until the offending rows are
+    found, and those rows alone go through `coerce_row`.
     """
     out_type = stats_type(schema_string, column_mapping_mode, partition_columns)
     text = _combined(stats)
     if len(text) == 0:
         return pa.array([], out_type)
     text = pc.cast(text, pa.large_string())
+    native = native_stats.parse(text, out_type)
+    if native is not None:
+        return _with_python_rows(text, *native)
+    return _arrow_parsed(text, out_type)
+
+
+def _with_python_rows(text: pa.Array, rows: pa.StructArray, unhandled: list[int]) -> pa.Array:
+    """The native parser's rows with those it left to Python parsed by `coerce_rows`, and
+    null stats strings as null rows."""
+    n = len(rows)
+    if unhandled:
+        raw = pc.cast(text.take(pa.array(unhandled, pa.int64())), pa.large_binary())
+        lines = [None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()]
+        extra = coerce_rows(lines, rows.type)
+        positions = pa.array(range(n), pa.int64())
+        at = pc.is_in(positions, value_set=pa.array(unhandled, pa.int64()))
+        index = pc.replace_with_mask(positions, at, pa.array(range(n, n + len(unhandled))))
+        rows = pa.concat_arrays([rows, extra]).take(index)
+    if text.null_count == 0:
+        return rows
+    keep = pc.and_(pc.is_valid(text), pc.is_valid(rows))
+    return pa.StructArray.from_arrays(rows.flatten(), fields=list(rows.type), mask=pc.invert(keep))
+
+
+def _arrow_parsed(text: pa.Array, out_type: pa.StructType) -> pa.StructArray:
+    """`stats_parsed` by Arrow's JSON reader, for when the native parser is not there."""
     valid = _maybe_objects(text)
     # Raw newlines in valid JSON can only be whitespace between tokens, so blank them out.
     for newline in ("\n", "\r"):
