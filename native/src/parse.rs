@@ -776,6 +776,22 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// After a member of an object or array: true at `close` (consumed), false at a comma.
+    fn member_end(&mut self, close: u8) -> Res<bool> {
+        self.ws();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ => Err(Fail::Syntax),
+        }
+    }
+
     /// Skip one value, checking its syntax (Python rejects the row for any error in it).
     fn skip(&mut self) -> Res<()> {
         self.ws();
@@ -804,14 +820,8 @@ impl<'a> Parser<'a> {
                         }
                         self.pos += 1;
                         self.skip()?;
-                        self.ws();
-                        match self.peek() {
-                            Some(b',') => self.pos += 1,
-                            Some(b'}') => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return Err(Fail::Syntax),
+                        if self.member_end(b'}')? {
+                            break;
                         }
                     }
                 }
@@ -830,14 +840,8 @@ impl<'a> Parser<'a> {
                 } else {
                     loop {
                         self.skip()?;
-                        self.ws();
-                        match self.peek() {
-                            Some(b',') => self.pos += 1,
-                            Some(b']') => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return Err(Fail::Syntax),
+                        if self.member_end(b']')? {
+                            break;
                         }
                     }
                 }
