@@ -776,6 +776,21 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Past an opening bracket, one level deeper: true when `close` follows at once (consumed).
+    fn open(&mut self, close: u8) -> Res<bool> {
+        self.pos += 1;
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Fail::Unhandled);
+        }
+        self.ws();
+        let empty = self.peek() == Some(close);
+        if empty {
+            self.pos += 1;
+        }
+        Ok(empty)
+    }
+
     /// After a member of an object or array: true at `close` (consumed), false at a comma.
     fn member_end(&mut self, close: u8) -> Res<bool> {
         self.ws();
@@ -797,15 +812,7 @@ impl<'a> Parser<'a> {
         self.ws();
         match self.peek() {
             Some(b'{') => {
-                self.pos += 1;
-                self.depth += 1;
-                if self.depth > MAX_DEPTH {
-                    return Err(Fail::Unhandled);
-                }
-                self.ws();
-                if self.peek() == Some(b'}') {
-                    self.pos += 1;
-                } else {
+                if !self.open(b'}')? {
                     loop {
                         self.ws();
                         if self.peek() != Some(b'"') {
@@ -829,15 +836,7 @@ impl<'a> Parser<'a> {
                 Ok(())
             }
             Some(b'[') => {
-                self.pos += 1;
-                self.depth += 1;
-                if self.depth > MAX_DEPTH {
-                    return Err(Fail::Unhandled);
-                }
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.pos += 1;
-                } else {
+                if !self.open(b']')? {
                     loop {
                         self.skip()?;
                         if self.member_end(b']')? {
