@@ -23,7 +23,7 @@ from deltalake import PostCommitHookProperties, write_deltalake
 from kubernetes import client
 
 from tests.image.conftest import HADOLINT, REPO, SCRIPTS, buildah, container, image_config, run_in
-from tests.support import waiting
+from tests.support import native, waiting
 from tests.support.kube import KubeCluster
 from tests.support.stores import free_port
 
@@ -94,7 +94,7 @@ def test_contents_no_compilers_no_pip_no_sources(operator_image: str) -> None:
             names = {p.name for p in site.iterdir()}
             assert "deltakeeper" in names and "kopf" in names
             # the native stats parser, staged from the host's build (CI requires it)
-            if os.environ.get("DELTAKEEPER_REQUIRE_NATIVE") == "1":
+            if native.REQUIRED:
                 assert any(n.startswith("deltakeeper_native") for n in names), sorted(names)
             # deltakeeper only: none of the test or dev extras came along
             assert not names & {"pytest", "deltalake", "duckdb", "ruff", "mypy", "hypothesis"}
@@ -124,7 +124,7 @@ def test_entrypoint_runs_as_non_root(operator_image: str) -> None:
         assert version.stdout.strip() == f"deltakeeper {project_version()}"
         default = run_in(name, *config["Entrypoint"], *config["Cmd"], "--help")
         assert default.returncode == 0 and "--namespace" in default.stdout, default.stderr
-        if os.environ.get("DELTAKEEPER_REQUIRE_NATIVE") == "1":  # the host-built wheel loads
+        if native.REQUIRED:  # the host-built wheel loads
             probe = "from deltakeeper.delta import native_stats; assert native_stats.available()"
             loaded = run_in(name, "/opt/venv/bin/python", "-c", probe)
             assert loaded.returncode == 0, loaded.stderr

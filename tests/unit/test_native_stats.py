@@ -8,7 +8,6 @@ native result (with the rows it leaves to Python) must equal the reference exact
 from __future__ import annotations
 
 import json
-import os
 import random
 from typing import Any
 
@@ -19,11 +18,10 @@ from hypothesis import strategies as st
 
 from deltakeeper.delta import native_stats
 from deltakeeper.delta.types import coerce_rows, stats_parsed, stats_type
+from tests.support.native import REQUIRED as NATIVE_REQUIRED
 
-# CI sets DELTAKEEPER_REQUIRE_NATIVE=1: there a missing extension fails these tests, never skips.
-REQUIRED = os.environ.get("DELTAKEEPER_REQUIRE_NATIVE") == "1"
 pytestmark = pytest.mark.skipif(
-    not native_stats.available() and not REQUIRED,
+    not native_stats.available() and not NATIVE_REQUIRED,
     reason="deltakeeper_native is not built (make setup builds it where Rust is installed)",
 )
 

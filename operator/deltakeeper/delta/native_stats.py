@@ -30,8 +30,12 @@ Spec = list[tuple[str, str, int, int, int]]
 Column = tuple[pa.Buffer, pa.Buffer | None, int, tuple[bytes, bytes] | None]
 
 
+# DELTAKEEPER_NATIVE=0: the Arrow path on purpose (to measure or compare it), without a warning.
+_TURNED_OFF = os.environ.get("DELTAKEEPER_NATIVE") == "0"
+
+
 def _load() -> Any:
-    if os.environ.get("DELTAKEEPER_NATIVE") == "0":  # to measure or compare the Arrow path
+    if _TURNED_OFF:
         return None
     try:
         return importlib.import_module("deltakeeper_native")
@@ -85,7 +89,7 @@ def parse(text: pa.Array, t: pa.StructType) -> tuple[pa.StructArray, list[int]] 
     in the array). None without the extension or for a type it does not parse."""
     global _warned
     if _NATIVE is None:
-        if not _warned and os.environ.get("DELTAKEEPER_NATIVE") != "0":
+        if not _warned and not _TURNED_OFF:
             log.warning(
                 "deltakeeper_native is not installed, so stats_parsed is parsed by the Arrow "
                 "JSON path (about 4x slower); make setup builds it where Rust is installed"
