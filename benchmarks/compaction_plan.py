@@ -49,17 +49,17 @@ def _child(engine: str, table: str) -> int:
             emit_result(files, load, 0.0, 0, rss_import)
             return 0
         from deltakeeper.delta import open_table, schema
-        from deltakeeper.maintenance import compaction
+        from deltakeeper.maintenance import compaction_plan
 
         started = time.perf_counter()
         snap = open_table(table).snapshot(add_cols=(*schema.LEAN_ADD, "stats"))
         load = time.perf_counter() - started
-        names = compaction.logical_partition_names(snap.metadata)
-        settings = compaction.CompactionSettings(
+        names = compaction_plan.logical_partition_names(snap.metadata)
+        settings = compaction_plan.CompactionSettings(
             target_file_size=128 * MIB, min_files_per_partition=50
         )
         started = time.perf_counter()
-        found = compaction.plan(snap.files, tuple(names), settings, NOW_MS)
+        found = compaction_plan.plan(snap.files, tuple(names), settings, NOW_MS)
         planning = time.perf_counter() - started
         emit_result(snap.num_files, load, planning, len(found.partitions), rss_import)
     except Exception as e:
@@ -107,7 +107,7 @@ def report(cmd: str, params: Params, results: dict[str, dict], repeats: int) -> 
         "date/region. Each engine in a fresh process, "
         f"{repeats} run(s), interleaved; medians.",
         "  - delta-rs: `DeltaTable(path).get_add_actions()` (the snapshot any planner needs)",
-        "  - deltakeeper-plan: snapshot with stats, then `compaction.plan` over every partition",
+        "  - deltakeeper-plan: the snapshot with stats, then `compaction_plan.plan` per partition",
         "",
         "| engine | total | load | plan | peak RSS | partitions due |",
         "|---|---|---|---|---|---|",

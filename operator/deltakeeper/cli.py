@@ -24,7 +24,7 @@ from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.storage import LocalStorage, normalize_options, open_storage
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
-from deltakeeper.maintenance import compaction, executor, planner, policy
+from deltakeeper.maintenance import compaction_plan, executor, planner, policy
 from deltakeeper.resources.lake import table_uri
 from deltakeeper.runtime import credentials
 from deltakeeper.units import (
@@ -634,7 +634,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
     if args.discovery:
         options.discovery = True
     if options.discovery:
-        from deltakeeper.k8s import discovery  # noqa: F401 (registers the DeltaLake handlers)
+        from deltakeeper.k8s import lake_handlers  # noqa: F401 (registers the DeltaLake handlers)
     if args.metrics_bind_address is not None:
         options.metrics_bind_address = args.metrics_bind_address
     if args.namespace:
@@ -983,13 +983,13 @@ def cmd_compact(args: argparse.Namespace) -> int:
     options = _storage_options(args.storage_option)
     table = open_table(args.uri, options)
     snap = table.snapshot(add_cols=(*LEAN_ADD, "stats"))
-    refusal = compaction.refusal(snap)
+    refusal = compaction_plan.refusal(snap)
     if refusal:
         raise UnsupportedProtocolError(f"{args.uri}: {refusal}")
     meta = snap.metadata
-    names = compaction.logical_partition_names(meta)
+    names = compaction_plan.logical_partition_names(meta)
     settings = policy.CompactionSettings(
-        target_file_size=compaction.target_file_size(
+        target_file_size=compaction_plan.target_file_size(
             meta.configuration, _size("--target-file-size", args.target_file_size)
         ),
         min_file_size=_size("--min-file-size", args.min_file_size),
@@ -997,9 +997,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         max_age_ms=_ms("--max-age", args.max_age, parse_duration_ms)
         or policy.COMPACTION_MAX_AGE_MS,
     )
-    timestamps = compaction.timestamp_partitions(meta)
-    files = compaction.only_where(snap.files, _where(args.where, names), timestamps)
-    found = compaction.plan(files, tuple(names), settings, now, timestamps)
+    timestamps = compaction_plan.timestamp_partitions(meta)
+    files = compaction_plan.only_where(snap.files, _where(args.where, names), timestamps)
+    found = compaction_plan.plan(files, tuple(names), settings, now, timestamps)
     # The table's own policy: its checkpoint interval and retention rule the checkpoint step.
     pol = replace(_policy(args.uri, meta.configuration), compaction=settings)
     plan = planner.forced_compaction(

@@ -33,8 +33,14 @@ from deltakeeper.resources import manifests
 from deltakeeper.resources.lake import LakeResource, table_manifest
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime.discovery import (
+    TABLE_FOUND,
+    LakeScan,
+    LakeScanner,
+    lake_status,
+    table_found,
+)
 from deltakeeper.runtime.fleet import Fleet, now_ms
-from deltakeeper.runtime.lakes import TABLE_FOUND, LakeScan, LakeScanner, lake_status, table_found
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 from deltakeeper.runtime.targets import resolve
 from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target

@@ -28,8 +28,8 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from deltakeeper.compaction.spark_application import JOB_LABEL, MAX_NAME, TABLE_LABEL
 from deltakeeper.k8s import spark_jobs
+from deltakeeper.k8s.spark_application import JOB_LABEL, MAX_NAME, TABLE_LABEL
 from tests.e2e.conftest import Operator, start_operator
 from tests.e2e.test_operator import (  # noqa: F401 (s3: a fixture)
     GROUP,

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pytest
 from kubernetes import client
 
-from deltakeeper.compaction.spark_application import Owner, spark_application
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta.table import open_table
 from deltakeeper.k8s import spark_jobs
+from deltakeeper.k8s.spark_application import Owner, spark_application
 from deltakeeper.k8s.spark_jobs import SparkState
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from tests.support.kube import KubeCluster
 from tests.support.spark_operator import CRD, stand_in
 
@@ -81,9 +81,9 @@ def test_a_job_compacts_and_is_found_again_by_its_labels(
     table = tmp_path / "events"
     small_file_table(table)
     snap = open_table(str(table)).snapshot()
-    settings = compaction.CompactionSettings(min_files_per_partition=4)
-    found = compaction.plan(snap.files, ("p",), settings, now_ms=0)
-    spec = compaction.job_spec(found, {"p": "p"}, "dk-e2e-1", snap.version)
+    settings = compaction_plan.CompactionSettings(min_files_per_partition=4)
+    found = compaction_plan.plan(snap.files, ("p",), settings, now_ms=0)
+    spec = compaction_plan.job_spec(found, {"p": "p"}, "dk-e2e-1", snap.version)
     app = app_for(table, "events", "dk-e2e-1", spec)
 
     with stand_in(api, NS) as controller:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support.compaction import (
     commit_info,
@@ -52,7 +52,7 @@ def _write(path: Path) -> list[dict[str, object]]:
     return rows
 
 
-def _plan(path: Path) -> tuple[compaction.CompactionPlan, dict[str, str], int]:
+def _plan(path: Path) -> tuple[compaction_plan.CompactionPlan, dict[str, str], int]:
     return plan_table(path, SETTINGS)
 
 
@@ -73,7 +73,7 @@ def test_a_delete_between_read_and_commit_fails_the_job_and_loses_no_row(tmp_pat
     assert found.due and found.files == 6, found.reason()
     gate = tmp_path / "gate"
     gate.mkdir()
-    spec = {**compaction.job_spec(found, names, "dk-conflict", planned), "table": str(table)}
+    spec = {**compaction_plan.job_spec(found, names, "dk-conflict", planned), "table": str(table)}
 
     job = start_job(spec, jars=pausing_jars(), conf=gate_conf(gate))
     try:
@@ -97,7 +97,7 @@ def test_a_delete_between_read_and_commit_fails_the_job_and_loses_no_row(tmp_pat
     # The next plan sees the delete and its job succeeds.
     again, names, now = _plan(table)
     assert again.due and now == planned + 1
-    spec = {**compaction.job_spec(again, names, "dk-after", now), "table": str(table)}
+    spec = {**compaction_plan.job_spec(again, names, "dk-after", now), "table": str(table)}
     code, out, err = spark_submit(spec)
     assert code == 0, err
     assert out["result"] == "done" and [c["version"] for c in out["commits"]] == [now + 1]

@@ -25,7 +25,7 @@ import pytest
 
 from deltakeeper.cli import main
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support import spark as spark_support
 from tests.support.compaction import (
@@ -308,7 +308,7 @@ def _instant(value: str | None) -> Any:
 # ------------------------------------------------------------------------------------------
 
 
-def _plan(path: Path) -> tuple[compaction.CompactionPlan, dict[str, str], int]:
+def _plan(path: Path) -> tuple[compaction_plan.CompactionPlan, dict[str, str], int]:
     return plan_table(path, SETTINGS)
 
 
@@ -323,9 +323,9 @@ def test_planned_job_keeps_every_row_for_every_oracle(
     rows = baseline(path)
     assert max(rows) == planned and not any(isinstance(r, Unreadable) for r in rows.values())
     # The types as the planner sends them: the job must not need to ask Spark.
-    types = compaction.spark_partition_types(open_table(str(path)).snapshot().metadata)
+    types = compaction_plan.spark_partition_types(open_table(str(path)).snapshot().metadata)
     assert types is not None and set(types) == set(names.values()), types
-    spec = compaction.job_spec(found, names, f"dk-{name}", planned, types)
+    spec = compaction_plan.job_spec(found, names, f"dk-{name}", planned, types)
 
     code, out, err = spark_submit({**spec, "table": str(path)})
 

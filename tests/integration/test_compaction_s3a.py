@@ -16,7 +16,7 @@ import pytest
 from deltakeeper.compaction import submit
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support.compaction import commit_info, file_changes, s3a_jars
 from tests.support.oracles import table_versions
@@ -40,12 +40,12 @@ def test_the_job_compacts_a_minio_table_through_s3a(minio: Emulator, tmp_path: P
     rows = deltars_digest(str(local))
 
     snap = open_table(uri, minio.storage_options).snapshot()
-    names = compaction.logical_partition_names(snap.metadata)
-    found = compaction.plan(
+    names = compaction_plan.logical_partition_names(snap.metadata)
+    found = compaction_plan.plan(
         snap.files, tuple(names), CompactionSettings(min_files_per_partition=2), 0
     )
     assert found.due and found.files == 6, found.reason()
-    spec = compaction.job_spec(found, names, "dk-s3a", snap.version)
+    spec = compaction_plan.job_spec(found, names, "dk-s3a", snap.version)
     storage = spark_storage(uri, minio.storage_options)
     assert storage.uri.startswith("s3a://") and minio.secret not in str(storage.conf)
     cfg = submit.SubmitConfig("local[2]", jars_dir=str(s3a_jars()), conf=SUBMIT_CONF, timeout_s=600)

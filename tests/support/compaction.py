@@ -32,7 +32,7 @@ from deltakeeper.compaction.launcher import JobResult
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.compaction.submit import SubmitConfig, SubmitJob
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.policy import CompactionSettings
 from tests.support.spark import REPO, SUBMIT_CONF, cache_root, ensure_spark, pinned_versions
 
@@ -101,13 +101,17 @@ def files_per_partition(path: Path) -> Counter[tuple[tuple[str, str | None], ...
 
 def plan_table(
     path: Path, settings: CompactionSettings
-) -> tuple[compaction.CompactionPlan, dict[str, str], int]:
+) -> tuple[compaction_plan.CompactionPlan, dict[str, str], int]:
     """deltakeeper's plan for a local table, as the daemon makes it: the plan, the partition
     columns' physical -> logical names, and the version planned at."""
     snap = open_table(str(path)).snapshot()
-    names = compaction.logical_partition_names(snap.metadata)
-    timestamps = compaction.timestamp_partitions(snap.metadata)
-    return compaction.plan(snap.files, tuple(names), settings, 0, timestamps), names, snap.version
+    names = compaction_plan.logical_partition_names(snap.metadata)
+    timestamps = compaction_plan.timestamp_partitions(snap.metadata)
+    return (
+        compaction_plan.plan(snap.files, tuple(names), settings, 0, timestamps),
+        names,
+        snap.version,
+    )
 
 
 def gate_conf(gate: Path) -> dict[str, str]:

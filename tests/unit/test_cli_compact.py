@@ -17,7 +17,7 @@ from deltakeeper.compaction import submit
 from deltakeeper.compaction.launcher import JobRequest, JobResult
 from deltakeeper.delta.errors import StorageUnreachableError
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction, executor, planner
+from deltakeeper.maintenance import compaction_plan, executor, planner
 from deltakeeper.maintenance.policy import CompactionSettings, effective
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol
 
@@ -311,7 +311,9 @@ def test_only_the_checkpoint_before_compacts_job_is_optional(tmp_path: Path) -> 
     pol = effective({})
     steps = planner.plan(table, snap, pol, 0, ("checkpoint", "vacuum")).steps
     assert not any(s.optional for s in steps)
-    found = compaction.plan(snap.files, ("day",), CompactionSettings(min_files_per_partition=4), 0)
+    found = compaction_plan.plan(
+        snap.files, ("day",), CompactionSettings(min_files_per_partition=4), 0
+    )
     forced = planner.forced_compaction(table, snap, pol, 0, found, checkpoint=True)
     assert [(s.operation, s.optional) for s in forced.steps] == [
         ("checkpoint", True),

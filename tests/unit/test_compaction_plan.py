@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from deltakeeper.delta.schema import add_schema
 from deltakeeper.delta.snapshot import Metadata
-from deltakeeper.maintenance.compaction import (
+from deltakeeper.maintenance.compaction_plan import (
     CompactionSettings,
     Why,
     plan,
@@ -167,7 +167,7 @@ def test_timestamp_partitions_are_named_as_in_the_log() -> None:
 
 
 def test_the_job_spec_carries_z_order_columns_and_threads_only_when_set() -> None:
-    from deltakeeper.maintenance.compaction import job_spec
+    from deltakeeper.maintenance.compaction_plan import job_spec
 
     rows = [{"part": {"p": "a"}, "size": MIB} for _ in range(4)]
     plain = job_spec(plan(files(rows), ("p",), SETTINGS, NOW), {"p": "p"}, "dk-1", 3)
@@ -201,7 +201,7 @@ def _meta(fields: list[tuple[str, Any]], partitions: list[str], mode: str = "non
 
 
 def test_partition_types_are_spark_sql_names_by_logical_column() -> None:
-    from deltakeeper.maintenance.compaction import spark_partition_types
+    from deltakeeper.maintenance.compaction_plan import spark_partition_types
 
     kinds = [
         ("s", "string"),
@@ -243,7 +243,7 @@ def test_partition_types_are_spark_sql_names_by_logical_column() -> None:
 
 
 def test_partition_types_unknown_to_this_build_leave_the_job_to_ask_spark() -> None:
-    from deltakeeper.maintenance.compaction import spark_partition_types
+    from deltakeeper.maintenance.compaction_plan import spark_partition_types
 
     assert spark_partition_types(_meta([("p", "string"), ("v", "variant")], ["p", "v"])) is None
     assert spark_partition_types(_meta([("p", "string")], ["p", "gone"])) is None
@@ -251,7 +251,7 @@ def test_partition_types_unknown_to_this_build_leave_the_job_to_ask_spark() -> N
 
 
 def test_the_job_spec_carries_partition_types_only_when_given() -> None:
-    from deltakeeper.maintenance.compaction import job_spec
+    from deltakeeper.maintenance.compaction_plan import job_spec
 
     rows = [{"part": {"col-0": "a"}, "size": MIB} for _ in range(4)]
     settings = CompactionSettings(128 * MIB, min_files_per_partition=4)
@@ -262,7 +262,7 @@ def test_the_job_spec_carries_partition_types_only_when_given() -> None:
 
 
 def test_the_log_replay_gets_a_partition_per_20000_actions_up_to_deltas_50() -> None:
-    from deltakeeper.maintenance.compaction import job_spec, snapshot_partitions
+    from deltakeeper.maintenance.compaction_plan import job_spec, snapshot_partitions
 
     sizes = [0, 1, 20_000, 20_001, 200_000, 1_000_000, 50_000_000]
     assert [snapshot_partitions(n) for n in sizes] == [1, 1, 1, 2, 10, 50, 50]

@@ -13,7 +13,7 @@ import pytest
 from deltakeeper.cli import main
 from deltakeeper.compaction.launcher import JobResult
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.executor import Result, job_outcome
 from deltakeeper.maintenance.policy import (
     COMPACTION_MIN_INTERVAL_MS,
@@ -92,7 +92,7 @@ def test_the_table_spec_wins_field_by_field_over_its_policy() -> None:
 
 def test_the_tables_spark_application_merges_key_by_key_over_its_policys() -> None:
     """Table over policy over the operator-wide default: objects merged, lists replaced."""
-    from deltakeeper.compaction.spark_application import Owner, merge, spark_application
+    from deltakeeper.k8s.spark_application import Owner, merge, spark_application
 
     policy_app = {
         "image": "spark:policy",
@@ -232,7 +232,7 @@ def test_a_jobs_commits_are_read_back_by_their_tag(tmp_path: Path) -> None:
     v = log.commit(info, *removes, add("day=a/big.parquet", size=3000, day="a"))
     other = log.commit({"commitInfo": {"operation": "OPTIMIZE", "userMetadata": "someone"}})
     table = open_table(str(tmp_path))
-    back = compaction.read_back(table, tag, [v, other, 99])
+    back = compaction_plan.read_back(table, tag, [v, other, 99])
     assert back.versions == (v,)
     assert (back.files_removed, back.files_added) == (4, 1)
     assert (back.bytes_removed, back.bytes_added) == (4000, 3000)
@@ -267,7 +267,9 @@ def test_the_planners_job_spec_says_types_version_and_replay_size(tmp_path: Path
     log.commit(remove("day=a/0.parquet"))
     table = open_table(str(tmp_path))
     snap = table.snapshot()
-    found = compaction.plan(snap.files, ("day",), CompactionSettings(min_files_per_partition=2), 0)
+    found = compaction_plan.plan(
+        snap.files, ("day",), CompactionSettings(min_files_per_partition=2), 0
+    )
     (step,) = forced_compaction(table, snap, effective({}), 0, found).steps
     spec = step.job_spec
     assert spec is not None and spec["compact"] == [{"day": "a"}]

@@ -20,14 +20,14 @@ from deltakeeper.compaction.launcher import (
     Planned,
 )
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance.compaction import CompactionPlan
+from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_MS,
     CompactionSettings,
 )
-from deltakeeper.runtime.compaction import JobTracker
 from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.watcher import TableWatcher, Target
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove

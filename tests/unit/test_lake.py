@@ -19,7 +19,7 @@ from deltakeeper.resources.lake import (
 )
 from deltakeeper.resources.manifests import ManifestError
 from deltakeeper.runtime import metrics
-from deltakeeper.runtime.lakes import LakeScanner, ScanResult, lake_status
+from deltakeeper.runtime.discovery import LakeScanner, ScanResult, lake_status
 from tests.unit.test_discover import make_table
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -13,14 +13,14 @@ import jsonschema
 import pytest
 import yaml
 
-from deltakeeper.compaction.spark_application import (
+from deltakeeper.k8s.spark_application import (
     JOB_LABEL,
     TABLE_LABEL,
     Owner,
     job_name,
-    merge,
     spark_application,
 )
+from deltakeeper.resources.spec import merge
 
 CRD = (
     Path(__file__).resolve().parents[2].parent
@@ -127,7 +127,7 @@ def test_azure_sas_and_service_principal_keys_reach_the_job_as_references(
 
 def test_the_planned_files_and_bytes_are_annotations_read_back_on_adoption() -> None:
     from deltakeeper.compaction.launcher import Planned
-    from deltakeeper.compaction.spark_application import PLANNED_BYTES, PLANNED_FILES
+    from deltakeeper.k8s.spark_application import PLANNED_BYTES, PLANNED_FILES
     from deltakeeper.k8s.spark_jobs import Job
 
     app = build(planned=Planned(12, 34_567_890_123))

@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from deltakeeper.delta import checkpoint_files, features, paths
+from deltakeeper.delta import checkpoint_reader, features, paths
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.properties import DAY_MS, duration_text, when_text
@@ -341,7 +341,7 @@ def sidecar_deletions(
 
 def bare(refs: Iterable[str]) -> set[str]:
     """File names of sidecar paths (a sidecar action's path is a URI-encoded name or path)."""
-    return {checkpoint_files.sidecar_name(ref) for ref in refs}
+    return {checkpoint_reader.sidecar_name(ref) for ref in refs}
 
 
 def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
@@ -440,7 +440,7 @@ def _sidecar_refs(table: Table, infos: list[FileInfo]) -> dict[str, list[str]]:
     for info in infos:
         name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
         if name is not None and name.kind in (Kind.CHECKPOINT, Kind.UUID_CHECKPOINT):
-            refs[info.key] = checkpoint_files.sidecar_paths(table.storage, info.key)
+            refs[info.key] = checkpoint_reader.sidecar_paths(table.storage, info.key)
     return refs
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from deltakeeper.delta import checkpoint_files, schema
+from deltakeeper.delta import checkpoint_reader, schema
 from deltakeeper.delta.errors import CorruptLogError, DamagedCheckpointError, MissingLogFileError
 from deltakeeper.delta.json_log import commit_lines
 from deltakeeper.delta.log import LogSegment
@@ -63,7 +63,7 @@ def replay(
     elif segment.checkpoint is not None:
         cp = segment.checkpoint
         try:
-            cp_adds, cp_removes, others = checkpoint_files.read_checkpoint(
+            cp_adds, cp_removes, others = checkpoint_reader.read_checkpoint(
                 storage, cp, add_cols, remove_cols, drop
             )
         except MissingLogFileError:
@@ -119,7 +119,7 @@ class _Kept:
         if table is None:
             rows = [orjson.loads(line)[self.action] for line in self.lines]
             where = [f"{self.uri}/{key}: line {n}" for key, n in self.places]
-            table = checkpoint_files.rows_to_table(rows, self.cols, self.action, where)
+            table = checkpoint_reader.rows_to_table(rows, self.cols, self.action, where)
         self.tables.append(table)
         self._clear()
 

@@ -8,4 +8,4 @@ from deltakeeper.k8s import handlers as handlers
 from deltakeeper.k8s.options import discovery_enabled
 
 if discovery_enabled():
-    from deltakeeper.k8s import discovery as discovery
+    from deltakeeper.k8s import lake_handlers as lake_handlers

@@ -36,7 +36,13 @@ from deltakeeper.resources.lake import (
 )
 from deltakeeper.resources.manifests import ManifestError
 from deltakeeper.runtime.credentials import SCRUBBER
-from deltakeeper.runtime.lakes import LakeScan, LakeScanner, ScanResult, lake_status, table_found
+from deltakeeper.runtime.discovery import (
+    LakeScan,
+    LakeScanner,
+    ScanResult,
+    lake_status,
+    table_found,
+)
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
 from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event, Problem

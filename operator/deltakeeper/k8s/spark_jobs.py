@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from deltakeeper.compaction.launcher import Planned
-from deltakeeper.compaction.spark_application import (
+from deltakeeper.k8s.spark_application import (
     JOB_LABEL,
     PLANNED_BYTES,
     PLANNED_FILES,

@@ -25,12 +25,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from deltakeeper.compaction.launcher import Found, JobFailed, JobRequest, JobResult, JobRunning
-from deltakeeper.compaction.spark_application import Owner, merge, spark_application
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import spark_jobs
+from deltakeeper.k8s.spark_application import Owner, spark_application
 from deltakeeper.k8s.spark_jobs import SparkState
+from deltakeeper.resources.spec import merge
 
 log = logging.getLogger("deltakeeper.operator")
 WAIT_EVERY_S = 2.0

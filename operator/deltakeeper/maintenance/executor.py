@@ -34,7 +34,7 @@ from deltakeeper.delta.checkpoint import (
 from deltakeeper.delta.crc import CrcResult
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.table import Table
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.planner import Plan, Step
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
 from deltakeeper.units import format_bytes
@@ -92,7 +92,7 @@ class Outcome:
     job: Job | None = field(default=None, repr=False)  # compaction started, not waited for
     job_id: str | None = None  # compaction
     job_result: dict[str, Any] | None = None  # compaction: the job's own JSON line
-    compacted: compaction.Compacted | None = None  # compaction: its commits, read from the log
+    compacted: compaction_plan.Compacted | None = None  # compaction: its commits, read from the log
 
     def to_json(self) -> dict[str, Any]:
         out = self._json()
@@ -279,7 +279,7 @@ def _compaction(
     """Launch the planned job; wait for it when the caller does (the CLI), else hand the
     running job back in the Outcome (the daemon tracks it)."""
     spec = step.job_spec
-    assert isinstance(step.detail, compaction.CompactionPlan) and spec is not None
+    assert isinstance(step.detail, compaction_plan.CompactionPlan) and spec is not None
     tag = str(spec["jobId"])
     if dry_run:
         message = f"would run job {tag}: {step.reason}"
@@ -315,10 +315,10 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
         return out
     if "commits" in result.result:
         reported = [int(c["version"]) for c in result.result["commits"] or []]
-        back = compaction.read_back(table, tag, reported)
+        back = compaction_plan.read_back(table, tag, reported)
     else:  # a launcher that cannot see the job's output (SparkApplication): the log tells
         since = int(result.result.get("startVersion") or 0)
-        back = compaction.read_back(table, tag, compaction.commits_after(table, since))
+        back = compaction_plan.read_back(table, tag, compaction_plan.commits_after(table, since))
         reported = list(back.versions)
     out.compacted = back
     if len(back.versions) != len(reported):

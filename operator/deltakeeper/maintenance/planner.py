@@ -22,7 +22,7 @@ from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
-from deltakeeper.maintenance import compaction
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
@@ -36,7 +36,7 @@ class Step:
     due: bool
     reason: str
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
-    detail: cleanup.CleanupPlan | vacuum.VacuumPlan | compaction.CompactionPlan | None = None
+    detail: cleanup.CleanupPlan | vacuum.VacuumPlan | compaction_plan.CompactionPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
     error: DeltaError | None = field(default=None, repr=False)  # for a refusal: its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
@@ -49,7 +49,7 @@ class Step:
     # checkpoint: the source a front-end opened already (to read the table's policy); else the
     # executor opens one.
     source: CheckpointSource | None = field(default=None, repr=False)
-    # compaction: the job's input (compaction.job_spec) when due
+    # compaction: the job's input (compaction_plan.job_spec) when due
     job_spec: dict[str, Any] | None = field(default=None, repr=False)
     # A failure of this step is reported and the steps after it still run (the checkpoint
     # before `compact`'s job: without it the job replays the JSON log, slower but right).
@@ -65,7 +65,7 @@ class Step:
         if self.detail is not None:
             out["files"] = self.detail.files
             out["bytes"] = self.detail.bytes
-        if isinstance(self.detail, compaction.CompactionPlan):
+        if isinstance(self.detail, compaction_plan.CompactionPlan):
             out["plan"] = self.detail.to_json()
         return out
 
@@ -234,7 +234,7 @@ def _recent_classic(table: Table, version: int, window: int) -> bool:
 def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
     """Which partitions a job would rewrite, from the file actions; refused on tables whose
     features could change what a correct plan is (catalog-managed ones included)."""
-    refused = compaction.refusal(snap)
+    refused = compaction_plan.refusal(snap)
     if refused:
         error = UnsupportedProtocolError(refused)
         return Step("compaction", False, refused, refused=True, error=error)
@@ -242,9 +242,9 @@ def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     if "stats" not in files.column_names and snap.protocol.has("deletionVectors"):
         # Deleted-row ratios need the record counts; only DV tables pay for the stats.
         files = table.snapshot(version=snap.version, add_cols=(*LEAN_ADD, "stats")).files
-    names = compaction.logical_partition_names(snap.metadata)
-    timestamps = compaction.timestamp_partitions(snap.metadata)
-    found = compaction.plan(files, tuple(names), policy.compaction, now_ms, timestamps)
+    names = compaction_plan.logical_partition_names(snap.metadata)
+    timestamps = compaction_plan.timestamp_partitions(snap.metadata)
+    found = compaction_plan.plan(files, tuple(names), policy.compaction, now_ms, timestamps)
     return _compaction_step(snap, found, now_ms)
 
 
@@ -253,7 +253,7 @@ def forced_compaction(
     snap: Snapshot,
     policy: Policy,
     now_ms: int,
-    found: compaction.CompactionPlan,
+    found: compaction_plan.CompactionPlan,
     *,
     checkpoint: bool = False,
 ) -> Plan:
@@ -269,14 +269,14 @@ def forced_compaction(
     return result
 
 
-def _compaction_step(snap: Snapshot, found: compaction.CompactionPlan, now_ms: int) -> Step:
+def _compaction_step(snap: Snapshot, found: compaction_plan.CompactionPlan, now_ms: int) -> Step:
     if not found.due:
         return Step("compaction", False, found.reason(), found)
-    tag = compaction.job_id(snap.metadata.id, now_ms)
-    names = compaction.logical_partition_names(snap.metadata)
-    types = compaction.spark_partition_types(snap.metadata)
+    tag = compaction_plan.job_id(snap.metadata.id, now_ms)
+    names = compaction_plan.logical_partition_names(snap.metadata)
+    types = compaction_plan.spark_partition_types(snap.metadata)
     actions = snap.num_files + snap.num_tombstones
-    spec = compaction.job_spec(found, names, tag, snap.version, types, actions)
+    spec = compaction_plan.job_spec(found, names, tag, snap.version, types, actions)
     return Step("compaction", True, found.reason(), found, job_spec=spec)
 
 

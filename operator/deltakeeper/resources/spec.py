@@ -6,10 +6,10 @@ out here and filled in with Delta's defaults by maintenance/policy.py, where def
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
-from deltakeeper.compaction.spark_application import merge
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.policy import PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron
@@ -209,3 +209,14 @@ def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise PolicyError(f"{key}: expected true or false, got {value!r}")
     return value
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, objects merged key by key, anything else replaced."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

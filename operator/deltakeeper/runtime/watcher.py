@@ -29,7 +29,7 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner, schedule
-from deltakeeper.maintenance.compaction import CompactionPlan
+from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Result
 from deltakeeper.maintenance.policy import (
     COMPACTION_DEADLINE_MS,
@@ -39,8 +39,8 @@ from deltakeeper.maintenance.policy import (
     PolicyError,
     effective,
 )
-from deltakeeper.runtime.compaction import JobTracker
 from deltakeeper.runtime.credentials import SCRUBBER
+from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.units import format_bytes, rfc3339
 
 log = logging.getLogger("deltakeeper.watcher")

@@ -14,8 +14,8 @@ can replace the in-memory snapshot later. Part counts come from counts known up 
 Order matters for crash safety: checkpoint files are written and read back before
 `_last_checkpoint` points at them, and `_last_checkpoint` never moves backwards.
 
-Modules: write (the entry point), sources (snapshot or incremental), content (the rows),
-stats, layouts (the files), last (`_last_checkpoint`), prefetch.
+Modules: write (the entry point; it also moves `_last_checkpoint`), sources (snapshot or
+incremental), content (the rows), stats, layouts (the files), prefetch.
 """
 
 from deltakeeper.delta.checkpoint.content import Content, HeaderRow, snapshot_content

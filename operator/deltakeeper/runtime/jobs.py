@@ -16,7 +16,7 @@ from typing import Any
 from deltakeeper.compaction.launcher import Adopting, Job, JobState, Planned
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import executor
-from deltakeeper.maintenance.compaction import CompactionPlan
+from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_CAP_MS,

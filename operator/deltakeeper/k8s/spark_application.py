@@ -10,7 +10,6 @@ which reach driver and executors only as references to the table's Secret, never
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,15 +17,16 @@ from typing import Any
 
 from deltakeeper.compaction.launcher import Planned
 from deltakeeper.resources import names
-from deltakeeper.resources.crd import API_VERSION
+from deltakeeper.resources.crd import API_VERSION, GROUP
+from deltakeeper.resources.spec import merge
 
 GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "SparkApplication"
-TABLE_LABEL = "deltakeeper.io/table"
-JOB_LABEL = "deltakeeper.io/job-id"
+TABLE_LABEL = f"{GROUP}/table"
+JOB_LABEL = f"{GROUP}/job-id"
 # What the plan rewrites, read back by an operator that adopts the job after a restart.
-PLANNED_FILES = "deltakeeper.io/planned-files"
-PLANNED_BYTES = "deltakeeper.io/planned-bytes"
+PLANNED_FILES = f"{GROUP}/planned-files"
+PLANNED_BYTES = f"{GROUP}/planned-bytes"
 MAX_NAME = names.MAX_NAME
 DEFAULT_TTL_SECONDS = 3600
 
@@ -78,17 +78,6 @@ class Owner:
 def job_name(table: str, job_id: str) -> str:
     """A DNS-1035 label of at most 63 characters, unique per job: `dk-<table>-<hash>`."""
     return names.dns_label(table, job_id, prefix="dk-")
-
-
-def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """`over` on top of `base`, objects merged key by key, anything else replaced."""
-    out = copy.deepcopy(dict(base))
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def secret_env(secret_name: str | None, secret_keys: list[str]) -> list[dict[str, Any]]:
