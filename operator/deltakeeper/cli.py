@@ -25,6 +25,7 @@ from deltakeeper.delta.storage import LocalStorage, normalize_options, open_stor
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import compaction_plan, executor, planner, policy
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.resources.lake import table_uri
 from deltakeeper.runtime import credentials
 from deltakeeper.units import (
@@ -578,11 +579,11 @@ def _configure_logging() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from deltakeeper import standalone
     from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
+    from deltakeeper.standalone import daemon
 
     _configure_logging()
-    return standalone.run(
+    return daemon.run(
         args.manifests,
         args.metrics_port,
         args.metrics_bind_address or DEFAULT_BIND_ADDRESS,
@@ -596,9 +597,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from deltakeeper import standalone
+    from deltakeeper.standalone import report
+    from deltakeeper.standalone.status_file import status_file_for
 
-    path = args.status_file or standalone.status_file_for(args.manifests)
+    path = args.status_file or status_file_for(args.manifests)
     try:
         with open(path) as f:
             body = json.load(f)
@@ -617,9 +619,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         shown: dict[str, Any] = {**tables, LAKES_KEY: lakes} if lakes else tables
         print(json.dumps(shown, indent=2, sort_keys=True))
-        standalone.print_rejected(rejected, sys.stderr)  # keeps stdout the name -> status map
+        report.print_rejected(rejected, sys.stderr)  # keeps stdout the name -> status map
     else:
-        standalone.print_summary(tables, sys.stdout, rejected, lakes)
+        report.print_summary(tables, sys.stdout, rejected, lakes)
     return 0
 
 
@@ -790,7 +792,9 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         checkpoint_part_size=_part_size(args.part_size),
         write_checksum=args.write_checksum or None,
     )
-    plan = planner.forced(table, snap, pol, now, "checkpoint", classic=args.classic, source=source)
+    plan = planner.forced(
+        table, snap, pol, now, Operation.CHECKPOINT, classic=args.classic, source=source
+    )
     outcome = _run_one(table, plan, args.dry_run, None)
     result, checksum = outcome.written, outcome.checksum
     assert result is not None
@@ -857,7 +861,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     snap = table.snapshot()
     _warn_damage(snap)
     pol = _policy(args.uri, snap.metadata.configuration, log_retention_ms=retention)
-    forced = planner.forced(table, snap, pol, now, "cleanup")
+    forced = planner.forced(table, snap, pol, now, Operation.CLEANUP)
     deleted = _run_one(table, forced, args.dry_run, None).deleted_files
     step = forced.steps[0]
     plan = step.detail if isinstance(step.detail, cleanup.CleanupPlan) else None
@@ -899,7 +903,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         deleted_file_retention_ms=retention,
         allow_short_retention=args.allow_short_retention or None,
     )
-    forced = planner.forced(table, snap, pol, now, "vacuum")
+    forced = planner.forced(table, snap, pol, now, Operation.VACUUM)
     outcome = _run_one(table, forced, args.dry_run, None if args.json else _progress)
     plan = forced.steps[0].detail
     assert isinstance(plan, vacuum.VacuumPlan)
@@ -1088,7 +1092,7 @@ def _where(pairs: list[str], names: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _operations(only: str | None) -> tuple[str, ...]:
+def _operations(only: str | None) -> tuple[Operation, ...]:
     if not only:
         return planner.OPERATIONS
     ops = tuple(o.strip() for o in only.split(","))

@@ -221,9 +221,9 @@ def test_other_stores_list_folders(
 def test_standalone_scans_a_lake_on_minio_with_a_secret(
     minio: stores.Emulator, small_lake: Path, tmp_path: Path
 ) -> None:
-    from deltakeeper import standalone
     from deltakeeper.resources.lake import table_name
     from deltakeeper.runtime.metrics import Metrics
+    from deltakeeper.standalone import tables as standalone
     from tests.unit.test_standalone_lakes import cycle
 
     uri = minio.uri("discovery/standalone")

@@ -10,12 +10,13 @@ from typing import Any
 import kopf
 import pytest
 
-from deltakeeper import standalone
 from deltakeeper.cli import main
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.k8s.options import Options
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, POLL_INTERVAL_MS
 from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.standalone import daemon as standalone_daemon
+from deltakeeper.standalone import tables as standalone
 from deltakeeper.units import parse_interval_ms
 
 TABLE = """\
@@ -66,7 +67,7 @@ def test_help_says_what_it_is_for_and_its_default(
 
 def test_run_passes_it_to_standalone_mode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(standalone, "run", lambda *args: seen.append(args[-1]) or 0)
+    monkeypatch.setattr(standalone_daemon, "run", lambda *args: seen.append(args[-1]) or 0)
     assert main(["run", "--manifests", str(tmp_path), "--default-poll-interval", "2m"]) == 0
     assert main(["run", "--manifests", str(tmp_path)]) == 0
     assert seen == [120_000, None]

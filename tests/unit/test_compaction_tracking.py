@@ -26,11 +26,13 @@ from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_MS,
     CompactionSettings,
 )
-from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.watcher import TableWatcher, Target
+from deltakeeper.runtime.model import Target
+from deltakeeper.runtime.registry import record
+from deltakeeper.runtime.watcher import TableWatcher
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
+from tests.support.observed import status_of
 
 T0 = 1_700_000_000_000
 ON = CompactionSettings(enabled=True, min_interval_ms=60_000)
@@ -211,8 +213,8 @@ def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: 
     [job] = launcher.jobs
     assert job.request.planned == Planned(3, 300)  # carried on the job, for adoption
     assert [e.reason for e in started.events if e.type == "Normal"] == ["CompactionStarted"]
-    assert started.status["compaction"]["running"]["files"] == 3
-    assert "compaction" not in started.status["lastMaintenance"]
+    assert status_of(started)["compaction"]["running"]["files"] == 3
+    assert "compaction" not in status_of(started)["lastMaintenance"]
     assert started.compaction_jobs["RUNNING"] == 1
     assert "compaction" not in watcher.observe(target, T0 + 1000).due  # running
 
@@ -225,20 +227,18 @@ def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: 
     assert outcome.result is Result.DONE and outcome.seconds == 20
     [event] = [e for e in done.events if e.reason == "Compacted"]
     assert event.type == "Normal" and "rewrote 3 files" in event.message and "as 1" in event.message
-    entry = done.status["lastMaintenance"]["compaction"]
+    entry = status_of(done)["lastMaintenance"]["compaction"]
     assert entry["result"] == "done" and (entry["filesRemoved"], entry["filesAdded"]) == (3, 1)
-    assert done.status["files"] == 1 and done.status["version"] == v
-    assert done.status["compaction"]["last"]["result"] == "COMPLETED"
+    assert status_of(done)["files"] == 1 and status_of(done)["version"] == v
+    assert status_of(done)["compaction"]["last"]["result"] == "COMPLETED"
 
     metrics = Metrics()
-    fleet = Fleet(metrics, publish=None)  # type: ignore[arg-type]
-    fleet.record(target, done)
+    record(metrics, target, done)
     text = "".join(metrics.exposition())
     assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="COMPLETED"} 1.0' in text
     assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="RUNNING"} 0.0' in text
     runs = '{namespace="lake",table="t",operation="compaction",result="done"} 1.0'
     assert f"deltakeeper_maintenance_runs_total{runs}" in text
-    fleet.close()
 
 
 class AdoptingLauncher(StandInLauncher):

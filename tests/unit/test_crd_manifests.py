@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from deltakeeper.maintenance import policy
-from deltakeeper.resources import manifests, spec
+from deltakeeper.resources import folder, manifests, spec
 from deltakeeper.resources.manifests import ManifestError, PolicyResource, TableResource
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def test_crds_folder_is_generated_from_crd_py() -> None:
 
 
 def test_every_example_validates() -> None:
-    loaded = manifests.load_dir(REPO / "examples")
+    loaded = folder.load(REPO / "examples")
     assert loaded.errors == []
     assert {t.name for t in loaded.tables} == {"events", "orders", "clicks", "sessions", "ledger"}
     assert [p.name for p in loaded.policies] == ["standard"]
@@ -84,7 +84,7 @@ def test_a_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
     other["spec"]["logRetention"] = "forever"
     (tmp_path / "c.yaml").write_text(_yaml(other))
     (tmp_path / "notes.txt").write_text("ignored")
-    loaded = manifests.load_dir(tmp_path)
+    loaded = folder.load(tmp_path)
     assert [t.name for t in loaded.tables] == ["t"]
     messages = [str(e) for e in loaded.errors]
     assert len(messages) == 2
@@ -95,7 +95,7 @@ def test_a_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
 def test_duplicates_name_both_files(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(_yaml(TABLE))
     (tmp_path / "b.yaml").write_text(_yaml(TABLE))
-    loaded = manifests.load_dir(tmp_path)
+    loaded = folder.load(tmp_path)
     assert len(loaded.tables) == 1
     assert "defined again (first in" in str(loaded.errors[0])
 

@@ -15,8 +15,11 @@ import pytest
 
 from deltakeeper.runtime.fleet import DEFAULT_POLL_S, JITTER, Fleet, Loop
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
+from deltakeeper.runtime.model import Observation, Target
+from deltakeeper.runtime.registry import record
+from deltakeeper.runtime.watcher import TableWatcher
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.observed import status_of
 
 T = {"namespace": "ns", "table": "t"}
 
@@ -39,22 +42,25 @@ def fixed(target: Target) -> Any:
 
 
 class Published:
-    """A `publish` that keeps what it was given."""
+    """A `publish` that keeps what it was given and records it in `metrics`, as the
+    registry's does."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics | None = None) -> None:
         self.seen: list[tuple[Target, Observation]] = []
+        self.metrics = metrics or Metrics()
 
     async def __call__(self, target: Target, obs: Observation) -> None:
+        record(self.metrics, target, obs)
         self.seen.append((target, obs))
 
 
 def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
     b = small_table(tmp_path)
     target = Target("ns", "t", str(tmp_path), poll_interval_s=0.01)
-    published = Published()
     m = Metrics()
+    published = Published(m)
     asked: list[float] = []
-    fleet = Fleet(m, published)
+    fleet = Fleet()
 
     async def sleep(seconds: float) -> bool:
         asked.append(seconds)
@@ -65,14 +71,16 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
 
     async def go() -> None:
         try:
-            await asyncio.wait_for(fleet.watch(fixed(target), TableWatcher(0), sleep), 10)
+            await asyncio.wait_for(
+                fleet.watch(fixed(target), TableWatcher(0), sleep, published), 10
+            )
         finally:
             fleet.close()
         assert fleet.polls == 4
 
     asyncio.run(go())
     # Each poll publishes what it saw; a poll that ran maintenance publishes again after it.
-    versions = [obs.status["version"] for _, obs in published.seen]
+    versions = [status_of(obs)["version"] for _, obs in published.seen]
     assert versions == [2, 2, 2, 3, 3, 3]
     assert all(t is target and obs.ready for t, obs in published.seen)
     # Maintenance ran on the first poll, published after the observation that found it due;
@@ -123,7 +131,7 @@ def test_a_target_that_cannot_be_had_is_logged_and_the_loop_goes_on(
         return target
 
     published = Published()
-    fleet = Fleet(Metrics(), published)
+    fleet = Fleet()
     slept: list[float] = []
 
     async def sleep(seconds: float) -> bool:
@@ -132,7 +140,7 @@ def test_a_target_that_cannot_be_had_is_logged_and_the_loop_goes_on(
 
     async def go() -> None:
         try:
-            await asyncio.wait_for(fleet.watch(current, TableWatcher(0), sleep), 10)
+            await asyncio.wait_for(fleet.watch(current, TableWatcher(0), sleep, published), 10)
         finally:
             fleet.close()
 
@@ -158,9 +166,11 @@ def test_sleep_returning_true_stops_the_loop(tmp_path: Path) -> None:
             calls += 1
             return calls >= stop_at_call
 
-        fleet = Fleet(Metrics(), published)
+        fleet = Fleet()
         try:
-            await asyncio.wait_for(fleet.watch(fixed(target), TableWatcher(0), sleep), 10)
+            await asyncio.wait_for(
+                fleet.watch(fixed(target), TableWatcher(0), sleep, published), 10
+            )
         finally:
             fleet.close()
         # The first poll maintains, so it publishes twice; the quiet ones once.
@@ -179,12 +189,12 @@ def test_a_vacuum_records_deleted_files_by_kind(tmp_path: Path) -> None:
     old = time.time() - 30 * 86400
     os.utime(stray, (old, old))
     m = Metrics()
-    published = Published()
+    published = Published(m)
 
     async def go() -> None:
-        fleet = Fleet(m, published)
+        fleet = Fleet()
         try:
-            await fleet.poll_once(Target("ns", "t", str(tmp_path)), TableWatcher(0))
+            await fleet.poll_once(Target("ns", "t", str(tmp_path)), TableWatcher(0), published)
         finally:
             fleet.close()
 
@@ -248,7 +258,7 @@ def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[A
         targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}"), poll_interval_s=0.01))
 
     async def go() -> None:
-        fleet = Fleet(Metrics(), published, max_concurrent=max_concurrent)
+        fleet = Fleet(max_concurrent=max_concurrent)
         tracker.fleet = fleet
 
         def stop_after_one_poll(name: str) -> Any:
@@ -259,7 +269,7 @@ def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[A
 
         try:
             loops = [
-                fleet.watch(fixed(t), Tracked(tracker), stop_after_one_poll(t.name))
+                fleet.watch(fixed(t), Tracked(tracker), stop_after_one_poll(t.name), published)
                 for t in targets
             ]
             await asyncio.wait_for(asyncio.gather(*loops), 10)
@@ -275,7 +285,7 @@ def test_max_concurrent_1_never_runs_two_maintenances_at_once(tmp_path: Path) ->
     seen = _run_tables(tmp_path, 1, tracker)
     # One poll each, published before and after its maintenance.
     assert sorted(t.name for t, _ in seen) == ["t0", "t0", "t1", "t1", "t2", "t2", "t3", "t3"]
-    assert all(obs.status["version"] == 2 for _, obs in seen)
+    assert all(status_of(obs)["version"] == 2 for _, obs in seen)
     assert tracker.most == 1
     assert tracker.fleet_running == [1, 1, 1, 1]
 
@@ -310,12 +320,14 @@ def test_a_cancelled_poll_keeps_its_slot_until_its_maintenance_ends(tmp_path: Pa
     b_runs.set()  # b never blocks
 
     async def go() -> None:
-        fleet = Fleet(Metrics(), Published(), max_concurrent=1)
+        fleet = Fleet(max_concurrent=1)
         tracker.fleet = fleet
         try:
             a = asyncio.create_task(
                 fleet.poll_once(
-                    Target("ns", "a", str(tmp_path / "a")), Blocking(tracker, entered_a, release_a)
+                    Target("ns", "a", str(tmp_path / "a")),
+                    Blocking(tracker, entered_a, release_a),
+                    Published(),
                 )
             )
             await asyncio.wait_for(asyncio.to_thread(entered_a.wait, 5), 10)
@@ -324,7 +336,8 @@ def test_a_cancelled_poll_keeps_its_slot_until_its_maintenance_ends(tmp_path: Pa
                 await a
             asyncio.get_running_loop().call_later(0.3, release_a.set)
             b = Blocking(tracker, threading.Event(), b_runs)
-            await asyncio.wait_for(fleet.poll_once(Target("ns", "b", str(tmp_path / "b")), b), 10)
+            b_target = Target("ns", "b", str(tmp_path / "b"))
+            await asyncio.wait_for(fleet.poll_once(b_target, b, Published()), 10)
         finally:
             release_a.set()
             fleet.close()
@@ -350,11 +363,12 @@ def test_a_stopped_loop_waiting_for_a_slot_gives_it_up_and_runs_nothing(tmp_path
     def loop(fleet: Fleet, name: str, entered: threading.Event) -> Loop:
         target = Target("ns", name, str(tmp_path / name), poll_interval_s=1)
         one = Loop()
-        one.start(fleet, fixed(target), Counted(tracker, entered, release_a), f"ns/{name}")
+        watcher = Counted(tracker, entered, release_a)
+        one.start(fleet, fixed(target), watcher, published, f"ns/{name}")
         return one
 
     async def go() -> float:
-        fleet = Fleet(Metrics(), published, max_concurrent=1)
+        fleet = Fleet(max_concurrent=1)
         try:
             a = loop(fleet, "a", entered_a)
             await asyncio.wait_for(asyncio.to_thread(entered_a.wait, 5), 10)
@@ -375,7 +389,7 @@ def test_a_stopped_loop_waiting_for_a_slot_gives_it_up_and_runs_nothing(tmp_path
             # The slot was given back: another table's maintenance runs at once.
             b = Target("ns", "b", str(tmp_path / "b"))
             await asyncio.wait_for(
-                fleet.poll_once(b, Counted(tracker, threading.Event(), release_a)), 10
+                fleet.poll_once(b, Counted(tracker, threading.Event(), release_a), published), 10
             )
             return took
         finally:
@@ -389,7 +403,7 @@ def test_a_stopped_loop_waiting_for_a_slot_gives_it_up_and_runs_nothing(tmp_path
 
 def test_healthy_follows_the_heartbeat() -> None:
     async def go() -> tuple[bool, bool]:
-        fleet = Fleet(Metrics(), Published())
+        fleet = Fleet()
         try:
             fleet.last_tick = time.monotonic() - 120
             stalled = fleet.healthy(stall_s=60)

@@ -423,8 +423,8 @@ def test_daemon_gcs_unreachable_agrees_in_both_conditions(capsys, monkeypatch, t
 def test_daemon_keeps_a_manifest_at_its_last_good_version_when_its_yaml_breaks(
     capsys, caplog, tmp_path
 ):
-    from deltakeeper import standalone
     from deltakeeper.runtime import metrics
+    from deltakeeper.standalone import tables as standalone
 
     root = tmp_path / "t"
     LogBuilder(root).commit(protocol(), metadata(), add("a.parquet"))

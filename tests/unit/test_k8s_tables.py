@@ -21,15 +21,9 @@ from deltakeeper.k8s.tables import Tables
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.runtime.fleet import Loop
 from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Condition, ConditionStatus, Event, Observation, Target
 from deltakeeper.runtime.targets import SecretUnreadable
-from deltakeeper.runtime.watcher import (
-    Condition,
-    ConditionStatus,
-    Event,
-    Observation,
-    TableWatcher,
-    Target,
-)
+from deltakeeper.runtime.watcher import TableWatcher
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
@@ -68,7 +62,7 @@ class Watching:
         self.looping: set[tuple[str, str]] = set()
         self.targets: list[Target] = []
 
-    async def watch(self, current: Any, watcher: TableWatcher, sleep: Any) -> None:
+    async def watch(self, current: Any, watcher: TableWatcher, sleep: Any, publish: Any) -> None:
         target = await current()
         self.targets.append(target)
         self.looping.add(target.key)
@@ -110,14 +104,8 @@ def body(
 
 
 def make() -> tuple[Tables, Watching, Metrics]:
-    memo = kopf.Memo()
-    memo.metrics = Metrics()
-    memo.options = Options()
-    memo.secrets = Secrets()
-    memo.api = None
-    fleet = Watching()
-    memo.fleet = fleet
-    return Tables(memo), fleet, memo.metrics
+    fleet, metrics = Watching(), Metrics()
+    return Tables(None, Secrets(), metrics, Options(), fleet), fleet, metrics  # type: ignore[arg-type]
 
 
 def test_loops_run_only_while_acting_and_metrics_go_when_paused() -> None:
@@ -187,7 +175,7 @@ def test_events_change_remove_and_recreate() -> None:
 def test_a_target_is_resolved_again_only_when_its_resource_policy_or_secret_changes() -> None:
     async def go() -> None:
         tables, _, _ = make()
-        secrets: Secrets = tables.memo.secrets
+        secrets: Secrets = tables.secrets
         spec = {"uri": "s3://bucket/a", "storage": {"secretRef": {"name": "s3"}}}
         tables.upsert(body("a", spec=spec))
         entry = tables.entries[("ns", "a")]
@@ -244,7 +232,7 @@ def test_tables_naming_one_uri_get_each_others_names_until_one_goes() -> None:
 def test_the_operators_default_poll_interval_is_for_tables_and_policies_that_set_none() -> None:
     async def go() -> None:
         tables, _, _ = make()
-        tables.memo.options.default_poll_interval_ms = 120_000
+        tables.options.default_poll_interval_ms = 120_000
         tables.upsert(body("a", spec={"uri": "file:///lake/a"}))
         tables.upsert(body("b", uid="u2"))  # pollInterval: 10s
         a, b = tables.entries[("ns", "a")], tables.entries[("ns", "b")]
@@ -281,10 +269,12 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
         for entry in tables.entries.values():
             assert entry.loop is not None
             entry.loop.stop()
-        obs = Observation({"version": 4}, [Condition("Ready", "True", "Watching", "")])
+        obs = Observation(
+            0, counts={"version": 4}, conditions=[Condition("Ready", "True", "Watching", "")]
+        )
 
         async def publish(name: str) -> None:
-            await tables.publish(Target("ns", name, f"file:///lake/{name}"), obs)
+            await tables.registry.publish(Target("ns", name, f"file:///lake/{name}"), obs)
 
         await publish("a")  # the API server does not answer: no exception, nothing written
         assert calls == ["a"] and tables.written == {}
@@ -324,10 +314,10 @@ def test_an_event_that_cannot_be_posted_does_not_fail_the_poll(
         assert entry.loop is not None
         entry.loop.stop()
         events = [Event("Normal", "Checkpointed", "wrote the checkpoint at version 3")]
-        obs = Observation({"version": 3}, [], events=events)
+        obs = Observation(0, counts={"version": 3}, conditions=[], events=events)
         # Outside kopf's handlers kopf.event finds none of its context (no poster here).
         for _ in range(3):
-            await tables.publish(Target("ns", "a", "file:///lake/a"), obs)
+            await tables.registry.publish(Target("ns", "a", "file:///lake/a"), obs)
         assert ("ns", "a") in tables.written
 
     asyncio.run(go())
@@ -342,15 +332,15 @@ def test_a_restarted_loop_waits_for_the_previous_one() -> None:
         release = asyncio.Event()
 
         class Slow:
-            async def watch(self, current: Any, watcher: Any, sleep: Any) -> None:
+            async def watch(self, current: Any, watcher: Any, sleep: Any, publish: Any) -> None:
                 order.append("start")
                 await release.wait()
                 order.append("end")
 
         first, second = Loop(), Loop()
-        first.start(Slow(), lambda: None, TableWatcher(0), "t")  # type: ignore[arg-type]
+        first.start(Slow(), lambda: None, TableWatcher(0), None, "t")  # type: ignore[arg-type]
         await asyncio.sleep(0.01)
-        second.start(Slow(), lambda: None, TableWatcher(0), "t", after=first.task)  # type: ignore[arg-type]
+        second.start(Slow(), lambda: None, TableWatcher(0), None, "t", after=first.task)  # type: ignore[arg-type]
         await asyncio.sleep(0.01)
         assert order == ["start"]
         release.set()
@@ -380,16 +370,18 @@ def test_a_condition_set_elsewhere_is_written_with_the_watchers_at_the_next_poll
         loop = tables.entries[("ns", "a")].loop
         assert loop is not None
         loop.stop()
-        obs = Observation({"version": 4}, [Condition("Ready", "True", "Watching", "")])
+        obs = Observation(
+            0, counts={"version": 4}, conditions=[Condition("Ready", "True", "Watching", "")]
+        )
         target = Target("ns", "a", "file:///lake/a")
-        await tables.publish(target, obs)
-        await tables.publish(target, obs)  # nothing new: not written again
+        await tables.registry.publish(target, obs)
+        await tables.registry.publish(target, obs)  # nothing new: not written again
         assert [[c["type"] for c in w["conditions"]] for w in written] == [["Ready"]]
         gone = Condition("TableFound", ConditionStatus.FALSE, "NotFound", "not found")
         tables.set_condition(("ns", "a"), gone)
         tables.set_condition(("ns", "a"), gone)  # the same again: nothing more to write
-        await tables.publish(target, obs)
-        await tables.publish(target, obs)
+        await tables.registry.publish(target, obs)
+        await tables.registry.publish(target, obs)
         assert len(written) == 2
         found = {c["type"]: c for c in written[-1]["conditions"]}
         assert found["TableFound"]["status"] == "False" and found["Ready"]["status"] == "True"

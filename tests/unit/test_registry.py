@@ -6,8 +6,8 @@ import logging
 
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
-from deltakeeper.runtime.watcher import Event, Observation, Target
 
 
 class NoSink:

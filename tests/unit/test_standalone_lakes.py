@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from deltakeeper import standalone
 from deltakeeper.cli import main
 from deltakeeper.resources.lake import table_name
 from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.standalone import tables as standalone
+from deltakeeper.standalone.status_file import status_file_for
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
 
@@ -64,7 +65,8 @@ async def cycle(daemon: standalone.Standalone) -> None:
     daemon.reload()
     await daemon.scan_all()
     for key, entry in daemon.tables.items():
-        await daemon.fleet.poll_once(await daemon.target(key, entry), entry.watcher)
+        target = await daemon.target(key, entry)
+        await daemon.fleet.poll_once(target, entry.watcher, daemon.registry.publish)
     daemon.flush()
 
 
@@ -164,7 +166,7 @@ def test_a_lake_whose_secret_is_missing_is_not_ready(tmp_path: Path) -> None:
 
 @contextlib.contextmanager
 def running(manifests: Path) -> Iterator[standalone.Standalone]:
-    daemon = standalone.Standalone(manifests, standalone.status_file_for(manifests), Metrics())
+    daemon = standalone.Standalone(manifests, status_file_for(manifests), Metrics())
     try:
         yield daemon
     finally:
@@ -179,7 +181,7 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
     setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     data, manifests = setup
-    status_file = standalone.status_file_for(manifests)
+    status_file = status_file_for(manifests)
     orders, key = name("sales/orders"), ("data", table_name("sales/orders", "main"))
     commit = data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json"
     saved = commit.read_bytes()
@@ -226,7 +228,7 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
 
 def test_a_gone_tables_status_goes_with_its_lake(setup: tuple[Path, Path]) -> None:
     data, manifests = setup
-    status_file = standalone.status_file_for(manifests)
+    status_file = status_file_for(manifests)
     with running(manifests) as daemon:
         asyncio.run(cycle(daemon))
         (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()

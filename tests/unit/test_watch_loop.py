@@ -21,8 +21,10 @@ from deltakeeper.maintenance import schedule
 from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
-from deltakeeper.runtime.watcher import Problem, TableWatcher, Target
+from deltakeeper.runtime.model import Problem, Target
+from deltakeeper.runtime.watcher import TableWatcher
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.observed import status_of
 
 NOW = 1_800_000_000_000
 
@@ -55,7 +57,11 @@ def test_first_poll_plans_everything_then_a_quiet_poll_costs_one_listing(tmp_pat
     obs = w.observe(_target(tmp_path), NOW)
     assert obs.due == ("checkpoint", "cleanup", "vacuum")
     obs = w.maintain(_target(tmp_path), obs, NOW)
-    assert obs.status["version"] == 2 and obs.status["files"] == 3 and obs.status["bytes"] == 130
+    assert (
+        status_of(obs)["version"] == 2
+        and status_of(obs)["files"] == 3
+        and status_of(obs)["bytes"] == 130
+    )
     assert _cond(obs, "Ready") == ("True", "Watching")
     quiet = w.observe(_target(tmp_path), NOW + 1000)
     assert quiet.due == ()
@@ -78,8 +84,11 @@ def test_commits_past_the_interval_make_a_checkpoint(tmp_path: Path) -> None:
         ("Normal", "Checkpointed"),
         ("Normal", "LogCleaned"),
     ]
-    assert obs.status["lastCheckpointVersion"] == 2 and obs.status["commitsSinceCheckpoint"] == 0
-    assert obs.status["lastMaintenance"]["checkpoint"]["result"] == "done"
+    assert (
+        status_of(obs)["lastCheckpointVersion"] == 2
+        and status_of(obs)["commitsSinceCheckpoint"] == 0
+    )
+    assert status_of(obs)["lastMaintenance"]["checkpoint"]["result"] == "done"
     assert (tmp_path / "_delta_log" / "_last_checkpoint").exists()
 
 
@@ -120,7 +129,7 @@ def test_vacuum_dry_run_deletes_nothing(tmp_path: Path) -> None:
     target = _target(tmp_path, vacuum_dry_run=True)
     w = TableWatcher(NOW)
     obs = w.maintain(target, w.observe(target, NOW), NOW)
-    assert obs.status["lastMaintenance"]["vacuum"]["result"] == "dry-run"
+    assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "dry-run"
     assert ("Normal", "VacuumDryRun") in [(e.type, e.reason) for e in obs.events]
     assert stray.exists()
 
@@ -228,18 +237,18 @@ def test_fleet_limits_concurrent_maintenance(tmp_path: Path) -> None:
         async def publish(target: Target, obs: Any) -> None:
             published.append((target.name, obs))
 
-        fleet = Fleet(metrics.Metrics(), publish, max_concurrent=1)
+        fleet = Fleet(max_concurrent=1)
         targets = []
         for i in range(4):
             _table(tmp_path / f"t{i}")
             targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}")))
-        await asyncio.gather(*(fleet.poll_once(t, Slow(NOW)) for t in targets))
+        await asyncio.gather(*(fleet.poll_once(t, Slow(NOW), publish) for t in targets))
         fleet.close()
         return published
 
     published = asyncio.run(go())
     assert most == 1 and len(published) == 8  # each poll: observed, then maintained
-    assert all(obs.status["version"] == 2 for _, obs in published)
+    assert all(status_of(obs)["version"] == 2 for _, obs in published)
 
 
 def test_standalone_once_and_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

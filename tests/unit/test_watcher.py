@@ -17,9 +17,12 @@ from deltakeeper.cli import main
 from deltakeeper.delta.table import open_table
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import credentials
+from deltakeeper.runtime.model import TABLE_CONDITIONS as CONDITIONS
+from deltakeeper.runtime.model import Observation, Problem, Target
 from deltakeeper.runtime.targets import resolve
-from deltakeeper.runtime.watcher import CONDITIONS, Observation, Problem, TableWatcher, Target
+from deltakeeper.runtime.watcher import TableWatcher
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.observed import status_of
 
 ALL = ("checkpoint", "cleanup", "vacuum")
 DAY = 86_400_000
@@ -62,7 +65,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def all_text(obs: Observation) -> str:
-    parts = [json.dumps(obs.status)]
+    parts = [json.dumps(status_of(obs))]
     parts += [f"{c.reason} {c.message}" for c in obs.conditions]
     parts += [f"{e.reason} {e.message}" for e in obs.events]
     parts += [o.message for o in obs.outcomes]
@@ -117,7 +120,7 @@ def test_first_observe_plans_everything_and_the_status_is_what_inspect_says(
 
     assert main(["inspect", str(root), "--json"]) == 0
     inspect = json.loads(capsys.readouterr().out)
-    s = obs.status
+    s = status_of(obs)
     assert message(obs, "Ready") == f"watching version {inspect['version']}"
     assert {key: s[key] for key in INSPECT_KEYS} == {
         key: inspect[field] for key, field in INSPECT_KEYS.items()
@@ -144,7 +147,7 @@ def test_a_quiet_poll_costs_one_listing_and_plans_nothing(corpus_copy: Copy) -> 
     quiet = w.observe(target, now + 1000)
     assert dict(quiet.requests) == {"list": 1}
     assert quiet.due == () and quiet.events == [] and quiet.ready
-    assert {**quiet.status, "lastPoll": None} == {**first.status, "lastPoll": None}
+    assert {**status_of(quiet), "lastPoll": None} == {**status_of(first), "lastPoll": None}
     assert w.maintain(target, quiet, now + 1000) is quiet  # nothing due: nothing run
 
     # An equal Target rebuilt by the caller is still a quiet poll on the storage side.
@@ -153,7 +156,7 @@ def test_a_quiet_poll_costs_one_listing_and_plans_nothing(corpus_copy: Copy) -> 
 
     append(root, 11, 1)
     moved = w.observe(target, now + 3000)
-    assert moved.due == ("checkpoint",) and moved.status["version"] == 11
+    assert moved.due == ("checkpoint",) and status_of(moved)["version"] == 11
     assert moved.requests["read"] >= 1
 
 
@@ -177,8 +180,8 @@ def test_new_commits_update_the_snapshot_instead_of_reloading_it(
     b.commit(add("b.parquet", size=20), commit_info())
     b.commit(add("c.parquet", size=30), commit_info())
     moved = w.observe(target, now_ms())
-    assert loads == [] and moved.status["version"] == 2 and moved.status["files"] == 3
-    assert moved.status["bytes"] == 60
+    assert loads == [] and status_of(moved)["version"] == 2 and status_of(moved)["files"] == 3
+    assert status_of(moved)["bytes"] == 60
 
 
 def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
@@ -187,21 +190,24 @@ def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
     now = now_ms()
     w = TableWatcher(now)
     first = w.maintain(target, w.observe(target, now), now)
-    assert first.status["lastCheckpointVersion"] == 10
-    assert "checkpoint" not in first.status["lastMaintenance"]  # looked, nothing due
+    assert status_of(first)["lastCheckpointVersion"] == 10
+    assert "checkpoint" not in status_of(first)["lastMaintenance"]  # looked, nothing due
 
     append(root, 11, 3)
     obs = w.observe(target, now + 1000)
-    assert obs.due == ("checkpoint",) and obs.status["commitsSinceCheckpoint"] == 3
+    assert obs.due == ("checkpoint",) and status_of(obs)["commitsSinceCheckpoint"] == 3
     obs = w.maintain(target, obs, now + 1000)
 
     checkpointed = [e for e in obs.events if e.reason == "Checkpointed"]
     assert [e.type for e in checkpointed] == ["Normal"]
     assert "wrote the checkpoint at version 13" in checkpointed[0].message
-    done = obs.status["lastMaintenance"]["checkpoint"]
+    done = status_of(obs)["lastMaintenance"]["checkpoint"]
     assert done["result"] == "done" and done["version"] == 13 and "timeMs" not in done
-    assert obs.status["lastCheckpointVersion"] == 13 and obs.status["commitsSinceCheckpoint"] == 0
-    assert obs.status["files"] == first.status["files"] + 3
+    assert (
+        status_of(obs)["lastCheckpointVersion"] == 13
+        and status_of(obs)["commitsSinceCheckpoint"] == 0
+    )
+    assert status_of(obs)["files"] == status_of(first)["files"] + 3
     log = root / "_delta_log"
     assert json.loads((log / "_last_checkpoint").read_text())["version"] == 13
     cp = log / "00000000000000000013.checkpoint.parquet"
@@ -209,7 +215,7 @@ def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
     # A reader that starts from the new checkpoint sees the same table.
     snap = open_table(str(root)).snapshot()
     assert snap.segment.checkpoint is not None and snap.segment.checkpoint.version == 13
-    assert snap.num_files == obs.status["files"]
+    assert snap.num_files == status_of(obs)["files"]
     # The checkpoint it wrote itself is not "the log moved on".
     quiet = w.observe(target, now + 2000)
     assert dict(quiet.requests) == {"list": 1} and quiet.due == ()
@@ -225,7 +231,7 @@ def test_a_restarted_watcher_keeps_the_schedules_of_its_stored_status(tmp_path: 
     w = TableWatcher(now - DAY, last_maintenance=stored)
     obs = w.observe(Target("ns", "t", str(tmp_path)), now)
     assert obs.due == ("checkpoint",)  # the first poll always reads the log; the rest ran
-    assert obs.status["lastMaintenance"]["vacuum"] == {"time": "x", "result": "done"}
+    assert status_of(obs)["lastMaintenance"]["vacuum"] == {"time": "x", "result": "done"}
 
 
 # -- what stops a poll -------------------------------------------------------------------------
@@ -241,11 +247,11 @@ def test_a_target_with_a_problem_touches_no_storage(tmp_path: Path) -> None:
     assert message(obs, "Ready") == problem.message
     assert cond(obs, "StorageReachable") == ("Unknown", "NotChecked")
     assert cond(obs, "ProtocolSupported") == ("Unknown", "NotChecked")
-    assert obs.requests == {} and obs.due == () and "version" not in obs.status
+    assert obs.requests == {} and obs.due == () and "version" not in status_of(obs)
     assert events(obs) == [("Warning", "SecretNotFound")]
     # The problem fixed: a full poll again, and Ready's return is announced.
     back = w.observe(target, now + 2)
-    assert back.ready and back.status["version"] == 1 and back.requests["read"] >= 1
+    assert back.ready and status_of(back)["version"] == 1 and back.requests["read"] >= 1
     assert ("Normal", "Watching") in events(back)
 
     missing = tmp_path / "never-created"
@@ -305,7 +311,7 @@ def test_an_unknown_writer_feature_stops_all_maintenance(corpus_copy: Copy) -> N
     assert cond(obs, "ProtocolSupported") == ("False", "UnsupportedFeatures")
     assert cond(obs, "Ready") == ("False", "UnsupportedFeatures")
     assert "madeUpWriterFeature" in message(obs, "ProtocolSupported")
-    assert obs.due == () and obs.status["version"] == 5  # still observed and reported
+    assert obs.due == () and status_of(obs)["version"] == 5  # still observed and reported
     # Ready and ProtocolSupported turn bad for one reason: one Warning, not two.
     assert events(obs) == [("Warning", "UnsupportedFeatures")]
     assert w.maintain(target, obs, now).outcomes == []
@@ -327,7 +333,7 @@ def test_suspend_keeps_watching_but_plans_nothing(corpus_copy: Copy) -> None:
     obs = w.observe(replace(target, suspend=True), now)
     assert cond(obs, "Ready") == ("True", "Suspended") and obs.ready
     assert "suspended by spec.suspend" in message(obs, "Ready")
-    assert obs.due == () and obs.status["version"] == 4
+    assert obs.due == () and status_of(obs)["version"] == 4
     assert w.maintain(replace(target, suspend=True), obs, now).outcomes == []
     assert tree(root) == before
 
@@ -342,7 +348,7 @@ def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     vacuum = next(o for o in obs.outcomes if o.operation == "vacuum")
     assert vacuum.result == "dry-run" and vacuum.deleted_files == 0 and len(vacuum.files) > 5
     assert all((root / f).exists() for f in vacuum.files)
-    entry = obs.status["lastMaintenance"]["vacuum"]
+    entry = status_of(obs)["lastMaintenance"]["vacuum"]
     assert entry["result"] == "dry-run" and entry["deletedFiles"] == 0
     dry = [e for e in obs.events if e.reason == "VacuumDryRun"]
     assert [(e.type, e.message) for e in dry] == [
@@ -364,7 +370,7 @@ def test_a_vacuum_below_the_minimum_retention_is_refused_and_degrades(tmp_path: 
     now = START + 60 * DAY
     w = TableWatcher(now)
     obs = w.maintain(target, w.observe(target, now), now)
-    assert obs.status["lastMaintenance"]["vacuum"]["result"] == "refused"
+    assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "refused"
     assert cond(obs, "Degraded")[0] == "True"
     assert "vacuum refused" in message(obs, "Degraded")
     assert ("Warning", "MaintenanceRefused") in events(obs)
@@ -461,7 +467,7 @@ def test_degraded_stays_true_while_the_last_vacuum_was_refused(tmp_path: Path) -
     b.next_version = 3
     b.commit(add("g.parquet"), commit_info())
     obs = w.maintain(target, w.observe(target, now + 60_000), now + 60_000)
-    assert obs.status["lastMaintenance"]["vacuum"]["result"] == "refused"
+    assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "refused"
     assert cond(obs, "Degraded")[0] == "True"
 
 
@@ -481,7 +487,7 @@ def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> N
     w.maintain(target, w.observe(target, now), now)
     _recreate(root)
     obs = w.observe(target, now + 60_000)
-    assert obs.status["version"] == 2 and obs.status["files"] == 3
+    assert status_of(obs)["version"] == 2 and status_of(obs)["files"] == 3
 
 
 def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) -> None:
@@ -502,7 +508,7 @@ def test_the_status_says_where_each_retention_came_from(tmp_path: Path) -> None:
     settings = {"log_retention_ms": 5 * DAY, "sources": {"log_retention_ms": "spec"}}
     target = Target("ns", "t", str(tmp_path), settings=settings)
     obs = TableWatcher(START).observe(target, START + 3 * DAY)
-    assert obs.status["retention"] == {
+    assert status_of(obs)["retention"] == {
         "logRetention": {"ms": 5 * DAY, "source": "spec"},
         "deletedFileRetention": {"ms": 7 * DAY, "source": "default"},
     }
@@ -519,7 +525,7 @@ def test_a_damaged_newest_checkpoint_is_read_past_and_rewritten(tmp_path: Path) 
     target = Target("ns", "t", str(tmp_path))
     w = TableWatcher(now)
     obs = w.observe(target, now)
-    assert cond(obs, "Ready") == ("True", "Watching") and obs.status["files"] == 12
+    assert cond(obs, "Ready") == ("True", "Watching") and status_of(obs)["files"] == 12
     obs = w.maintain(target, obs, now)
     assert ("Warning", "CheckpointRepaired") in events(obs)
     assert "00000000000000000011.checkpoint.parquet" in all_text(obs)

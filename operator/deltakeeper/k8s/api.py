@@ -11,12 +11,11 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from deltakeeper.resources.crd import GROUP, VERSION
+from deltakeeper.resources.crd import GROUP, TABLES, VERSION
 from deltakeeper.resources.lake import APPLIED_ANNOTATION
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime.targets import SecretUnreadable
 
-TABLES, POLICIES, LAKES = "deltatables", "deltamaintenancepolicies", "deltalakes"
 # Server-side apply's owner of what a DeltaLake sets on its DeltaTables: fields a user set that
 # the lake's template does not are another manager's, and an apply leaves them alone.
 LAKE_MANAGER = "deltakeeper-lake"

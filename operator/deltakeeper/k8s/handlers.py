@@ -4,7 +4,8 @@ this replica acts; policies are kept in a kopf index.
 One handler for every DeltaTable event (`kopf.on.event`), not a kopf daemon per table: a
 daemon brings kopf's per-object machinery (a task, a finalizer patch, copies of the body), which
 took about 60 KiB a table, more than 10,000 tables can afford. The table set, its loops and its
-status writes are tables.py's; the handlers only feed it.
+status writes are tables.py's; the handlers only feed it. State lives in kopf's memo, and each
+part gets what it uses from there explicitly.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from deltakeeper.k8s.options import PEERING, SPARK_TEMPLATE, Options
 from deltakeeper.k8s.spark_launcher import Lookup, SparkApplicationLauncher, default_template
 from deltakeeper.k8s.tables import Tables
 from deltakeeper.maintenance.executor import Compactor
+from deltakeeper.resources.crd import GROUP, POLICIES, TABLES, VERSION
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
@@ -41,10 +43,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # kopf turns handler log lines into Events from this level; ours are posted explicitly.
     settings.posting.level = logging.ERROR
     # No handler needs a finalizer; kopf removes this one, which earlier versions added.
-    settings.persistence.finalizer = "deltakeeper.io/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="deltakeeper.io")
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="deltakeeper.io", key="last-handled-configuration"
+        prefix=GROUP, key="last-handled-configuration"
     )
     settings.watching.server_timeout = 300
     # The namespaces are named and the CRDs exist before the operator starts: kopf need not
@@ -58,9 +60,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, options.namespaces)
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
-    memo.tables = Tables(memo)
-    memo.compactor = _compactor(memo.api, options, memo.tables.job_owner)
-    memo.fleet = Fleet(memo.metrics, memo.tables.publish, max_concurrent=options.max_concurrent)
+    memo.fleet = Fleet(max_concurrent=options.max_concurrent)
+    launcher = functools.partial(_compactor, memo.api, options)
+    memo.tables = Tables(memo.api, memo.secrets, memo.metrics, options, memo.fleet, launcher)
     memo.background = [
         asyncio.create_task(memo.fleet.heartbeat()),
         asyncio.create_task(memo.tables.follow_peering()),
@@ -90,12 +92,12 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     await asyncio.to_thread(memo.fleet.close)
 
 
-@kopf.index(api.GROUP, api.VERSION, api.POLICIES)  # type: ignore[arg-type]
+@kopf.index(GROUP, VERSION, POLICIES)  # type: ignore[arg-type]
 def policies(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
     return {namespace: api.policy_resource(body)}
 
 
-@kopf.on.event(api.GROUP, api.VERSION, api.TABLES)  # type: ignore[arg-type]
+@kopf.on.event(GROUP, VERSION, TABLES)  # type: ignore[arg-type]
 async def table_event(
     type: str | None,
     body: kopf.Body,
@@ -115,7 +117,7 @@ async def table_event(
         tables.upsert(body)
 
 
-@kopf.timer(api.GROUP, api.VERSION, api.POLICIES, interval=30.0, initial_delay=1.0)  # type: ignore[arg-type]
+@kopf.timer(GROUP, VERSION, POLICIES, interval=30.0, initial_delay=1.0)  # type: ignore[arg-type]
 def policy_status(
     namespace: str,
     name: str,

@@ -10,13 +10,13 @@ from typing import Any
 
 import kopf
 
-from deltakeeper.k8s import api
 from deltakeeper.k8s.lakes import Lakes
+from deltakeeper.resources.crd import GROUP, LAKES, VERSION
 
 
 @kopf.on.startup()
 async def start_lakes(memo: kopf.Memo, **_: Any) -> None:
-    memo.lakes = Lakes(memo)
+    memo.lakes = Lakes(memo.api, memo.secrets, memo.metrics, memo.tables)
 
 
 @kopf.on.cleanup()
@@ -24,7 +24,7 @@ async def stop_lakes(memo: kopf.Memo, **_: Any) -> None:
     await memo.lakes.stop()
 
 
-@kopf.on.event(api.GROUP, api.VERSION, api.LAKES)  # type: ignore[arg-type]
+@kopf.on.event(GROUP, VERSION, LAKES)  # type: ignore[arg-type]
 async def lake_event(
     type: str | None, body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any
 ) -> None:

@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 import kopf
 
 from deltakeeper.k8s import api, secrets
-from deltakeeper.k8s.tables import TableEntry
+from deltakeeper.k8s.tables import ClusterTable, Tables
+from deltakeeper.resources.crd import LAKES
 from deltakeeper.resources.lake import (
     APPLIED_ANNOTATION,
     LakeResource,
@@ -35,17 +36,21 @@ from deltakeeper.resources.lake import (
     table_manifest,
 )
 from deltakeeper.resources.manifests import ManifestError
+from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.credentials import SCRUBBER
-from deltakeeper.runtime.discovery import (
-    LakeScan,
-    LakeScanner,
-    ScanResult,
-    lake_status,
-    table_found,
+from deltakeeper.runtime.discovery import LakeScan, LakeScanner, ScanResult, lake_status
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Event,
+    EventType,
+    Problem,
+    Reason,
 )
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
-from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event, Problem
 
 log = logging.getLogger("deltakeeper.operator")
 Key = tuple[str, str]
@@ -59,7 +64,7 @@ EVENT_TABLES = 10  # more tables appearing at once than this make one Event, not
 
 
 @dataclass
-class LakeEntry:
+class ClusterLake:
     """A DeltaLake as its last watch event showed it, and what its scans did."""
 
     ref: kopf.Body  # apiVersion, kind, namespace, name, uid: for Events and ownerReferences
@@ -90,9 +95,14 @@ class LakeEntry:
 class Lakes:
     """The DeltaLakes of watch events, each with its scan loop."""
 
-    def __init__(self, memo: kopf.Memo) -> None:
-        self.memo = memo
-        self.entries: dict[Key, LakeEntry] = {}
+    def __init__(
+        self, api_client: Any, secret_cache: secrets.Secrets, metrics: Metrics, tables: Tables
+    ) -> None:
+        """`tables`: the operator's DeltaTables, where the lakes' DeltaTables are watched and
+        whose peering state says whether to scan."""
+        self.api, self.secrets = api_client, secret_cache
+        self.metrics, self.tables = metrics, tables
+        self.entries: dict[Key, ClusterLake] = {}
         # Scans, applies and lake status writes have threads of their own: behind the table
         # status writes in asyncio's default pool (10,000 at a start) a scan waited minutes.
         self._pool = ThreadPoolExecutor(LAKE_THREADS, thread_name_prefix="lake")
@@ -118,7 +128,7 @@ class Lakes:
         ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
         ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
         resource, problem = _parse(body)
-        entry = LakeEntry(kopf.Body(ref), generation, resource, problem)
+        entry = ClusterLake(kopf.Body(ref), generation, resource, problem)
         entry.status = dict(body.get("status") or {})
         self.entries[key] = entry
         # Started inside a kopf handler: the task's context lets kopf.event post Events.
@@ -128,7 +138,7 @@ class Lakes:
         entry = self.entries.pop(key, None)
         if entry is not None and entry.task is not None:
             entry.task.cancel()
-        self.memo.metrics.forget_lake(*key)
+        self.metrics.forget_lake(*key)
 
     async def stop(self) -> None:
         tasks = [e.task for e in self.entries.values() if e.task is not None]
@@ -140,9 +150,9 @@ class Lakes:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the loop ----------------------------------------------------------------------------------
-    async def _loop(self, key: Key, entry: LakeEntry) -> None:
+    async def _loop(self, key: Key, entry: ClusterLake) -> None:
         while True:
-            while not self.memo.tables.acting:
+            while not self.tables.acting:
                 await asyncio.sleep(IDLE_CHECK_S)
             entry.wake.clear()
             try:
@@ -156,7 +166,7 @@ class Lakes:
                     entry.wake.wait(), interval if ok else min(interval, RETRY_S)
                 )
 
-    async def scan(self, key: Key, entry: LakeEntry) -> bool:
+    async def scan(self, key: Key, entry: ClusterLake) -> bool:
         """One scan: find the tables, apply their DeltaTables, mark the missing ones, write the
         lake's status. False when the lake could not be scanned."""
         lake = entry.resource
@@ -165,7 +175,7 @@ class Lakes:
             scan = LakeScan(ScanResult.INVALID, now_ms, message=entry.problem)
         else:
             if entry.scanner is None:
-                entry.scanner = LakeScanner(lake, self.memo.metrics)
+                entry.scanner = LakeScanner(lake, self.metrics)
                 entry.scanner.known = self._known(key, entry)  # no false news after a restart
             options = await self._storage_options(lake)
             if isinstance(options, Problem):
@@ -186,9 +196,10 @@ class Lakes:
         if scan.ok:  # a failed scan says nothing about which tables are there
             status["missingTables"] = len(missing)
         if refused:
+            ready = ConditionType.READY
             conditions = [
-                Condition("Ready", ConditionStatus.FALSE, "ApplyFailed", refused),
-                *(c for c in scan.conditions() if c.type != "Ready"),
+                Condition(ready, ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
+                *(c for c in scan.conditions() if c.type is not ready),
             ]
             status["conditions"] = conditions_status(
                 conditions, entry.status, entry.generation, now_ms
@@ -201,7 +212,7 @@ class Lakes:
         """The lake's storage options with its Secret's credentials, resolved as a table's
         are, or why they cannot be had (SecretNotFound, ...; naming the Secret, no value)."""
         root = lake.root_table()
-        _, read = await secrets.for_resolve(self.memo.secrets, lake.namespace, secret_name(root))
+        _, read = await secrets.for_resolve(self.secrets, lake.namespace, secret_name(root))
         target = resolve(root, [], read)
         if target.problem is not None:
             message = target.problem.message.replace("table's", "lake's")
@@ -210,7 +221,7 @@ class Lakes:
 
     def _apply(
         self,
-        entry: LakeEntry,
+        entry: ClusterLake,
         lake: LakeResource,
         paths: tuple[str, ...],
         applied: Mapping[str, str],
@@ -228,18 +239,18 @@ class Lakes:
                 todo.append(body)
         with ThreadPoolExecutor(APPLY_THREADS) as pool:
             # raises the first failure, after the others ran
-            list(pool.map(lambda body: api.apply_table(self.memo.api, body), todo))
+            list(pool.map(lambda body: api.apply_table(self.api, body), todo))
 
-    def _managed(self, key: Key, entry: LakeEntry) -> dict[str, TableEntry]:
+    def _managed(self, key: Key, entry: ClusterLake) -> dict[str, ClusterTable]:
         """The DeltaTables this lake controls (by ownerReference: a label anyone can set), as
         the watch shows them, by name."""
         return {
             name: table
-            for (ns, name), table in list(self.memo.tables.entries.items())
+            for (ns, name), table in list(self.tables.entries.items())
             if ns == key[0] and table.controller == entry.uid
         }
 
-    def _known(self, key: Key, entry: LakeEntry) -> tuple[str, ...] | None:
+    def _known(self, key: Key, entry: ClusterLake) -> tuple[str, ...] | None:
         """The paths of the tables this lake manages already, from their DeltaTables."""
         assert entry.resource is not None  # only a lake with a usable spec is scanned
         prefix = entry.resource.uri.rstrip("/") + "/"
@@ -248,11 +259,11 @@ class Lakes:
         return paths or None
 
     def _mark(
-        self, key: Key, entry: LakeEntry, lake: LakeResource, paths: tuple[str, ...]
+        self, key: Key, entry: ClusterLake, lake: LakeResource, paths: tuple[str, ...]
     ) -> list[str]:
         """TableFound on each managed DeltaTable; returns the names of those not found."""
         found = {lake.table_name(p): p for p in paths}
-        tables = self.memo.tables
+        tables = self.tables
         for name, path in found.items():
             tables.set_condition((key[0], name), table_found(lake.name, path, True))
         managed = self._managed(key, entry)
@@ -263,20 +274,20 @@ class Lakes:
             tables.set_condition((key[0], name), table_found(lake.name, path, False, kept))
         return missing
 
-    def _announce(self, entry: LakeEntry, scan: LakeScan) -> None:
+    def _announce(self, entry: ClusterLake, scan: LakeScan) -> None:
         events = scan.events()
         failed = "" if scan.ok else scan.message
         if failed and failed == entry.failed:  # said when it started, not every retry
-            events = [e for e in events if e.type != "Warning" or e.reason != "ScanFailed"]
+            events = [e for e in events if e.reason is not Reason.SCAN_FAILED]
         entry.failed = failed
         for reason, paths, kind in (
-            ("TableFound", scan.appeared, "Normal"),
-            ("TableGone", scan.disappeared, "Warning"),
+            (Reason.TABLE_FOUND, scan.appeared, EventType.NORMAL),
+            (Reason.TABLE_GONE, scan.disappeared, EventType.WARNING),
         ):
             if len(paths) > EVENT_TABLES:  # the first scan of a big lake: one Event, not 10,000
-                events = [e for e in events if e.reason != reason]
+                events = [e for e in events if e.reason is not reason]
                 shown = ", ".join(paths[:EVENT_TABLES])
-                verb = "appeared" if reason == "TableFound" else "disappeared"
+                verb = "appeared" if reason is Reason.TABLE_FOUND else "disappeared"
                 events.append(Event(kind, reason, f"{len(paths)} tables {verb}: {shown}, ..."))
         for event in events:
             try:
@@ -286,9 +297,9 @@ class Lakes:
             except Exception as e:  # also in the log; not worth failing the scan for
                 log.warning("cannot post a Kubernetes Event (%s)", type(e).__name__)
 
-    async def _write(self, key: Key, entry: LakeEntry, status: dict[str, Any]) -> None:
+    async def _write(self, key: Key, entry: ClusterLake, status: dict[str, Any]) -> None:
         try:
-            await self._run(api.write_status, self.memo.api, *key, status, api.LAKES)
+            await self._run(api.write_status, self.api, *key, status, LAKES)
             entry.status = status
         except Exception as e:  # the API server away: the next scan writes it
             log.warning("DeltaLake %s/%s: cannot write status (%s)", *key, api.short_error(e))

@@ -11,7 +11,8 @@ import asyncio
 import contextvars
 import logging
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,12 +20,15 @@ import kopf
 
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
-from deltakeeper.k8s.spark_launcher import TableRef
+from deltakeeper.k8s.spark_launcher import Lookup, TableRef
+from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.runtime import status
-from deltakeeper.runtime.fleet import now_ms
+from deltakeeper.runtime.fleet import Fleet, now_ms
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Condition, Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry
 from deltakeeper.runtime.targets import resolve, secret_name
-from deltakeeper.runtime.watcher import Condition, Event, Observation, TableWatcher, Target
+from deltakeeper.runtime.watcher import TableWatcher
 
 log = logging.getLogger("deltakeeper.operator")
 PEERING_CHECK_S = 3.0
@@ -32,7 +36,7 @@ WRITE_BACKOFF_S = 10.0  # after a status write failed
 
 
 @dataclass(kw_only=True)
-class TableEntry(Entry):
+class ClusterTable(Entry):
     """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
 
     ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
@@ -45,9 +49,21 @@ class Tables:
     """The DeltaTables of watch events in the runtime's registry, looping while this replica
     acts; the Sink that writes their status subresource and posts Kubernetes Events."""
 
-    def __init__(self, memo: kopf.Memo) -> None:
-        self.memo = memo
-        self.registry: Registry[TableEntry] = Registry(memo.metrics, self, self.target, log)
+    def __init__(
+        self,
+        api_client: Any,
+        secret_cache: secrets.Secrets,
+        metrics: Metrics,
+        options: Options,
+        fleet: Fleet,
+        launcher: Callable[[Lookup], Compactor] | None = None,
+    ) -> None:
+        """`launcher`: makes the compactor of tables with compaction enabled, given how its
+        jobs find their DeltaTable (None: no compaction)."""
+        self.api, self.secrets = api_client, secret_cache
+        self.options, self.fleet = options, fleet
+        self.compactor = launcher(self.job_owner) if launcher is not None else None
+        self.registry: Registry[ClusterTable] = Registry(metrics, self, self.target, log)
         self.registry.publishing = False  # until peering says this replica acts
         self.policies: Any = {}  # kopf's live index of policies, by namespace
         self.written: dict[Key, tuple[dict[str, Any], int]] = {}
@@ -62,7 +78,7 @@ class Tables:
         self.context: contextvars.Context | None = None
 
     @property
-    def entries(self) -> dict[Key, TableEntry]:
+    def entries(self) -> dict[Key, ClusterTable]:
         return self.registry.entries
 
     @property
@@ -92,7 +108,7 @@ class Tables:
         resource = api.table_resource(body)
         self.registry.add(
             key,
-            TableEntry(
+            ClusterTable(
                 resource,
                 ref=kopf.Body(ref),
                 last_maintenance=last,
@@ -120,10 +136,10 @@ class Tables:
         watcher = TableWatcher(
             now_ms(),
             status.last_maintenance({"lastMaintenance": entry.last_maintenance}),
-            self.memo.get("compactor"),
+            self.compactor,
         )
         context = self.context.copy() if self.context is not None else None
-        self.registry.start(key, self.memo.fleet, watcher, context)
+        self.registry.start(key, self.fleet, watcher, context)
 
     def job_owner(self, key: Key) -> TableRef | None:
         """The DeltaTable a compaction job belongs to, as the last watch event showed it (no
@@ -133,13 +149,11 @@ class Tables:
             return None
         return TableRef(str(entry.ref.metadata.uid), secret_name(entry.resource))
 
-    async def target(self, key: Key, entry: TableEntry) -> Target:
+    async def target(self, key: Key, entry: ClusterTable) -> Target:
         local = list(self.policies.get(key[0], []))
-        secret, read = await secrets.for_resolve(
-            self.memo.secrets, key[0], secret_name(entry.resource)
-        )
+        secret, read = await secrets.for_resolve(self.secrets, key[0], secret_name(entry.resource))
         duplicates = self.registry.duplicates(key)
-        default_poll_ms = self.memo.options.default_poll_interval_ms
+        default_poll_ms = self.options.default_poll_interval_ms
 
         def make() -> Target:
             return resolve(entry.resource, local, read, duplicates, default_poll_ms)
@@ -162,14 +176,14 @@ class Tables:
         self.written.clear()
 
     async def follow_peering(self, every_s: float = PEERING_CHECK_S) -> None:
-        options: Options = self.memo.options
         failing = False
         while True:
             try:
                 found = await asyncio.to_thread(
-                    peering.read, self.memo.api, PEERING, options.namespaces
+                    peering.read, self.api, PEERING, self.options.namespaces
                 )
-                self.set_acting(peering.acting(found, options.priority, datetime.now(UTC)))
+                acting = peering.acting(found, self.options.priority, datetime.now(UTC))
+                self.set_acting(acting)
                 failing = False
             except Exception as e:  # the API server is away: nobody can take over meanwhile
                 if not failing:  # said once, not every 3 s
@@ -184,20 +198,15 @@ class Tables:
     async def stop(self) -> None:
         await self.registry.stop()
 
-    async def publish(self, target: Target, obs: Observation) -> None:
-        await self.registry.publish(target, obs)
-
     # -- the Sink ---------------------------------------------------------------------------------
-    async def write_status(self, entry: TableEntry, target: Target, obs: Observation) -> bool:
+    async def write_status(self, entry: ClusterTable, target: Target, obs: Observation) -> bool:
         """Written now or at a later poll (the API server away or refusing: maintenance goes
         on); False only when the DeltaTable is gone."""
         key = target.key
         now = now_ms()
         old, at = self.written.get(key, (None, 0))
         extra = self.extra.get(key)
-        if extra is not None:
-            obs = replace(obs, conditions=[*obs.conditions, extra])
-        new = status.build(target, obs, old, now)
+        new = status.build(target, obs, old, now, [extra] if extra is not None else [])
         if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
             return True
         there = await self._write_status(target, new)
@@ -209,7 +218,7 @@ class Tables:
         """True: written; False: the DeltaTable is gone; None: not now."""
         try:
             there = await asyncio.to_thread(
-                api.write_status, self.memo.api, target.namespace, target.name, new
+                api.write_status, self.api, target.namespace, target.name, new
             )
         except Exception as e:  # API server away or refusing: said once, not per table
             # Every table would wait out the same deadline: no writes for a while.
@@ -227,7 +236,7 @@ class Tables:
             self.writes_failing = False
         return there
 
-    def post_event(self, entry: TableEntry, event: Event) -> None:
+    def post_event(self, entry: ClusterTable, event: Event) -> None:
         """A Kubernetes Event, queued to kopf's poster; it is also in the log, so one that
         cannot be queued is not worth failing the poll for."""
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from deltakeeper.delta.crc import CrcResult
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import compaction_plan
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.planner import Plan, Step
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
 from deltakeeper.units import format_bytes
@@ -73,9 +74,12 @@ class Compactor:
     retry_ms: int = COMPACTION_RETRY_MS  # the wait after a failed job, doubled per failure
 
 
+CHECKPOINT, COMPACTION, CLEANUP, VACUUM = tuple(Operation)
+
+
 @dataclass
 class Outcome:
-    operation: str
+    operation: Operation
     result: Result
     message: str = ""
     seconds: float = 0.0
@@ -96,7 +100,7 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         out = self._json()
-        if self.operation == "compaction":
+        if self.operation is COMPACTION:
             out["jobId"] = self.job_id
             out["job"] = self.job_result
             out["compacted"] = self.compacted.to_json() if self.compacted else None
@@ -141,25 +145,55 @@ def execute(
     dry_run: bool = False,
     progress: Progress | None = None,
     compactor: Compactor | None = None,
+    dry_operations: Collection[Operation] = (),
 ) -> Report:
     """Run every due step of `plan` in order; the first failure of a step that is not
-    `optional` skips the rest."""
+    `optional` skips the rest. Steps of `dry_operations` are shown, as a dry run would, and
+    the others run (a DeltaTable's `vacuum.dryRun`)."""
     report = Report(plan.uri, plan.version, dry_run)
     started = time.monotonic()
     blocked = False
+    done: set[Operation] = set()
     for step in plan.steps:
-        if blocked:
-            outcome = Outcome(step.operation, Result.SKIPPED_AFTER_FAILURE, AFTER_FAILURE)
-        elif step.refused:
-            outcome = Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
-        elif not step.due:
-            outcome = Outcome(step.operation, Result.SKIPPED, step.reason)
-        else:
-            outcome = _timed(table, plan, step, dry_run, progress, compactor)
+        if step.after is not None:
+            if step.after not in done:
+                continue  # what it follows did not happen: neither does it
+            assert step.plan_later is not None
+            try:
+                step = step.plan_later()
+            except Exception as e:  # planned only now: failing to plan is the step failing
+                message = f"{type(e).__name__}: {e}"
+                report.outcomes.append(Outcome(step.operation, Result.FAILED, message))
+                blocked = True
+                continue
+        elif blocked:
+            report.outcomes.append(
+                Outcome(step.operation, Result.SKIPPED_AFTER_FAILURE, AFTER_FAILURE)
+            )
+            continue
+        dry = dry_run or step.operation in dry_operations
+        outcome = _outcome(table, plan, step, dry, progress, compactor)
         report.outcomes.append(outcome)
         blocked = blocked or (outcome.result is Result.FAILED and not step.optional)
+        if outcome.result is Result.DONE:
+            done.add(step.operation)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _outcome(
+    table: Table,
+    plan: Plan,
+    step: Step,
+    dry_run: bool,
+    progress: Progress | None,
+    compactor: Compactor | None,
+) -> Outcome:
+    if step.refused:
+        return Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
+    if not step.due:
+        return Outcome(step.operation, Result.SKIPPED, step.reason)
+    return _timed(table, plan, step, dry_run, progress, compactor)
 
 
 def _timed(
@@ -171,9 +205,9 @@ def _timed(
     compactor: Compactor | None,
 ) -> Outcome:
     started = time.monotonic()
-    runners = {"checkpoint": _checkpoint, "cleanup": _cleanup, "vacuum": _vacuum}
+    runners = {CHECKPOINT: _checkpoint, CLEANUP: _cleanup, VACUUM: _vacuum}
     try:
-        if step.operation == "compaction":
+        if step.operation is COMPACTION:
             outcome = _compaction(table, plan, step, dry_run, compactor)
         else:
             outcome = runners[step.operation](table, plan, step, dry_run, progress)
@@ -216,7 +250,7 @@ def _repair(table: Table, plan: Plan, version: int, dry_run: bool) -> Outcome:
         classic=True,
     )
     return Outcome(
-        "checkpoint",
+        CHECKPOINT,
         Result.DRY_RUN if dry_run else Result.DONE,
         result.key,
         checkpoint_version=result.version,
@@ -253,7 +287,7 @@ def _regular_checkpoint(table: Table, plan: Plan, step: Step, dry_run: bool) -> 
         state = "written" if checksum.written else "would be written" if dry_run else ""
         message += f"; {checksum.key} {'already there' if checksum.existed else state}"
     return Outcome(
-        "checkpoint",
+        CHECKPOINT,
         Result.DRY_RUN if dry_run else Result.DONE,
         message,
         checkpoint_version=result.version,
@@ -283,7 +317,7 @@ def _compaction(
     tag = str(spec["jobId"])
     if dry_run:
         message = f"would run job {tag}: {step.reason}"
-        return Outcome("compaction", Result.DRY_RUN, message, job_id=tag)
+        return Outcome(COMPACTION, Result.DRY_RUN, message, job_id=tag)
     if compactor is None:
         raise InvalidInputError("compaction needs a job launcher (spark-submit) here")
     deadline_s = plan.policy.compaction.deadline_ms / 1000
@@ -299,17 +333,17 @@ def _compaction(
     try:
         job = compactor.launcher.start(request)
     except JobRunning as e:
-        return Outcome("compaction", Result.SKIPPED, str(e), job_id=tag)
+        return Outcome(COMPACTION, Result.SKIPPED, str(e), job_id=tag)
     if not compactor.wait:
         message = f"started job {tag}: {step.reason}"
-        return Outcome("compaction", Result.STARTED, message, job=job, job_id=tag)
+        return Outcome(COMPACTION, Result.STARTED, message, job=job, job_id=tag)
     return job_outcome(table, tag, job.wait())
 
 
 def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
     """A finished job as an Outcome, its commits read back from the table's own log: the
     job's line says what it did, the commits tagged with its id prove it."""
-    out = Outcome("compaction", Result.FAILED, "", job_id=tag, job_result=result.result)
+    out = Outcome(COMPACTION, Result.FAILED, "", job_id=tag, job_result=result.result)
     if not result.ok:
         out.message, out.error = result.error, JobFailed(result.error)
         return out
@@ -345,7 +379,7 @@ def _cleanup(
         detail = step.replan()  # the checkpoint step has written its file: plan with it there
     assert isinstance(detail, cleanup.CleanupPlan)
     deleted = 0 if dry_run else cleanup.execute_cleanup(table, detail)
-    return _deleting("cleanup", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    return _deleting(CLEANUP, detail.files, detail.bytes, deleted, detail.delete, dry_run)
 
 
 def _vacuum(
@@ -353,10 +387,10 @@ def _vacuum(
 ) -> Outcome:
     detail = step.detail
     assert isinstance(detail, vacuum.VacuumPlan)
-    report = None if progress is None else (lambda done, total: progress("vacuum", done, total))
+    report = None if progress is None else (lambda done, total: progress(VACUUM, done, total))
     deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
     folders = 0 if dry_run else vacuum.remove_empty_folders(table, detail)
-    outcome = _deleting("vacuum", detail.files, detail.bytes, deleted, detail.delete, dry_run)
+    outcome = _deleting(VACUUM, detail.files, detail.bytes, deleted, detail.delete, dry_run)
     outcome.deleted_folders = folders
     if detail.folders:
         outcome.message += (
@@ -371,7 +405,7 @@ def _vacuum(
 
 
 def _deleting(
-    operation: str, files: int, size: int, deleted: int, planned: list[Any], dry_run: bool
+    operation: Operation, files: int, size: int, deleted: int, planned: list[Any], dry_run: bool
 ) -> Outcome:
     if dry_run:
         message = f"would delete {files} files ({format_bytes(size)})"

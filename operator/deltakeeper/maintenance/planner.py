@@ -23,16 +23,18 @@ from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
 from deltakeeper.maintenance import compaction_plan
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
 # Compaction is a step only where it is enabled (see _compaction).
-OPERATIONS = ("checkpoint", "compaction", "cleanup", "vacuum")
+OPERATIONS = tuple(Operation)
+CHECKPOINT, COMPACTION, CLEANUP, VACUUM = OPERATIONS
 
 
 @dataclass
 class Step:
-    operation: str
+    operation: Operation
     due: bool
     reason: str
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
@@ -54,6 +56,10 @@ class Step:
     # A failure of this step is reported and the steps after it still run (the checkpoint
     # before `compact`'s job: without it the job replays the JSON log, slower but right).
     optional: bool = False
+    # A step that follows another: it runs once that one is done, whatever became of the steps
+    # between, and is planned only then (`plan_later`); not reported when that one is not done.
+    after: Operation | None = None
+    plan_later: Callable[[], Step] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -109,24 +115,35 @@ def plan(
     snap: Snapshot,
     policy: Policy,
     now_ms: int,
-    operations: tuple[str, ...] = OPERATIONS,
+    operations: tuple[Operation, ...] = OPERATIONS,
+    *,
+    cleanup_after_checkpoint: bool = False,
 ) -> Plan:
-    """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor)."""
+    """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor).
+
+    A new checkpoint is what lets cleanup drop the commits before it, so cleanup asked for
+    with a due checkpoint is planned as it will be once the checkpoint is written. A watch
+    loop, which asks for cleanup only now and then, sets `cleanup_after_checkpoint`: then a
+    due checkpoint also brings a cleanup, planned after the checkpoint is written."""
     result = Plan(table.uri, snap.version, now_ms, policy)
     result.refusal = features.refusal(snap.protocol, "maintenance")
     if result.refusal:
         return result
+    operations = tuple(map(Operation, operations))
     for op in operations:
-        if op == "checkpoint":
+        if op is CHECKPOINT:
             result.steps.append(_checkpoint(table, snap, policy, now_ms))
-        elif op == "compaction":
+        elif op is COMPACTION:
             if policy.compaction.enabled:
                 result.steps.append(_compaction(table, snap, policy, now_ms))
-        elif op == "cleanup":
-            writes = any(s.operation == "checkpoint" and s.due for s in result.steps)
+        elif op is CLEANUP:
+            writes = any(s.operation is CHECKPOINT and s.due for s in result.steps)
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes))
         else:
             result.steps.append(_vacuum(table, snap, policy, now_ms))
+    checkpoint = any(s.operation is CHECKPOINT and s.due for s in result.steps)
+    if cleanup_after_checkpoint and checkpoint and CLEANUP not in operations:
+        result.steps.append(_cleanup_after_checkpoint(table, snap, policy, now_ms))
     return result
 
 
@@ -135,7 +152,7 @@ def forced(
     snap: SnapshotHeader,
     policy: Policy,
     now_ms: int,
-    operation: str,
+    operation: Operation,
     *,
     classic: bool = False,
     source: CheckpointSource | None = None,
@@ -144,22 +161,22 @@ def forced(
     `checkpoint`, `cleanup` and `vacuum` commands run. A table or retention delta/ refuses
     raises here, as there is nothing else to plan."""
     result = Plan(table.uri, snap.version, now_ms, policy)
-    if operation == "checkpoint":
-        step = Step("checkpoint", True, "asked for", classic_v2=classic, source=source)
+    if operation is CHECKPOINT:
+        step = Step(CHECKPOINT, True, "asked for", classic_v2=classic, source=source)
     elif not isinstance(snap, Snapshot):
         raise TypeError(f"{operation} is planned from a snapshot with its file actions")
-    elif operation == "cleanup":
+    elif operation is CLEANUP:
         step = _cleanup_disabled(policy) or _forced_cleanup(table, snap, policy, now_ms)
     else:
         detail = _plan_vacuum(table, snap, policy, now_ms)
-        step = Step("vacuum", True, "asked for", detail)
+        step = Step(VACUUM, True, "asked for", detail)
     result.steps.append(step)
     return result
 
 
 def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
     detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
-    return Step("cleanup", True, "asked for", detail)
+    return Step(CLEANUP, True, "asked for", detail)
 
 
 def commits_since_checkpoint(snap: Snapshot) -> int:
@@ -187,13 +204,13 @@ def _regular_checkpoint(table: Table, snap: Snapshot, policy: Policy) -> Step:
     if lag < every:
         behind = _hint_behind(table, cp)
         if behind:
-            return Step("checkpoint", True, f"{reason}, but {behind}")
+            return Step(CHECKPOINT, True, f"{reason}, but {behind}")
     if lag < every or not snap.protocol.has("v2Checkpoint"):
-        return Step("checkpoint", lag >= every, reason)
+        return Step(CHECKPOINT, lag >= every, reason)
     classic = not _recent_classic(table, snap.version, every * CLASSIC_V2_EVERY_INTERVALS)
     if classic:
         reason += "; classic-named, as none of the last few checkpoints is (older readers)"
-    return Step("checkpoint", True, reason, classic_v2=classic)
+    return Step(CHECKPOINT, True, reason, classic_v2=classic)
 
 
 def _hint_behind(table: Table, cp: Checkpoint | None) -> str | None:
@@ -237,7 +254,7 @@ def _compaction(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     refused = compaction_plan.refusal(snap)
     if refused:
         error = UnsupportedProtocolError(refused)
-        return Step("compaction", False, refused, refused=True, error=error)
+        return Step(COMPACTION, False, refused, refused=True, error=error)
     files = snap.files
     if "stats" not in files.column_names and snap.protocol.has("deletionVectors"):
         # Deleted-row ratios need the record counts; only DV tables pay for the stats.
@@ -271,13 +288,13 @@ def forced_compaction(
 
 def _compaction_step(snap: Snapshot, found: compaction_plan.CompactionPlan, now_ms: int) -> Step:
     if not found.due:
-        return Step("compaction", False, found.reason(), found)
+        return Step(COMPACTION, False, found.reason(), found)
     tag = compaction_plan.job_id(snap.metadata.id, now_ms)
     names = compaction_plan.logical_partition_names(snap.metadata)
     types = compaction_plan.spark_partition_types(snap.metadata)
     actions = snap.num_files + snap.num_tombstones
     spec = compaction_plan.job_spec(found, names, tag, snap.version, types, actions)
-    return Step("compaction", True, found.reason(), found, job_spec=spec)
+    return Step(COMPACTION, True, found.reason(), found, job_spec=spec)
 
 
 def _cleanup(
@@ -297,15 +314,23 @@ def _cleanup(
     replan = planned if after_checkpoint else None
     using = f", using the checkpoint at version {pending} written first" if replan else ""
     if not detail.delete:
-        return Step("cleanup", False, _why_nothing(detail) + using, detail, replan=replan)
+        return Step(CLEANUP, False, _why_nothing(detail) + using, detail, replan=replan)
     reason = f"{detail.files} log files ({format_bytes(detail.bytes)}) past the log retention"
-    return Step("cleanup", True, reason + using, detail, replan=replan)
+    return Step(CLEANUP, True, reason + using, detail, replan=replan)
+
+
+def _cleanup_after_checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+    def later() -> Step:
+        return _cleanup(table, snap, policy, now_ms, after_checkpoint=False)
+
+    reason = "planned once the due checkpoint is written"
+    return Step(CLEANUP, True, reason, after=CHECKPOINT, plan_later=later)
 
 
 def _cleanup_disabled(policy: Policy) -> Step | None:
     if policy.expired_log_cleanup:
         return None
-    return Step("cleanup", False, "disabled by the table property delta.enableExpiredLogCleanup")
+    return Step(CLEANUP, False, "disabled by the table property delta.enableExpiredLogCleanup")
 
 
 def _plan_vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> vacuum.VacuumPlan:
@@ -316,15 +341,15 @@ def _plan_vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> v
 
 def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
     if not policy.vacuum_enabled:
-        return Step("vacuum", False, "disabled by the policy (vacuum.enabled: false)")
+        return Step(VACUUM, False, "disabled by the policy (vacuum.enabled: false)")
     try:
         detail = _plan_vacuum(table, snap, policy, now_ms)
     except (InvalidInputError, UnsupportedProtocolError) as e:
-        return Step("vacuum", False, str(e), refused=True, error=e)
+        return Step(VACUUM, False, str(e), refused=True, error=e)
     if not detail.delete:
-        return Step("vacuum", False, "no unreferenced data files past the retention", detail)
+        return Step(VACUUM, False, "no unreferenced data files past the retention", detail)
     reason = f"{detail.files} unreferenced data files ({format_bytes(detail.bytes)})"
-    return Step("vacuum", True, reason, detail)
+    return Step(VACUUM, True, reason, detail)
 
 
 def _why_nothing(detail: cleanup.CleanupPlan) -> str:

@@ -2,9 +2,9 @@
 
 Planning a checkpoint is cheap (it reads the snapshot's log position); planning cleanup lists the
 log and planning vacuum lists the whole table, so a watch loop plans those only when they can
-have become due: cleanup after a new checkpoint and otherwise every CLEANUP_EVERY_MS, vacuum on
-its cron schedule or else every VACUUM_EVERY_MS. Pure: the caller passes the clock and the
-last run times.
+have become due: cleanup every CLEANUP_EVERY_MS (and after a new checkpoint: the planner's
+rule), vacuum on its cron schedule or else every VACUUM_EVERY_MS. Pure: the caller passes the
+clock and the last run times.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from croniter import croniter
 
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
 
 
@@ -45,7 +46,7 @@ def operations_to_plan(
     version_changed: bool,
     vacuum_schedule: str | None = None,
     watched_since_ms: int | None = None,
-) -> tuple[str, ...]:
+) -> tuple[Operation, ...]:
     """The operations worth planning now, in execution order.
 
     `last_run_ms` holds, per operation, when it last ran to an end (done, nothing to do, dry
@@ -54,20 +55,20 @@ def operations_to_plan(
     and no vacuum on record, the first vacuum waits for the schedule's first time after
     `watched_since_ms` (a user who wrote '0 3 * * *' expects 03:00, not now).
     """
-    ops: list[str] = []
-    if version_changed or "checkpoint" not in last_run_ms:
-        ops.append("checkpoint")
-    cleanup_at = last_run_ms.get("cleanup")
+    ops: list[Operation] = []
+    if version_changed or Operation.CHECKPOINT not in last_run_ms:
+        ops.append(Operation.CHECKPOINT)
+    cleanup_at = last_run_ms.get(Operation.CLEANUP)
     if cleanup_at is None or now_ms - cleanup_at >= CLEANUP_EVERY_MS:
-        ops.append("cleanup")
-    vacuum_at = last_run_ms.get("vacuum")
+        ops.append(Operation.CLEANUP)
+    vacuum_at = last_run_ms.get(Operation.VACUUM)
     if vacuum_at is None and vacuum_schedule:
         vacuum_at = now_ms if watched_since_ms is None else watched_since_ms
     if vacuum_at is None:
-        ops.append("vacuum")
+        ops.append(Operation.VACUUM)
     elif vacuum_schedule:
         if next_run_ms(vacuum_schedule, vacuum_at) <= now_ms:
-            ops.append("vacuum")
+            ops.append(Operation.VACUUM)
     elif now_ms - vacuum_at >= VACUUM_EVERY_MS:
-        ops.append("vacuum")
+        ops.append(Operation.VACUUM)
     return tuple(ops)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import SOURCES
+from deltakeeper.resources.status_fields import COUNTS
+from deltakeeper.resources.status_fields import StatusField as F
 
 # The one definition of the API group and version; k8s/ and the manifests read these.
 GROUP = "deltakeeper.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+# The resources' plurals: their API paths and CRD names.
+TABLES, POLICIES, LAKES = "deltatables", "deltamaintenancepolicies", "deltalakes"
 
 # What units.py parses: durations 30d, 12h, 90m, 45s; sizes 4096, 500M, 128Mi, 1Gi.
 DURATION = r"^[0-9]+(d|h|m|s)$"
@@ -190,29 +195,21 @@ def _table_status() -> dict[str, Any]:
         "bytesAdded": count,
     }
     compacted = _obj({**run["properties"], **rewritten, "jobId": {"type": "string"}})
-    return _obj(
-        {
-            "observedGeneration": count,
-            "version": count,
-            "lastCommitTime": {"type": "string", "format": "date-time", "nullable": True},
-            "lastCheckpointVersion": nullable_count,
-            "commitsSinceCheckpoint": count,
-            "logFiles": count,
-            "logBytes": count,
-            "files": count,
-            "bytes": count,
-            "smallFiles": count,
-            "tombstones": count,
-            "policy": {"type": "string", "nullable": True},
-            "retention": _obj({"logRetention": retention, "deletedFileRetention": retention}),
-            "lastPoll": {"type": "string", "format": "date-time"},
-            "lastMaintenance": _obj(
-                {"checkpoint": run, "compaction": compacted, "cleanup": run, "vacuum": run}
-            ),
-            "compaction": _compaction_status(count),
-            "conditions": _conditions(),
-        }
-    )
+    runs = {str(op): compacted if op is Operation.COMPACTION else run for op in Operation}
+    counts = {f: nullable_count if f is F.LAST_CHECKPOINT_VERSION else count for f in COUNTS}
+    fields = {
+        F.OBSERVED_GENERATION: count,
+        F.LAST_COMMIT_TIME: {"type": "string", "format": "date-time", "nullable": True},
+        **counts,
+        F.POLICY: {"type": "string", "nullable": True},
+        F.RETENTION: _obj({"logRetention": retention, "deletedFileRetention": retention}),
+        F.LAST_POLL: {"type": "string", "format": "date-time"},
+        F.LAST_MAINTENANCE: _obj(runs),
+        F.COMPACTION: _compaction_status(count),
+        F.CONDITIONS: _conditions(),
+    }
+    assert fields.keys() == set(F), "every status field has a schema"
+    return _obj({str(f): fields[f] for f in F})
 
 
 def _compaction_status(count: dict[str, Any]) -> dict[str, Any]:
@@ -322,9 +319,7 @@ def delta_table() -> dict[str, Any]:
         _column("URI", ".spec.uri", "string", priority=1),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
-    return _crd(
-        "DeltaTable", "deltatables", ["dt", "dtable"], _table_spec(), _table_status(), columns
-    )
+    return _crd("DeltaTable", TABLES, ["dt", "dtable"], _table_spec(), _table_status(), columns)
 
 
 def maintenance_policy() -> dict[str, Any]:
@@ -341,9 +336,7 @@ def maintenance_policy() -> dict[str, Any]:
         _column("File-Retention", ".spec.deletedFileRetention", "string"),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
-    return _crd(
-        "DeltaMaintenancePolicy", "deltamaintenancepolicies", ["dmp"], spec, status, columns
-    )
+    return _crd("DeltaMaintenancePolicy", POLICIES, ["dmp"], spec, status, columns)
 
 
 def _lake_spec() -> dict[str, Any]:
@@ -407,7 +400,7 @@ def delta_lake() -> dict[str, Any]:
         _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
-    return _crd("DeltaLake", "deltalakes", ["dl", "dlake"], _lake_spec(), _lake_status(), columns)
+    return _crd("DeltaLake", LAKES, ["dl", "dlake"], _lake_spec(), _lake_status(), columns)
 
 
 def all_crds() -> dict[str, dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""DeltaTable, DeltaMaintenancePolicy, DeltaLake and Secret manifests: parsing, validation,
-selection (DeltaLakes are parsed by lake.py).
+"""DeltaTable, DeltaMaintenancePolicy and Secret manifests: parsing, validation, policy
+selection (DeltaLakes are parsed by lake.py, a folder of manifests read by folder.py).
 
 Standalone mode reads these from a folder; the operator gets the same shapes from the API
 server. Validation uses the CRDs' own OpenAPI schemas (crd.py), so a manifest standalone mode
@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import jsonschema
-import yaml
 
 from deltakeeper.resources import crd
-
-if TYPE_CHECKING:
-    from deltakeeper.resources.lake import LakeResource
 
 API_VERSION = crd.API_VERSION
 _HINTS = {
@@ -59,18 +53,6 @@ class PolicyResource(Resource):
     source: str = ""
 
 
-@dataclass
-class Loaded:
-    tables: list[TableResource] = field(default_factory=list)
-    policies: list[PolicyResource] = field(default_factory=list)
-    lakes: list[LakeResource] = field(default_factory=list)
-    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    errors: list[ManifestError] = field(default_factory=list)
-    # file -> its documents, for files that loaded whole (or were kept at their last good)
-    good: dict[str, list[Any]] = field(default_factory=dict)
-    kept: list[str] = field(default_factory=list)  # files kept at their last good version
-
-
 _VALIDATORS = {
     "DeltaTable": jsonschema.Draft202012Validator(
         crd.delta_table()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -79,6 +61,9 @@ _VALIDATORS = {
         crd.maintenance_policy()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     ),
 }
+
+
+KINDS = tuple(_VALIDATORS)  # what `parse` reads
 
 
 def parse(doc: Any, source: str = "") -> TableResource | PolicyResource:
@@ -187,105 +172,6 @@ def secret_data(doc: Mapping[str, Any], where: str) -> dict[str, str]:
             ) from None
     out.update({k: str(v) for k, v in (doc.get("stringData") or {}).items()})
     return out
-
-
-def load_dir(folder: str | Path, previous: Mapping[str, list[Any]] | None = None) -> Loaded:
-    """Every manifest in `folder` (*.yaml, *.yml, *.json, multi-document); a bad file or
-    document is an error entry and the rest still load. A file that was good before
-    (`previous`, a former `Loaded.good`) and is bad now stays at its last good version, as
-    the API server keeps an object whose new manifest it rejects."""
-    loaded = Loaded()
-    seen: dict[tuple[str, str, str], str] = {}
-    for path in sorted(Path(folder).iterdir()):
-        if not path.is_file() or path.suffix not in (".yaml", ".yml", ".json"):
-            continue
-        items, errors, docs = _read_file(path)
-        last = (previous or {}).get(str(path))
-        if errors and last is not None:
-            loaded.errors.extend(errors)
-            loaded.kept.append(str(path))
-            items, _, docs = _parse_all(path, last)
-        elif errors:
-            loaded.errors.extend(errors)
-        if not errors or last is not None:
-            loaded.good[str(path)] = docs
-        for where, item in items:
-            try:
-                _add(loaded, item, where, seen)
-            except ManifestError as e:
-                loaded.errors.append(e)
-    return loaded
-
-
-_Item = tuple[str, Any]  # (where, a resource or a Secret's (namespace, name, data))
-
-
-def _read_file(path: Path) -> tuple[list[_Item], list[ManifestError], list[Any]]:
-    try:
-        docs = _documents(path)
-    except ManifestError as e:
-        return [], [e], []
-    return _parse_all(path, docs)
-
-
-def _parse_all(path: Path, docs: list[Any]) -> tuple[list[_Item], list[ManifestError], list[Any]]:
-    items: list[_Item] = []
-    errors: list[ManifestError] = []
-    for i, doc in enumerate(docs):
-        where = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
-        try:
-            item = _parse_doc(doc, where)
-        except ManifestError as e:
-            errors.append(e)
-            continue
-        if item is not None:
-            items.append((where, item))
-    return items, errors, docs
-
-
-def _documents(path: Path) -> list[Any]:
-    try:
-        text = path.read_text()
-        if path.suffix == ".json":
-            return [json.loads(text)]
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as e:
-        raise ManifestError(f"{path}: cannot read it as {path.suffix[1:].upper()}: {e}") from None
-
-
-def _parse_doc(doc: Any, where: str) -> Any:
-    if isinstance(doc, dict) and doc.get("kind") == "Secret":
-        meta = doc.get("metadata") or {}
-        ref = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-        return (*ref, secret_data(doc, where))
-    if isinstance(doc, dict) and doc.get("kind") == "DeltaLake":
-        # lake.py builds on this module (its tables are DeltaTables): imported when needed.
-        from deltakeeper.resources.lake import parse_lake
-
-        return parse_lake(doc, where)
-    if isinstance(doc, dict) and doc.get("kind") not in (None, *_VALIDATORS):
-        return None  # other kinds (ConfigMaps, ...) may share the folder
-    return parse(doc, where)
-
-
-def _add(loaded: Loaded, item: Any, where: str, seen: dict[tuple[str, str, str], str]) -> None:
-    if isinstance(item, tuple):
-        namespace, name, data = item
-        loaded.secrets[(namespace, name)] = data
-        return
-    kind = type(item).__name__
-    key = (kind, item.namespace, item.name)
-    if key in seen:
-        raise ManifestError(
-            f"{where}: {item.namespace}/{item.name} is defined again (first in {seen[key]})"
-        )
-    seen[key] = where
-    if isinstance(item, TableResource):
-        loaded.tables.append(item)
-    elif isinstance(item, PolicyResource):
-        loaded.policies.append(item)
-    else:
-        loaded.lakes.append(item)
 
 
 # -- policy selection and precedence -------------------------------------------------------

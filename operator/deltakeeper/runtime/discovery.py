@@ -19,10 +19,18 @@ from deltakeeper.delta.errors import DeltaError, InvalidInputError, StorageUnrea
 from deltakeeper.delta.storage import open_storage
 from deltakeeper.resources.lake import LakeResource
 from deltakeeper.runtime import credentials, metrics, status
-from deltakeeper.runtime.watcher import Condition, ConditionStatus, Event
+from deltakeeper.runtime.model import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Event,
+    EventType,
+    Reason,
+)
+from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.lakes")
-TABLE_FOUND = "TableFound"  # the condition of a lake's table: did the last good scan find it
+READY, REACHABLE = ConditionType.READY, ConditionType.STORAGE_REACHABLE
 
 
 class ScanResult(enum.StrEnum):
@@ -42,7 +50,7 @@ class LakeScan:
     appeared: tuple[str, ...] = ()
     disappeared: tuple[str, ...] = ()
     message: str = ""  # why it failed; no credentials in it
-    reason: str = ""  # the conditions' reason when it failed (SecretNotFound, ...)
+    reason: Reason | None = None  # the conditions' reason when it failed (SecretNotFound, ...)
 
     @property
     def ok(self) -> bool:
@@ -53,22 +61,25 @@ class LakeScan:
         if self.ok:
             found = f"{len(self.tables)} tables found"
             return [
-                Condition("Ready", true, "Scanned", found),
-                Condition("StorageReachable", true, "Listed", found),
+                Condition(READY, true, Reason.SCANNED, found),
+                Condition(REACHABLE, true, Reason.LISTED, found),
             ]
         reachable = ConditionStatus.UNKNOWN if self.result is ScanResult.INVALID else false
         unreachable = self.result is ScanResult.UNREACHABLE
-        reason = self.reason or ("StorageUnreachable" if unreachable else "InvalidSpec")
+        reason = self.reason or (Reason.STORAGE_UNREACHABLE if unreachable else Reason.INVALID_SPEC)
         return [
-            Condition("Ready", false, reason, self.message),
-            Condition("StorageReachable", reachable, reason, self.message),
+            Condition(READY, false, reason, self.message),
+            Condition(REACHABLE, reachable, reason, self.message),
         ]
 
     def events(self) -> list[Event]:
-        out = [Event("Normal", "TableFound", f"table {p} appeared") for p in self.appeared]
-        out += [Event("Warning", "TableGone", f"table {p} disappeared") for p in self.disappeared]
+        normal, warning = EventType.NORMAL, EventType.WARNING
+        out = [Event(normal, Reason.TABLE_FOUND, f"table {p} appeared") for p in self.appeared]
+        out += [
+            Event(warning, Reason.TABLE_GONE, f"table {p} disappeared") for p in self.disappeared
+        ]
         if not self.ok:
-            out.append(Event("Warning", "ScanFailed", self.message))
+            out.append(Event(warning, Reason.SCAN_FAILED, self.message))
         return out
 
 
@@ -119,7 +130,7 @@ class LakeScanner:
             )
         return result
 
-    def failed(self, message: str, reason: str = "") -> LakeScan:
+    def failed(self, message: str, reason: Reason | None = None) -> LakeScan:
         """Record a lake that could not be scanned at all (a missing Secret, say)."""
         known = self.known or ()
         now = self.clock_ms()
@@ -138,15 +149,6 @@ class LakeScanner:
         return scan
 
 
-def table_found(lake: str, path: str, found: bool, kept: str = "") -> Condition:
-    """A lake's table's TableFound condition; `kept` says what became of a table not found."""
-    if found:
-        message = f"the last scan of DeltaLake {lake} found {path}"
-        return Condition(TABLE_FOUND, ConditionStatus.TRUE, "Found", message)
-    message = f"the last scan of DeltaLake {lake} did not find {path}; {kept}".rstrip("; ")
-    return Condition(TABLE_FOUND, ConditionStatus.FALSE, "NotFound", message)
-
-
 def lake_status(
     scan: LakeScan, managed: int, previous: Mapping[str, Any] | None, generation: int
 ) -> dict[str, Any]:
@@ -158,7 +160,7 @@ def lake_status(
             "tables": len(scan.tables),
             "managedTables": managed,
             "lastScan": {
-                "time": status.timestamp(scan.time_ms),
+                "time": rfc3339(scan.time_ms),
                 "result": str(scan.result),
                 "requests": scan.scan.requests if scan.scan else 0,
                 "seconds": round(scan.scan.seconds, 3) if scan.scan else 0.0,

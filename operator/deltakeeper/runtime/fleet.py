@@ -1,10 +1,10 @@
 """The watch loops of many tables on one asyncio event loop, shared by the operator and
 standalone mode.
 
-Each table gets its own loop: observe (off the event loop, in a thread), run what is due under
-a global limit on concurrent maintenance, record metrics, publish the status, then sleep its
-poll interval with jitter so thousands of tables do not poll in step. How a status is published
-(a status subresource, a file) is the caller's `publish`.
+Each table gets its own loop: observe (off the event loop, in a thread), publish, run what is
+due under a global limit on concurrent maintenance, publish again, then sleep its poll interval
+with jitter so thousands of tables do not poll in step. Publishing (metrics, then a status
+subresource or a file) is the caller's `publish`: the registry's.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
-from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.watcher import Observation, TableWatcher, Target
+from deltakeeper.runtime.model import Observation, Target
+from deltakeeper.runtime.watcher import TableWatcher
 
 log = logging.getLogger("deltakeeper.fleet")
 T = TypeVar("T")
@@ -34,7 +33,6 @@ Current = Callable[[], Awaitable[Target]]
 Sleep = Callable[[float], Awaitable[bool]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
-_KINDS = {"cleanup": "log", "vacuum": "data"}
 
 
 def now_ms() -> int:
@@ -49,14 +47,10 @@ def _task_name() -> str:
 class Fleet:
     def __init__(
         self,
-        metrics: Metrics,
-        publish: Publish,
         max_concurrent: int = 2,
         observers: int = 8,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.metrics = metrics
-        self.publish = publish
         self.clock = clock
         self.max_concurrent = max_concurrent
         self._slots: asyncio.Semaphore | None = None
@@ -69,8 +63,11 @@ class Fleet:
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def watch(self, current: Current, watcher: TableWatcher, sleep: Sleep) -> None:
-        """Poll the table `current()` describes until `sleep` says stop."""
+    async def watch(
+        self, current: Current, watcher: TableWatcher, sleep: Sleep, publish: Publish
+    ) -> None:
+        """Poll the table `current()` describes until `sleep` says stop; each observation
+        goes to `publish`."""
         interval = DEFAULT_POLL_S
         with contextlib.suppress(Exception):  # the first poll logs it
             interval = (await current()).poll_interval_s
@@ -80,7 +77,7 @@ class Fleet:
             try:
                 target = await current()
                 interval = target.poll_interval_s
-                await self.poll_once(target, watcher)
+                await self.poll_once(target, watcher, publish)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug must not end the table's loop; it is logged and retried
@@ -88,18 +85,18 @@ class Fleet:
             if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
                 return
 
-    async def poll_once(self, target: Target, watcher: TableWatcher) -> Observation:
+    async def poll_once(
+        self, target: Target, watcher: TableWatcher, publish: Publish
+    ) -> Observation:
         obs = await self._off_loop(watcher.observe, target, self.clock())
         self.polls += 1
         # Published before any maintenance: a table waiting for a maintenance slot (after a
         # restart, thousands may be due at once) still shows its new commits at once.
-        self.record(target, obs)
-        await self.publish(target, obs)
+        await publish(target, obs)
         if not obs.due:
             return obs
         done = await self._maintain(target, watcher, obs)
-        self.record(target, done)
-        await self.publish(target, done)
+        await publish(target, done)
         return done
 
     async def _maintain(
@@ -132,22 +129,6 @@ class Fleet:
         if task in self._queued:
             task.cancel()
 
-    def record(self, target: Target, obs: Observation) -> None:
-        ns, name = target.key
-        m = self.metrics
-        m.table(ns, name, obs.status)
-        m.conditions(ns, name, {c.type: c.status for c in obs.conditions})
-        m.checkpoint_written(ns, name, obs.checkpoint_written_ms)
-        m.requests(ns, name, obs.requests)
-        for state, jobs in obs.compaction_jobs.items():
-            m.compaction_jobs(ns, name, state, jobs)
-        for o in obs.outcomes:
-            if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
-                continue  # a started job counts when it ends
-            m.maintenance(ns, name, o.operation, o.result, o.seconds)
-            if o.operation in _KINDS and o.result is Result.DONE:
-                m.deleted(ns, name, _KINDS[o.operation], o.deleted_files, o.deleted_bytes)
-
     async def heartbeat(self, every_s: float = 5.0) -> None:
         """Proves the event loop is responsive, for /healthz."""
         while True:
@@ -176,6 +157,7 @@ class Loop:
         fleet: Fleet,
         current: Current,
         watcher: TableWatcher,
+        publish: Publish,
         name: str,
         after: asyncio.Task[None] | None = None,
         context: contextvars.Context | None = None,
@@ -187,7 +169,7 @@ class Loop:
         async def run() -> None:
             if after is not None:
                 await asyncio.gather(after, return_exceptions=True)
-            await fleet.watch(current, watcher, self.sleep)
+            await fleet.watch(current, watcher, self.sleep, publish)
 
         self.task = asyncio.create_task(run(), name=name, context=context)
         self.fleet = fleet

@@ -18,6 +18,7 @@ from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import executor
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_CAP_MS,
     COMPACTION_RETRY_MS,
@@ -143,7 +144,7 @@ class JobTracker:
             outcome = executor.job_outcome(table, running.job_id, result)
         except Exception as e:  # the job ended; reading its commits back did not work
             message = f"job {running.job_id} ended, but its commits could not be read: {e}"
-            outcome = Outcome("compaction", Result.FAILED, message, job_id=running.job_id)
+            outcome = Outcome(Operation.COMPACTION, Result.FAILED, message, job_id=running.job_id)
         outcome.seconds = max(0.0, (now_ms - running.started_ms) / 1000)
         self._ended(outcome, now_ms)
         return outcome

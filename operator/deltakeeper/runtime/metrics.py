@@ -28,25 +28,27 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.resources.status_fields import StatusField as F
 
 DEFAULT_PORT = 9108
 # This machine only: metrics name every table, so other hosts get them only when asked for
 # (`--metrics-bind-address 0.0.0.0`; the Helm chart does, for Prometheus).
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# status key -> gauge name (and the help text); one gauge per table per key.
+# The status counts (resources/status_fields.COUNTS) -> gauge name and help; one gauge per
+# table per count.
 _TABLE_GAUGES = {
-    "version": ("deltakeeper_table_version", "Latest published version of the table"),
-    "logFiles": ("deltakeeper_table_log_files", "Files in _delta_log"),
-    "logBytes": ("deltakeeper_table_log_bytes", "Bytes in _delta_log"),
-    "commitsSinceCheckpoint": (
+    F.VERSION: ("deltakeeper_table_version", "Latest published version of the table"),
+    F.LOG_FILES: ("deltakeeper_table_log_files", "Files in _delta_log"),
+    F.LOG_BYTES: ("deltakeeper_table_log_bytes", "Bytes in _delta_log"),
+    F.COMMITS_SINCE_CHECKPOINT: (
         "deltakeeper_table_commits_since_checkpoint",
         "Commits after the newest checkpoint (what a reader replays as JSON)",
     ),
-    "files": ("deltakeeper_table_files", "Live data files"),
-    "bytes": ("deltakeeper_table_bytes", "Bytes in live data files"),
-    "smallFiles": ("deltakeeper_table_small_files", "Live data files below the small-file size"),
-    "tombstones": ("deltakeeper_table_tombstones", "Remove actions not yet expired"),
+    F.FILES: ("deltakeeper_table_files", "Live data files"),
+    F.BYTES: ("deltakeeper_table_bytes", "Bytes in live data files"),
+    F.SMALL_FILES: ("deltakeeper_table_small_files", "Live data files below the small-file size"),
+    F.TOMBSTONES: ("deltakeeper_table_tombstones", "Remove actions not yet expired"),
 }
 # Maintenance takes from milliseconds (a checkpoint of a small table) to an hour (a vacuum
 # listing millions of files); few buckets, as every table has its own histogram.
@@ -191,13 +193,13 @@ class Metrics:
                 record = self._tables.setdefault((namespace, table), _Table(namespace, table))
         return record
 
-    def table(self, namespace: str, table: str, status: Mapping[str, Any]) -> None:
-        """Gauges from a status (keys as in DESIGN.md); commits counted from version moves."""
+    def table(self, namespace: str, table: str, counts: Mapping[str, Any]) -> None:
+        """Gauges from a status's counts; commits counted from version moves."""
         t = self._of(namespace, table)
         for key in _TABLE_GAUGES:
-            if isinstance(value := status.get(key), int):
+            if isinstance(value := counts.get(key), int):
                 t.gauges[key] = value
-        version = status.get("version")
+        version = counts.get(F.VERSION)
         if isinstance(version, int):
             # The first sight starts the counter at 0 (rate() needs no history before it);
             # a version going back (table re-created) counts nothing.

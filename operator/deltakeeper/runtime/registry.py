@@ -1,6 +1,6 @@
 """The tables a daemon watches: one entry per table with its loop and cached Target, which
-other tables name the same storage, and the one way an observation is published (metrics
-dropped for a table gone, status and events to a Sink).
+other tables name the same storage, and the one way an observation is published: metrics
+recorded (or dropped, for a table gone), then status and events to the front-end's Sink.
 
 Shared by the operator and standalone mode; only their sources (watch events, a folder) and
 sinks (the status subresource and Kubernetes Events, a status file) differ.
@@ -16,11 +16,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from deltakeeper.maintenance.executor import Result
+from deltakeeper.maintenance.operations import DELETES
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.fleet import Fleet, Loop
 from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Event, EventType, Observation, Target
 from deltakeeper.runtime.targets import unchanged
-from deltakeeper.runtime.watcher import Event, Observation, TableWatcher, Target
+from deltakeeper.runtime.watcher import TableWatcher
 
 Key = tuple[str, str]
 
@@ -138,7 +141,8 @@ class Registry(Generic[E]):
         previous = entry.loop.task if entry.loop is not None else None
         entry.loop = Loop()
         current = functools.partial(self.resolve, key, entry)
-        entry.loop.start(fleet, current, watcher, f"{key[0]}/{key[1]}", previous, context)
+        name = f"{key[0]}/{key[1]}"
+        entry.loop.start(fleet, current, watcher, self.publish, name, previous, context)
 
     def stop_loop(self, key: Key) -> None:
         """Stop the table's loop and take its metrics down; the entry stays."""
@@ -164,16 +168,36 @@ class Registry(Generic[E]):
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def publish(self, target: Target, obs: Observation) -> None:
-        """The Fleet's publish: status and events to the sink, each event also logged."""
+        """The Fleet's publish: metrics, then status and events to the sink, each event also
+        logged."""
         key = target.key
         entry = self.entries.get(key)
         if entry is None or not self.publishing:
             self.metrics.forget(*key)  # removed, or paused, while its poll ran
             return
+        record(self.metrics, target, obs)
         if not await self.sink.write_status(entry, target, obs):
             self.remove(key)  # deleted while nobody watched (no event came)
             return
         for event in obs.events:
             self.sink.post_event(entry, event)
-            level = logging.WARNING if event.type == "Warning" else logging.INFO
+            level = logging.WARNING if event.type is EventType.WARNING else logging.INFO
             self.log.log(level, "%s/%s: %s: %s", *key, event.reason, event.message)
+
+
+def record(metrics: Metrics, target: Target, obs: Observation) -> None:
+    """What one poll adds to the table's metrics."""
+    ns, name = target.key
+    metrics.table(ns, name, obs.counts)
+    metrics.conditions(ns, name, {c.type: c.status for c in obs.conditions})
+    metrics.checkpoint_written(ns, name, obs.checkpoint_written_ms)
+    metrics.requests(ns, name, obs.requests)
+    for state, jobs in obs.compaction_jobs.items():
+        metrics.compaction_jobs(ns, name, state, jobs)
+    for o in obs.outcomes:
+        if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
+            continue  # a started job counts when it ends
+        metrics.maintenance(ns, name, o.operation, o.result, o.seconds)
+        kind = DELETES.get(o.operation)
+        if kind is not None and o.result is Result.DONE:
+            metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)

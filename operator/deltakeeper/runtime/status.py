@@ -1,29 +1,64 @@
-"""A watch observation as the status object users read (`kubectl get`, `deltakeeper status`).
+"""A table's status as users read it (`kubectl get`, `deltakeeper status`), built in one place.
 
-The same shape in the operator's status subresource and standalone mode's status file:
-DESIGN.md's fields, `observedGeneration`, and conditions whose `lastTransitionTime` moves only
-when their status does.
+The same shape in the operator's status subresource and standalone mode's status file: the
+fields of resources/status_fields.py, `observedGeneration`, and conditions whose
+`lastTransitionTime` moves only when their status does.
+
+    counts = status.counts(summary)              # what a poll read from the log
+    body = status.build(target, obs, previous, now_ms)
+    if status.worth_writing(previous, body, now_ms, written_ms): ...
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from deltakeeper.runtime.watcher import Condition, Observation, Target
+from deltakeeper.resources.status_fields import COUNTS, VOLATILE
+from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime.model import Condition, Observation, Target
+from deltakeeper.units import rfc3339
 
-# Written every poll, but not worth a write by itself (10,000 tables at 30 s would be 333/s).
-VOLATILE = ("lastPoll",)
 # A status whose only change is `lastPoll` is still written this often, to show liveness.
 REFRESH_S = 300
 
 
+def counts(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The status's numbers from `delta.summary.summarize`'s (the `inspect --json` keys)."""
+    out: dict[str, Any] = {str(f): summary[key] for f, key in COUNTS.items()}
+    stamp = summary.get("timestamp")
+    out[F.LAST_COMMIT_TIME] = rfc3339(stamp) if stamp else None
+    return out
+
+
 def build(
-    target: Target, obs: Observation, previous: Mapping[str, Any] | None, now_ms: int
+    target: Target,
+    obs: Observation,
+    previous: Mapping[str, Any] | None,
+    now_ms: int,
+    extra: Iterable[Condition] = (),
 ) -> dict[str, Any]:
-    conditions = conditions_status(obs.conditions, previous, target.generation, now_ms)
-    return {**obs.status, "observedGeneration": target.generation, "conditions": conditions}
+    """The status of `target` after the poll `obs`; `extra`: conditions another part of the
+    front-end says about the table (a DeltaLake's TableFound), written with the poll's."""
+    body: dict[str, Any] = {
+        F.LAST_POLL: rfc3339(obs.polled_ms),
+        F.POLICY: target.policy_name,
+        **obs.counts,
+    }
+    if obs.retention is not None:
+        body[F.RETENTION] = obs.retention
+    body[F.LAST_MAINTENANCE] = {
+        op: {k: v for k, v in entry.items() if k != "timeMs"}
+        for op, entry in obs.last_maintenance.items()
+    }
+    if obs.compaction is not None:
+        body[F.COMPACTION] = obs.compaction
+    body[F.OBSERVED_GENERATION] = target.generation
+    body[F.CONDITIONS] = conditions_status(
+        [*obs.conditions, *extra], previous, target.generation, now_ms
+    )
+    return {str(k): v for k, v in body.items()}
 
 
 def conditions_status(
@@ -34,9 +69,9 @@ def conditions_status(
 ) -> list[dict[str, Any]]:
     """Conditions as status entries; a `lastTransitionTime` moves only with its status."""
     before = {
-        c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, dict)
+        c.get("type"): c for c in (previous or {}).get(F.CONDITIONS) or [] if isinstance(c, dict)
     }
-    stamp = timestamp(now_ms)
+    stamp = rfc3339(now_ms)
     out = []
     for c in conditions:
         old = before.get(c.type)
@@ -55,11 +90,6 @@ def conditions_status(
     return out
 
 
-def timestamp(ms: int) -> str:
-    """UTC, to the second, as Kubernetes writes times."""
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def worth_writing(
     old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int, written_ms: int
 ) -> bool:
@@ -74,7 +104,7 @@ def last_maintenance(previous: Mapping[str, Any]) -> dict[str, Any]:
     """A stored status's lastMaintenance with each time also in ms (`timeMs`), so a restarted
     watcher keeps its schedules instead of running everything at once."""
     out: dict[str, Any] = {}
-    for op, entry in (previous.get("lastMaintenance") or {}).items():
+    for op, entry in (previous.get(F.LAST_MAINTENANCE) or {}).items():
         if not isinstance(entry, dict) or not isinstance(entry.get("time"), str):
             continue
         try:

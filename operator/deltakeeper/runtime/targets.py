@@ -17,7 +17,7 @@ from deltakeeper.resources import manifests
 from deltakeeper.resources import spec as spec_settings
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials
-from deltakeeper.runtime.watcher import Problem, Target
+from deltakeeper.runtime.model import Problem, Reason, Target
 
 # (namespace, name) -> the Secret's decoded data, or None when there is no such Secret.
 ReadSecret = Callable[[str, str], Mapping[str, str] | None]
@@ -70,13 +70,13 @@ def resolve(
             "exist; create it or remove policyRef (nothing is maintained meanwhile, since the "
             "missing policy may ask for longer retention)"
         )
-        return Target(**base, problem=Problem("PolicyNotFound", message))
+        return Target(**base, problem=Problem(Reason.POLICY_NOT_FOUND, message))
     base["policy_name"] = policy.name if policy else None
     base["warnings"] = (warning,) if warning else ()
     try:
         base.update(spec_settings.watch_settings(table, policy, default_poll_ms))
     except (PolicyError, ValueError) as e:
-        return Target(**base, problem=Problem("InvalidSpec", str(e)))
+        return Target(**base, problem=Problem(Reason.INVALID_SPEC, str(e)))
     try:
         base["storage_options"] = _storage_options(table, read_secret)
     except _Refused as e:
@@ -95,7 +95,7 @@ def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str,
     try:
         options = normalize_options(dict(storage.get("options") or {}))
     except InvalidInputError as e:
-        raise _Refused(Problem("InvalidSpec", f"spec.storage.options: {e}")) from None
+        raise _Refused(Problem(Reason.INVALID_SPEC, f"spec.storage.options: {e}")) from None
     ref = secret_name(table)
     if not ref:
         return options
@@ -103,17 +103,17 @@ def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str,
     try:
         data = read_secret(table.namespace, ref)
     except SecretUnreadable as e:
-        raise _Refused(Problem("SecretUnreadable", f"cannot read {where}: {e}")) from None
+        raise _Refused(Problem(Reason.SECRET_UNREADABLE, f"cannot read {where}: {e}")) from None
     if data is None:
         message = (
             f"{where} (spec.storage.secretRef) does not exist; create it in the table's namespace"
         )
-        raise _Refused(Problem("SecretNotFound", message))
+        raise _Refused(Problem(Reason.SECRET_NOT_FOUND, message))
     credentials.SCRUBBER.register(credentials.secret_values(data))
     try:
         from_secret = credentials.storage_options(str(table.spec.get("uri", "")), data)
     except InvalidInputError as e:
-        raise _Refused(Problem("InvalidSecret", f"{where}: {e}")) from None
+        raise _Refused(Problem(Reason.INVALID_SECRET, f"{where}: {e}")) from None
     # The Secret's region joins the spec's client_kwargs instead of replacing them.
     kwargs = {**(options.get("client_kwargs") or {}), **from_secret.pop("client_kwargs", {})}
     return {**options, **from_secret, **({"client_kwargs": kwargs} if kwargs else {})}

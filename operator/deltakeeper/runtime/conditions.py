@@ -1,0 +1,231 @@
+"""Which conditions hold for a table and which events its poll tells: the rules, in one place.
+
+    conditions = table_conditions(target, snap, problem=None, error=None, last_maintenance={})
+    events = transitions.events(conditions)  # Warning when one goes bad, Normal when it heals
+
+Every message is scrubbed of secrets. The named values (types, statuses, reasons) are model.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from deltakeeper.delta import features
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    InvalidCredentialsError,
+    InvalidInputError,
+    NotADeltaTableError,
+    StorageUnreachableError,
+    UnsupportedProtocolError,
+)
+from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.maintenance.executor import Outcome, Result
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.runtime.credentials import SCRUBBER
+from deltakeeper.runtime.model import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Event,
+    EventType,
+    Problem,
+    Reason,
+    Target,
+)
+from deltakeeper.units import format_bytes
+
+TRUE, FALSE, UNKNOWN = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+NORMAL, WARNING = EventType.NORMAL, EventType.WARNING
+READY, REACHABLE, SUPPORTED, DEGRADED = (
+    ConditionType.READY,
+    ConditionType.STORAGE_REACHABLE,
+    ConditionType.PROTOCOL_SUPPORTED,
+    ConditionType.DEGRADED,
+)
+_NOT_CHECKED = "not checked: an earlier problem stops the poll"
+_ANSWERS = "the table's store answers"
+
+
+def table_conditions(
+    target: Target,
+    snap: Snapshot | None,
+    problem: Problem | None,
+    error: BaseException | None,
+    last_maintenance: Mapping[str, Mapping[str, Any]],
+) -> list[Condition]:
+    """The four conditions, from what blocked the poll (if anything) and what maintenance did."""
+    reach = Condition(REACHABLE, UNKNOWN, Reason.NOT_CHECKED, _NOT_CHECKED)
+    proto = Condition(SUPPORTED, UNKNOWN, Reason.NOT_CHECKED, _NOT_CHECKED)
+    ready: Condition | None = None
+    if problem is not None:
+        ready = Condition(READY, FALSE, problem.reason, SCRUBBER.scrub(problem.message))
+    elif error is not None:
+        reach, proto, ready = _failed_poll(error, reach, proto)
+    else:
+        reach = Condition(REACHABLE, TRUE, Reason.REACHABLE, _ANSWERS)
+    if snap is not None:
+        refused = features.refusal(snap.protocol, "status")
+        if refused:
+            proto = Condition(SUPPORTED, FALSE, Reason.UNSUPPORTED_FEATURES, refused)
+            ready = Condition(READY, FALSE, Reason.UNSUPPORTED_FEATURES, refused)
+        else:
+            p = snap.protocol
+            known = f"reader v{p.min_reader_version}, writer v{p.min_writer_version}: all known"
+            proto = Condition(SUPPORTED, TRUE, Reason.SUPPORTED, known)
+    if ready is None:
+        ready = _watching(target, snap)
+    return [ready, reach, proto, degraded(target, last_maintenance)]
+
+
+def _failed_poll(
+    error: BaseException, reach: Condition, proto: Condition
+) -> tuple[Condition, Condition, Condition]:
+    reason, message = classify(error)
+    if isinstance(error, StorageUnreachableError):
+        reach = Condition(REACHABLE, FALSE, reason, message)
+    elif isinstance(error, (InvalidInputError, PolicyError)) and not isinstance(
+        error, NotADeltaTableError
+    ):
+        pass  # a spec problem found before any request: the store was not asked
+    else:
+        reach = Condition(REACHABLE, TRUE, Reason.REACHABLE, _ANSWERS)
+    if isinstance(error, UnsupportedProtocolError):
+        proto = Condition(SUPPORTED, FALSE, reason, message)
+    return reach, proto, Condition(READY, FALSE, reason, message)
+
+
+def _watching(target: Target, snap: Snapshot | None) -> Condition:
+    msg = f"watching version {snap.version}" if snap is not None else "watching"
+    if target.suspend:
+        suspended = f"{msg}; maintenance suspended by spec.suspend"
+        return Condition(READY, TRUE, Reason.SUSPENDED, suspended)
+    return Condition(READY, TRUE, Reason.WATCHING, msg)
+
+
+def degraded(target: Target, last_maintenance: Mapping[str, Mapping[str, Any]]) -> Condition:
+    """From the latest run of each operation, not this poll's: a refused vacuum stays a
+    problem until a later vacuum succeeds."""
+    failed = [
+        (op, e) for op, e in last_maintenance.items() if e.get("result") in ("failed", "refused")
+    ]
+    if failed:
+        op, e = failed[0]
+        failure = e["result"] == "failed"
+        reason = Reason.MAINTENANCE_FAILED if failure else Reason.MAINTENANCE_REFUSED
+        return Condition(DEGRADED, TRUE, reason, f"{op} {e['result']}: {e.get('message')}")
+    if target.duplicates:
+        message = (
+            f"{', '.join(target.duplicates)} also name{'s' if len(target.duplicates) == 1 else ''}"
+            f" {SCRUBBER.scrub(target.uri)}: one table maintained by several resources; "
+            "delete all but one"
+        )
+        return Condition(DEGRADED, TRUE, Reason.DUPLICATE_URI, message)
+    if target.warnings:
+        warning = SCRUBBER.scrub("; ".join(target.warnings))
+        return Condition(DEGRADED, TRUE, Reason.POLICY_WARNING, warning)
+    return Condition(DEGRADED, FALSE, Reason.AS_EXPECTED, "no maintenance problems")
+
+
+_UNREACHABLE = "check the endpoint, network and credentials"
+_UPGRADE = "upgrade deltakeeper to maintain this table"
+_REASONS = (
+    (StorageUnreachableError, Reason.STORAGE_UNREACHABLE, _UNREACHABLE),
+    (NotADeltaTableError, Reason.NOT_A_DELTA_TABLE, "check spec.uri points at a table's root"),
+    (UnsupportedProtocolError, Reason.UNSUPPORTED_PROTOCOL, _UPGRADE),
+    (CorruptLogError, Reason.CORRUPT_LOG, "the log needs a repair; nothing is written meanwhile"),
+    (InvalidCredentialsError, Reason.INVALID_SECRET, "fix the credentials in spec.storage"),
+    (InvalidInputError, Reason.INVALID_SPEC, "fix the DeltaTable's spec"),
+    (PolicyError, Reason.INVALID_POLICY, "fix the retention settings or the table's properties"),
+    (OSError, Reason.STORAGE_UNREACHABLE, _UNREACHABLE),
+)
+
+
+def classify(error: BaseException) -> tuple[Reason, str]:
+    """The reason an error gives a failed poll, and its message with a hint what to do."""
+    for cls, reason, hint in _REASONS:
+        if isinstance(error, cls):
+            text = str(error)
+            # Storage errors already say what to check; do not say it twice.
+            return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {hint}")
+    return Reason.ERROR, SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+
+
+def healthy(kind: ConditionType) -> ConditionStatus:
+    """The status of a condition of this type when all is well (Degraded is the odd one)."""
+    return FALSE if kind is DEGRADED else TRUE
+
+
+class Transitions:
+    """Events for conditions that changed since the last poll: Warning when one goes bad,
+    Normal when it heals. Not thread-safe (one poll at a time)."""
+
+    def __init__(self) -> None:
+        self.last: dict[ConditionType, Condition] = {}
+
+    def events(self, conditions: list[Condition]) -> list[Event]:
+        events: list[Event] = []
+        for c in conditions:
+            before = self.last.get(c.type)
+            self.last[c.type] = c
+            if before is not None and (before.status, before.reason) == (c.status, c.reason):
+                continue
+            bad = (c.type is DEGRADED) == (c.status is TRUE)
+            if any(e.reason == c.reason for e in events):
+                continue  # Ready and StorageReachable often fail for one reason: one event
+            if bad and c.status is not UNKNOWN:
+                events.append(Event(WARNING, c.reason, c.message))
+            elif before is not None and c.status is healthy(c.type):
+                events.append(Event(NORMAL, c.reason, c.message))
+        return events
+
+
+def merged(done: list[Event], transitions: list[Event]) -> list[Event]:
+    """The outcomes' events, then the condition changes they did not already say."""
+    said = {(e.type, e.reason) for e in done}
+    return [*done, *(e for e in transitions if (e.type, e.reason) not in said)]
+
+
+def outcome_events(outcomes: list[Outcome]) -> list[Event]:
+    events = []
+    for o in outcomes:
+        if o.result is Result.STARTED:
+            events.append(Event(NORMAL, Reason.COMPACTION_STARTED, o.message))
+        if o.result is Result.DONE and o.repaired:
+            events.append(Event(WARNING, Reason.CHECKPOINT_REPAIRED, o.message))
+        if o.result is Result.DONE:
+            events.append(Event(NORMAL, *_done(o)))
+        elif o.result is Result.DRY_RUN and o.operation is Operation.VACUUM:
+            message = f"vacuum would delete {len(o.files)} files"
+            events.append(Event(NORMAL, Reason.VACUUM_DRY_RUN, message))
+        elif o.result in (Result.FAILED, Result.REFUSED):
+            failed = o.result is Result.FAILED
+            reason = Reason.MAINTENANCE_FAILED if failed else Reason.MAINTENANCE_REFUSED
+            events.append(Event(WARNING, reason, f"{o.operation}: {o.message}"))
+    return events
+
+
+def _done(o: Outcome) -> tuple[Reason, str]:
+    took = f"in {o.seconds:.1f}s"
+    if o.operation is Operation.CHECKPOINT:
+        return (
+            Reason.CHECKPOINTED,
+            f"wrote the checkpoint at version {o.checkpoint_version} {took}",
+        )
+    if o.operation is Operation.COMPACTION:
+        return Reason.COMPACTED, f"job {o.job_id}: {o.message} {took}"
+    size = format_bytes(o.deleted_bytes)
+    if o.operation is Operation.CLEANUP:
+        return Reason.LOG_CLEANED, f"deleted {o.deleted_files} expired log files ({size}) {took}"
+    return Reason.VACUUMED, f"deleted {o.deleted_files} unreferenced data files ({size}) {took}"
+
+
+def table_found(lake: str, path: str, found: bool, kept: str = "") -> Condition:
+    """A lake's table's TableFound condition; `kept` says what became of a table not found."""
+    if found:
+        message = f"the last scan of DeltaLake {lake} found {path}"
+        return Condition(ConditionType.TABLE_FOUND, TRUE, Reason.FOUND, message)
+    message = f"the last scan of DeltaLake {lake} did not find {path}; {kept}".rstrip("; ")
+    return Condition(ConditionType.TABLE_FOUND, FALSE, Reason.NOT_FOUND, message)

@@ -1,0 +1,127 @@
+"""The status file as the tables `deltakeeper status` and `deltakeeper run` print: one row a
+table (and one a lake), then the reason of each that is not well."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime.model import ConditionStatus, ConditionType
+
+COLUMNS = ("TABLE", "VERSION", "BEHIND", "FILES", "SMALL", "LOG", "READY", "LAST-MAINTENANCE")
+LAKE_COLUMNS = ("LAKE", "TABLES", "MANAGED", "LAST-SCAN", "REQUESTS", "SECONDS", "READY")
+
+
+def ready(s: Mapping[str, Any]) -> str:
+    """The Ready condition's status ("True", "False" or "Unknown")."""
+    for c in s.get(F.CONDITIONS) or []:
+        if c.get("type") == ConditionType.READY:
+            return str(c.get("status"))
+    return ConditionStatus.UNKNOWN
+
+
+def _reason(s: Mapping[str, Any]) -> str:
+    conditions = s.get(F.CONDITIONS) or []
+    for c in conditions:
+        if c.get("type") == ConditionType.READY and c.get("status") != ConditionStatus.TRUE:
+            return f"{c.get('reason')}: {c.get('message')}"
+    for c in conditions:
+        if c.get("type") == ConditionType.DEGRADED and c.get("status") == ConditionStatus.TRUE:
+            return f"{c.get('reason')}: {c.get('message')}"
+    return ""
+
+
+def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name in sorted(statuses):
+        s = statuses[name]
+        acted = [(e.get("time", ""), op, e) for op, e in (s.get(F.LAST_MAINTENANCE) or {}).items()]
+        done = [f"{op} {e.get('result')} {_deleted(op, e)}{t[11:]}" for t, op, e in sorted(acted)]
+        rows.append(
+            (
+                name,
+                _cell(s.get(F.VERSION)),
+                _cell(s.get(F.COMMITS_SINCE_CHECKPOINT)),
+                _cell(s.get(F.FILES)),
+                _cell(s.get(F.SMALL_FILES)),
+                _cell(s.get(F.LOG_FILES)),
+                ready(s),
+                done[-1] if done else "-",
+            )
+        )
+    return rows
+
+
+def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
+    if operation == Operation.CHECKPOINT:
+        return f"v{entry.get('version')} "
+    if operation == Operation.COMPACTION:
+        return f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files "
+    return f"{entry.get('deletedFiles', 0)} files "
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def lake_rows(lakes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name in sorted(lakes):
+        s = lakes[name]
+        scan = s.get("lastScan") or {}
+        rows.append(
+            (
+                name,
+                _cell(s.get("tables")),
+                _cell(s.get("managedTables")),
+                f"{scan.get('time', '-')} {scan.get('result', '')}".strip(),
+                _cell(scan.get("requests")),
+                _cell(scan.get("seconds")),
+                ready(s),
+            )
+        )
+    return rows
+
+
+def print_summary(
+    statuses: Mapping[str, Mapping[str, Any]],
+    out: TextIO,
+    rejected: Sequence[str] = (),
+    lakes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    _print_rows([COLUMNS, *status_rows(statuses)], out)
+    gone = [
+        n for n in sorted(statuses) if (statuses[n].get("discovery") or {}).get("present") is False
+    ]
+    for name in sorted(statuses):
+        why = _reason(statuses[name])
+        if why:
+            out.write(f"  {name}: {why}\n")
+    for name in gone:
+        where = statuses[name]["discovery"]
+        out.write(
+            f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); "
+            "not polled, status kept, nothing deleted\n"
+        )
+    if lakes:
+        _print_rows([LAKE_COLUMNS, *lake_rows(lakes)], out)
+        for name in sorted(lakes):
+            why = _reason(lakes[name])
+            if why:
+                out.write(f"  {name}: {why}\n")
+    print_rejected(rejected, out)
+    out.flush()
+
+
+def _print_rows(rows: Sequence[tuple[str, ...]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def print_rejected(rejected: Sequence[str], out: TextIO) -> None:
+    if rejected:
+        out.write(f"rejected manifests ({len(rejected)}; fix them, the others run):\n")
+        out.writelines(f"  {message}\n" for message in rejected)

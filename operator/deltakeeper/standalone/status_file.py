@@ -1,0 +1,42 @@
+"""The status file: every table's and lake's status as the last poll left it, in JSON, under
+the manifests folder unless `--status-file` says otherwise. Written whole and replaced
+atomically, so `deltakeeper status` never reads half of one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+STATUS_DIR = ".deltakeeper"
+SPEC_DIGEST = "_specDigest"  # a table's key; keys starting with _ are not shown
+
+
+def status_file_for(manifests_dir: str | Path) -> Path:
+    return Path(manifests_dir) / STATUS_DIR / "status.json"
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The file's object; empty when there is none or it is not JSON."""
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write(path: Path, body: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def spec_digest(spec: Mapping[str, Any]) -> str:
+    """What the status file keeps of a spec to see it change across restarts: a digest, since
+    a spec may hold secrets (options, credentials in a URI) the status file must not copy."""
+    text = json.dumps(spec, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
