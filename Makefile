@@ -8,13 +8,15 @@ setup:
 	@scripts/bootstrap.sh
 
 # The demo: delta-rs keeps appending to ./demo-lake/events while `deltakeeper run` (standalone
-# mode) checkpoints, cleans and vacuums it; metrics on :9108. Ctrl-C stops it.
+# mode) checkpoints, cleans, vacuums and (with Java 17) compacts it; metrics on :9108. Ctrl-C
+# stops it.
 run: setup
 	@$(PY) scripts/demo.py
 
-# Everything the suite starts (MinIO, Azurite, fake-gcs-server, Spark with Delta jars, etcd and
-# kube-apiserver) or runs (helm, kubeconform, Prometheus and promtool) is installed by these scripts, cached under
-# ${XDG_CACHE_HOME:-~/.cache}/deltakeeper.
+# Everything the suite starts (MinIO, Azurite, fake-gcs-server, Spark with the Delta and s3a
+# jars, etcd, kube-apiserver and kube-controller-manager) or runs (helm, kubeconform, Prometheus
+# and promtool, buildah and mmdebstrap) is installed by scripts/test_deps.sh, cached under
+# ${XDG_CACHE_HOME:-~/.cache}/deltakeeper (docs/testing.md).
 test-deps: setup
 	@scripts/test_deps.sh
 
@@ -40,15 +42,18 @@ images: test-deps
 	@scripts/image/build.sh operator
 	@scripts/image/build.sh spark
 
+# Loading the latest snapshot of a 1,000,000-file table, against delta-rs.
 bench: setup
 	$(PY) -m benchmarks.snapshot_load
 
-# Issue 3: checkpoint (vs delta-rs and Delta Spark) and log cleanup on MinIO; takes ~1 hour.
+# Checkpoint writing against delta-rs and Delta Spark, and the delete requests of a log cleanup
+# on MinIO; about an hour.
 bench-maintenance: test-deps
 	$(PY) -m benchmarks.checkpoint --spark-repeats 1
 	$(PY) -m benchmarks.cleanup
 
-# Issue 4: the operator against 1,000 DeltaTables on a real API server; about 10 minutes.
+# One operator against 1,000 DeltaTables on a real API server (CPU, memory, commit-to-status
+# time); about 10 minutes.
 bench-operator: test-deps
 	$(PY) -m benchmarks.operator --tables 1000
 
@@ -56,8 +61,8 @@ bench-operator: test-deps
 bench-compaction: test-deps
 	$(PY) -m benchmarks.compaction
 
-# Issue 15: discover() against a full recursive listing on MinIO (10,000 small tables, then 10
-# big ones); most of its ~30 minutes is uploading 90,000 objects.
+# Finding the tables under a prefix level by level, against a full recursive listing on MinIO
+# (10,000 small tables, then 10 big ones); most of its ~30 minutes is uploading 90,000 objects.
 bench-discovery: test-deps
 	$(PY) -m benchmarks.discovery
 

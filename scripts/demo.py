@@ -29,6 +29,10 @@ PORT = os.environ.get("DEMO_METRICS_PORT", "9108")
 MANIFEST = """\
 # The demo's table. Retention is minutes here so that cleanup and vacuum show up while you
 # watch; real tables keep Delta's defaults (30d of log, 7d of deleted files) or a policy's.
+# Sizes too are the demo's: each append of the writer is a file of about 1.6 KiB, and a file
+# compacted from eight or more of them is over 4 KiB. With the default small-file size (32Mi)
+# every file here would count as small, compacted or not; at 3Ki the SMALL column counts the
+# appends and not the compacted files.
 apiVersion: deltakeeper.io/v1alpha1
 kind: DeltaTable
 metadata:
@@ -37,6 +41,7 @@ metadata:
 spec:
   uri: file://{table}
   pollInterval: 2s
+  smallFileSize: 3Ki
   checkpoint:
     interval: 10
   logRetention: 2m
@@ -45,10 +50,12 @@ spec:
     schedule: "* * * * *"
     allowShortRetention: true
 """
-# Minutes again, not Delta's hour: compaction shows within a few minutes of `make run`.
+# Minutes again, not Delta's hour: compaction shows within a few minutes of `make run`. The job
+# rewrites the files below minFileSize, the same size SMALL counts (smallFileSize above).
 COMPACTION = """\
   compaction:
     enabled: true
+    minFileSize: 3Ki
     minFilesPerPartition: 8
     maxAge: 1m
     minInterval: 2m
@@ -68,8 +75,7 @@ def main() -> int:
     manifests = LAKE / "manifests"
     manifests.mkdir(parents=True, exist_ok=True)
     spark = _spark()
-    body = MANIFEST.format(table=table.resolve()) + (COMPACTION if spark else "")
-    (manifests / "events.yaml").write_text(body)
+    (manifests / "events.yaml").write_text(manifest(table, compaction=bool(spark)))
     bin_dir = Path(sys.executable).parent
     writer_script = ROOT / "scripts" / "demo_writer.py"
     # With Spark, compaction is deltakeeper's to show; without, the writer compacts itself.
@@ -124,7 +130,17 @@ def _spark() -> list[str]:
         tail = done.stderr.strip().splitlines()[-1:] or ["no message"]
         print(f"demo: Spark could not be installed ({tail[0]}); going on without compaction.")
         return []
-    flags = ["--master", "local[2]", "--jars-dir", done.stdout.strip().splitlines()[-1]]
+    return spark_flags(done.stdout.strip().splitlines()[-1])
+
+
+def manifest(table: Path, compaction: bool) -> str:
+    """The demo's DeltaTable manifest for `table`, with compaction when Spark can run it."""
+    return MANIFEST.format(table=table.resolve()) + (COMPACTION if compaction else "")
+
+
+def spark_flags(jars_dir: str) -> list[str]:
+    """`deltakeeper run`'s flags for the demo's local Spark job, with the Delta jars there."""
+    flags = ["--master", "local[2]", "--jars-dir", jars_dir]
     return flags + [f"--spark-conf={k}={v}" for k, v in SPARK_CONF.items()]
 
 

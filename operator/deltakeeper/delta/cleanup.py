@@ -1,8 +1,10 @@
 """Metadata cleanup (log retention) as a plan: which `_delta_log` files may go, and why.
 
-Pure: no I/O and no clock. The caller lists the log, supplies commit timestamps, the time now
-and what it read from checkpoints; the executor deletes `CleanupPlan.delete`. The steps are
-those of "Metadata Cleanup" in the Delta protocol:
+`plan_cleanup` is pure (no I/O, no clock): it is given the log's listing, commit timestamps,
+the time now and what was read from checkpoints. `plan_table_cleanup` does that reading for a
+table (it lists the log and reads in-commit timestamps and sidecar references, deleting
+nothing), and `execute_cleanup`, which the executor calls, deletes `CleanupPlan.delete`. The
+steps are those of "Metadata Cleanup" in the Delta protocol:
 
 1. cutOffTimestamp is midnight UTC of the day of `now - retention`; the cutoffCommit is the
    newest published commit whose timestamp is not newer than it (exactly midnight qualifies).
