@@ -7,7 +7,7 @@ from deltakeeper.delta.properties import (
     PropertyError,
     TableProperties,
     duration_text,
-    parse_interval_ms,
+    parse_calendar_interval_ms,
 )
 
 
@@ -23,13 +23,13 @@ from deltakeeper.delta.properties import (
     ],
 )
 def test_delta_intervals(text, ms):
-    assert parse_interval_ms(text) == ms
+    assert parse_calendar_interval_ms(text) == ms
 
 
 @pytest.mark.parametrize("text", ["", "30d", "interval 1 month", "interval 2 years", "soon"])
 def test_bad_intervals(text):
     with pytest.raises(PropertyError):
-        parse_interval_ms(text)
+        parse_calendar_interval_ms(text)
 
 
 def test_properties_are_read_when_asked_for():

@@ -8,12 +8,9 @@ anything else means refusal before any write.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol as Structural
 
 from deltakeeper.delta.errors import UnsupportedProtocolError
-
-if TYPE_CHECKING:
-    from deltakeeper.delta.snapshot import SnapshotHeader
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -191,7 +188,17 @@ def refusal(p: Protocol, operation: str) -> str | None:
     return None
 
 
-def require_writable(snapshot: SnapshotHeader, operation: str) -> None:
+class Versioned(Structural):
+    """What the refusal reads of a table's state (a snapshot has it)."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def protocol(self) -> Protocol: ...
+
+
+def require_writable(snapshot: Versioned, operation: str) -> None:
     """The one refusal before any write or delete: UnsupportedProtocolError naming the table."""
     why = refusal(snapshot.protocol, operation)
     if why is not None:

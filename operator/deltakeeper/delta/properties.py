@@ -53,8 +53,9 @@ class PropertyError(ValueError):
     """A table property holds a value deltakeeper cannot read."""
 
 
-def parse_interval_ms(text: str) -> int:
-    """A Delta table-property interval ("interval 30 days", "1 week", "2 days 12 hours")."""
+def parse_calendar_interval_ms(text: str) -> int:
+    """A Delta table-property interval, as Spark reads a CalendarInterval ("interval 30 days",
+    "1 week", "2 days 12 hours"); flags and manifests use units.parse_interval_ms ("30d")."""
     s = text.strip().lower()
     s = s[len("interval ") :] if s.startswith("interval ") else s
     pairs = _PAIR.findall(s)
@@ -174,7 +175,7 @@ class TableProperties:
         if not text:
             return None
         try:
-            return parse_interval_ms(text)
+            return parse_calendar_interval_ms(text)
         except PropertyError as e:
             raise self._error(key, str(e)) from e
 

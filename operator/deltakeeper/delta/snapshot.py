@@ -118,6 +118,12 @@ class SnapshotHeader:
         return in_commit_timestamps(self.protocol, self.metadata)
 
     @property
+    def commits_since_checkpoint(self) -> int:
+        """The commits a reader replays after the newest checkpoint (all of them without one)."""
+        cp = self.segment.checkpoint
+        return self.version - cp.version if cp is not None else self.version + 1
+
+    @property
     def unsupported_reader_features(self) -> list[str]:
         return unsupported_reader(self.protocol)
 

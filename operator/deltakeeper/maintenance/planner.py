@@ -179,11 +179,6 @@ def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -
     return Step(CLEANUP, True, "asked for", detail)
 
 
-def commits_since_checkpoint(snap: Snapshot) -> int:
-    cp = snap.segment.checkpoint
-    return snap.version - cp.version if cp is not None else snap.version + 1
-
-
 def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
     step = _regular_checkpoint(table, snap, policy)
     damaged = sorted({d.version for d in snap.damaged_checkpoints})
@@ -197,7 +192,7 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
 
 
 def _regular_checkpoint(table: Table, snap: Snapshot, policy: Policy) -> Step:
-    lag, every = commits_since_checkpoint(snap), policy.checkpoint_interval
+    lag, every = snap.commits_since_checkpoint, policy.checkpoint_interval
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
     reason = f"{lag} commits {since}; the interval is {every}"
