@@ -36,19 +36,12 @@ from deltakeeper.resources.lake import (
     table_manifest,
 )
 from deltakeeper.resources.manifests import ManifestError
+from deltakeeper.runtime import model
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.discovery import LakeScan, LakeScanner, ScanResult, lake_status
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Event,
-    EventType,
-    Problem,
-    Reason,
-)
+from deltakeeper.runtime.model import Event, EventType, Problem, Reason
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
 
@@ -196,9 +189,9 @@ class Lakes:
         if scan.ok:  # a failed scan says nothing about which tables are there
             status["missingTables"] = len(missing)
         if refused:
-            ready = ConditionType.READY
+            ready = model.ConditionType.READY
             conditions = [
-                Condition(ready, ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
+                model.Condition(ready, model.ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
                 *(c for c in scan.conditions() if c.type is not ready),
             ]
             status["conditions"] = conditions_status(

@@ -172,7 +172,7 @@ def execute(
             )
             continue
         dry = dry_run or step.operation in dry_operations
-        outcome = _outcome(table, plan, step, dry, progress, compactor)
+        outcome = _run_step(table, plan, step, dry, progress, compactor)
         report.outcomes.append(outcome)
         blocked = blocked or (outcome.result is Result.FAILED and not step.optional)
         if outcome.result is Result.DONE:
@@ -181,7 +181,7 @@ def execute(
     return report
 
 
-def _outcome(
+def _run_step(
     table: Table,
     plan: Plan,
     step: Step,
@@ -193,17 +193,6 @@ def _outcome(
         return Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
     if not step.due:
         return Outcome(step.operation, Result.SKIPPED, step.reason)
-    return _timed(table, plan, step, dry_run, progress, compactor)
-
-
-def _timed(
-    table: Table,
-    plan: Plan,
-    step: Step,
-    dry_run: bool,
-    progress: Progress | None,
-    compactor: Compactor | None,
-) -> Outcome:
     started = time.monotonic()
     runners = {CHECKPOINT: _checkpoint, CLEANUP: _cleanup, VACUUM: _vacuum}
     try:
