@@ -1,18 +1,24 @@
 # The operator image: a venv with deltakeeper and its dependencies only, run as a non-root user.
 # scripts/image/build.sh operator builds it; by hand:
-#   pip wheel --wheel-dir dist/wheels . pip && docker build -t deltakeeper .
+#   pip download --only-binary=:all: --require-hashes -r requirements/operator.lock -d dist/wheels
+#   pip wheel --no-deps --wheel-dir dist/wheels . pip && docker build -t deltakeeper .
 # The build installs only from the wheels in dist/wheels: no network, no compiler.
 ARG BASE=python:3.11.14-slim-bookworm
 
 FROM ${BASE} AS build
-COPY dist/wheels/ /wheels/
+COPY dist/wheels/ requirements/operator.lock /wheels/
 # pip runs from its own wheel, so the venv gets no pip and the image no pip cache.
-# The native stats parser's wheel is installed when it was staged (built where Rust is).
+# The dependencies are exactly the lock file's, each wheel checked against its hash; then
+# deltakeeper itself and, when it was staged (built where Rust is), the native stats parser.
+# pip check fails the build if the lock left out a requirement of what was installed.
 RUN python3 -m venv --without-pip /opt/venv \
     && set -- /wheels/pip-*.whl \
     && native="$(find /wheels -name 'deltakeeper_native-*.whl')" \
     && /opt/venv/bin/python "$1/pip" install --no-cache-dir --no-index --find-links /wheels \
-        deltakeeper ${native:+"$native"}
+        --require-hashes -r /wheels/operator.lock \
+    && /opt/venv/bin/python "$1/pip" install --no-cache-dir --no-index --find-links /wheels \
+        --no-deps deltakeeper ${native:+"$native"} \
+    && /opt/venv/bin/python "$1/pip" check
 
 FROM ${BASE}
 ARG VERSION=0.1.0

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint images bench bench-maintenance bench-operator bench-compaction bench-discovery clean
+.PHONY: setup run test test-deps test-fast test-unit lint lock images bench bench-maintenance bench-operator bench-compaction bench-discovery clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -32,10 +32,16 @@ test-unit: setup
 lint: setup
 	.venv/bin/ruff check operator tests benchmarks scripts
 	$(PY) scripts/gen_crds.py --check
+	$(PY) scripts/lock.py --check
 	.venv/bin/ruff format --check operator tests benchmarks scripts
 	.venv/bin/mypy
 	.venv/bin/hadolint Dockerfile Dockerfile.spark
 	scripts/native.sh lint
+
+# The operator image's pinned, hashed dependencies (requirements/operator.lock) after a change to
+# pyproject.toml's; `$(PY) scripts/lock.py --upgrade` moves every pin to the newest release.
+lock: setup
+	$(PY) scripts/lock.py
 
 # The operator and compaction images, built with buildah on local Debian bases (scripts/image/).
 images: test-deps

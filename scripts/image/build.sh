@@ -2,9 +2,9 @@
 # Build an image with buildah (vfs storage, chroot isolation) on a local base from base.sh:
 #   build.sh operator   Dockerfile        -> localhost/deltakeeper:<version>
 #   build.sh spark      Dockerfile.spark  -> localhost/deltakeeper-spark:<version>
-# The inputs are staged under dist/ first (the only part of the context .dockerignore lets
-# through): the operator gets the wheels of deltakeeper and its dependencies (pip's cache makes
-# a rebuild offline), the Spark image the Delta jars and delta-spark's Python package from
+# The inputs are staged under dist/ first (with requirements/operator.lock, all .dockerignore
+# lets through): the operator gets the wheels of deltakeeper and the dependencies that lock file
+# pins (pip's cache makes a rebuild offline), the Spark image the Delta jars and delta-spark's Python package from
 # scripts/spark/install.sh, the s3a connector from scripts/spark/install_s3a.sh and the job.
 # Env: BASE=TAG uses that base instead of base.sh's (e.g. a pulled python:3.11-slim-bookworm).
 # Prints IMAGE=TAG on stdout (progress goes to stderr).
@@ -35,9 +35,12 @@ version="$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("pyproje
 revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 stage_operator() {
-    say "wheels of deltakeeper $version and its dependencies into dist/wheels"
+    say "wheels of deltakeeper $version and its locked dependencies into dist/wheels"
     rm -rf dist/wheels
-    .venv/bin/pip wheel --quiet --cache-dir "$CACHE/pip" --wheel-dir dist/wheels . pip >&2
+    # Wheels only: one built here would not match the hashes the image installs them with.
+    .venv/bin/pip download --quiet --cache-dir "$CACHE/pip" --dest dist/wheels \
+        --only-binary=:all: --require-hashes -r requirements/operator.lock >&2
+    .venv/bin/pip wheel --quiet --cache-dir "$CACHE/pip" --wheel-dir dist/wheels --no-deps . pip >&2
     rm -rf build   # setuptools' work folder from building deltakeeper's wheel
     # The native stats parser: the host's cached cp311 wheel (the base is Debian bookworm with
     # Python 3.11, as the build host), since the image build has no compiler and no network.
@@ -77,7 +80,7 @@ inputs_key() {
         find "${STAGED[@]}" -type f ! -name 'deltakeeper-*.whl' | LC_ALL=C sort \
             | xargs -r sha256sum
         find operator -type f -name '*.py' | LC_ALL=C sort | xargs sha256sum
-        sha256sum pyproject.toml
+        sha256sum pyproject.toml requirements/operator.lock
     } | sha256sum | cut -c1-16
 }
 

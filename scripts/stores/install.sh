@@ -2,7 +2,8 @@
 # Install the object-store emulators the integration tests start: MinIO (S3), fake-gcs-server
 # (GCS) and Azurite (Azure Blob). Idempotent; everything lands outside the clone, in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper/<tool>-<version>/
-# so a second run, or a fresh clone on the same machine, finds it there and does nothing.
+# so a second run, or a fresh clone on the same machine, finds it there and does nothing (the Go
+# builds through scripts/lib/go_build.sh).
 # Prints the three binaries' paths as KEY=PATH lines on stdout (progress goes to stderr).
 set -euo pipefail
 
@@ -15,43 +16,15 @@ FAKE_GCS_VERSION="v1.56.1"
 AZURITE_VERSION="3.37.0"
 NODE_VERSION="22.23.3"
 
-CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper"
-GO_MOD_CACHE="$CACHE/go-mod"          # shared module downloads (writable: -modcacherw)
-GO_BUILD_CACHE="$CACHE/go-build"
+source "$(dirname "$0")/../lib/go_build.sh"
+go_build_init stores
 NPM_CACHE="$CACHE/npm"
 
-say() { echo "stores: $*" >&2; }
-need() { command -v "$1" >/dev/null || { say "ERROR: $1 is required ($2)"; exit 1; }; }
-
-# One installer at a time (parallel test workers, two clones): the others wait, then find it done.
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.stores-install.lock"
-flock 9
-
-# Build a Go command into $CACHE/<name>-<version>/bin; the binary's presence is the stamp.
-go_tool() {
-    local name="$1" pkg="$2" version="$3" bin="$4"
-    local dir="$CACHE/$name-$version"
-    if [ -x "$dir/bin/$bin" ]; then
-        say "$name $version cached"
-    else
-        need go "to build $name"
-        say "building $name $version with $(go env GOVERSION) (first time only, a few minutes)"
-        local start=$SECONDS
-        mkdir -p "$dir"
-        # Build into a scratch GOBIN and move into place, so an interrupted build leaves no stamp.
-        rm -rf "$dir/bin.tmp"
-        GOBIN="$dir/bin.tmp" GOMODCACHE="$GO_MOD_CACHE" GOCACHE="$GO_BUILD_CACHE" \
-            GOFLAGS="-modcacherw -buildvcs=false" CGO_ENABLED=0 \
-            go install -trimpath "$pkg@$version"
-        rm -rf "$dir/bin" && mv "$dir/bin.tmp" "$dir/bin"
-        say "$name $version built in $((SECONDS - start))s"
-    fi
-    echo "$(echo "$name" | tr 'a-z-' 'A-Z_')=$dir/bin/$bin"
-}
-
-go_tool minio github.com/minio/minio "$MINIO_VERSION" minio
-go_tool fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION" fake-gcs-server
+# The emulators' binaries sit in bin/ inside their folders.
+install_bin() { go_install "$1/bin" "${@:2}"; }
+go_tool minio "$MINIO_VERSION" bin/minio install_bin "github.com/minio/minio@$MINIO_VERSION"
+go_tool fake-gcs-server "$FAKE_GCS_VERSION" bin/fake-gcs-server \
+    install_bin "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION"
 
 dir="$CACHE/azurite-$AZURITE_VERSION-node$NODE_VERSION"
 launcher="$dir/azurite-blob"

@@ -5,6 +5,7 @@ and `deltakeeper operator` run from it against the e2e API server, keeping a loc
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -107,6 +108,29 @@ def test_contents_no_compilers_no_pip_no_sources(operator_image: str) -> None:
             assert writable == []
         finally:
             buildah("umount", name, check=False)
+
+
+def _pin(name: str, version: str) -> str:
+    """`name==version`, the name normalized as packaging does (PEP 503)."""
+    return f"{re.sub(r'[-_.]+', '-', name).lower()}=={version}"
+
+
+def test_dependencies_are_the_lock_files(operator_image: str) -> None:
+    """The venv holds deltakeeper (and its native parser) plus exactly what
+    requirements/operator.lock pins: no other package, no other version."""
+    lock = (REPO / "requirements" / "operator.lock").read_text()
+    locked = {_pin(*pin) for pin in re.findall(r"^([\w.-]+)==([^\s;\\]+)", lock, re.MULTILINE)}
+    with container(operator_image) as name:
+        root = Path(buildah("mount", name).stdout.strip())
+        try:
+            site = next((root / "opt/venv").glob("lib/python*/site-packages"))
+            infos = [p.name.removesuffix(".dist-info") for p in site.glob("*.dist-info")]
+        finally:
+            buildah("umount", name, check=False)
+    installed = {_pin(*info.split("-", 1)) for info in infos}
+    ours = {p for p in installed if p.startswith(("deltakeeper==", "deltakeeper-native=="))}
+    assert "deltakeeper==" + project_version() in ours
+    assert installed - ours == locked
 
 
 def test_entrypoint_runs_as_non_root(operator_image: str) -> None:
