@@ -32,6 +32,10 @@ CHECKPOINT_PROTECTION = "delta.requireCheckpointProtectionBeforeVersion"
 UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 TARGET_FILE_SIZE = "delta.targetFileSize"
 
+# Vacuum with a retention below this needs an explicit allowShortRetention (Delta's
+# retentionDurationCheck: 168 hours). Here, not in vacuum.py, so that maintenance.policy can
+# name it without loading vacuum (and pyarrow).
+MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
 # Delta's default for dataSkippingNumIndexedCols.
 NUM_INDEXED_COLS_DEFAULT = 32
 

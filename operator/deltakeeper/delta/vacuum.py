@@ -50,14 +50,16 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
-from deltakeeper.delta.properties import DAY_MS, TableProperties, duration_text, when_text
+from deltakeeper.delta.properties import (
+    MIN_VACUUM_RETENTION_MS,
+    TableProperties,
+    duration_text,
+    when_text,
+)
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import Deletes, FileInfo, LocalStorage, ObjectStorage, Storage
 from deltakeeper.delta.table import Table
 
-# Vacuum below this needs an explicit allowShortRetention. The same fact as
-# maintenance.policy.MIN_VACUUM_RETENTION_MS (delta/ must not import policy; a test ties them).
-MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
 DELETE_BATCH = 1000  # keys per delete_many call, one progress report each
 
 VACUUM_ADD = ("path", "deletionVector")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-from deltakeeper.delta import vacuum
+from deltakeeper.delta import properties
 from deltakeeper.delta.properties import (
     DAY_MS,
     DELETED_FILE_RETENTION,
@@ -30,8 +30,8 @@ SMALL_FILE_BYTES = 32 * 2**20
 LOG_RETENTION_MS = 30 * DAY_MS
 DELETED_FILE_RETENTION_MS = 7 * DAY_MS
 CHECKPOINT_INTERVAL = 10
-# Vacuum below this needs an explicit allowShortRetention (Delta's rule, kept in delta/vacuum).
-MIN_VACUUM_RETENTION_MS = vacuum.MIN_VACUUM_RETENTION_MS
+# Vacuum below this needs an explicit allowShortRetention (Delta's rule, kept in delta/properties).
+MIN_VACUUM_RETENTION_MS = properties.MIN_VACUUM_RETENTION_MS
 # On v2Checkpoint tables, a classic-named V2 checkpoint (every action inline, readable by
 # readers that do not know sidecars) when none was written in this many checkpoint intervals.
 CLASSIC_V2_EVERY_INTERVALS = 10
