@@ -416,8 +416,6 @@ def _submit_config(args: argparse.Namespace) -> submit.SubmitConfig:
 
 
 def _daemon_commands(sub: Any) -> None:
-    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
-
     p = sub.add_parser(
         "run",
         help="standalone mode: watch and maintain the tables of DeltaTable manifests in a folder",
@@ -427,7 +425,7 @@ def _daemon_commands(sub: Any) -> None:
         "(see `deltakeeper status`). Ctrl-C stops cleanly.",
     )
     p.add_argument("--manifests", required=True, metavar="DIR", help="folder of YAML manifests")
-    _daemon_flags(p, DEFAULT_BIND_ADDRESS, f"{policy.POLL_INTERVAL_MS // 1000}s")
+    _daemon_flags(p, policy.METRICS_BIND_ADDRESS, f"{policy.POLL_INTERVAL_MS // 1000}s")
     p.add_argument("--status-file", metavar="FILE", help="where to write the status JSON")
     p.add_argument(
         "--once", action="store_true", help="poll (and maintain) every table once, then exit"
@@ -466,7 +464,7 @@ def _daemon_commands(sub: Any) -> None:
     g.add_argument("--all-namespaces", action="store_true", help="watch every namespace (default)")
     _daemon_flags(
         p,
-        f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {DEFAULT_BIND_ADDRESS}",
+        f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {policy.METRICS_BIND_ADDRESS}",
         f"$DELTAKEEPER_DEFAULT_POLL_INTERVAL, else {policy.POLL_INTERVAL_MS // 1000}s",
     )
     p.add_argument(
@@ -537,21 +535,21 @@ def _compactor(args: argparse.Namespace) -> executor.Compactor:
 
 
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: str) -> None:
-    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
-
     p.add_argument(
         "--metrics-port",
         type=_port,
-        default=DEFAULT_PORT,
+        default=policy.METRICS_PORT,
         metavar="PORT",
-        help=f"serve /metrics and /healthz on PORT (default {DEFAULT_PORT}; 0: any free port)",
+        help=f"serve /metrics and /healthz on PORT (default {policy.METRICS_PORT}; "
+        "0: any free port)",
     )
     p.add_argument(
         "--metrics-bind-address",
         default=None,
         metavar="ADDR",
-        help=f"the address metrics listen on (default {bind_default}; {DEFAULT_BIND_ADDRESS} is "
-        "this machine only, 0.0.0.0 lets Prometheus in from other hosts or pods)",
+        help=f"the address metrics listen on (default {bind_default}; "
+        f"{policy.METRICS_BIND_ADDRESS} is this machine only, 0.0.0.0 lets Prometheus in from "
+        "other hosts or pods)",
     )
     p.add_argument(
         "--max-concurrent",
@@ -579,14 +577,13 @@ def _configure_logging() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from deltakeeper.runtime.metrics import DEFAULT_BIND_ADDRESS
     from deltakeeper.standalone import daemon
 
     _configure_logging()
     return daemon.run(
         args.manifests,
         args.metrics_port,
-        args.metrics_bind_address or DEFAULT_BIND_ADDRESS,
+        args.metrics_bind_address or policy.METRICS_BIND_ADDRESS,
         args.status_file,
         args.max_concurrent,
         args.once,

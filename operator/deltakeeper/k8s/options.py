@@ -8,8 +8,12 @@ import random
 from dataclasses import dataclass, field
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, POLL_INTERVAL_MS
-from deltakeeper.runtime import metrics
+from deltakeeper.maintenance.policy import (
+    COMPACTION_RETRY_MS,
+    METRICS_BIND_ADDRESS,
+    METRICS_PORT,
+    POLL_INTERVAL_MS,
+)
 from deltakeeper.units import parse_interval_ms
 
 PEERING = "deltakeeper"  # the name of kopf's peering objects
@@ -20,10 +24,10 @@ SPARK_TEMPLATE = "/etc/deltakeeper/spark-application.yaml"  # where the chart mo
 class Options:
     """Set by `deltakeeper operator`; from the environment under `kopf run -m deltakeeper.k8s`."""
 
-    metrics_port: int = int(os.environ.get("DELTAKEEPER_METRICS_PORT", metrics.DEFAULT_PORT))
+    metrics_port: int = int(os.environ.get("DELTAKEEPER_METRICS_PORT", METRICS_PORT))
     metrics_bind_address: str = field(
         default_factory=lambda: (
-            os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or metrics.DEFAULT_BIND_ADDRESS
+            os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or METRICS_BIND_ADDRESS
         )
     )
     max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))

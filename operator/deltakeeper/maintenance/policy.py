@@ -39,6 +39,10 @@ CLASSIC_V2_EVERY_INTERVALS = 10
 # cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
 # often vacuum runs when vacuum.schedule is not set (vacuum lists the whole table, so rarely).
 POLL_INTERVAL_MS = 30_000
+# Where the daemons serve /metrics: this machine only, as metrics name every table; other hosts
+# get them only when asked for (`--metrics-bind-address 0.0.0.0`; the Helm chart does).
+METRICS_PORT = 9108
+METRICS_BIND_ADDRESS = "127.0.0.1"
 # A DeltaLake: how often its prefix is scanned for tables that appeared or disappeared.
 LAKE_SCAN_INTERVAL_MS = 10 * 60_000
 CLEANUP_EVERY_MS = HOUR_MS

@@ -28,12 +28,9 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
 
-DEFAULT_PORT = 9108
-# This machine only: metrics name every table, so other hosts get them only when asked for
-# (`--metrics-bind-address 0.0.0.0`; the Helm chart does, for Prometheus).
-DEFAULT_BIND_ADDRESS = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The status counts (resources/status_fields.COUNTS) -> gauge name and help; one gauge per
 # table per count.
@@ -406,8 +403,8 @@ def url(server: ThreadingHTTPServer) -> str:
 
 def serve(
     metrics: Metrics,
-    port: int = DEFAULT_PORT,
-    host: str = DEFAULT_BIND_ADDRESS,
+    port: int = METRICS_PORT,
+    host: str = METRICS_BIND_ADDRESS,
     healthy: Callable[[], bool] = lambda: True,
 ) -> ThreadingHTTPServer:
     """Serve /metrics and /healthz from a daemon thread; `server.shutdown()` stops it.
