@@ -28,9 +28,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.storage import Storage
+
+if TYPE_CHECKING:  # a storage is passed in: only its type, so DEFAULT_MAX_DEPTH loads light
+    from deltakeeper.delta.storage import Storage
 
 ROOT = "."  # the path of a table at the prefix itself
 DEFAULT_MAX_DEPTH = 3
