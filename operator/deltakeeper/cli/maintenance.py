@@ -1,0 +1,183 @@
+"""Commands that maintain one table: `checkpoint`, `cleanup` and `vacuum` run their one
+operation now (the policy decides only how), `maintain` runs what the policy says is due."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from deltakeeper.cli import exits, flags, output
+from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta.checkpoint import checkpoint_source
+from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta.table import Table, open_table
+from deltakeeper.maintenance import executor, planner
+from deltakeeper.maintenance.operations import Operation
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    now = flags.now(args)
+    chosen = flags.settings(args)
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    source = checkpoint_source(table, args.version)  # streams the newest checkpoint when it can
+    snap = source.header  # no file actions when the source streams
+    output.warn_damage(snap)
+    pol = flags.policy_for(args.uri, snap.metadata.configuration, chosen)
+    plan = planner.forced(
+        table, snap, pol, now, Operation.CHECKPOINT, classic=args.classic, source=source
+    )
+    outcome = _run_one(table, plan, args.dry_run, None)
+    result, checksum = outcome.written, outcome.checksum
+    assert result is not None
+    written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
+    report = {
+        "operation": "checkpoint",
+        "version": snap.version,
+        "dryRun": args.dry_run,
+        "checkpointVersion": result.version,
+        "checkpointFile": result.key,
+        "actions": result.rows,
+        "addFiles": result.adds,
+        "tombstones": result.tombstones,
+        "expiredTombstones": result.expired_tombstones,
+        "sizeBytes": result.size_bytes,
+        "lastCheckpointMoved": result.last_checkpoint_moved,
+        "layout": result.layout,
+        "checkpointFiles": list(result.keys),
+        "parts": result.parts,
+        "sidecars": result.sidecars,
+        "checksumFile": checksum.key if checksum else None,
+        "checksumExisted": checksum.existed if checksum else None,
+        "deletedFiles": 0,
+        "deletedBytes": 0,
+        "files": written if args.dry_run else [],
+    }
+    if args.json:
+        output.print_json(report)
+    else:
+        output.checkpoint_written(result, checksum, args.dry_run)
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    now = flags.now(args)
+    chosen = flags.settings(args)
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    snap = table.snapshot()
+    output.warn_damage(snap)
+    pol = flags.policy_for(args.uri, snap.metadata.configuration, chosen)
+    forced = planner.forced(table, snap, pol, now, Operation.CLEANUP)
+    deleted = _run_one(table, forced, args.dry_run, None).deleted_files
+    step = forced.steps[0]
+    plan = step.detail if isinstance(step.detail, cleanup.CleanupPlan) else None
+    reasons = plan.reasons() if plan else [f"log cleanup is {step.reason}"]
+    report = {
+        "operation": "cleanup",
+        "version": snap.version,
+        "dryRun": args.dry_run,
+        "checkpointVersion": plan.cutoff_checkpoint if plan else None,
+        "cutoffCommit": plan.cutoff_commit if plan else None,
+        "cutoffTimestamp": plan.cutoff_ms if plan else None,
+        "deletedFiles": deleted if not args.dry_run else 0,
+        "deletedBytes": plan.bytes if plan and not args.dry_run else 0,
+        "files": [f.key for f in plan.delete] if plan and args.dry_run else [],
+        "reasons": reasons,
+    }
+    if args.json:
+        output.print_json(report)
+        return 0
+    output.lines(reasons)
+    if plan is not None:
+        output.deleted_files(plan.delete, plan.bytes, deleted, args.dry_run)
+    return 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    now = flags.now(args)
+    chosen = flags.settings(args)
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    snap = vacuum.load_for_vacuum(table)
+    output.warn_damage(snap)
+    pol = flags.policy_for(args.uri, snap.metadata.configuration, chosen)
+    forced = planner.forced(table, snap, pol, now, Operation.VACUUM)
+    outcome = _run_one(table, forced, args.dry_run, None if args.json else output.progress)
+    plan = forced.steps[0].detail
+    assert isinstance(plan, vacuum.VacuumPlan)
+    deleted, folders = outcome.deleted_files, outcome.deleted_folders
+    report = {
+        "operation": "vacuum",
+        "version": plan.version,
+        "dryRun": args.dry_run,
+        "checkpointVersion": None,
+        "deletedFiles": deleted,
+        "deletedBytes": plan.bytes if not args.dry_run else 0,
+        "files": [f.key for f in plan.delete] if args.dry_run else [],
+        "filesWithSizes": [{"path": f.key, "size": f.size} for f in plan.delete]
+        if args.dry_run
+        else [],
+        "folders": plan.folders,
+        "deletedFolders": folders,
+        "skippedNestedTables": plan.nested,
+        "retentionMs": plan.retention_ms,
+        "cutoffTimestamp": plan.cutoff_ms,
+        "scannedFiles": plan.scanned,
+        "referencedFiles": plan.referenced,
+        "reasons": plan.reasons(),
+    }
+    if args.json:
+        output.print_json(report)
+        return 0
+    output.lines(plan.reasons())
+    output.deleted_files(plan.delete, plan.bytes, deleted, args.dry_run)
+    output.removed_folders(plan.folders, folders, args.dry_run)
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    now = flags.now(args)
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    snap = table.snapshot()
+    output.warn_damage(snap)
+    pol = flags.policy_for(args.uri, snap.metadata.configuration, flags.settings(args))
+    plan = planner.plan(table, snap, pol, now, flags.operations(args.only))
+    if plan.refusal:
+        raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
+    if not args.json:
+        output.lines(plan.lines())
+    compactor = executor.Compactor(
+        flags.spark_launcher(args), flags.storage_options(args.storage_option)
+    )
+    progress = None if args.json else output.progress
+    report = executor.execute(table, plan, args.dry_run, progress, compactor)
+    if args.json:
+        output.print_json(_maintain_json(plan, report))
+    else:
+        output.maintained(report, args.dry_run)
+    return max((exits.exit_code(o.error) for o in report.outcomes), default=exits.OK)
+
+
+def _run_one(
+    table: Table, plan: planner.Plan, dry_run: bool, progress: executor.Progress | None
+) -> executor.Outcome:
+    """Run a forced plan's one step; its failure is the command's."""
+    outcome = executor.execute(table, plan, dry_run, progress).outcomes[0]
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome
+
+
+def _maintain_json(plan: planner.Plan, report: executor.Report) -> dict[str, Any]:
+    written = [o.checkpoint_version for o in report.outcomes if o.checkpoint_version is not None]
+    return {
+        "operation": "maintain",
+        "version": plan.version,
+        "dryRun": report.dry_run,
+        "checkpointVersion": written[0] if written else None,
+        "deletedFiles": report.total("deleted_files"),
+        "deletedBytes": report.total("deleted_bytes"),
+        "files": [f for o in report.outcomes for f in o.files],
+        "retention": plan.policy.retention_json(),
+        "plan": plan.to_json(),
+        "results": [o.to_json() for o in report.outcomes],
+        "seconds": round(report.seconds, 3),
+    }
