@@ -1,4 +1,4 @@
-"""Errors the library raises, by kind; the CLI maps each kind to its exit code (cli.py)."""
+"""Errors the library raises, by kind; the CLI maps each kind to its exit code (cli/exits.py)."""
 
 
 class DeltaError(Exception):
