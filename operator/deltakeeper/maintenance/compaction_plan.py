@@ -27,14 +27,12 @@ from deltakeeper.delta import features
 from deltakeeper.delta.errors import MissingLogFileError, UnsupportedProtocolError
 from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.paths import LOG_DIR, commit
-from deltakeeper.delta.properties import TableProperties
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.types import arrow_type, field_name, mapping_on, schema_fields
 from deltakeeper.maintenance.policy import (
     COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION,
     COMPACTION_SNAPSHOT_PARTITIONS_MAX,
-    COMPACTION_TARGET_FILE_SIZE,
     CompactionSettings,
 )
 
@@ -238,15 +236,6 @@ def _decide(
         return None
     expected = max(1, math.ceil(size / settings.target_file_size))
     return PartitionPlan(values, why, files, size, expected, oldest)
-
-
-def target_file_size(configuration: dict[str, str], explicit: int | None = None) -> int:
-    """An explicit size, else the table's `delta.targetFileSize` (bytes, or Spark's `128mb`
-    form), else 128 MiB."""
-    if explicit is not None:
-        return explicit
-    table = TableProperties(configuration).target_file_size
-    return COMPACTION_TARGET_FILE_SIZE if table is None else table
 
 
 def job_spec(
