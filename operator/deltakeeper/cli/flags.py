@@ -68,7 +68,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "write_checksum": given.get("write_checksum") or None,
         "checkpoint_part_size": given.get("part_size"),
         # --only compaction asks for it as --compact does
-        "compaction_enabled": given.get("compact") or "compaction" in only or None,
+        "compaction_enabled": given.get("compact") or Operation.COMPACTION in only or None,
         "compaction_target_file_size": _text(given, "--target-file-size", parse_size),
         "compaction_min_file_size": _text(given, "--min-file-size", parse_size),
         "compaction_min_files_per_partition": given.get("min_files"),

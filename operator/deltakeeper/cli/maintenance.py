@@ -31,7 +31,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     assert result is not None
     written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
-        "operation": "checkpoint",
+        "operation": Operation.CHECKPOINT,
         "version": snap.version,
         "dryRun": args.dry_run,
         "checkpointVersion": result.version,
@@ -72,7 +72,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     plan = step.detail if isinstance(step.detail, cleanup.CleanupPlan) else None
     reasons = plan.reasons() if plan else [f"log cleanup is {step.reason}"]
     report = {
-        "operation": "cleanup",
+        "operation": Operation.CLEANUP,
         "version": snap.version,
         "dryRun": args.dry_run,
         "checkpointVersion": plan.cutoff_checkpoint if plan else None,
@@ -105,7 +105,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     assert isinstance(plan, vacuum.VacuumPlan)
     deleted, folders = outcome.deleted_files, outcome.deleted_folders
     report = {
-        "operation": "vacuum",
+        "operation": Operation.VACUUM,
         "version": plan.version,
         "dryRun": args.dry_run,
         "checkpointVersion": None,
