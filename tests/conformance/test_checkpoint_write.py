@@ -287,7 +287,7 @@ SHORT_RETENTION = 7 * DAY  # everything older than 7 days before NOW (2027) expi
 
 def _expected_rows(path: Path, versions: list[int], retention_ms: int) -> dict[int, tuple]:
     from deltakeeper.delta.checkpoint import snapshot_content
-    from tests.unit.test_checkpoint_incremental import content_rows
+    from tests.support.checkpoints import content_rows
 
     table = open_table(str(path))
     out = {}
@@ -299,7 +299,7 @@ def _expected_rows(path: Path, versions: list[int], retention_ms: int) -> dict[i
 
 def _incremental_rows(path: Path, version: int, retention_ms: int) -> tuple:
     from deltakeeper.delta.checkpoint import incremental_content
-    from tests.unit.test_checkpoint_incremental import content_rows
+    from tests.support.checkpoints import content_rows
 
     found = incremental_content(open_table(str(path)), version, NOW, retention_ms, None)
     assert found is not None, f"version {version}: the incremental source did not apply"

@@ -1,4 +1,4 @@
-"""Delta types to Arrow, partitionValues_parsed and stats_parsed, cross-checked with delta-rs."""
+"""delta/types.py: Delta types as Arrow, partitionValues_parsed and stats_parsed, as delta-rs."""
 
 import datetime as dt
 import json
@@ -68,11 +68,11 @@ def pv(rows):
         ("void", pa.null()),
     ],
 )
-def test_primitive_types(name, expected):
+def test_primitive_types_map_to_arrow(name, expected):
     assert arrow_type(name) == expected
 
 
-def test_nested_types():
+def test_nested_types_map_to_arrow():
     t = {
         "type": "struct",
         "fields": [
@@ -97,7 +97,7 @@ def test_nested_types():
     )
 
 
-def test_unknown_type_raises():
+def test_an_unknown_type_is_refused():
     with pytest.raises(Exception, match="unknown Delta type"):
         arrow_type("geometry")
 
@@ -122,7 +122,7 @@ MAPPED = schema(
 )
 
 
-def test_physical_schema_names_nested():
+def test_physical_schema_renames_nested_fields_by_mapping_mode():
     phys = physical_schema(MAPPED, "name")
     assert phys.names == ["col-1", "col-2", "col-4", "col-6"]
     assert phys.field("col-2").type == pa.struct([("col-3", pa.int32()), ("b", pa.bool_())])
@@ -279,7 +279,7 @@ STATS_SCHEMA = schema(
 )
 
 
-def test_stats_type_shape():
+def test_stats_type_has_the_checkpoint_stats_shape():
     t = stats_type(STATS_SCHEMA, None, ["part"])
     assert [f.name for f in t] == [
         "numRecords",
@@ -304,7 +304,7 @@ def one(stats, schema_string=STATS_SCHEMA, mode=None):
     return stats_parsed(pa.array([stats], pa.string()), schema_string, mode, ["part"])[0].as_py()
 
 
-def test_stats_all_types():
+def test_stats_of_every_type_parse():
     stats = {
         "numRecords": 10,
         "tightBounds": False,
@@ -425,13 +425,13 @@ def test_newline_search_reads_only_the_slice(monkeypatch, with_memchr):
     assert types._may_contain(rows.slice(3, 1), "\r")
 
 
-def test_stats_nan_and_infinity():
+def test_stats_nan_and_infinity_parse():
     got = one('{"minValues": {"x": NaN, "f": "-Infinity"}}')
     assert got["minValues"]["x"] != got["minValues"]["x"]
     assert got["minValues"]["f"] == float("-inf")
 
 
-def test_stats_physical_names():
+def test_stats_are_read_by_physical_names():
     stats = '{"numRecords": 2, "minValues": {"col-1": 5, "id": 99, "col-2": {"col-3": 7}}}'
     got = stats_parsed(pa.array([stats]), MAPPED, "name", ["p"])
     t = got.type.field("minValues").type
@@ -478,7 +478,7 @@ def test_stats_bad_everywhere_costs_a_bounded_number_of_bulk_reads(monkeypatch):
     assert len(reads) <= 1 + types.SPLIT
 
 
-def test_stats_empty_input():
+def test_no_stats_rows_give_no_rows():
     assert len(stats_parsed(pa.array([], pa.string()), STATS_SCHEMA, None)) == 0
 
 

@@ -1,3 +1,5 @@
+"""delta/cleanup.py: which `_delta_log` files log retention deletes, never one a version needs."""
+
 from collections.abc import Iterable
 from typing import Any
 
@@ -5,12 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.cleanup import (
-    DAY_MS,
-    CleanupPlan,
-    midnight_utc,
-    plan_cleanup,
-)
+from deltakeeper.delta.cleanup import DAY_MS, CleanupPlan, midnight_utc, plan_cleanup
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.log import Listing, group, monotonic, segment_for
 from deltakeeper.delta.paths import Kind
@@ -355,17 +352,6 @@ def test_catalog_managed_only_published_versions_count() -> None:
 
 
 # -- commit timestamps --------------------------------------------------------------------------
-def test_monotonic_times_like_delta_spark() -> None:
-    assert monotonic({0: 0, 1: 5, 2: 10, 3: 7, 4: 8, 5: 14}) == {
-        0: 0,
-        1: 5,
-        2: 10,
-        3: 11,
-        4: 12,
-        5: 14,
-    }
-
-
 def test_checkpoint_whose_commit_time_was_adjusted_is_a_cutoff_as_in_delta_spark() -> None:
     # Commit 6's file time went backwards and is adjusted; Delta Spark still cuts at the
     # checkpoint (its BufferingLogDeletionIterator ends a run of adjusted files there).
@@ -397,7 +383,7 @@ def test_caller_supplied_times_are_used_not_file_times() -> None:
     assert p.cutoff_commit is None and p.delete == []
 
 
-def test_plan_explains_itself() -> None:
+def test_the_plan_says_its_cutoffs_and_what_it_deletes() -> None:
     files = [*history(hourly(0, 12, CUTOFF + 2 * HOUR)), fi(paths.checkpoint(10))]
     text = str(plan(files))
     assert "cutOffTimestamp 2024-05-16T00:00:00.000Z" in text

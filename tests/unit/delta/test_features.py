@@ -1,4 +1,4 @@
-"""The one unsupported-feature refusal (features.refusal / require_writable)."""
+"""delta/features.py: the one refusal of features this build does not know or the catalog owns."""
 
 import pytest
 

@@ -1,5 +1,7 @@
-"""The incremental checkpoint source (newest checkpoint streamed + the commits after it) gives
-exactly the rows of the in-memory snapshot path, for every kind of change after the checkpoint."""
+"""delta/checkpoint/sources.py: the incremental source gives exactly the snapshot path's rows.
+
+The newest checkpoint streamed and the commits after it, for every kind of change after the
+checkpoint, against the rows of the in-memory snapshot path."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltakeeper.delta.checkpoint import (
-    Content,
     checkpoint_source,
     checkpoint_table,
     incremental_content,
@@ -22,32 +23,10 @@ from deltakeeper.delta.checkpoint import (
 )
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.table import open_table
+from tests.support.checkpoints import DAY, NOW, V2, content_rows, row_json
 from tests.support.logbuilder import LogBuilder, add, dv, metadata, protocol, remove
 
-DAY = 86_400_000
-NOW = 1_800_000_000_000
-V2 = protocol(3, 7, readerFeatures=["v2Checkpoint"], writerFeatures=["v2Checkpoint"])
 DOMAINS = protocol(1, 7, writerFeatures=["domainMetadata"])
-
-
-def _hashable(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def content_rows(content: Content) -> tuple[list, set[str], set[str], tuple[int, int]]:
-    """(header rows, add rows, remove rows, declared counts) of a Content, rows as JSON."""
-    adds: list[str] = []
-    removes: list[str] = []
-    for batch in content.batches:
-        for row in batch.to_pylist():
-            if row["add"] is not None:
-                adds.append(_hashable(row["add"]))
-            if row["remove"] is not None:
-                removes.append(_hashable(row["remove"]))
-    assert len(adds) == len(set(adds)) and len(removes) == len(set(removes)), "duplicate rows"
-    assert (len(adds), len(removes)) == (content.num_adds, content.num_removes)
-    header = [(kind, _hashable(body)) for kind, body in content.header]
-    return header, set(adds), set(removes), (content.num_adds, content.num_removes)
 
 
 def both_paths(path: Path, retention_ms: int, txn_retention_ms: int | None = None, version=None):
@@ -80,7 +59,7 @@ def test_no_checkpoint_means_no_incremental_source(tmp_path):
     assert checkpoint_source(open_table(str(tmp_path))).full
 
 
-def test_dv_updates_of_the_same_path(tmp_path):
+def test_deletion_vector_updates_of_one_path(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(
         protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"]),
@@ -101,7 +80,7 @@ def test_dv_updates_of_the_same_path(tmp_path):
     assert not checkpoint_source(open_table(str(tmp_path))).full
 
 
-def test_readd_after_remove_and_remove_after_readd(tmp_path):
+def test_a_path_re_added_after_its_remove_and_removed_after_its_re_add(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(protocol(), metadata(), add("a"), add("b"))
     b.commit(remove("a", ts=NOW - DAY))
@@ -127,7 +106,7 @@ def test_tombstones_expire_from_the_checkpoint_and_the_commits(tmp_path):
     assert assert_same(tmp_path, retention_ms=0)[3:] == ((0, 0), 5)
 
 
-def test_txns_expire_and_update(tmp_path):
+def test_txns_expire_and_a_newer_one_replaces_the_old(tmp_path):
     b = LogBuilder(tmp_path)
     txn = {"txn": {"appId": "old", "version": 1, "lastUpdated": NOW - 40 * DAY}}
     b.commit(protocol(), metadata(), add("a"), txn)
@@ -183,7 +162,7 @@ def _many(b: LogBuilder, n: int, first: int = 0) -> list[dict[str, Any]]:
     return [add(f"day=d{i % 3}/f{i}.parquet", day=f"d{i % 3}") for i in range(first, first + n)]
 
 
-def test_multipart_old_checkpoint(tmp_path):
+def test_a_multipart_old_checkpoint_is_streamed(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(protocol(), metadata(("day",)), *_many(b, 20))
     b.commit(remove("day=d0/f0.parquet", ts=NOW - DAY), remove("day=d1/f1.parquet", ts=NOW))
@@ -195,7 +174,7 @@ def test_multipart_old_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("classic", [False, True])
-def test_v2_old_checkpoint(tmp_path, classic):
+def test_a_v2_old_checkpoint_is_streamed(tmp_path, classic):
     b = LogBuilder(tmp_path)
     b.commit(V2, metadata(("day",)), *_many(b, 20))
     b.commit(remove("day=d0/f0.parquet", ts=NOW - DAY))
@@ -206,7 +185,7 @@ def test_v2_old_checkpoint(tmp_path, classic):
     assert (result.layout, result.adds, result.tombstones, result.sidecars) == ("v2", 21, 2, 5)
 
 
-def test_v2_json_old_checkpoint_with_sidecars(tmp_path):
+def test_a_v2_json_old_checkpoint_with_sidecars_is_streamed(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(V2, metadata(), add("a"), add("b"), add("c"))
     mid_checkpoint(tmp_path, 0, part_size=2)
@@ -233,7 +212,7 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_stats_parsed_only_old_checkpoint(tmp_path):
+def test_an_old_checkpoint_with_only_stats_parsed_gives_the_json_back(tmp_path):
     b = LogBuilder(tmp_path)
     conf = {
         "delta.checkpoint.writeStatsAsJson": "false",
@@ -371,7 +350,7 @@ def test_old_rows_without_stats_parsed_are_parsed(tmp_path, monkeypatch):
     adds = {json.loads(a)["path"]: json.loads(a) for a in _incremental_rows(tmp_path)}
     assert spy.rows == 3
     monkeypatch.undo()
-    assert assert_same(tmp_path)[1] == set(map(_hashable, adds.values()))
+    assert assert_same(tmp_path)[1] == set(map(row_json, adds.values()))
     assert [adds[p]["stats_parsed"]["numRecords"] for p in ("f2", "f5", "f0", "g")] == [3, 6, 1, 42]
 
 

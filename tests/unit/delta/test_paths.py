@@ -1,3 +1,5 @@
+"""delta/paths.py: every kind of `_delta_log` name parses; names outside the grammar do not."""
+
 from deltakeeper.delta import paths
 from deltakeeper.delta.paths import Kind
 
@@ -27,7 +29,7 @@ def test_every_log_file_kind_parses():
         assert (parsed.kind, parsed.version) == (kind, version), name
 
 
-def test_parts_and_ranges():
+def test_multipart_parts_and_compacted_ranges_are_read_from_the_name():
     mp = paths.parse("00000000000000000010.checkpoint.0000000002.0000000003.parquet")
     assert mp is not None and (mp.part, mp.parts) == (2, 3)
     c = paths.parse("00000000000000000004.00000000000000000006.compacted.json")
@@ -47,7 +49,7 @@ def test_names_outside_the_grammar_are_rejected():
         assert paths.parse(name) is None, name
 
 
-def test_builders_round_trip():
+def test_every_name_a_builder_spells_parses_back():
     assert paths.parse(paths.commit(5)).version == 5
     assert paths.parse(paths.checkpoint(5)).kind is Kind.CHECKPOINT
     assert paths.parse(paths.multipart_checkpoint(5, 1, 2)).kind is Kind.MULTIPART_CHECKPOINT

@@ -1,4 +1,6 @@
-"""Data-file vacuum: planner rules, deletion-vector paths, refusals, and a property test over
+"""delta/vacuum.py: which data files vacuum deletes (never a referenced or young one), and refusals.
+
+Deletion-vector paths, hidden paths, the CLI's refusals and exit codes, and a property test over
 random histories written as real logs on the local disk."""
 
 from __future__ import annotations
@@ -222,7 +224,7 @@ def test_an_empty_plan_says_so():
 
 
 # -- tables on disk ---------------------------------------------------------------------------
-def test_tombstone_expiry_boundary(tmp_path):
+def test_a_tombstone_expires_after_the_cutoff_and_one_without_a_time_at_once(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(protocol(), metadata(), add("a"), add("b"), add("c"), add("d"))
     nulls = remove("d")
@@ -252,7 +254,7 @@ def test_deletion_vector_files_of_live_files_and_unexpired_tombstones_stay(tmp_p
     assert doomed(tmp_path) == [f"deletion_vector_{u[2]}.bin", "f3"]
 
 
-def test_percent_encoded_and_partition_paths(tmp_path):
+def test_percent_encoded_and_partition_paths_match_their_files(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(protocol(), metadata(partitions=("_p",)))
     b.commit(add("_p=a%20b/c%25d.parquet"), add(quote("_p=x/ü.parquet")))
@@ -315,7 +317,7 @@ def test_progress_is_reported_per_batch(tmp_path, monkeypatch):
 
 
 # -- refusals ---------------------------------------------------------------------------------
-def test_minimum_retention_is_policys():
+def test_vacuums_minimum_retention_is_the_policys():
     assert vacuum.MIN_VACUUM_RETENTION_MS == policy.MIN_VACUUM_RETENTION_MS
 
 
@@ -383,7 +385,7 @@ def test_unsupported_protocols_exit_3_and_delete_nothing(tmp_path, capsys, proto
     assert files_under(tmp_path) == before
 
 
-def test_vacuum_protocol_check_with_known_features_vacuums(tmp_path):
+def test_vacuum_protocol_check_with_known_features_still_vacuums(tmp_path):
     b = LogBuilder(tmp_path)
     features = ["vacuumProtocolCheck", "deletionVectors"]
     b.commit(protocol(3, 7, readerFeatures=features, writerFeatures=features), metadata())

@@ -1,4 +1,4 @@
-"""Version checksum files on synthetic logs: every field, create-only writes, the check."""
+"""delta/crc.py: version checksum files: every field, written only where none is, and the check."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def snapshot(path, version=None, full=True):
     return table, table.snapshot(version, add_cols=cols)
 
 
-def test_counts_sizes_metadata_and_protocol(tmp_path):
+def test_a_checksum_has_counts_sizes_histogram_metadata_and_protocol(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(protocol(), metadata(("day",)), add("a", 10, day="1"), add("b", 20, day="2"))
     b.commit(remove("a"), add("c", 9 * MB, day=None))
@@ -97,7 +97,7 @@ def test_deletion_vector_metrics_and_histogram(tmp_path):
     assert crc_mismatches(crc, snap) == []
 
 
-def test_in_commit_timestamp_txns_and_domains(tmp_path):
+def test_a_checksum_has_the_in_commit_timestamp_txns_and_live_domains(tmp_path):
     b = LogBuilder(tmp_path)
     ict = protocol(3, 7, readerFeatures=[], writerFeatures=["inCommitTimestamp", "domainMetadata"])
     b.commit(

@@ -1,3 +1,5 @@
+"""delta/last_checkpoint.py: the hint's canonical-JSON checksum, parsing and serializing."""
+
 import json
 
 import pytest
@@ -27,7 +29,7 @@ def test_serialize_then_parse_round_trips_with_checksum():
     assert "checksum" in parsed.raw and "parts" not in parsed.raw
 
 
-def test_spark_written_files_validate(corpus):
+def test_the_checksums_delta_spark_wrote_validate(corpus):
     for table in ("checkpoint-cdf-table", "spark-shredded-variant-preview-delta"):
         raw = (corpus / table / "_delta_log" / "_last_checkpoint").read_bytes()
         assert "checksum" in json.loads(raw)

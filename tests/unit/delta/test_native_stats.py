@@ -1,9 +1,8 @@
-"""The native stats parser (native/) against `coerce_rows`, the pure-Python reference.
+"""delta/native_stats.py: the Rust stats parser (native/) gives what `coerce_rows` gives.
 
 Generated stats strings cover well-formed rows, wrong types, integer overflow, decimals at the
 scale and precision edge, unicode and escapes, duplicate keys, truncation and noise; the
-native result (with the rows it leaves to Python) must equal the reference exactly.
-"""
+native result (with the rows it leaves to Python) must equal the reference exactly."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
+"""delta/log.py: which checkpoint and commits make a version (LogSegment), and commit times."""
+
 import pytest
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, NotADeltaTableError
-from deltakeeper.delta.log import earliest_version, group, segment_for
+from deltakeeper.delta.log import earliest_version, group, monotonic, segment_for
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.storage import FileInfo
 
@@ -84,7 +86,7 @@ def test_no_log_is_not_a_delta_table():
         segment_for(listing("_last_checkpoint"), "s3://b/t")
 
 
-def test_version_out_of_range():
+def test_a_version_past_the_latest_is_invalid_input():
     with pytest.raises(InvalidInputError, match="versions up to 3"):
         segment_for(listing(*commits(0, 3)), "t", 4)
 
@@ -98,3 +100,14 @@ def test_sizes_and_staged_folder_are_counted():
     )
     assert lst.files == 5 and lst.bytes == 50
     assert lst.has_staged_dir
+
+
+def test_commit_times_are_made_monotonic_as_delta_spark_does() -> None:
+    assert monotonic({0: 0, 1: 5, 2: 10, 3: 7, 4: 8, 5: 14}) == {
+        0: 0,
+        1: 5,
+        2: 10,
+        3: 11,
+        4: 12,
+        5: 14,
+    }

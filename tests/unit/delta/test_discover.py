@@ -1,29 +1,17 @@
-"""discover(): which folders are tables, depth, nesting, include/exclude, request counts.
+"""delta/discover.py: which folders are tables (depth, nesting, include/exclude), and its cost.
 
 On the local disk (LocalStorage counts one "list" per directory scan); the object stores are
 covered by tests/integration/test_lake_discovery.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from deltakeeper.delta.discover import ROOT, discover, is_table
 from deltakeeper.delta.storage import open_storage
-from tests.support.logbuilder import metadata, protocol
-
-
-def make_table(root: Path, rel: str, *, checkpoint_only: bool = False) -> Path:
-    log = root / rel / "_delta_log"
-    log.mkdir(parents=True, exist_ok=True)
-    if checkpoint_only:  # a table whose commits were cleaned up: only a checkpoint is left
-        (log / "00000000000000000010.checkpoint.parquet").write_bytes(b"PAR1")
-    else:
-        lines = (json.dumps(a) for a in (protocol(), metadata()))
-        (log / "00000000000000000000.json").write_text("\n".join(lines) + "\n")
-    return root / rel
+from tests.support.tables import make_table
 
 
 @pytest.fixture
@@ -78,7 +66,7 @@ def test_requests_count_folders_not_files(lake: Path) -> None:
     assert discover(open_storage(str(lake))).requests == scan.requests
 
 
-def test_include_exclude(lake: Path) -> None:
+def test_include_and_exclude_patterns_choose_the_tables(lake: Path) -> None:
     storage = open_storage(str(lake))
     assert discover(storage, include=["sales/*"]).tables == ("sales/orders", "sales/refunds")
     assert discover(storage, exclude=["sales/*"]).tables == ("empty/inner", "events")
@@ -101,7 +89,7 @@ def test_patterns_prune_listings(lake: Path) -> None:
     assert no_raw.tables == everything.tables
 
 
-def test_is_table(lake: Path) -> None:
+def test_is_table_needs_a_commit_or_a_checkpoint(lake: Path) -> None:
     storage = open_storage(str(lake))
     assert is_table(storage, "events")
     assert is_table(storage, "sales/refunds")
@@ -110,7 +98,7 @@ def test_is_table(lake: Path) -> None:
     assert not is_table(storage, "missing")
 
 
-def test_bad_depth(tmp_path: Path) -> None:
+def test_a_negative_max_depth_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_depth"):
         discover(open_storage(str(tmp_path)), max_depth=-1)
 

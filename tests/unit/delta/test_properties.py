@@ -1,4 +1,4 @@
-"""Typed delta.* table properties (delta/properties.py)."""
+"""delta/properties.py: typed `delta.*` table properties, their parsing and Delta's defaults."""
 
 import pytest
 
@@ -22,12 +22,12 @@ from deltakeeper.delta.properties import (
         ("interval 1 second", 1000),
     ],
 )
-def test_delta_intervals(text, ms):
+def test_delta_calendar_intervals_parse_to_ms(text, ms):
     assert parse_calendar_interval_ms(text) == ms
 
 
 @pytest.mark.parametrize("text", ["", "30d", "interval 1 month", "interval 2 years", "soon"])
-def test_bad_intervals(text):
+def test_anything_else_is_not_a_calendar_interval(text):
     with pytest.raises(PropertyError):
         parse_calendar_interval_ms(text)
 

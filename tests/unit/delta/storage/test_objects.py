@@ -1,4 +1,6 @@
-"""Storage.open_input: seekable, ranged, counted; parquet reads fetch only what they need."""
+"""delta/storage/objects.py: RangedFile, the object stores' open_input: seekable, ranged, bounded.
+
+A parquet read fetches only the footer and the columns it reads."""
 
 from __future__ import annotations
 
@@ -6,9 +8,8 @@ import io
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
-from deltakeeper.delta.storage import LocalStorage, RangedFile
+from deltakeeper.delta.storage import RangedFile
 from deltakeeper.delta.storage.objects import RANGE_BUFFER_BYTES, RANGE_REQUEST_BYTES
 
 
@@ -17,15 +18,6 @@ def _parquet(rows: int) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=rows // 4)
     return buf.getvalue()
-
-
-def test_local_open_input_is_counted_and_missing_is_file_not_found(tmp_path):
-    (tmp_path / "x.parquet").write_bytes(_parquet(1000))
-    s = LocalStorage(str(tmp_path), str(tmp_path))
-    assert pq.ParquetFile(s.open_input("x.parquet")).metadata.num_rows == 1000
-    assert dict(s.requests) == {"read": 1}
-    with pytest.raises(FileNotFoundError):
-        s.open_input("missing.parquet")
 
 
 def test_ranged_file_fetches_the_footer_and_one_column_not_the_whole_file():
