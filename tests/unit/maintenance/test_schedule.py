@@ -1,4 +1,4 @@
-"""schedule.operations_to_plan: which operations a watch loop plans on a poll, and cron checks."""
+"""maintenance/schedule.py: which operations a watch loop plans on a poll, and cron schedules."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_next_run_is_strictly_after_and_in_utc(monkeypatch: pytest.MonkeyPatch) 
     "expression",
     ["every night", "", "0 3 * *", "0 25 * * *", "61 3 * * *", "0 3 * * 8", "H 3 * * *"],
 )
-def test_check_cron_rejects_garbage(expression: str) -> None:
+def test_check_cron_rejects_what_is_not_a_cron_expression(expression: str) -> None:
     with pytest.raises(PolicyError) as raised:
         schedule.check_cron(expression)
     assert repr(expression) in str(raised.value)

@@ -1,13 +1,21 @@
-import re
+"""maintenance/policy.py: Delta's defaults, explicit settings above a table's floor, sources."""
 
 import pytest
 
 from deltakeeper.maintenance import policy
-from deltakeeper.maintenance.policy import DAY_MS, PolicyError, effective
+from deltakeeper.maintenance.policy import (
+    COMPACTION_MIN_INTERVAL_MS,
+    DAY_MS,
+    HOUR_MS,
+    MIB,
+    CompactionSettings,
+    PolicyError,
+    effective,
+)
 from deltakeeper.resources.spec import from_spec
 
 
-def test_defaults_are_delta_lakes():
+def test_the_defaults_are_delta_lakes():
     p = effective({})
     assert p.log_retention_ms == 30 * DAY_MS
     assert p.deleted_file_retention_ms == 7 * DAY_MS
@@ -22,7 +30,7 @@ def test_explicit_values_win_over_defaults_but_not_below_the_table_floor():
     assert effective({}, deleted_file_retention_ms=DAY_MS).deleted_file_retention_ms == DAY_MS
 
 
-def test_table_switches():
+def test_the_tables_properties_turn_cleanup_off_and_set_intervals():
     conf = {
         "delta.enableExpiredLogCleanup": "false",
         "delta.checkpointInterval": "25",
@@ -39,43 +47,11 @@ def test_a_bad_table_property_names_itself():
         effective({"delta.deletedFileRetentionDuration": "forever"})
 
 
-def test_small_file_default_is_defined_once():
+def test_the_small_file_default_is_32_mib():
     assert policy.SMALL_FILE_BYTES == 32 * 2**20
 
 
-def test_spec_settings_parse_the_manifest_fields():
-    spec = {
-        "logRetention": "14d",
-        "deletedFileRetention": "12h",
-        "checkpoint": {"interval": 25, "writeChecksum": True},
-        "vacuum": {"enabled": False, "allowShortRetention": True},
-    }
-    assert from_spec(spec) == {
-        "log_retention_ms": 14 * DAY_MS,
-        "deleted_file_retention_ms": 12 * 3_600_000,
-        "checkpoint_interval": 25,
-        "write_checksum": True,
-        "vacuum_enabled": False,
-        "allow_short_retention": True,
-    }
-    assert from_spec({}) == {}
-
-
-@pytest.mark.parametrize(
-    "spec, message",
-    [
-        ({"logRetention": "30 days"}, "logRetention"),
-        ({"checkpoint": {"interval": 0}}, "checkpoint.interval"),
-        ({"checkpoint": {"interval": "10"}}, "checkpoint.interval"),
-        ({"vacuum": {"enabled": "yes"}}, "vacuum.enabled"),
-    ],
-)
-def test_bad_spec_settings_name_the_field(spec, message):
-    with pytest.raises(PolicyError, match=re.escape(message)):
-        from_spec(spec)
-
-
-def test_table_spec_wins_over_policy_then_defaults():
+def test_layered_settings_take_the_table_spec_then_the_policy_then_defaults():
     table_spec = from_spec({"logRetention": "60d"})
     policy_spec = from_spec({"logRetention": "90d", "deletedFileRetention": "14d"})
     flags = {"log_retention_ms": None, "checkpoint_interval": 5}
@@ -126,3 +102,23 @@ def test_retention_sources_say_which_layer_won():
     assert p.sources == {"log_retention_ms": "policy", "deleted_file_retention_ms": "policy"}
     p = effective({}, log_retention_ms=DAY_MS)
     assert p.sources == {"log_retention_ms": "flag", "deleted_file_retention_ms": "default"}
+
+
+def test_compaction_is_off_with_delta_like_defaults() -> None:
+    c = effective({}).compaction
+    assert c == CompactionSettings()
+    assert not c.enabled
+    assert (c.target_file_size, c.small_below) == (128 * MIB, 64 * MIB)
+    assert (c.min_files_per_partition, c.max_age_ms, c.max_deleted_rows_ratio) == (
+        50,
+        HOUR_MS,
+        0.05,
+    )
+    assert c.min_interval_ms == COMPACTION_MIN_INTERVAL_MS
+
+
+def test_the_tables_target_file_size_is_the_default_target() -> None:
+    c = effective({"delta.targetFileSize": "32mb"}).compaction
+    assert (c.target_file_size, c.small_below) == (32 * MIB, 16 * MIB)
+    explicit = effective({"delta.targetFileSize": "32mb"}, compaction_target_file_size=MIB)
+    assert explicit.compaction.target_file_size == MIB

@@ -1,20 +1,27 @@
-"""The compaction planner on hand-built file tables: which partitions are due, and why."""
+"""maintenance/compaction_plan.py: which partitions are due and why; a job's commits read back."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from deltakeeper.compaction.launcher import JobResult
 from deltakeeper.delta.schema import add_schema
 from deltakeeper.delta.snapshot import Metadata
+from deltakeeper.delta.table import open_table
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.compaction_plan import (
     CompactionSettings,
     Why,
     plan,
     timestamp_partitions,
 )
+from deltakeeper.maintenance.executor import Result, job_outcome
+from tests.support.logbuilder import add, remove
+from tests.support.tables import small_file_table
 
 MIB = 2**20
 NOW = 1_800_000_000_000
@@ -270,3 +277,32 @@ def test_the_log_replay_gets_a_partition_per_20000_actions_up_to_deltas_50() -> 
     found = plan(files(rows), ("p",), CompactionSettings(128 * MIB, min_files_per_partition=4), NOW)
     assert "snapshotPartitions" not in job_spec(found, {"p": "p"}, "dk-1", 3)
     assert job_spec(found, {"p": "p"}, "dk-1", 3, None, 45_000)["snapshotPartitions"] == 3
+
+
+def test_a_jobs_commits_are_read_back_by_their_tag(tmp_path: Path) -> None:
+    log = small_file_table(tmp_path)
+    tag = "deltakeeper-abc-1"
+    info = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": tag}}
+    removes = [remove(f"day=a/{i}.parquet") for i in range(4)]
+    for r in removes:
+        r["remove"]["size"] = 1000
+    v = log.commit(info, *removes, add("day=a/big.parquet", size=3000, day="a"))
+    other = log.commit({"commitInfo": {"operation": "OPTIMIZE", "userMetadata": "someone"}})
+    table = open_table(str(tmp_path))
+    back = compaction_plan.read_back(table, tag, [v, other, 99])
+    assert back.versions == (v,)
+    assert (back.files_removed, back.files_added) == (4, 1)
+    assert (back.bytes_removed, back.bytes_added) == (4000, 3000)
+
+    done = {"result": "done", "commits": [{"version": v}]}
+    outcome = job_outcome(table, tag, JobResult(0, done, ""))
+    assert outcome.result is Result.DONE and outcome.compacted == back
+    assert "rewrote 4 files" in outcome.message and f"at version {v}" in outcome.message
+
+    # A job that claims a commit the log does not carry with its tag did not do it.
+    claims = {"result": "done", "commits": [{"version": other}]}
+    assert job_outcome(table, tag, JobResult(0, claims, "")).result is Result.FAILED
+    failed = {"result": "failed", "error": "ConcurrentDeleteReadException", "message": "lost"}
+    outcome = job_outcome(table, tag, JobResult(1, failed, ""))
+    assert outcome.result is Result.FAILED
+    assert outcome.message == "ConcurrentDeleteReadException: lost"

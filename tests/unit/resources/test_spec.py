@@ -1,0 +1,154 @@
+"""resources/spec.py: a DeltaTable's and its policy's spec as settings; bad fields named."""
+
+import re
+from typing import Any
+
+import pytest
+
+from deltakeeper.maintenance.policy import DAY_MS, MIB, CompactionSettings, PolicyError, effective
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.resources.spec import from_spec, settings
+
+
+def test_spec_settings_parse_the_manifest_fields():
+    spec = {
+        "logRetention": "14d",
+        "deletedFileRetention": "12h",
+        "checkpoint": {"interval": 25, "writeChecksum": True},
+        "vacuum": {"enabled": False, "allowShortRetention": True},
+    }
+    assert from_spec(spec) == {
+        "log_retention_ms": 14 * DAY_MS,
+        "deleted_file_retention_ms": 12 * 3_600_000,
+        "checkpoint_interval": 25,
+        "write_checksum": True,
+        "vacuum_enabled": False,
+        "allow_short_retention": True,
+    }
+    assert from_spec({}) == {}
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"logRetention": "30 days"}, "logRetention"),
+        ({"checkpoint": {"interval": 0}}, "checkpoint.interval"),
+        ({"checkpoint": {"interval": "10"}}, "checkpoint.interval"),
+        ({"vacuum": {"enabled": "yes"}}, "vacuum.enabled"),
+    ],
+)
+def test_bad_spec_settings_name_the_field(spec, message):
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        from_spec(spec)
+
+
+def test_spec_compaction_becomes_settings() -> None:
+    spec = {
+        "compaction": {
+            "enabled": True,
+            "targetFileSize": "8Mi",
+            "minFileSize": "1Mi",
+            "minFilesPerPartition": 8,
+            "maxAge": "10m",
+            "maxDeletedRowsRatio": 0.2,
+            "minInterval": "5m",
+            "deadline": "30m",
+            "zOrderBy": ["country", "day"],
+            "maxThreads": 4,
+            "sparkApplication": {"image": "deltakeeper-spark:test"},
+        }
+    }
+    c = effective({}, **from_spec(spec)).compaction
+    assert c == CompactionSettings(
+        target_file_size=8 * MIB,
+        min_file_size=MIB,
+        min_files_per_partition=8,
+        max_age_ms=10 * 60_000,
+        max_deleted_rows_ratio=0.2,
+        enabled=True,
+        min_interval_ms=5 * 60_000,
+        deadline_ms=30 * 60_000,
+        z_order_by=("country", "day"),
+        max_threads=4,
+        spark_application={"image": "deltakeeper-spark:test"},
+    )
+
+
+def test_the_table_spec_wins_field_by_field_over_its_policy() -> None:
+    table = TableResource("ns", "t", {}, 1, {"uri": "/x", "compaction": {"targetFileSize": "8Mi"}})
+    policy_spec = {"compaction": {"enabled": True, "targetFileSize": "1Gi", "minInterval": "1m"}}
+    policy = PolicyResource("ns", "p", {}, 1, policy_spec, None)
+    c = effective({}, **settings(table, policy)).compaction
+    assert c.enabled and c.target_file_size == 8 * MIB and c.min_interval_ms == 60_000
+
+
+def test_the_tables_spark_application_merges_key_by_key_over_its_policys() -> None:
+    """Table over policy over the operator-wide default: objects merged, lists replaced."""
+    from deltakeeper.k8s.spark_application import Owner, merge, spark_application
+
+    policy_app = {
+        "image": "spark:policy",
+        "driver": {"cores": 2, "memory": "2g", "env": [{"name": "A", "value": "1"}]},
+        "executor": {"instances": 4},
+        "sparkConf": {"spark.a": "policy", "spark.b": "policy"},
+    }
+    table_app = {
+        "driver": {"memory": "8g", "env": [{"name": "B", "value": "2"}]},
+        "sparkConf": {"spark.b": "table"},
+    }
+    table = TableResource(
+        "ns", "t", {}, 1, {"uri": "/x", "compaction": {"sparkApplication": table_app}}
+    )
+    policy_spec = {"compaction": {"enabled": True, "sparkApplication": policy_app}}
+    policy = PolicyResource("ns", "p", {}, 1, policy_spec, None)
+    got = effective({}, **settings(table, policy)).compaction.spark_application
+    assert got == {
+        "image": "spark:policy",
+        "driver": {"cores": 2, "memory": "8g", "env": [{"name": "B", "value": "2"}]},
+        "executor": {"instances": 4},
+        "sparkConf": {"spark.a": "policy", "spark.b": "table"},
+    }
+    assert policy_app["driver"]["memory"] == "2g"  # the policy's own spec is left alone
+    default = {"image": "spark:default", "serviceAccount": "sa", "executor": {"cores": 3}}
+    owner = Owner("t", "ns", "uid")
+    spec = spark_application(owner, "j", {"jobId": "j"}, merge(default, got), {})["spec"]
+    assert (spec["image"], spec["serviceAccount"]) == ("spark:policy", "sa")
+    assert spec["executor"] == {**spec["executor"], "instances": 4, "cores": 3}
+    assert spec["driver"]["memory"] == "8g" and spec["driver"]["cores"] == 2
+    assert spec["sparkConf"]["spark.a"] == "policy" and spec["sparkConf"]["spark.b"] == "table"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("enabled", "yes", "compaction.enabled: expected true or false"),
+        ("targetFileSize", "big", "compaction.targetFileSize"),
+        ("minFilesPerPartition", 0, "compaction.minFilesPerPartition"),
+        ("maxAge", "1y", "compaction.maxAge"),
+        ("maxDeletedRowsRatio", 2, "compaction.maxDeletedRowsRatio: expected a number from 0"),
+        ("zOrderBy", "day", "compaction.zOrderBy: expected a list of column names"),
+        ("zOrderBy", [], "compaction.zOrderBy: expected a list of column names"),
+        ("zOrderBy", ["day", 3], "compaction.zOrderBy: expected column names, got 3"),
+        ("zOrderBy", ["day", "day"], "compaction.zOrderBy: day named more than once"),
+        ("maxThreads", 0, "compaction.maxThreads: expected a whole number above 0"),
+        ("maxThreads", "4", "compaction.maxThreads: expected a whole number above 0"),
+        ("sparkApplication", "spark:4", "compaction.sparkApplication: expected the fields"),
+        (
+            "sparkApplication",
+            {"arguments": ["x"]},
+            "sparkApplication.arguments: set by deltakeeper",
+        ),
+        ("sparkApplication", {"type": "Scala"}, "sparkApplication.type: the compaction job is Py"),
+        ("sparkApplication", {"driver": "big"}, "sparkApplication.driver: expected an object"),
+        ("sparkApplication", {"sparkConf": {"a": 1}}, r"sparkConf.a: expected a string value"),
+        ("sparkApplication", {"timeToLiveSeconds": -1}, "timeToLiveSeconds: expected a whole"),
+        (
+            "sparkApplication",
+            {"driver": {"env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": "x"}]}},
+            "driver.env: AWS_SECRET_ACCESS_KEY has a literal value; use valueFrom.secretKeyRef",
+        ),
+    ],
+)
+def test_bad_compaction_fields_name_themselves(field: str, value: Any, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        from_spec({"compaction": {field: value}})
