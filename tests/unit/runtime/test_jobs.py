@@ -1,90 +1,34 @@
-"""The daemon's side of a compaction job, without Spark: the global job limit, the per-table
-tracker (min interval, backoff after a failure, status block, job-state gauges) over a real
-log. Jobs here are stand-ins that end when told; a real spark-submit runs the same code in
-tests/integration/test_compaction_daemon.py."""
+"""runtime/jobs.py: a table's compaction job between polls: interval, backoff, adoption.
+
+The per-table tracker over a real log (its status block and job-state gauges), and the watcher
+starting a job and reporting its end on a later poll. Jobs here are stand-ins that end when told;
+a real spark-submit runs the same code in tests/integration/test_compaction_daemon.py."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from deltakeeper.compaction.launcher import (
-    AtLimit,
-    Found,
-    JobRequest,
-    JobResult,
-    Limited,
-    Planned,
-)
+from deltakeeper.compaction.launcher import AtLimit, Found, Limited, Planned
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
-from deltakeeper.maintenance.policy import (
-    COMPACTION_RETRY_MS,
-    CompactionSettings,
-)
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, CompactionSettings
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Target
 from deltakeeper.runtime.registry import record
 from deltakeeper.runtime.watcher import TableWatcher
+from tests.support.jobs import StandIn, StandInLauncher, request
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 from tests.support.observed import status_of
 
 T0 = 1_700_000_000_000
+
+
 ON = CompactionSettings(enabled=True, min_interval_ms=60_000)
-
-
-class StandIn:
-    """A job that ends when `end` is called."""
-
-    def __init__(self, request: JobRequest) -> None:
-        self.job_id = request.job_id
-        self.request = request
-        self.result: JobResult | None = None
-
-    def end(self, exit_code: int, line: dict[str, Any]) -> None:
-        self.result = JobResult(exit_code, line, "")
-
-    def poll(self) -> JobResult | None:
-        return self.result
-
-    def wait(self) -> JobResult:
-        assert self.result is not None
-        return self.result
-
-    def stop(self) -> None:
-        self.result = JobResult(-9, {"result": "failed", "error": "Stopped"}, "")
-
-
-class StandInLauncher:
-    def __init__(self) -> None:
-        self.jobs: list[StandIn] = []
-
-    def start(self, request: JobRequest) -> StandIn:
-        self.jobs.append(StandIn(request))
-        return self.jobs[-1]
-
-
-def request(tag: str) -> JobRequest:
-    return JobRequest("/t", {"jobId": tag})
-
-
-def test_the_global_limit_refuses_a_second_job_until_the_first_ends() -> None:
-    inner = StandInLauncher()
-    limited = Limited(inner, 1)
-    first = limited.start(request("a"))
-    with pytest.raises(AtLimit):
-        limited.start(request("b"))
-    assert first.poll() is None and limited.running == 1
-    inner.jobs[0].end(0, {"result": "nothing-to-do"})
-    assert first.poll() is not None and limited.running == 0
-    assert first.poll() is not None and limited.running == 0  # given back once
-    limited.start(request("b"))
-    assert limited.running == 1
 
 
 def started(tracker: JobTracker, launcher: StandInLauncher, tag: str, now: int) -> StandIn:
