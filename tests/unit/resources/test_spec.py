@@ -5,7 +5,9 @@ from typing import Any
 
 import pytest
 
+from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.policy import DAY_MS, MIB, CompactionSettings, PolicyError, effective
+from deltakeeper.resources import spec
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.resources.spec import from_spec, settings
 
@@ -152,3 +154,40 @@ def test_the_tables_spark_application_merges_key_by_key_over_its_policys() -> No
 def test_bad_compaction_fields_name_themselves(field: str, value: Any, message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         from_spec({"compaction": {field: value}})
+
+
+def _table(labels: dict[str, str], **spec: Any) -> TableResource:
+    return TableResource("lake", "t", labels, 1, {"uri": "s3://lake/t", **spec})
+
+
+def _policy(name: str, selector: Any, **spec: Any) -> PolicyResource:
+    return PolicyResource("lake", name, {}, 1, {"tableSelector": selector, **spec}, selector)
+
+
+def test_table_settings_win_over_the_policy_over_defaults() -> None:
+    p = _policy("p", {}, logRetention="60d", deletedFileRetention="14d", pollInterval="1m")
+    t = _table({}, logRetention="10d", checkpoint={"interval": 5})
+    settings = spec.settings(t, p)
+    assert settings["log_retention_ms"] == 10 * policy.DAY_MS
+    assert settings["deleted_file_retention_ms"] == 14 * policy.DAY_MS
+    assert settings["checkpoint_interval"] == 5
+    assert settings["sources"] == {
+        "log_retention_ms": "spec",
+        "deleted_file_retention_ms": "policy",
+    }
+    assert spec.poll_interval_ms(t, p) == 60_000
+    assert spec.poll_interval_ms(t, None) == policy.POLL_INTERVAL_MS
+    assert spec.small_file_bytes(t, None) == policy.SMALL_FILE_BYTES
+
+
+def test_poll_interval_spec_then_policy_then_the_daemons_default() -> None:
+    bare, own = _table({}), _table({}, pollInterval="10s")
+    p = _policy("p", {}, pollInterval="1m")
+    assert spec.poll_interval_ms(own, p, default_ms=120_000) == 10_000
+    assert spec.poll_interval_ms(bare, p, default_ms=120_000) == 60_000
+    assert spec.poll_interval_ms(bare, None, default_ms=120_000) == 120_000
+    assert spec.poll_interval_ms(bare, None) == policy.POLL_INTERVAL_MS
+    settings = spec.watch_settings(bare, None, default_poll_ms=120_000)
+    assert settings["poll_interval_s"] == 120
+    with pytest.raises(ValueError, match="more than 0s"):
+        spec.poll_interval_ms(_table({}, pollInterval="0s"), None, default_ms=120_000)

@@ -1,16 +1,30 @@
-"""The DeltaLake CRD: generated with the others, its printer columns, a schema that takes a
-whole lake and refuses what it claims to, and a tableTemplate that is the DeltaTable spec's own
-schema (less what the lake sets per table)."""
+"""resources/crd.py: crds/ is generated from it; the DeltaLake CRD's columns, schema and template.
+
+The DeltaLake schema takes a whole lake and refuses what it claims to, and its tableTemplate is
+the DeltaTable spec's own schema (less what the lake sets per table)."""
 
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
 from deltakeeper.resources import crd
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_crds_folder_is_generated_from_crd_py() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_crds.py"), "--check"], capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()
+
 
 LAKE: dict[str, Any] = {
     "apiVersion": "deltakeeper.io/v1alpha1",
@@ -55,7 +69,7 @@ def test_the_lake_crd_is_generated_with_the_others() -> None:
     assert _version()["subresources"] == {"status": {}}
 
 
-def test_printer_columns_prefix_tables_ready_age() -> None:
+def test_the_lake_printer_columns_are_prefix_tables_ready_age() -> None:
     shown = [c["name"] for c in _version()["additionalPrinterColumns"] if not c.get("priority")]
     assert shown == ["Prefix", "Tables", "Ready", "Age"]
     paths = {c["name"]: c["jsonPath"] for c in _version()["additionalPrinterColumns"]}
@@ -89,7 +103,7 @@ def test_a_whole_lake_validates_and_uri_is_required() -> None:
         ),
     ],
 )
-def test_bad_fields_are_refused_at_their_path(change: dict[str, Any], where: str) -> None:
+def test_bad_lake_fields_are_refused_at_their_path(change: dict[str, Any], where: str) -> None:
     doc = copy.deepcopy(LAKE)
     doc["spec"].update(change)
     assert where in _errors(doc)
