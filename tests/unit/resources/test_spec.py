@@ -9,7 +9,7 @@ from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.policy import DAY_MS, MIB, CompactionSettings, PolicyError, effective
 from deltakeeper.resources import spec
 from deltakeeper.resources.manifests import PolicyResource, TableResource
-from deltakeeper.resources.spec import from_spec, settings
+from deltakeeper.resources.spec import from_spec, merge, settings
 
 
 def test_spec_settings_parse_the_manifest_fields():
@@ -191,3 +191,9 @@ def test_poll_interval_spec_then_policy_then_the_daemons_default() -> None:
     assert settings["poll_interval_s"] == 120
     with pytest.raises(ValueError, match="more than 0s"):
         spec.poll_interval_ms(_table({}, pollInterval="0s"), None, default_ms=120_000)
+
+
+def test_merge_merges_objects_and_replaces_the_rest() -> None:
+    base = {"a": {"b": 1, "c": [1]}, "d": 1}
+    assert merge(base, {"a": {"c": [2]}, "e": 2}) == {"a": {"b": 1, "c": [2]}, "d": 1, "e": 2}
+    assert base == {"a": {"b": 1, "c": [1]}, "d": 1}

@@ -1,5 +1,6 @@
-"""The operator's Secret cache, with a fake API read (the e2e layer reads real Secrets):
-one read per TTL however many tables ask, and the last good read while the API server is away."""
+"""k8s/secrets.py: one Secret read per TTL however many tables ask; the last good read while away.
+
+With a fake API read; the e2e layer reads real Secrets."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_tables_asking_at_once_share_one_read_off_the_event_loop() -> None:
     asyncio.run(go())
 
 
-def test_an_api_server_that_does_not_answer() -> None:
+def test_an_api_server_that_does_not_answer_leaves_the_last_good_read() -> None:
     async def go() -> None:
         api, clock = Api(), Clock()
         secrets = Secrets(api.read, ttl_s=30, clock=clock)

@@ -1,10 +1,13 @@
-"""The operator's SparkApplication job as the daemon sees it, with the API server's answers
-stood in for (the real API server and CRD: tests/e2e/test_compaction_operator.py): states to
-results, the deadline, a job deleted under it, and an API server that does not answer."""
+"""k8s/spark_launcher.py: a SparkApplication job as the daemon sees it, the API server stood in for.
+
+States to results, the deadline, a job deleted under it, an API server that does not answer,
+adoption, and the operator-wide template (the real API server and CRD:
+tests/e2e/test_compaction_operator.py)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +16,8 @@ from deltakeeper.compaction.launcher import JobRunning, Planned
 from deltakeeper.k8s import spark_jobs, spark_launcher
 from deltakeeper.k8s.spark_jobs import Job, SparkState
 from deltakeeper.k8s.spark_launcher import SparkApplicationJob
+from deltakeeper.resources.spec import merge
+from tests.support.spark_applications import build, check_against_the_crd
 
 SPEC = {"jobId": "deltakeeper-ab-1", "plannedVersion": 7, "compact": [{}]}
 
@@ -196,3 +201,32 @@ def test_no_sparkapplication_crd_means_no_job_to_adopt(monkeypatch: pytest.Monke
     answers.append(403)
     with pytest.raises(ApiException):
         launcher.adopt(("ns", "t"), 60.0, None)
+
+
+def test_the_operator_wide_template_is_a_spark_application_file(tmp_path: Path) -> None:
+    from deltakeeper.delta.errors import InvalidInputError
+    from deltakeeper.k8s.spark_launcher import default_template
+
+    absent = str(tmp_path / "none.yaml")
+    assert default_template(absent, required=False) == {}
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        default_template(absent, required=True)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: SparkApplication\nspec: [1, 2]\n")
+    with pytest.raises(InvalidInputError, match="expected a SparkApplication with a `spec`"):
+        default_template(str(bad), required=True)
+    bad.write_text("spec: {image: [\n")
+    with pytest.raises(InvalidInputError, match="cannot read"):
+        default_template(str(bad), required=True)
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\n"
+        "spec: {image: dk-spark:1, driver: {cores: 2}}\n"
+    )
+    template = default_template(str(good), required=True)
+    assert template == {"image": "dk-spark:1", "driver": {"cores": 2}}
+    # A table's template merges over it key by key.
+    app = build(template=merge(template, {"driver": {"memory": "4g"}}))
+    assert app["spec"]["image"] == "dk-spark:1"
+    assert (app["spec"]["driver"]["cores"], app["spec"]["driver"]["memory"]) == (2, "4g")
+    check_against_the_crd(app)

@@ -1,66 +1,24 @@
-"""The SparkApplication a compaction job becomes, checked against the real spark-operator CRD
-(../shared/third-party-crds, read in place)."""
+"""k8s/spark_application.py: the SparkApplication of a compaction job, checked against its CRD.
+
+The spark-operator's CRD is read in place from ../shared/third-party-crds."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
-import yaml
 
-from deltakeeper.k8s.spark_application import (
-    JOB_LABEL,
-    TABLE_LABEL,
-    Owner,
-    job_name,
-    spark_application,
-)
-from deltakeeper.resources.spec import merge
+from deltakeeper.k8s.spark_application import JOB_LABEL, TABLE_LABEL, job_name
+from tests.support.spark_applications import OWNER, build, check_against_the_crd
 
-CRD = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "third-party-crds"
-    / "sparkoperator.k8s.io_sparkapplications.yaml"
-)
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-OWNER = Owner(name="events", namespace="lake", uid="5f0c7c1e-0000-4000-8000-000000000001")
+
+
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-@functools.cache
-def crd_validator() -> Any:
-    """Read once: the CRD is large, and checking the schema itself each time costs seconds."""
-    crd = yaml.safe_load(CRD.read_text())
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
-    schema = version["schema"]["openAPIV3Schema"]
-    return jsonschema.validators.validator_for(schema)(schema)
-
-
-def check_against_the_crd(app: dict[str, Any]) -> None:
-    crd_validator().validate(app)
-
-
-def build(**kw: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "owner": OWNER,
-        "job_id": "deltakeeper-0001-1700000000000",
-        "job_spec": {"jobId": "deltakeeper-0001-1700000000000", "table": "s3a://lake/events"},
-        "template": {"image": "registry.local/deltakeeper-spark:0.1.0", "sparkVersion": "4.2.0"},
-        "storage_conf": {"spark.hadoop.fs.s3a.endpoint": "http://minio.lake:9000"},
-        "secret_name": "lake-credentials",
-        "secret_keys": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "SOMETHING_ELSE"],
-    }
-    args.update(kw)
-    return spark_application(**args)
-
-
-def test_it_validates_against_the_real_crd() -> None:
+def test_a_spark_application_validates_against_the_real_crd() -> None:
     app = build()
     check_against_the_crd(app)
     assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2" and app["kind"] == "SparkApplication"
@@ -176,55 +134,3 @@ def test_names_are_dns_1035_labels_of_at_most_63(table: str) -> None:
     name = job_name(table, "job-1")
     assert len(name) <= 63 and DNS_1035.match(name), name
     assert job_name(table, "job-2") != name
-
-
-def test_merge_merges_objects_and_replaces_the_rest() -> None:
-    base = {"a": {"b": 1, "c": [1]}, "d": 1}
-    assert merge(base, {"a": {"c": [2]}, "e": 2}) == {"a": {"b": 1, "c": [2]}, "d": 1, "e": 2}
-    assert base == {"a": {"b": 1, "c": [1]}, "d": 1}
-
-
-def test_a_created_job_is_read_back_with_its_input_and_state() -> None:
-    from deltakeeper.k8s.spark_jobs import Job, SparkState
-
-    app = build()
-    app["metadata"]["creationTimestamp"] = "2026-11-24T02:00:00Z"
-    app["status"] = {"applicationState": {"state": "FAILING", "errorMessage": "SpecError: x"}}
-    job = Job.from_object(app)
-    assert job.job_spec == {"jobId": "deltakeeper-0001-1700000000000", "table": "s3a://lake/events"}
-    assert job.job_id == "deltakeeper-0001-1700000000000" and job.name == app["metadata"]["name"]
-    assert job.state is SparkState.FAILING and not job.state.finished
-    assert job.error_message == "SpecError: x"
-    app["spec"]["arguments"] = ["--spec-json", "{not json"]
-    app["status"]["applicationState"]["state"] = "SOMETHING_NEW"
-    odd = Job.from_object(app)
-    assert odd.job_spec == {} and odd.state is SparkState.UNKNOWN
-
-
-def test_the_operator_wide_template_is_a_spark_application_file(tmp_path: Path) -> None:
-    from deltakeeper.delta.errors import InvalidInputError
-    from deltakeeper.k8s.spark_launcher import default_template
-
-    absent = str(tmp_path / "none.yaml")
-    assert default_template(absent, required=False) == {}
-    with pytest.raises(InvalidInputError, match="does not exist"):
-        default_template(absent, required=True)
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("kind: SparkApplication\nspec: [1, 2]\n")
-    with pytest.raises(InvalidInputError, match="expected a SparkApplication with a `spec`"):
-        default_template(str(bad), required=True)
-    bad.write_text("spec: {image: [\n")
-    with pytest.raises(InvalidInputError, match="cannot read"):
-        default_template(str(bad), required=True)
-    good = tmp_path / "good.yaml"
-    good.write_text(
-        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\n"
-        "spec: {image: dk-spark:1, driver: {cores: 2}}\n"
-    )
-    template = default_template(str(good), required=True)
-    assert template == {"image": "dk-spark:1", "driver": {"cores": 2}}
-    # A table's template merges over it key by key.
-    app = build(template=merge(template, {"driver": {"memory": "4g"}}))
-    assert app["spec"]["image"] == "dk-spark:1"
-    assert (app["spec"]["driver"]["cores"], app["spec"]["driver"]["memory"]) == (2, "4g")
-    check_against_the_crd(app)

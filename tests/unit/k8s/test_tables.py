@@ -1,12 +1,12 @@
-"""The operator's table set and its peering rule, without an API server (the e2e layer runs
-them against a real one): which watch events start, change or stop a table's loop, and when
-this replica acts."""
+"""k8s/tables.py: which watch events start, change or stop a table's loop, no API server.
+
+Loops run only while this replica acts (peering.py), and a status write or an Event that fails
+does not stop a poll. The e2e layer runs the same against a real API server."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
@@ -14,7 +14,6 @@ import pytest
 import urllib3
 
 from deltakeeper.k8s import api as k8s_api
-from deltakeeper.k8s import peering
 from deltakeeper.k8s import tables as k8s_tables
 from deltakeeper.k8s.options import Options
 from deltakeeper.k8s.tables import Tables
@@ -24,35 +23,6 @@ from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Condition, ConditionStatus, Event, Observation, Target
 from deltakeeper.runtime.targets import SecretUnreadable
 from deltakeeper.runtime.watcher import TableWatcher
-
-NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
-
-
-def peer(priority: int, seen_s_ago: float = 0, lifetime: int = 60) -> dict[str, Any]:
-    return {
-        "priority": priority,
-        "lifetime": lifetime,
-        "lastseen": (NOW - timedelta(seconds=seen_s_ago)).isoformat(),
-    }
-
-
-def test_acting_follows_kopfs_rule() -> None:
-    def acts(*peerings: dict[str, Any]) -> bool:
-        return peering.acting([{"status": p} for p in peerings], 500, NOW)
-
-    assert acts({"me": peer(500)})
-    assert acts({"me": peer(500), "low": peer(100)})
-    assert not acts({"me": peer(500), "high": peer(900)})
-    assert not acts({"me": peer(500), "twin": peer(500)})  # same priority: kopf pauses both
-    assert acts({"me": peer(500), "high": peer(900, seen_s_ago=61)})  # dead: lifetime passed
-    assert not acts({"me": peer(500), "high": peer(900, seen_s_ago=59)})
-    assert acts({"me": peer(500), "gone": None})  # kopf's exit writes null
-    assert acts({})  # no entry yet (or kopf runs --standalone): nobody outranks us
-    assert acts()
-    # Namespaced mode: one peering object per namespace; any higher peer anywhere pauses.
-    assert not acts({"me": peer(500)}, {"me": peer(500), "high": peer(501)})
-    # A peer without lastseen counts as seen now, as kopf reads it.
-    assert not acts({"me": peer(500), "odd": {"priority": 900}})
 
 
 class Watching:
@@ -139,7 +109,7 @@ def test_loops_run_only_while_acting_and_metrics_go_when_paused() -> None:
     asyncio.run(go())
 
 
-def test_events_change_remove_and_recreate() -> None:
+def test_a_change_keeps_the_loop_a_removal_stops_it_and_a_new_uid_restarts_it() -> None:
     async def go() -> None:
         tables, fleet, _ = make()
         tables.set_acting(True)
