@@ -1,4 +1,4 @@
-"""Secret data -> fsspec storage options, and secret values kept out of text and log records."""
+"""runtime/credentials.py: Secret data as fsspec storage options; secret values kept out of text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fleet: the asyncio watch loops of many tables, on real local tables (asyncio.run per test)."""
+"""runtime/fleet.py: the asyncio watch loops of many tables, on real local tables."""
 
 from __future__ import annotations
 

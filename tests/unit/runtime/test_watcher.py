@@ -25,9 +25,17 @@ from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, pro
 from tests.support.observed import status_of
 
 ALL = ("checkpoint", "cleanup", "vacuum")
+
+
 DAY = 86_400_000
+
+
 START = 1_700_000_000_000  # commit times of hand-written tables
+
+
 Copy = Callable[[str], Path]
+
+
 # status key -> `deltakeeper inspect --json` key
 INSPECT_KEYS = {
     "version": "version",
@@ -382,26 +390,14 @@ def test_a_vacuum_below_the_minimum_retention_is_refused_and_degrades(tmp_path: 
 
 # -- credentials -------------------------------------------------------------------------------
 SECRET = "wTestSecretKey/K7MDENG+bPxRfiCYEXAMPLE0001"
+
+
 KEY_ID = "AKIAWATCHERTEST0001"
 
 
 def _resource(uri: str, **storage: Any) -> TableResource:
     spec = {"uri": uri, "storage": {"secretRef": {"name": "creds"}, **storage}}
     return TableResource("ns", "t", {}, 1, spec)
-
-
-def test_the_secrets_region_joins_the_specs_client_kwargs() -> None:
-    secret = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "eu-1"}
-    # A manifest or CRD option is a string: JSON for the options fsspec wants as mappings.
-    options = {"client_kwargs": '{"verify": false}', "endpoint_url": "http://127.0.0.1:1"}
-    target = resolve(_resource("s3://b/t", options=options), [], lambda ns, name: secret)
-    assert target.problem is None
-    assert target.storage_options["client_kwargs"] == {"verify": False, "region_name": "eu-1"}
-    bad = resolve(_resource("s3://b/t", options={"client_kwargs": "x"}), [], lambda ns, n: secret)
-    assert bad.problem is not None and bad.problem.reason == "InvalidSpec"
-    assert "spec.storage.options: storage option client_kwargs takes a JSON object" in (
-        bad.problem.message
-    )
 
 
 def test_secrets_never_reach_status_conditions_or_events(
@@ -432,11 +428,6 @@ def test_secrets_never_reach_status_conditions_or_events(
     assert cond(obs, "Ready") == ("False", "InvalidSecret")
     assert "PASSWORD" in message(obs, "Ready")
     assert other not in all_text(obs) and SECRET not in all_text(obs)
-
-
-def test_a_target_repr_does_not_show_its_storage_options() -> None:
-    target = Target("ns", "t", "s3://b/t", storage_options={"secret": SECRET})
-    assert SECRET not in repr(target) and SECRET not in str(target)
 
 
 def test_an_unexpected_store_client_error_becomes_a_condition() -> None:

@@ -1,4 +1,4 @@
-"""The runtime's table registry without a front-end: which tables name the same storage."""
+"""runtime/registry.py: the tables a daemon watches, and which of them name the same storage."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def add(r: Registry[Entry], namespace: str, name: str, uri: str) -> Key:
     return (namespace, name)
 
 
-def test_one_spelling_per_table() -> None:
+def test_every_spelling_of_a_uri_names_one_table() -> None:
     for uri in ("/lake/t", "/lake/t/", "file:/lake/t", "file:///lake/t", "file:///lake/t/"):
         assert same_table(uri) == "/lake/t", uri
     assert same_table("s3://lake/t/") == "s3://lake/t"

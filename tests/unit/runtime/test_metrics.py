@@ -1,4 +1,4 @@
-"""metrics.Metrics: gauges, counters, forgetting a table, and the /metrics + /healthz server."""
+"""runtime/metrics.py: gauges, counters, forgetting a table, the /metrics and /healthz server."""
 
 from __future__ import annotations
 

@@ -1,0 +1,30 @@
+"""runtime/targets.py: a DeltaTable and its Secret as a Target: storage options, bad ones named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deltakeeper.resources.manifests import TableResource
+from deltakeeper.runtime.targets import resolve
+
+SECRET = "wTestSecretKey/K7MDENG+bPxRfiCYEXAMPLE0001"
+KEY_ID = "AKIAWATCHERTEST0001"
+
+
+def _resource(uri: str, **storage: Any) -> TableResource:
+    spec = {"uri": uri, "storage": {"secretRef": {"name": "creds"}, **storage}}
+    return TableResource("ns", "t", {}, 1, spec)
+
+
+def test_the_secrets_region_joins_the_specs_client_kwargs() -> None:
+    secret = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "eu-1"}
+    # A manifest or CRD option is a string: JSON for the options fsspec wants as mappings.
+    options = {"client_kwargs": '{"verify": false}', "endpoint_url": "http://127.0.0.1:1"}
+    target = resolve(_resource("s3://b/t", options=options), [], lambda ns, name: secret)
+    assert target.problem is None
+    assert target.storage_options["client_kwargs"] == {"verify": False, "region_name": "eu-1"}
+    bad = resolve(_resource("s3://b/t", options={"client_kwargs": "x"}), [], lambda ns, n: secret)
+    assert bad.problem is not None and bad.problem.reason == "InvalidSpec"
+    assert "spec.storage.options: storage option client_kwargs takes a JSON object" in (
+        bad.problem.message
+    )
