@@ -224,7 +224,7 @@ def test_standalone_scans_a_lake_on_minio_with_a_secret(
     from deltakeeper.resources.lake import table_name
     from deltakeeper.runtime.metrics import Metrics
     from deltakeeper.standalone import tables as standalone
-    from tests.unit.test_standalone_lakes import cycle
+    from tests.support.standalone import cycle
 
     uri = minio.uri("discovery/standalone")
     minio.upload_folder(small_lake, uri)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
+from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
 
 
 def make_table(root: Path, rel: str, *, checkpoint_only: bool = False) -> Path:
@@ -62,3 +62,14 @@ def small_file_table(root: Path, proto: dict[str, Any] | None = None) -> LogBuil
         log.commit(add(f"day=a/{i}.parquet", size=1000, day="a"))
     log.commit(add("day=b/0.parquet", size=200 * 2**20, day="b"))
     return log
+
+
+def small_table(root: Path, commits: int = 3, **features: list[str]) -> LogBuilder:
+    """Version 0 adds a.parquet (100 bytes); each later version v adds f<v>.parquet (10*v bytes).
+    `features`: the protocol's readerFeatures/writerFeatures, with reader 3 and writer 7."""
+    b = LogBuilder(root)
+    proto = protocol(3, 7, **features) if features else protocol()
+    b.commit(proto, metadata(), add("a.parquet"), commit_info())
+    for i in range(1, commits):
+        b.commit(add(f"f{i}.parquet", size=10 * i), commit_info())
+    return b

@@ -1,6 +1,8 @@
-"""Standalone mode with DeltaLake manifests (local disk): found tables are maintained with the
-template's settings, a DeltaTable manifest for the same table wins, a table that disappears is
-marked and kept, a malformed DeltaLake is rejected while the rest run."""
+"""standalone/lakes.py: the tables a folder's DeltaLakes find, maintained with the template.
+
+On the local disk: a DeltaTable manifest for the same table wins, a table that disappears is
+marked and kept (not polled, across a restart too), a malformed DeltaLake is rejected while the
+rest run."""
 
 from __future__ import annotations
 
@@ -18,63 +20,23 @@ from deltakeeper.resources.lake import table_name
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.standalone import tables as standalone
 from deltakeeper.standalone.status_file import status_file_for
-from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
-
-
-def make_table(root: Path, commits: int = 1) -> None:
-    b = LogBuilder(root)
-    b.commit(protocol(), metadata(), add("a.parquet"), commit_info())
-    for i in range(1, commits):
-        b.commit(add(f"f{i}.parquet"), commit_info())
-
-
-def lake_doc(name: str, uri: Path, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "deltakeeper.io/v1alpha1",
-        "kind": "DeltaLake",
-        "metadata": {"name": name, "namespace": "data"},
-        "spec": {"uri": f"file://{uri}", **spec},
-    }
+from tests.support.manifests import lake_doc
+from tests.support.standalone import cycle, lake_folder
+from tests.support.tables import small_table
 
 
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Path, Path]:
-    data = tmp_path / "lake"
-    make_table(data / "events", commits=3)
-    make_table(data / "sales" / "orders")
-    make_table(data / "explicit")
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    template = {"labels": {"team": "x"}, "checkpoint": {"interval": 2}}
-    lake = lake_doc("main", data, tableTemplate=template)
-    (manifests / "lake.json").write_text(json.dumps(lake))
-    bad = lake_doc("broken", data, maxDepth="three")
-    (manifests / "broken.json").write_text(json.dumps(bad))
-    table = {
-        "apiVersion": "deltakeeper.io/v1alpha1",
-        "kind": "DeltaTable",
-        "metadata": {"name": "mine", "namespace": "data"},
-        "spec": {"uri": f"file://{data}/explicit/", "suspend": True},
-    }
-    (manifests / "table.json").write_text(json.dumps(table))
-    return data, manifests
-
-
-async def cycle(daemon: standalone.Standalone) -> None:
-    """What one pass of `run` does, with every lake due."""
-    daemon.reload()
-    await daemon.scan_all()
-    for key, entry in daemon.tables.items():
-        target = await daemon.target(key, entry)
-        await daemon.fleet.poll_once(target, entry.watcher, daemon.registry.publish)
-    daemon.flush()
+    return lake_folder(tmp_path)
 
 
 def name(path: str) -> str:
     return f"data/{table_name(path, 'main')}"
 
 
-def test_lake_tables_are_maintained_and_marked(setup: tuple[Path, Path]) -> None:
+def test_found_tables_are_maintained_with_the_template_and_marked_when_gone(
+    setup: tuple[Path, Path],
+) -> None:
     data, manifests = setup
     status_file = manifests / ".deltakeeper" / "status.json"
     daemon = standalone.Standalone(manifests, status_file, Metrics())
@@ -97,7 +59,7 @@ def test_lake_tables_are_maintained_and_marked(setup: tuple[Path, Path]) -> None
         assert lake["lastScan"]["result"] == "ok" and lake["lastScan"]["requests"] > 0
         assert [r for r in body["rejected"] if "broken" in r and "maxDepth" in r]
 
-        make_table(data / "new")
+        small_table(data / "new", commits=1)
         (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()
         asyncio.run(cycle(daemon))
         body = json.loads(status_file.read_text())
@@ -114,42 +76,12 @@ def test_lake_tables_are_maintained_and_marked(setup: tuple[Path, Path]) -> None
         daemon.fleet.close()
 
 
-def test_status_command_shows_lakes(
-    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    _, manifests = setup
-    assert main(["run", "--manifests", str(manifests), "--once"]) == 1  # a rejected manifest
-    capsys.readouterr()
-    assert main(["status", "--manifests", str(manifests)]) == 0
-    out = capsys.readouterr().out
-    assert "LAKE" in out and "data/main" in out
-    line = next(row for row in out.splitlines() if row.startswith("data/main "))
-    assert line.split()[1:3] == ["3", "2"]
-    # --json: the tables under their NAMESPACE/NAME as before, the lakes under "lakes".
-    assert main(["status", "--manifests", str(manifests), "--json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
-    assert set(shown) == {name("events"), name("sales/orders"), "data/mine", "lakes"}
-    assert all("/" in key for key in shown if key != "lakes")
-    lakes = shown["lakes"]
-    assert set(lakes) == {"data/main"}
-    assert (lakes["data/main"]["tables"], lakes["data/main"]["managedTables"]) == (3, 2)
-    assert lakes["data/main"]["lastScan"]["result"] == "ok"
-
-
-def test_status_json_without_lakes_has_only_tables(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    status_file = tmp_path / "status.json"
-    status_file.write_text(json.dumps({"tables": {"ns/t": {"version": 3}}, "lakes": {}}))
-    assert main(["status", "--status-file", str(status_file), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"ns/t": {"version": 3}}
-
-
 def test_a_lake_whose_secret_is_missing_is_not_ready(tmp_path: Path) -> None:
-    make_table(tmp_path / "lake" / "a")
+    small_table(tmp_path / "lake" / "a", commits=1)
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    lake = lake_doc("main", tmp_path / "lake", storage={"secretRef": {"name": "nope"}})
+    uri = f"file://{tmp_path / 'lake'}"
+    lake = lake_doc("main", uri, storage={"secretRef": {"name": "nope"}})
     (manifests / "lake.json").write_text(json.dumps(lake))
     status_file = manifests / "status.json"
     daemon = standalone.Standalone(manifests, status_file, Metrics())

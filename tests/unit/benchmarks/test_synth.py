@@ -1,4 +1,4 @@
-"""The benchmark table generator writes logs that delta-rs (an oracle nobody here wrote) reads."""
+"""benchmarks/synth.py: the benchmark table generator writes logs delta-rs (an oracle) reads."""
 
 import json
 
@@ -28,7 +28,7 @@ def test_delta_rs_reads_checkpoint_plus_commits(small):
     assert "min.ts" in dt.get_add_actions(flatten=True).column_names
 
 
-def test_checkpoint_layout(small):
+def test_the_checkpoint_and_the_json_commits_after_it_are_as_asked(small):
     params, out, info = small
     log = out / "_delta_log"
     last = json.loads((log / "_last_checkpoint").read_text())
@@ -44,7 +44,7 @@ def test_checkpoint_layout(small):
     assert info["json_commits"] == 6
 
 
-def test_deterministic(small, tmp_path):
+def test_one_seed_gives_the_same_log(small, tmp_path):
     params, out, _ = small
     again = tmp_path / "again"
     generate(params, again)
@@ -52,7 +52,7 @@ def test_deterministic(small, tmp_path):
         assert (again / "_delta_log" / f.name).read_bytes() == f.read_bytes(), f.name
 
 
-def test_json_only_history(tmp_path):
+def test_a_history_without_a_checkpoint_is_json_only_and_readable(tmp_path):
     params = Params(files=300, commits=50, checkpoint=False, seed=5)
     generate(params, tmp_path / "t")
     assert not (tmp_path / "t" / "_delta_log" / "_last_checkpoint").exists()

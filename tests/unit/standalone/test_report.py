@@ -1,0 +1,52 @@
+"""standalone/report.py: what `deltakeeper status` shows of the status file, its lakes too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deltakeeper.cli import main
+from deltakeeper.resources.lake import table_name
+from tests.support.standalone import lake_folder
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path]:
+    return lake_folder(tmp_path)
+
+
+def name(path: str) -> str:
+    return f"data/{table_name(path, 'main')}"
+
+
+def test_status_shows_each_lake_with_its_tables_and_managed_tables(
+    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, manifests = setup
+    assert main(["run", "--manifests", str(manifests), "--once"]) == 1  # a rejected manifest
+    capsys.readouterr()
+    assert main(["status", "--manifests", str(manifests)]) == 0
+    out = capsys.readouterr().out
+    assert "LAKE" in out and "data/main" in out
+    line = next(row for row in out.splitlines() if row.startswith("data/main "))
+    assert line.split()[1:3] == ["3", "2"]
+    # --json: the tables under their NAMESPACE/NAME as before, the lakes under "lakes".
+    assert main(["status", "--manifests", str(manifests), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert set(shown) == {name("events"), name("sales/orders"), "data/mine", "lakes"}
+    assert all("/" in key for key in shown if key != "lakes")
+    lakes = shown["lakes"]
+    assert set(lakes) == {"data/main"}
+    assert (lakes["data/main"]["tables"], lakes["data/main"]["managedTables"]) == (3, 2)
+    assert lakes["data/main"]["lastScan"]["result"] == "ok"
+
+
+def test_status_json_without_lakes_has_only_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status_file = tmp_path / "status.json"
+    status_file.write_text(json.dumps({"tables": {"ns/t": {"version": 3}}, "lakes": {}}))
+    assert main(["status", "--status-file", str(status_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ns/t": {"version": 3}}
