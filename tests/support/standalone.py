@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from deltakeeper.resources.lake import table_name
 from deltakeeper.standalone import tables as standalone
 from tests.support.manifests import lake_doc
 from tests.support.tables import small_table
@@ -21,7 +22,7 @@ async def cycle(daemon: standalone.Standalone) -> None:
     daemon.flush()
 
 
-def lake_folder(tmp_path: Path) -> tuple[Path, Path]:
+def write_lake_folder(tmp_path: Path) -> tuple[Path, Path]:
     """(data, manifests): tables events (3 versions), sales/orders and explicit under data; in
     manifests the DeltaLake data/main over them (its template: label team=x, a checkpoint every 2
     commits), a malformed DeltaLake data/broken, and a DeltaTable data/mine for `explicit`,
@@ -45,3 +46,8 @@ def lake_folder(tmp_path: Path) -> tuple[Path, Path]:
     }
     (manifests / "table.json").write_text(json.dumps(table))
     return data, manifests
+
+
+def found_key(path: str) -> str:
+    """The status file's key of the table that write_lake_folder's DeltaLake finds at `path`."""
+    return f"data/{table_name(path, 'main')}"

@@ -5,6 +5,11 @@ from tests.support.planning import plan_for, steps
 from tests.support.tables import DAY, START, daily_table, log_names, touch
 
 
+def results(report: executor.Report) -> dict[str, str]:
+    """Each step's result by operation name."""
+    return {o.operation: o.result for o in report.outcomes}
+
+
 def test_vacuum_removes_the_expired_tombstones_file_and_strays_only(tmp_path):
     daily_table(tmp_path)
     touch(tmp_path / "stray-old.parquet", START)
@@ -42,8 +47,7 @@ def test_short_vacuum_retention_is_refused_but_the_rest_runs(tmp_path):
     vac = steps(plan)["vacuum"]
     assert vac.refused and not vac.due and "allow" in vac.reason.lower()
     report = executor.execute(table, plan)
-    by_op = {o.operation: o.result for o in report.outcomes}
-    assert by_op == {"checkpoint": "done", "cleanup": "done", "vacuum": "refused"}
+    assert results(report) == {"checkpoint": "done", "cleanup": "done", "vacuum": "refused"}
     assert (tmp_path / "f1.parquet").exists()
 
 
@@ -55,8 +59,7 @@ def test_a_failing_step_skips_the_ones_after_it(tmp_path):
     for name in log_names(tmp_path):
         (tmp_path / "_delta_log" / name).unlink()
     report = executor.execute(table, plan)
-    by_op = {o.operation: o.result for o in report.outcomes}
-    assert by_op == {"checkpoint": "failed", "cleanup": "skipped", "vacuum": "skipped"}
+    assert results(report) == {"checkpoint": "failed", "cleanup": "skipped", "vacuum": "skipped"}
     assert (tmp_path / "stray-old.parquet").exists()
 
 

@@ -143,14 +143,8 @@ def test_maintain_compact_refuses_catalog_managed_tables_with_exit_3(
 ) -> None:
     managed = protocol(3, 7, readerFeatures=["catalogManaged"], writerFeatures=["catalogManaged"])
     small_file_table(tmp_path, managed)
-    code, _, err = main_text(capsys, "maintain", str(tmp_path), "--compact", "--now", NOW)
-    assert code == 3, err
-
-
-def main_text(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    code = main(["maintain", str(tmp_path), "--compact", "--now", NOW])
+    assert code == 3, capsys.readouterr().err
 
 
 def test_maintain_only_compaction_asks_for_it(

@@ -21,31 +21,22 @@ from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.standalone import tables as standalone
 from deltakeeper.standalone.status_file import status_file_for
 from tests.support.manifests import lake_doc
-from tests.support.standalone import cycle, lake_folder
+from tests.support.standalone import cycle, found_key
 from tests.support.tables import small_table
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> tuple[Path, Path]:
-    return lake_folder(tmp_path)
-
-
-def name(path: str) -> str:
-    return f"data/{table_name(path, 'main')}"
-
-
 def test_found_tables_are_maintained_with_the_template_and_marked_when_gone(
-    setup: tuple[Path, Path],
+    lake_folder: tuple[Path, Path],
 ) -> None:
-    data, manifests = setup
+    data, manifests = lake_folder
     status_file = manifests / ".deltakeeper" / "status.json"
     daemon = standalone.Standalone(manifests, status_file, Metrics())
     try:
         asyncio.run(cycle(daemon))
         body = json.loads(status_file.read_text())
         tables = body["tables"]
-        assert set(tables) == {name("events"), name("sales/orders"), "data/mine"}
-        events = tables[name("events")]
+        assert set(tables) == {found_key("events"), found_key("sales/orders"), "data/mine"}
+        events = tables[found_key("events")]
         assert events["discovery"] == {"lake": "data/main", "path": "events", "present": True}
         # the template's checkpoint interval (2) made a checkpoint at version 2
         assert events["lastCheckpointVersion"] == 2
@@ -63,8 +54,8 @@ def test_found_tables_are_maintained_with_the_template_and_marked_when_gone(
         (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()
         asyncio.run(cycle(daemon))
         body = json.loads(status_file.read_text())
-        assert body["tables"][name("new")]["discovery"]["present"] is True
-        orders = body["tables"][name("sales/orders")]  # kept, marked, nothing deleted
+        assert body["tables"][found_key("new")]["discovery"]["present"] is True
+        orders = body["tables"][found_key("sales/orders")]  # kept, marked, nothing deleted
         assert orders["discovery"] == {
             "lake": "data/main",
             "path": "sales/orders",
@@ -110,11 +101,11 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
-    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    lake_folder: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data, manifests = setup
+    data, manifests = lake_folder
     status_file = status_file_for(manifests)
-    orders, key = name("sales/orders"), ("data", table_name("sales/orders", "main"))
+    orders, key = found_key("sales/orders"), ("data", table_name("sales/orders", "main"))
     commit = data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json"
     saved = commit.read_bytes()
     with running(manifests) as daemon:
@@ -158,14 +149,14 @@ def test_a_gone_table_is_not_polled_is_remembered_across_a_restart_and_resumes(
         assert back["lakes"]["data/main"]["missingTables"] == 0
 
 
-def test_a_gone_tables_status_goes_with_its_lake(setup: tuple[Path, Path]) -> None:
-    data, manifests = setup
+def test_a_gone_tables_status_goes_with_its_lake(lake_folder: tuple[Path, Path]) -> None:
+    data, manifests = lake_folder
     status_file = status_file_for(manifests)
     with running(manifests) as daemon:
         asyncio.run(cycle(daemon))
         (data / "sales" / "orders" / "_delta_log" / "00000000000000000000.json").unlink()
         asyncio.run(cycle(daemon))
-        assert name("sales/orders") in json.loads(status_file.read_text())["tables"]
+        assert found_key("sales/orders") in json.loads(status_file.read_text())["tables"]
         (manifests / "lake.json").unlink()
         asyncio.run(cycle(daemon))
     assert set(json.loads(status_file.read_text())["tables"]) == {"data/mine"}

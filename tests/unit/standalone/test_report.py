@@ -8,23 +8,13 @@ from pathlib import Path
 import pytest
 
 from deltakeeper.cli import main
-from deltakeeper.resources.lake import table_name
-from tests.support.standalone import lake_folder
-
-
-@pytest.fixture
-def setup(tmp_path: Path) -> tuple[Path, Path]:
-    return lake_folder(tmp_path)
-
-
-def name(path: str) -> str:
-    return f"data/{table_name(path, 'main')}"
+from tests.support.standalone import found_key
 
 
 def test_status_shows_each_lake_with_its_tables_and_managed_tables(
-    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    lake_folder: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, manifests = setup
+    _, manifests = lake_folder
     assert main(["run", "--manifests", str(manifests), "--once"]) == 1  # a rejected manifest
     capsys.readouterr()
     assert main(["status", "--manifests", str(manifests)]) == 0
@@ -35,7 +25,7 @@ def test_status_shows_each_lake_with_its_tables_and_managed_tables(
     # --json: the tables under their NAMESPACE/NAME as before, the lakes under "lakes".
     assert main(["status", "--manifests", str(manifests), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert set(shown) == {name("events"), name("sales/orders"), "data/mine", "lakes"}
+    assert set(shown) == {found_key("events"), found_key("sales/orders"), "data/mine", "lakes"}
     assert all("/" in key for key in shown if key != "lakes")
     lakes = shown["lakes"]
     assert set(lakes) == {"data/main"}
