@@ -17,8 +17,6 @@ import pytest
 
 from deltakeeper.cli import main
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance import schedule
-from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.model import Problem, Target
@@ -132,23 +130,6 @@ def test_vacuum_dry_run_deletes_nothing(tmp_path: Path) -> None:
     assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "dry-run"
     assert ("Normal", "VacuumDryRun") in [(e.type, e.reason) for e in obs.events]
     assert stray.exists()
-
-
-def test_schedules() -> None:
-    assert schedule.operations_to_plan(NOW, {}, False) == ("checkpoint", "cleanup", "vacuum")
-    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
-    assert schedule.operations_to_plan(NOW + 1, ran, False) == ()
-    assert schedule.operations_to_plan(NOW + 1, ran, True) == ("checkpoint",)
-    assert "cleanup" in schedule.operations_to_plan(NOW + CLEANUP_EVERY_MS, ran, False)
-    assert "vacuum" in schedule.operations_to_plan(NOW + VACUUM_EVERY_MS, ran, False)
-    # 1_800_000_000_000 ms is 2027-01-15T08:00:00Z; '0 3 * * *' fires next at 03:00 the day after.
-    cron = "0 3 * * *"
-    assert "vacuum" not in schedule.operations_to_plan(NOW + 3_600_000, ran, False, cron)
-    assert "vacuum" in schedule.operations_to_plan(NOW + 19 * 3_600_000 + 1, ran, False, cron)
-    first = schedule.operations_to_plan(NOW, {}, False, cron, watched_since_ms=NOW)
-    assert "vacuum" not in first
-    with pytest.raises(PolicyError):
-        schedule.check_cron("every night")
 
 
 def test_credentials_map_keys_and_never_show_values() -> None:

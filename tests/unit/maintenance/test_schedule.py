@@ -71,9 +71,16 @@ def test_vacuum_on_a_cron_schedule_waits_for_0300_utc() -> None:
     assert "vacuum" in plan(ms("2027-01-16T11:00:00"), ran, vacuum_schedule=NIGHTLY)
     # A day passed, but the schedule (not VACUUM_EVERY_MS) decides.
     assert "vacuum" not in plan(ms("2027-01-16T02:00:00"), ran, vacuum_schedule=NIGHTLY)
+    # Run at 08:00: not an hour later, but at 03:00 the day after (19 hours later).
+    at_eight = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
+    assert "vacuum" not in plan(NOW + 3_600_000, at_eight, vacuum_schedule=NIGHTLY)
+    assert "vacuum" in plan(NOW + 19 * 3_600_000 + 1, at_eight, vacuum_schedule=NIGHTLY)
 
 
 def test_first_vacuum_on_a_schedule_waits_for_the_first_fire_after_watching_began() -> None:
+    # Nothing ran yet: checkpoint and cleanup are due at once, vacuum is not.
+    first = plan(NOW, {}, vacuum_schedule=NIGHTLY, watched_since_ms=NOW)
+    assert "vacuum" not in first and first == ("checkpoint", "cleanup")
     ran = {"checkpoint": NOW, "cleanup": NOW}
     since = NOW  # 08:00: the first 03:00 after it is tomorrow's
     for now in (NOW, ms("2027-01-15T23:00:00"), ms("2027-01-16T02:59:59")):
