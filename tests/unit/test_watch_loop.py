@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import shutil
 import urllib.error
@@ -16,8 +15,7 @@ from typing import Any
 import pytest
 
 from deltakeeper.cli import main
-from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.runtime import credentials, metrics
+from deltakeeper.runtime import metrics
 from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.model import Problem, Target
 from deltakeeper.runtime.watcher import TableWatcher
@@ -130,47 +128,6 @@ def test_vacuum_dry_run_deletes_nothing(tmp_path: Path) -> None:
     assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "dry-run"
     assert ("Normal", "VacuumDryRun") in [(e.type, e.reason) for e in obs.events]
     assert stray.exists()
-
-
-def test_credentials_map_keys_and_never_show_values() -> None:
-    assert credentials.storage_options(
-        "s3://b/t",
-        {
-            "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
-            "AWS_SECRET_ACCESS_KEY": "s3cr3tvalue",
-            "AWS_REGION": "eu-west-1",
-        },
-    ) == {
-        "key": "AKIAEXAMPLE",
-        "secret": "s3cr3tvalue",
-        "client_kwargs": {"region_name": "eu-west-1"},
-    }
-    assert credentials.storage_options("az://c/t", {"AZURE_STORAGE_ACCOUNT_KEY": "k" * 10}) == {
-        "account_key": "k" * 10
-    }
-    sa = json.dumps({"type": "service_account", "private_key": "-----BEGIN KEY-----abc"})
-    assert (
-        credentials.storage_options("gs://b/t", {"service-account.json": sa})["token"]["type"]
-        == "service_account"
-    )
-    with pytest.raises(InvalidInputError) as raised:
-        credentials.storage_options("s3://b/t", {"PASSWORD": "hunter2hunter2"})
-    assert "PASSWORD" in str(raised.value) and "hunter2" not in str(raised.value)
-    assert "-----BEGIN KEY-----abc" in credentials.secret_values({"k": sa})
-
-
-def test_scrubbing_covers_log_records_and_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
-    credentials.SCRUBBER.register(["topsecret-123"])
-    credentials.install_log_scrubbing()
-    log = logging.getLogger("deltakeeper.test")
-    with caplog.at_level(logging.INFO):
-        log.info("key is %s", "topsecret-123")
-        try:
-            raise ValueError("failed with topsecret-123")
-        except ValueError:
-            log.exception("boom")
-    text = caplog.text + "".join(r.getMessage() for r in caplog.records)
-    assert "topsecret-123" not in text and "***" in text
 
 
 def test_metrics_counters_gauges_and_http() -> None:

@@ -37,6 +37,13 @@ def test_aws_names_map_to_s3fs_options() -> None:
     assert storage_options("s3://bucket/t", secret) == expected
     assert storage_options("s3a://bucket/t", secret) == expected
     assert storage_options("S3://bucket/t", secret) == expected  # the scheme is not case-bound
+    # A Secret with some of the names gives only their options.
+    some = {k: secret[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}
+    assert storage_options("s3://b/t", some) == {
+        "key": "AKIACREDTEST",
+        "secret": AWS_SECRET,
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
 
 
 def test_azure_names_map_to_adlfs_options() -> None:
@@ -60,6 +67,8 @@ def test_azure_names_map_to_adlfs_options() -> None:
     }
     for uri in ("abfss://c@lake.dfs.core.windows.net/t", "abfs://c/t", "az://c/t"):
         assert storage_options(uri, secret) == expected
+    only_key = {"AZURE_STORAGE_ACCOUNT_KEY": AZ_KEY}
+    assert storage_options("az://c/t", only_key) == {"account_key": AZ_KEY}
 
 
 def test_gcs_service_account_json_becomes_the_token() -> None:
