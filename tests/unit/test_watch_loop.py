@@ -7,15 +7,12 @@ import asyncio
 import json
 import os
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deltakeeper.cli import main
-from deltakeeper.runtime import metrics
 from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.model import Problem, Target
 from deltakeeper.runtime.watcher import TableWatcher
@@ -128,30 +125,6 @@ def test_vacuum_dry_run_deletes_nothing(tmp_path: Path) -> None:
     assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "dry-run"
     assert ("Normal", "VacuumDryRun") in [(e.type, e.reason) for e in obs.events]
     assert stray.exists()
-
-
-def test_metrics_counters_gauges_and_http() -> None:
-    m = metrics.Metrics()
-    m.table("ns", "t", {"version": 5, "files": 3})
-    m.table("ns", "t", {"version": 9, "files": 4})
-    m.table("ns", "t", {"version": 2})  # re-created: never decreases
-    m.maintenance("ns", "t", "vacuum", "done", 0.2)
-    m.deleted("ns", "t", "data", 3, 300)
-    server = metrics.serve(m, 0, "127.0.0.1", healthy=lambda: False)
-    port = server.server_address[1]
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-        assert 'deltakeeper_table_version{namespace="ns",table="t"} 2.0' in text
-        assert 'deltakeeper_table_commits_total{namespace="ns",table="t"} 4.0' in text
-        assert 'deltakeeper_deleted_bytes_total{namespace="ns",table="t",kind="data"} 300.0' in text
-        with pytest.raises(urllib.error.HTTPError) as raised:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz")
-        assert raised.value.code == 503
-        m.forget("ns", "t")
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-        assert 'table="t"' not in text
-    finally:
-        server.shutdown()
 
 
 def test_fleet_limits_concurrent_maintenance(tmp_path: Path) -> None:

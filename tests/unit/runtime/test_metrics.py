@@ -197,7 +197,9 @@ def _get(url: str) -> tuple[int, str, str]:
         return e.code, e.headers["Content-Type"], e.read().decode()
 
 
-def test_serve_exposes_metrics_and_health(server: tuple[Metrics, list[bool], str]) -> None:
+def test_serve_answers_metrics_and_health_and_drops_a_forgotten_table(
+    server: tuple[Metrics, list[bool], str],
+) -> None:
     m, health, base = server
     m.table("ns", "t", STATUS)
     code, ctype, body = _get(base + "/metrics")
@@ -210,6 +212,18 @@ def test_serve_exposes_metrics_and_health(server: tuple[Metrics, list[bool], str
     assert _get(base + "/healthz")[::2] == (503, "unhealthy\n")
     for path in ("/", "/metric", "/healthz/x", "/favicon.ico"):
         assert _get(base + path)[0] == 404, path
+    # The counters as served: commits never decrease, not even when the table is re-created.
+    m.table("ns", "t", {"version": 9})
+    m.table("ns", "t", {"version": 2})
+    m.maintenance("ns", "t", "vacuum", "done", 0.2)
+    m.deleted("ns", "t", "data", 3, 300)
+    body = _get(base + "/metrics")[2]
+    assert 'deltakeeper_table_version{namespace="ns",table="t"} 2.0' in body
+    assert 'deltakeeper_table_commits_total{namespace="ns",table="t"} 4.0' in body
+    assert 'deltakeeper_deleted_bytes_total{namespace="ns",table="t",kind="data"} 300.0' in body
+    # A forgotten table is gone from what is served.
+    m.forget("ns", "t")
+    assert 'table="t"' not in _get(base + "/metrics")[2]
 
 
 def test_http_exposition_equals_the_registry_and_gzips(
