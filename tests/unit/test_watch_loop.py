@@ -3,7 +3,6 @@ credentials, and standalone mode end to end (`deltakeeper run --once`, `status`)
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 
 from deltakeeper.cli import main
-from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.model import Problem, Target
 from deltakeeper.runtime.watcher import TableWatcher
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
@@ -125,41 +123,6 @@ def test_vacuum_dry_run_deletes_nothing(tmp_path: Path) -> None:
     assert status_of(obs)["lastMaintenance"]["vacuum"]["result"] == "dry-run"
     assert ("Normal", "VacuumDryRun") in [(e.type, e.reason) for e in obs.events]
     assert stray.exists()
-
-
-def test_fleet_limits_concurrent_maintenance(tmp_path: Path) -> None:
-    running: list[int] = []
-    most = 0
-
-    class Slow(TableWatcher):
-        def maintain(self, target: Target, obs: Any, now_ms: int) -> Any:
-            nonlocal most
-            running.append(1)
-            most = max(most, len(running))
-            import time
-
-            time.sleep(0.05)
-            running.pop()
-            return super().maintain(target, obs, now_ms)
-
-    async def go() -> list[Any]:
-        published: list[Any] = []
-
-        async def publish(target: Target, obs: Any) -> None:
-            published.append((target.name, obs))
-
-        fleet = Fleet(max_concurrent=1)
-        targets = []
-        for i in range(4):
-            _table(tmp_path / f"t{i}")
-            targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}")))
-        await asyncio.gather(*(fleet.poll_once(t, Slow(NOW), publish) for t in targets))
-        fleet.close()
-        return published
-
-    published = asyncio.run(go())
-    assert most == 1 and len(published) == 8  # each poll: observed, then maintained
-    assert all(status_of(obs)["version"] == 2 for _, obs in published)
 
 
 def test_standalone_once_and_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,18 +18,11 @@ from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.registry import record
 from deltakeeper.runtime.watcher import TableWatcher
-from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.logbuilder import add, commit_info
 from tests.support.observed import status_of
+from tests.support.tables import small_table
 
 T = {"namespace": "ns", "table": "t"}
-
-
-def small_table(root: Path, commits: int = 3) -> LogBuilder:
-    b = LogBuilder(root)
-    b.commit(protocol(), metadata(), add("a.parquet"), commit_info())
-    for i in range(1, commits):
-        b.commit(add(f"f{i}.parquet", size=10 * i), commit_info())
-    return b
 
 
 def fixed(target: Target) -> Any:
@@ -250,7 +243,10 @@ class Tracked(TableWatcher):
             return super().maintain(target, obs, now_ms)
 
 
-def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[Any]:
+def _run_tables(
+    tmp_path: Path, max_concurrent: int, tracker: Tracker, once: bool = False
+) -> list[Any]:
+    """Four tables polled once each, in watch loops or (`once`) by poll_once directly."""
     published = Published()
     targets = []
     for i in range(4):
@@ -268,11 +264,14 @@ def _run_tables(tmp_path: Path, max_concurrent: int, tracker: Tracker) -> list[A
             return sleep
 
         try:
-            loops = [
-                fleet.watch(fixed(t), Tracked(tracker), stop_after_one_poll(t.name), published)
-                for t in targets
-            ]
-            await asyncio.wait_for(asyncio.gather(*loops), 10)
+            if once:
+                polls = [fleet.poll_once(t, Tracked(tracker), published) for t in targets]
+            else:
+                polls = [
+                    fleet.watch(fixed(t), Tracked(tracker), stop_after_one_poll(t.name), published)
+                    for t in targets
+                ]
+            await asyncio.wait_for(asyncio.gather(*polls), 10)
         finally:
             fleet.close()
 
@@ -288,6 +287,11 @@ def test_max_concurrent_1_never_runs_two_maintenances_at_once(tmp_path: Path) ->
     assert all(status_of(obs)["version"] == 2 for _, obs in seen)
     assert tracker.most == 1
     assert tracker.fleet_running == [1, 1, 1, 1]
+    # The same limit holds for polls started directly (poll_once, as `run --once` polls).
+    tracker = Tracker()
+    seen = _run_tables(tmp_path / "once", 1, tracker, once=True)
+    assert len(seen) == 8 and all(status_of(obs)["version"] == 2 for _, obs in seen)
+    assert tracker.most == 1
 
 
 def test_max_concurrent_2_does_run_two_at_once(tmp_path: Path) -> None:
