@@ -144,13 +144,20 @@ def test_first_observe_plans_everything_and_the_status_is_what_inspect_says(
         assert obs.checkpoint_written_ms == cp.stat().st_mtime_ns // 1_000_000
 
 
-def test_a_quiet_poll_costs_one_listing_and_plans_nothing(corpus_copy: Copy) -> None:
+def test_the_first_poll_plans_everything_then_a_quiet_poll_costs_one_listing(
+    corpus_copy: Copy,
+) -> None:
     root = corpus_copy("simple_table_with_checkpoint")
     target = Target("ns", "t", str(root))
     now = now_ms()
     w = TableWatcher(now)
-    first = w.maintain(target, w.observe(target, now), now)
+    observed = w.observe(target, now)
+    assert observed.due == ALL
+    first = w.maintain(target, observed, now)
     assert {o.operation for o in first.outcomes} == set(ALL)
+    assert cond(first, "Ready") == ("True", "Watching")
+    numbers = {key: status_of(first)[key] for key in ("version", "files", "bytes")}
+    assert numbers == {"version": 10, "files": 11, "bytes": 4862}
 
     quiet = w.observe(target, now + 1000)
     assert dict(quiet.requests) == {"list": 1}
@@ -192,10 +199,12 @@ def test_new_commits_update_the_snapshot_instead_of_reloading_it(
     assert status_of(moved)["bytes"] == 60
 
 
-def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
+def test_commits_past_the_interval_get_a_checkpoint_and_the_cleanup_it_allows(
+    corpus_copy: Copy,
+) -> None:
     root = corpus_copy("simple_table_with_checkpoint")  # version 10, checkpoint at 10
     target = Target("ns", "t", str(root), settings={"checkpoint_interval": 3})
-    now = now_ms()
+    now = now_ms() + 60 * DAY  # every commit, those appended below too, is past log retention
     w = TableWatcher(now)
     first = w.maintain(target, w.observe(target, now), now)
     assert status_of(first)["lastCheckpointVersion"] == 10
@@ -206,6 +215,8 @@ def test_commits_past_the_interval_get_a_checkpoint(corpus_copy: Copy) -> None:
     assert obs.due == ("checkpoint",) and status_of(obs)["commitsSinceCheckpoint"] == 3
     obs = w.maintain(target, obs, now + 1000)
 
+    # A new checkpoint is what lets cleanup cut: it runs right after, in the same pass.
+    assert events(obs) == [("Normal", "Checkpointed"), ("Normal", "LogCleaned")]
     checkpointed = [e for e in obs.events if e.reason == "Checkpointed"]
     assert [e.type for e in checkpointed] == ["Normal"]
     assert "wrote the checkpoint at version 13" in checkpointed[0].message
@@ -265,6 +276,7 @@ def test_a_target_with_a_problem_touches_no_storage(tmp_path: Path) -> None:
     missing = tmp_path / "never-created"
     obs = TableWatcher(now).observe(Target("ns", "x", str(missing), problem=problem), now)
     assert cond(obs, "Ready") == ("False", "SecretNotFound") and obs.requests == {}
+    assert events(obs) == [("Warning", "SecretNotFound")]  # a first poll announces it too
     assert not missing.exists()
 
 
@@ -281,8 +293,13 @@ def test_an_unknown_uri_scheme_does_not_claim_the_store_answered() -> None:
 
 
 def test_a_folder_without_a_delta_log_is_not_a_delta_table(tmp_path: Path) -> None:
-    (tmp_path / "data.parquet").write_bytes(b"x")
-    target = Target("ns", "t", str(tmp_path))
+    (tmp_path / "empty").mkdir()
+    empty = TableWatcher(START).observe(Target("ns", "e", str(tmp_path / "empty")), START)
+    assert cond(empty, "Ready") == ("False", "NotADeltaTable")
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "data.parquet").write_bytes(b"x")
+    target = Target("ns", "t", str(root))
     w = TableWatcher(START)
     obs = w.observe(target, START)
     assert cond(obs, "Ready") == ("False", "NotADeltaTable")
@@ -292,11 +309,11 @@ def test_a_folder_without_a_delta_log_is_not_a_delta_table(tmp_path: Path) -> No
     for i in range(1, 3):
         again = w.observe(target, START + i)
         assert cond(again, "Ready") == ("False", "NotADeltaTable") and again.events == []
-    dated_table(tmp_path, 1)
+    dated_table(root, 1)
     healed = w.observe(target, START + 10)
     assert healed.ready and healed.due == ALL
     assert ("Normal", "Watching") in events(healed) and ("Normal", "Supported") in events(healed)
-    assert (tmp_path / "data.parquet").read_bytes() == b"x"
+    assert (root / "data.parquet").read_bytes() == b"x"
 
 
 def _with_unknown_writer_feature(corpus_copy: Copy) -> Path:
@@ -348,6 +365,8 @@ def test_suspend_keeps_watching_but_plans_nothing(corpus_copy: Copy) -> None:
 
 def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     root = corpus_copy("simple_table")
+    stray = root / "stray.parquet"  # referenced by no version: vacuum's too
+    stray.write_bytes(b"x")
     before = tree(root)
     now = now_ms() + 90 * DAY  # the tombstones and their files are long expired
     target = Target("ns", "t", str(root), vacuum_dry_run=True)
@@ -356,6 +375,7 @@ def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     vacuum = next(o for o in obs.outcomes if o.operation == "vacuum")
     assert vacuum.result == "dry-run" and vacuum.deleted_files == 0 and len(vacuum.files) > 5
     assert all((root / f).exists() for f in vacuum.files)
+    assert "stray.parquet" in vacuum.files and stray.exists()
     entry = status_of(obs)["lastMaintenance"]["vacuum"]
     assert entry["result"] == "dry-run" and entry["deletedFiles"] == 0
     dry = [e for e in obs.events if e.reason == "VacuumDryRun"]
