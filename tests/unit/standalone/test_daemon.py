@@ -1,46 +1,24 @@
-"""The watch loop on real local tables: status, conditions, events, schedules, metrics,
-credentials, and standalone mode end to end (`deltakeeper run --once`, `status`)."""
+"""standalone/daemon.py: `deltakeeper run --once` polls each table once and writes its status.
+
+A table that is not Ready makes the exit code 1; a changed manifest is a new observedGeneration;
+`deltakeeper status` without a status file exits 2."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from deltakeeper.cli import main
-from deltakeeper.runtime.model import Target
-from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
-
-NOW = 1_800_000_000_000
+from tests.support.tables import small_table
 
 
-def _table(root: Path, commits: int = 3, **features: list[str]) -> LogBuilder:
-    b = LogBuilder(root)
-    b.commit(
-        protocol(**features) if features else protocol(),
-        metadata(),
-        add("a.parquet"),
-        commit_info(),
-    )
-    for i in range(1, commits):
-        b.commit(add(f"f{i}.parquet", size=10 * i), commit_info())
-    return b
-
-
-def _target(root: Path, **kw: Any) -> Target:
-    return Target("ns", "t", str(root), **kw)
-
-
-def _cond(obs: Any, kind: str) -> tuple[str, str]:
-    c = next(c for c in obs.conditions if c.type == kind)
-    return c.status, c.reason
-
-
-def test_standalone_once_and_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _table(tmp_path / "t")
+def test_run_once_writes_every_status_and_a_changed_spec_is_a_new_generation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small_table(tmp_path / "t")
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "t.yaml").write_text(
