@@ -482,33 +482,28 @@ def test_degraded_stays_true_while_the_last_vacuum_was_refused(tmp_path: Path) -
     assert cond(obs, "Degraded")[0] == "True"
 
 
-def _recreate(root: Path) -> None:
-    """The table dropped and written again in place with a shorter log (files keep old times,
-    as a restore from a backup does)."""
-    shutil.rmtree(root)
-    dated_table(root, 3, prefix="new")
-
-
-def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> None:
+def _maintained_then_recreated(tmp_path: Path) -> tuple[TableWatcher, Target, Path, int]:
+    """A 12-commit table maintained at START + 60 days, then dropped and written again in place
+    with a shorter log (files keep old times, as a restore from a backup does)."""
     root = tmp_path / "t"
     dated_table(root, 12)
     now = START + 60 * DAY
     target = Target("ns", "t", str(root))
     w = TableWatcher(now)
     w.maintain(target, w.observe(target, now), now)
-    _recreate(root)
+    shutil.rmtree(root)
+    dated_table(root, 3, prefix="new")
+    return w, target, root, now
+
+
+def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> None:
+    w, target, _, now = _maintained_then_recreated(tmp_path)
     obs = w.observe(target, now + 60_000)
     assert status_of(obs)["version"] == 2 and status_of(obs)["files"] == 3
 
 
 def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    dated_table(root, 12)
-    now = START + 60 * DAY
-    target = Target("ns", "t", str(root))
-    w = TableWatcher(now)
-    w.maintain(target, w.observe(target, now), now)
-    _recreate(root)
+    w, target, root, now = _maintained_then_recreated(tmp_path)
     later = now + DAY + 1
     w.maintain(target, w.observe(target, later), later)
     assert sorted(p.name for p in root.glob("*.parquet")) == [f"new{v}.parquet" for v in range(3)]
