@@ -79,7 +79,7 @@ def test_histogram_matches_a_plain_bin_search(sizes):
     assert hist["fileCounts"] == counts and hist["totalBytes"] == totals
 
 
-def test_deletion_vector_metrics_and_histogram(tmp_path):
+def test_a_checksum_has_deletion_vector_metrics_and_histogram(tmp_path):
     b = LogBuilder(tmp_path)
     big = {**dv("big"), "cardinality": 2**31 - 1}
     b.commit(DV_PROTOCOL, metadata(), add("a"), add("b", dv={**dv("x"), "cardinality": 12}))
@@ -230,7 +230,7 @@ def test_mismatches_name_each_wrong_field(tmp_path):
     ), found
 
 
-def test_equivalent_spellings_agree(tmp_path):
+def test_equivalent_spellings_of_a_field_are_no_mismatch(tmp_path):
     b = LogBuilder(tmp_path)
     b.commit(DV_PROTOCOL, metadata(), add("a", 10))
     _, snap = snapshot(tmp_path)

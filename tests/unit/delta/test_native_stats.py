@@ -286,7 +286,7 @@ def test_native_reads_short_decimals_as_python_does():
     assert native(lines) == reference(lines)
 
 
-def test_native_many_rows_in_parts_and_slices():
+def test_native_joins_its_parts_in_order_on_a_slice_of_many_rows():
     # More rows than one thread's part, null strings, and a slice of a bigger array (offsets
     # that do not start at zero): the parts are joined in order.
     rng = random.Random(7)

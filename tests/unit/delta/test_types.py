@@ -148,7 +148,7 @@ ALL_PARTS = schema(
 COLS = ["s", "i", "l", "b", "f", "ok", "d", "ts", "ntz", "dec", "bin"]
 
 
-def test_partition_values_types_and_values():
+def test_partition_values_parse_to_their_columns_types():
     rows = [
         [
             ("s", "a b/c=d%20é"),
@@ -241,14 +241,14 @@ def test_partition_values_timestamp_offsets_become_utc():
     assert [r["ts"] for r in got] == [dt.datetime(2024, 1, 1, tzinfo=UTC)] * 2
 
 
-def test_partition_values_physical_names():
+def test_partition_values_are_read_by_physical_names():
     rows = [[("col-6", "2024-01-01"), ("p", "1999-01-01")]]
     got = partition_values_parsed(pv(rows), MAPPED, ["p"], "name")
     assert got.type == pa.struct([("col-6", pa.date32())])
     assert got.to_pylist() == [{"col-6": dt.date(2024, 1, 1)}]
 
 
-def test_partition_values_chunked_and_unpartitioned():
+def test_partition_values_of_chunked_and_unpartitioned_input():
     chunked = pa.chunked_array([pv([[("i", "1")]]), pv([[("i", "2")]])])
     got = partition_values_parsed(chunked, ALL_PARTS, ["i"], None)
     assert got.to_pylist() == [{"i": 1}, {"i": 2}]
@@ -344,7 +344,7 @@ def test_stats_of_every_type_parse():
     assert counts["s"] == {"a": 1, "flag": 0}
 
 
-def test_stats_missing_fields_and_unknown_columns():
+def test_stats_missing_fields_are_null_and_unknown_columns_ignored():
     got = one('{"numRecords": 3, "minValues": {"zzz": 1, "s": {"a": 2, "q": [1]}}, "extra": {}}')
     assert got["numRecords"] == 3 and got["tightBounds"] is None
     assert got["minValues"]["s"] == {"a": 2} and got["minValues"]["id"] is None
@@ -403,7 +403,7 @@ def test_stats_duplicate_key_and_nanoseconds_are_kept_by_fallback():
     assert got["minValues"]["ts"] == dt.datetime(2024, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
 
 
-def test_stats_pretty_printed_json_with_newlines():
+def test_stats_in_pretty_printed_json_with_newlines_parse():
     got = one('{\n  "numRecords": 4,\r\n  "minValues": {"id": 1}\n}')
     assert got["numRecords"] == 4 and got["minValues"]["id"] == 1
 
@@ -440,7 +440,7 @@ def test_stats_are_read_by_physical_names():
     assert "col-6" not in got.type.field("nullCount").type.names
 
 
-def test_stats_many_rows_with_a_few_bad_ones():
+def test_a_few_bad_stats_rows_among_many_spoil_only_themselves():
     good = '{"numRecords": %d, "minValues": {"id": %d, "ts": "2024-01-01T00:00:00.000Z"}}'
     rows = [good % (i, i) for i in range(20_000)]
     for i in (0, 4_097, 9_999, 19_999):

@@ -1,4 +1,7 @@
-"""TableWatcher on real local tables: status, conditions, events, planned and run maintenance."""
+"""runtime/watcher.py: one table's observe and maintain on real local tables, and what they report.
+
+Status, conditions and events; what stops a poll before any request; planned and run maintenance;
+secrets kept out of every text."""
 
 from __future__ import annotations
 
@@ -456,7 +459,7 @@ def test_an_unexpected_store_client_error_becomes_a_condition() -> None:
     assert cond(obs, "Ready")[0] == "False"
 
 
-# -- found while testing -----------------------------------------------------------------------
+# -- several polls, odd histories ---------------------------------------------------------------
 def test_the_first_checkpoint_lets_cleanup_run_in_the_same_pass(tmp_path: Path) -> None:
     dated_table(tmp_path, 12)  # 12 daily commits, no checkpoint, all past the 30-day retention
     now = START + 60 * DAY
