@@ -2,7 +2,7 @@
 cluster's real garbage collector (kube-controller-manager, garbagecollector only), tables on
 MinIO written by delta-rs.
 
-Issue 15's scenarios, in order on one lake (one cluster, one operator, a 2 s scanInterval):
+The DeltaLake scenarios, in order on one lake (one cluster, one operator, a 2 s scanInterval):
 the lake makes its DeltaTables, which get statuses and checkpoints; a new table is picked up
 within one scan; a user's edit survives a template change; a removed table gets
 TableFound=False and its DeltaTable stays; a user's DeltaTable carrying the lake's label is

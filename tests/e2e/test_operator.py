@@ -1,7 +1,7 @@
 """The operator on a real API server: `deltakeeper operator` as a process, DeltaTables and
 Secrets created through the API, tables on MinIO (S3) and local disk written by delta-rs.
 
-Every scenario of issue 4: status and checkpoints while a writer runs, metrics, edits that
+The operator's scenarios: status and checkpoints while a writer runs, metrics, edits that
 take effect and bump observedGeneration, semantic errors as False conditions and Warning
 events with no writes, storage going away and coming back, the API server going away, a kill
 mid-maintenance, two replicas, suspend, deletion, namespace scoping, and no secret anywhere it
