@@ -2,7 +2,7 @@
 fake-gcs-server, with wrong, malformed or misplaced credentials. Each case asserts the exit
 code, a message that says what to fix, that neither the store's own secret nor the bad value
 shows in any output (text or --json), and that every object of the table is byte for byte
-what it was. The local-disk cases are in tests/unit/test_hostile_input.py."""
+what it was. The local-disk cases are in tests/unit/cli/test_hostile_input.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Hostile input on a local table: every CLI command, every bad input of issue 14 (findings 1,
-2, 11, 13-15). Each case asserts the exit code, a message that says what to fix, that no
+"""Hostile input on a local table, through every CLI command: secrets in options and URIs,
+strict manifests, exit codes, where metrics listen, JSON errors, odd URIs and partition values,
+bad daemon manifests. Each case asserts the exit code, a message that says what to fix, that no
 secret shows in any output, and that the table's files are byte for byte what they were.
 The object-store cases are in tests/integration/test_hostile_stores.py."""
 
@@ -18,6 +19,7 @@ import pytest
 
 from deltakeeper.cli import main
 from deltakeeper.resources import manifests
+from tests.support.cli import run
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol
 
 SECRET = "hunter2-Sup3rSecretValue"
@@ -52,12 +54,6 @@ def table(corpus: Path, tmp_path: Path) -> Path:
     return root
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def check(
     capsys: pytest.CaptureFixture[str],
     root: Path,
@@ -81,7 +77,7 @@ def check(
         assert tree_hash(root) == before, argv
 
 
-# -- finding 1: secrets ----------------------------------------------------------------------
+# -- secrets --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", URI_COMMANDS)
@@ -139,7 +135,7 @@ def test_gcs_token_in_a_failed_token_check_is_masked(tmp_path):
         assert json.loads(done.stdout)["error"] == "StorageUnreachable"
 
 
-# -- finding 11: exit codes ----------------------------------------------------------------
+# -- exit codes -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", URI_COMMANDS)
@@ -194,7 +190,7 @@ def test_metrics_port_in_use_is_exit_2(capsys, tmp_path):
     assert got == 2 and "choose another --metrics-port" in err
 
 
-# -- finding 13: where metrics listen --------------------------------------------------------
+# -- where metrics listen -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -248,7 +244,7 @@ def test_operator_bind_address_comes_from_the_environment(monkeypatch):
     assert Options().metrics_bind_address == "127.0.0.1"
 
 
-# -- finding 14: JSON errors -----------------------------------------------------------------
+# -- JSON errors ----------------------------------------------------------------------------------
 
 
 def test_json_error_for_a_missing_table_and_a_usage_error(capsys, tmp_path):
@@ -263,7 +259,7 @@ def test_json_error_for_a_missing_table_and_a_usage_error(capsys, tmp_path):
     }
 
 
-# -- finding 15: URIs and partition values ---------------------------------------------------
+# -- URIs and partition values --------------------------------------------------------------------
 
 
 def test_file_uri_with_one_slash_is_the_table(capsys, table):
@@ -290,7 +286,7 @@ def test_empty_string_partition_value_is_null(capsys, tmp_path):
     }
 
 
-# -- finding 2: strict manifests -------------------------------------------------------------
+# -- strict manifests -----------------------------------------------------------------------------
 
 TABLE_YAML = """\
 apiVersion: deltakeeper.io/v1alpha1
@@ -349,7 +345,7 @@ def test_a_misspelt_dry_run_deletes_nothing_and_the_other_tables_run(capsys, tmp
     assert "spec.vacuum.dryrun" in capsys.readouterr().out
 
 
-# -- finding 12: the daemon ------------------------------------------------------------------
+# -- the daemon -----------------------------------------------------------------------------------
 
 SECRET_YAML = """\
 apiVersion: v1

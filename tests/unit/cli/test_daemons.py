@@ -1,23 +1,26 @@
-"""`deltakeeper run` and `deltakeeper operator`'s --default-poll-interval: how it reaches the
-daemons, what it refuses, and what --help says. Precedence itself: test_crd_manifests.py."""
+"""cli/daemons.py: `run`, `status` and `operator`. --default-poll-interval and the compaction
+options reach standalone mode and the memo, bad values and variables are refused by name, and
+--log-format json masks secrets as text logs do."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
 
-from deltakeeper.cli import main
+from deltakeeper.cli import build_parser, main
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.k8s.options import Options
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, POLL_INTERVAL_MS
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.standalone import daemon as standalone_daemon
 from deltakeeper.standalone import tables as standalone
-from deltakeeper.units import parse_interval_ms
 
 TABLE = """\
 apiVersion: deltakeeper.io/v1alpha1
@@ -25,15 +28,6 @@ kind: DeltaTable
 metadata: {{name: {name}}}
 spec: {{uri: "file:///lake/{name}"{extra}}}
 """
-
-
-def test_an_interval_is_a_duration_above_zero() -> None:
-    assert parse_interval_ms("2m") == 120_000
-    for bad, why in (("0s", "more than 0s"), ("-1s", "not a duration"), ("2", "not a duration")):
-        with pytest.raises(ValueError, match=why):
-            parse_interval_ms(bad)
-    with pytest.raises(ValueError, match="too long"):
-        parse_interval_ms("99999999999d")
 
 
 @pytest.mark.parametrize("command", ["run", "operator"])
@@ -145,3 +139,58 @@ def test_the_compaction_retry_comes_from_the_flag_else_the_variable(
     assert main(["operator", "--compaction-retry", "0s"]) == 2
     assert "--compaction-retry: '0s' must be more than 0s" in capsys.readouterr().err
     assert len(memos) == 3
+
+
+SECRET = "AKIAsecretvalue-1234"
+# The operator's logging set-up as `cmd_operator` and its startup handler make it, in a child
+# process so this test's own logging stays as it is.
+CHILD = f"""
+import logging, sys
+import kopf
+from deltakeeper.runtime import credentials
+from deltakeeper.cli import main
+from unittest import mock
+
+with mock.patch("kopf.run"):
+    main(["operator", "--log-format", sys.argv[1], "--metrics-port", "0"])
+credentials.install_log_scrubbing()
+credentials.SCRUBBER.register(["{SECRET}"])
+log = logging.getLogger("deltakeeper.operator")
+log.warning("reading s3://lake/t with key %s", "{SECRET}")
+try:
+    raise ValueError("refused: {SECRET}")
+except ValueError:
+    log.exception("poll failed")
+"""
+
+
+def _run(log_format: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, log_format], capture_output=True, text=True, check=True
+    )
+    return done.stderr
+
+
+def test_json_lines_with_secrets_masked() -> None:
+    out = _run("json")
+    assert SECRET not in out
+    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert len(records) == 2
+    assert records[0]["message"] == "reading s3://lake/t with key ***"
+    assert records[0]["severity"] == "warn" and records[0]["timestamp"]
+    assert records[1]["message"].startswith("poll failed\nTraceback")
+    assert "refused: ***" in records[1]["message"]
+
+
+def test_text_is_the_default_and_masked_too() -> None:
+    assert build_parser().parse_args(["operator"]).log_format == "text"
+    out = _run("text")
+    assert SECRET not in out and "with key ***" in out
+    with pytest.raises(ValueError):
+        json.loads(out.splitlines()[0])
+
+
+def test_unknown_log_format_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # Usage errors go through main's one error path (exit 2, JSON with --json).
+    assert main(["operator", "--log-format", "yaml"]) == 2
+    assert "invalid choice: 'yaml'" in capsys.readouterr().err

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper.cli import main
-from tests.unit.test_discover import make_table
+from tests.support.cli import run
+from tests.support.tables import make_table
 
 DISCOVER_KEYS = {
     "uri",
@@ -30,12 +30,6 @@ def lake(tmp_path: Path) -> Path:
     staging.mkdir(parents=True)
     (staging / "_commit_3f2a0bd6-7cfc-4c3a-9a9b-2d8e8a1d5b7e.json.tmp").write_text("{}")
     return tmp_path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_prints_paths_and_cost(capsys: pytest.CaptureFixture[str], lake: Path) -> None:

@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from deltakeeper.cli import main
 from deltakeeper.compaction import submit
 from deltakeeper.compaction.launcher import JobRequest, JobResult
 from deltakeeper.delta.errors import StorageUnreachableError
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction_plan, executor, planner
 from deltakeeper.maintenance.policy import CompactionSettings, effective
+from tests.support.cli import run
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol
 
 NOW = "2023-11-15T00:00:00Z"  # a day after the log builder's modification times
@@ -42,12 +42,6 @@ def tree_digest(root: Path) -> str:
         if p.is_file():
             h.update(p.read_bytes())
     return h.hexdigest()
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_dry_run_json_plans_the_due_partitions_and_writes_nothing(

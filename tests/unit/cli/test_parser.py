@@ -1,0 +1,185 @@
+"""cli/parser.py and main(): the CLI starts light (`--version`, `--help` and a usage error load
+no heavy library and no command module; checked by what is imported, not by a clock), each
+command names the function of its family and loads only what that family uses; the console
+script, help and --version."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deltakeeper import __version__
+from deltakeeper.cli import build_parser, main
+from deltakeeper.cli.parser import Command
+from tests.support.cli import run
+
+HEAVY = (
+    "pyarrow",
+    "fsspec",
+    "kopf",
+    "kubernetes",
+    "prometheus_client",
+    "jsonschema",
+    "orjson",
+    "yaml",
+    "croniter",
+    "deltakeeper.delta.table",
+    "deltakeeper.delta.storage",
+)
+SUBPARSERS = next(a for a in build_parser()._actions if a.dest == "command").choices
+COMMANDS = tuple(SUBPARSERS)
+# The commands' own modules, and the flags they read through.
+FAMILIES = (*{p.get_default("func").module for p in SUBPARSERS.values()}, "deltakeeper.cli.flags")
+# Each argv in turn in one process; for each, the heavy and command modules loaded so far.
+CHILD = """
+import json, sys
+from deltakeeper.cli import main
+
+unwanted = set(json.loads(sys.argv[1]))
+loaded = []
+for argv in json.loads(sys.argv[2]):
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    found = {m.split(".")[0] for m in sys.modules if m.split(".")[0] in unwanted}
+    loaded.append([argv, code, sorted(found | unwanted.intersection(sys.modules))])
+print(json.dumps(loaded))
+"""
+
+
+def _loaded_by(*argvs: list[str]) -> list[list]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([*HEAVY, *FAMILIES]), json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_version_and_help_load_nothing_heavy() -> None:
+    for argv, code, found in _loaded_by(["--version"], ["--help"]):
+        assert code == 0, argv
+        assert found == [], f"{argv} loaded {found}"
+
+
+def test_each_commands_help_loads_nothing_heavy() -> None:
+    for argv, code, found in _loaded_by(*([c, "--help"] for c in COMMANDS)):
+        assert code == 0, argv
+        assert found == [], f"{argv} loaded {found}"
+
+
+def test_a_usage_error_loads_nothing_heavy() -> None:
+    usage = (["bogus"], ["inspect"], ["inspect", "t", "--storage-opt", "k=v"], ["compact"])
+    for argv, code, found in _loaded_by(*usage):
+        assert code == 2, argv
+        assert found == [], f"{argv} loaded {found}"
+
+
+def test_python_dash_m_version_imports_nothing_heavy() -> None:
+    """`python -m deltakeeper --version`, as a user runs it: -X importtime names every module."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "deltakeeper", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == f"deltakeeper {__version__}\n"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert "deltakeeper.cli" in imported
+    assert sorted(m for m in imported if m.split(".")[0] in HEAVY or m in HEAVY) == []
+
+
+def test_the_console_script_is_main() -> None:
+    scripts = importlib.metadata.entry_points(group="console_scripts")
+    assert scripts["deltakeeper"].load() is main
+
+
+RUN_ALL = """
+import json, sys
+from deltakeeper.cli import main
+
+for argv in json.loads(sys.argv[1]):
+    code = main(argv)
+    assert code == 0, (argv, code)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_after(*argvs: list[str]) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_ALL, json.dumps(argvs)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _roots(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("name", sorted(SUBPARSERS))
+def test_each_command_names_a_function_of_its_family(name: str) -> None:
+    func = SUBPARSERS[name].get_default("func")
+    assert isinstance(func, Command)
+    assert callable(getattr(importlib.import_module(func.module), func.function))
+
+
+def test_table_commands_load_no_daemon_or_kubernetes_modules(corpus_copy) -> None:
+    table = str(corpus_copy("simple_table"))
+    now = ["--now", "2100-01-01T00:00:00Z", "--dry-run"]
+    loaded = _modules_after(
+        ["inspect", table],
+        ["files", table],
+        ["checkpoint", table, *now],
+        ["cleanup", table, *now],
+        ["vacuum", table, *now],
+        ["maintain", table, *now],
+    )
+    unused = {"kopf", "kubernetes", "prometheus_client", "jsonschema", "yaml", "croniter"}
+    assert _roots(loaded) & unused == set()
+    fronts = ("deltakeeper.k8s", "deltakeeper.standalone")
+    assert {m for m in loaded if m.startswith(fronts)} == set()
+    assert "deltakeeper.cli.daemons" not in loaded
+
+
+def test_status_loads_no_kubernetes_operator(tmp_path: Path) -> None:
+    status = tmp_path / "status.json"
+    status.write_text('{"tables": {}}')
+    loaded = _modules_after(["status", "--status-file", str(status)])
+    assert _roots(loaded) & {"kopf", "pyspark"} == set()
+    assert {m for m in loaded if m.startswith("deltakeeper.k8s")} == set()
+
+
+def test_console_script_runs(corpus):
+    proc = subprocess.run(
+        [sys.executable, "-m", "deltakeeper", "inspect", str(corpus / "simple_table"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["version"] == 4
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["inspect", "--help"], ["files", "--help"]])
+def test_help(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    assert "usage" in capsys.readouterr().out
+
+
+def test_version_flag_and_version_option_do_not_clash(capsys, corpus):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("deltakeeper ")
+    code, out, _ = run(capsys, "inspect", str(corpus / "simple_table"), "--version", "2", "--json")
+    assert code == 0 and json.loads(out)["version"] == 2
