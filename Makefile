@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit lint lock images bench bench-maintenance bench-operator bench-compaction bench-discovery clean
+.PHONY: setup run test test-deps test-fast test-unit test-conformance test-integration test-e2e test-chart test-image test-monitoring lint lock images bench bench-maintenance bench-operator bench-compaction bench-discovery clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -26,8 +26,16 @@ test: test-deps
 test-fast: setup
 	$(PYTEST) tests/unit tests/conformance -q -p no:cacheprovider -m "not spark"
 
+# One layer of the suite at a time. `make test-unit LAYER=runtime` runs the unit tests of one
+# package (tests/unit/<layer>/ mirrors operator/deltakeeper/<layer>/).
 test-unit: setup
-	$(PYTEST) tests/unit -q -p no:cacheprovider
+	$(PYTEST) tests/unit/$(LAYER) -q -p no:cacheprovider
+
+test-conformance: test-deps
+	$(PYTEST) tests/conformance -q -p no:cacheprovider
+
+test-integration test-e2e test-chart test-image test-monitoring: test-deps
+	$(PYTEST) tests/$(@:test-%=%) -q -p no:cacheprovider -rfE
 
 lint: setup
 	.venv/bin/ruff check operator tests benchmarks scripts
