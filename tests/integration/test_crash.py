@@ -1,4 +1,5 @@
-"""Crash safety (DESIGN.md invariant 5): SIGKILL a maintenance command at every storage mutation.
+"""Crash safety (ARCHITECTURE.md, promise 5): SIGKILL a maintenance command at every storage
+mutation.
 
 For each operation and table: run the command once to the end to learn its steps (every
 overwrite, create and per-key delete, see tests/support/faults.py), then, for every step k and

@@ -1,5 +1,5 @@
 """Tables on MinIO (S3), Azurite (Azure Blob) and fake-gcs-server (GCS) read exactly as on disk,
-and watching a table costs what DESIGN.md promises, counted on MinIO."""
+and watching a table costs what ARCHITECTURE.md promises (one listing), counted on MinIO."""
 
 from __future__ import annotations
 

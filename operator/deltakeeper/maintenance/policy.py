@@ -1,6 +1,6 @@
 """Defaults and effective policy. Every default deltakeeper uses is defined here and only here.
 
-Precedence (DESIGN.md): the DeltaTable spec (or CLI flag), then a DeltaMaintenancePolicy that
+Precedence (ARCHITECTURE.md): the DeltaTable spec (or CLI flag), then a DeltaMaintenancePolicy that
 selects the table, then Delta Lake's defaults. Retention follows the table as Delta Spark does:
 an explicit setting never goes below the table's own property (`delta.logRetentionDuration`,
 `delta.deletedFileRetentionDuration`); with none, the table's property is used as it is (even

@@ -1,7 +1,7 @@
 """Every rule from a DeltaTable or DeltaMaintenancePolicy spec to settings, in one place.
 
-The table's spec wins over its policy's (DESIGN.md's precedence); what neither sets is left
-out here and filled in with Delta's defaults by maintenance/policy.py, where defaults live.
+The table's spec wins over its policy's; what neither sets is left out here and filled in by
+maintenance/policy.py, where the defaults and the rest of the precedence live.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ A DeltaTable's `spec.storage.secretRef` names a Secret (in the operator, read fr
 server; in standalone mode, a Secret manifest in the folder). Its keys use the names the
 clouds' own tools use (AWS_ACCESS_KEY_ID, AZURE_STORAGE_ACCOUNT_KEY, ...) or fsspec's option
 names directly. Every secret value is registered with `Scrubber`, whose filter removes it from
-log records, and whose `scrub` the status, events and exceptions pass through (DESIGN.md
-invariant 6).
+log records, and whose `scrub` the status, events and exceptions pass through (ARCHITECTURE.md,
+promise 6).
 """
 
 from __future__ import annotations
