@@ -76,6 +76,10 @@ _CONNECTION_MARKERS = ("Connect", "Timeout", "ServerDisconnected", "ServiceReque
 _REFUSED_MARKERS = ("NoCredentials", "Forbidden", "AccessDenied", "ClientAuthentication")
 
 
+# The pause before the first retry; it doubles before each next one (3 s in all over 5 attempts).
+FIRST_BACKOFF_S = 0.2
+
+
 def with_retries(uri: str, op: str, fn: Callable[[], T], attempts: int = 5) -> T:
     """Run `fn`, retrying throttling, 5xx and connection failures with exponential backoff.
 
@@ -83,7 +87,7 @@ def with_retries(uri: str, op: str, fn: Callable[[], T], attempts: int = 5) -> T
     a refusal, a missing bucket or a failure that outlasts the retries StorageUnreachableError.
     Messages name the URI (without secrets), never credentials.
     """
-    delay = 0.2
+    delay = FIRST_BACKOFF_S
     for attempt in range(attempts):
         try:
             return fn()
