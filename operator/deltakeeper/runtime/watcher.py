@@ -24,6 +24,7 @@ from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
@@ -33,10 +34,10 @@ from deltakeeper.runtime import conditions, status
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.model import Observation, Problem, Target
-from deltakeeper.units import rfc3339
+from deltakeeper.units import parse_timestamp_ms, rfc3339
 
 log = logging.getLogger("deltakeeper.watcher")
-CHECKPOINT, COMPACTION = Operation.CHECKPOINT, Operation.COMPACTION
+CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Operation.VACUUM
 
 
 class TableWatcher:
@@ -188,7 +189,14 @@ class TableWatcher:
         try:
             assert self._policy is not None  # set by the observe() that found `ops` due
             plan = planner.plan(
-                table, snap, self._policy, now_ms, ops, cleanup_after_checkpoint=True
+                table,
+                snap,
+                self._policy,
+                now_ms,
+                ops,
+                cleanup_after_checkpoint=True,
+                full_vacuum=planner.full_vacuum_due(self._policy, self._last_full_ms(), now_ms),
+                storage_options=target.storage_options,
             )
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
@@ -204,6 +212,14 @@ class TableWatcher:
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
+
+    def _last_full_ms(self) -> int | None:
+        """When the last FULL vacuum ran, as the status records it (None: never)."""
+        when = (self.last_maintenance.get(VACUUM) or {}).get("lastFull")
+        try:
+            return parse_timestamp_ms(when) if isinstance(when, str) else None
+        except ValueError:
+            return None
 
     def _compactor(self, target: Target) -> Compactor | None:
         """The daemon's compactor with this table's storage options."""
@@ -231,6 +247,7 @@ class TableWatcher:
                 self.last_run_ms[op] = now_ms
             if o.result is Result.SKIPPED:
                 continue  # looked, nothing due: the status keeps the last real run
+            previous = self.last_maintenance.get(op) or {}
             self.last_maintenance[op] = {
                 "time": rfc3339(now_ms),
                 "timeMs": now_ms,
@@ -241,6 +258,7 @@ class TableWatcher:
                 "seconds": round(o.seconds, 3),
                 "message": o.message,
                 **_rewritten(o),
+                **_vacuumed(o, previous, now_ms),
             }
 
     # -- describe -----------------------------------------------------------------------------
@@ -289,6 +307,24 @@ class TableWatcher:
         new = total - self._requests_seen
         self._requests_seen = total
         return new
+
+
+def _vacuumed(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+    """A vacuum's mode and cost, and when the last FULL one ran (carried over from the run
+    before when this one was not FULL)."""
+    run = o.vacuum
+    if run is None:
+        return {}
+    full = run.mode is Mode.FULL and o.result in (Result.DONE, Result.DRY_RUN)
+    last_full = rfc3339(now_ms) if full else previous.get("lastFull")
+    return {
+        "mode": str(run.mode),
+        "modeReason": run.reason,
+        "candidates": run.candidates,
+        "listedObjects": run.listed,
+        "requests": dict(sorted(run.requests.items())),
+        **({"lastFull": last_full} if last_full else {}),
+    }
 
 
 def _rewritten(o: Outcome) -> dict[str, Any]:

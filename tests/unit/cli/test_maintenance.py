@@ -20,7 +20,7 @@ def test_json_report_has_the_contract_keys_and_per_step_results(capsys, tmp_path
     touch(tmp_path / "stray.parquet", START)
     log = tmp_path / "_delta_log"
     commit_bytes = sum((log / f"{v:020d}.json").stat().st_size for v in range(11))
-    code, report, _ = maintain_json(capsys, tmp_path)
+    code, report, _ = maintain_json(capsys, tmp_path, "--mode", "full")  # FULL finds the stray
     assert code == 0
     assert report["operation"] == "maintain" and report["version"] == 11
     assert report["dryRun"] is False and report["checkpointVersion"] == 11

@@ -354,6 +354,8 @@ def test_cli_short_retention_exits_2_and_deletes_nothing(tmp_path, capsys):
         "--now",
         str(NOW),
         "--json",
+        "--mode",
+        "full",
     )
     assert code == 0 and json.loads(out)["deletedFiles"] == 1
     assert not (tmp_path / "stray").exists()
@@ -398,7 +400,8 @@ def test_cli_dry_run_lists_what_the_real_run_deletes(tmp_path, capsys):
     b.commit(protocol(), metadata(), add("live"))
     for key, mtime in [("live", OLD), ("old-1", OLD), ("d/old 2", OLD), ("new", NOW)]:
         touch(tmp_path, key, mtime, data=b"12345")
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    full = ("--mode", "full")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json", *full)
     dry = json.loads(out)
     assert code == 0 and dry["dryRun"] and dry["deletedFiles"] == 0
     assert dry["files"] == ["d/old 2", "old-1"]
@@ -406,7 +409,7 @@ def test_cli_dry_run_lists_what_the_real_run_deletes(tmp_path, capsys):
     assert (dry["retentionMs"], dry["cutoffTimestamp"]) == (WEEK, CUTOFF)
     assert (dry["scannedFiles"], dry["referencedFiles"], dry["operation"]) == (5, 1, "vacuum")
     before = files_under(tmp_path)
-    code, out, err = _cli(capsys, str(tmp_path), "--now", str(NOW))
+    code, out, err = _cli(capsys, str(tmp_path), "--now", str(NOW), *full)
     assert code == 0 and "deleted 2 files" in out and "vacuum: deleted 2/2 files" in err
     assert before - files_under(tmp_path) == set(dry["files"])
 
@@ -540,10 +543,11 @@ def test_a_nested_delta_table_is_skipped_and_named(tmp_path, capsys):
     assert [f.key for f in p.delete] == ["stray"]
     assert p.nested == ["inner"] and p.in_nested == 5  # 3 data files and 2 commits
     assert "skipped 1 nested Delta tables (5 files; each has its own _delta_log): inner" in str(p)
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    full = ("--mode", "full")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json", *full)
     assert code == 0 and json.loads(out)["skippedNestedTables"] == ["inner"]
     before = files_under(tmp_path)
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json", *full)
     assert code == 0 and json.loads(out)["skippedNestedTables"] == ["inner"]
     assert before - files_under(tmp_path) == {"stray"}
 
@@ -565,11 +569,12 @@ def test_folders_left_empty_are_removed_but_never_the_root_log_or_new_ones(tmp_p
     p = plan(tmp_path)
     assert [f.key for f in p.delete] == ["a/b/gone.parquet", "p=2/gone.parquet"]
     assert p.folders == ["a/", "a/b/", "empty/", "empty/deeper/", "p=2/"]
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    full = ("--mode", "full")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json", *full)
     dry = json.loads(out)
     assert dry["folders"] == p.folders and dry["deletedFolders"] == 0
     assert (tmp_path / "empty" / "deeper").is_dir()
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json", *full)
     assert code == 0 and json.loads(out)["deletedFolders"] == 5
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["_delta_log", "keep", "p=1", "young"]
