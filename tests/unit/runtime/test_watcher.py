@@ -383,8 +383,12 @@ def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     assert entry["result"] == "dry-run" and entry["deletedFiles"] == 0
     dry = [e for e in obs.events if e.reason == "VacuumDryRun"]
     assert [(e.type, e.message) for e in dry] == [
-        ("Normal", f"vacuum would delete {len(vacuum.files)} files")
+        (
+            "Normal",
+            f"FULL (auto: no FULL vacuum on record) vacuum would delete {len(vacuum.files)} files",
+        )
     ]
+    assert entry["mode"] == "full" and entry["modeReason"] == "auto: no FULL vacuum on record"
     assert tree(root) == before
     # The same table without dryRun deletes exactly those files.
     wet = TableWatcher(now)
