@@ -350,10 +350,10 @@ class VacuumPlan(Deletes):
 
     def _record_line(self) -> str:
         n = self.newest_outside
-        if n is None:
-            return f"no commit is older than the cut-off; {paths.LAST_VACUUM_INFO} stays as it is"
         if self.mode is Mode.INVENTORY:
             return f"{paths.LAST_VACUUM_INFO} stays as it is (an inventory may predate removes)"
+        if n is None:
+            return f"no commit is older than the cut-off; {paths.LAST_VACUUM_INFO} stays as it is"
         if self.record is None:
             return f"{paths.LAST_VACUUM_INFO} already records N = {n} or later"
         return f"then {paths.LAST_VACUUM_INFO} records N = {n}, the newest commit past the cut-off"

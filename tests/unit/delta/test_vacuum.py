@@ -34,6 +34,7 @@ from deltakeeper.delta.vacuum import (
     plan_vacuum,
     z85_decode,
 )
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import policy
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 
@@ -527,6 +528,38 @@ def test_property_vacuum_never_deletes_a_referenced_or_young_file(history, data,
         left = files_under(Path(tmp))
         assert keep <= left
         assert {k for k, f in listed.items() if f.mtime_ms >= cutoff} <= left
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(), st.data(), st.integers(0, 15 * DAY))
+def test_property_lite_deletes_what_removes_name_and_nothing_referenced(history, data, retention):
+    """LITE (every commit past the cut-off here) deletes exactly the files and old DV files that
+    removes name with a deletion time before the cut-off (the newest, for a file removed twice)
+    and nothing still referenced; FULL deletes all of them too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Model(Path(tmp))
+        for op in history:
+            model.step(op)
+        times = [model.t, *(ts for _, _, ts in model.tombstones), *model.mtimes]
+        cutoff = data.draw(st.sampled_from(times)) + data.draw(st.sampled_from([-1, 0, 1]))
+        now = cutoff + retention
+        table = open_table(tmp)
+        lite = plan_table_vacuum(table, load_for_vacuum(table), retention, now, True, Mode.LITE)
+        removed: dict[str, int] = {}
+        for key, dv_key, ts in model.tombstones:
+            for k in (key, dv_key):
+                if k:
+                    removed[k] = max(ts, removed.get(k, ts))
+        keep = model.referenced(cutoff)
+        expected = sorted(k for k, ts in removed.items() if ts < cutoff and k not in keep)
+        assert [f.key for f in lite.delete] == expected
+        full = plan_table_vacuum(table, load_for_vacuum(table), retention, now, True)
+        gone_full = {f.key for f in full.delete}
+        assert {k for k in expected if model_mtime(Path(tmp), k) < cutoff} <= gone_full
+
+
+def model_mtime(root: Path, key: str) -> int:
+    return (root / key).stat().st_mtime_ns // 1_000_000
 
 
 # -- nested tables and empty folders -------------------------------------------------------------
