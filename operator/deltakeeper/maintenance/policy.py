@@ -38,7 +38,7 @@ MIN_VACUUM_RETENTION_MS = properties.MIN_VACUUM_RETENTION_MS
 CLASSIC_V2_EVERY_INTERVALS = 10
 # The watch loop (operator and standalone mode): how often a table is polled, how often metadata
 # cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
-# often vacuum runs when vacuum.schedule is not set (vacuum lists the whole table, so rarely).
+# often vacuum runs when vacuum.schedule is not set (a FULL one lists the whole table).
 POLL_INTERVAL_MS = 30_000
 # Where the daemons serve /metrics: this machine only, as metrics name every table; other hosts
 # get them only when asked for (`--metrics-bind-address 0.0.0.0`; the Helm chart does).
