@@ -168,12 +168,14 @@ class Table:
             return True
         return _newer_checkpoint(listing, snap)
 
-    def update(self, snap: Snapshot) -> Snapshot:
+    def update(self, snap: Snapshot, listing: Listing | None = None) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed, and a read of
         each new commit when only commits were added. Read afresh when the listing shows a
         checkpoint `snap` does not use (a fresh read leaves out the tombstones it expired) or
-        when `snap` read past a damaged checkpoint (it may have been rewritten since)."""
-        listing = self.list_log(snap.version)
+        when `snap` read past a damaged checkpoint (it may have been rewritten since).
+        `listing`: one the caller just made from `snap`'s version or earlier, used instead."""
+        if listing is None:
+            listing = self.list_log(snap.version)
         latest = listing.latest_commit
         if snap.damaged_checkpoints or not _same_tip(listing, snap):
             return self._reread(snap)

@@ -69,7 +69,7 @@ import pyarrow.compute as pc
 from deltakeeper.delta import features, paths, vacuum_info, vacuum_lite
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.inventory import Inventory, Row, file_info
-from deltakeeper.delta.log import group
+from deltakeeper.delta.log import Listing, group
 from deltakeeper.delta.properties import (
     MIN_VACUUM_RETENTION_MS,
     TableProperties,
@@ -498,22 +498,29 @@ def plan_table_vacuum(
     allow_short_retention: bool = False,
     mode: Mode = Mode.FULL,
     inventory: Inventory | None = None,
+    info: LastVacuumInfo | None = None,
 ) -> VacuumPlan:
     """Plan a vacuum of `table` from its newest snapshot (`snap` is brought up to date first:
     a plan from an older one would miss files added since), finding candidates as `mode`
-    says (INVENTORY reads `inventory`). Refusals happen before listing; a LITE vacuum Delta
-    would refuse raises LiteVacuumImpossible before reading any commit."""
+    says (INVENTORY reads `inventory`). `info`: what the caller knows `_last_vacuum_info`
+    holds (a watcher, from its own last vacuum; an older N only costs commits read again),
+    else it is read. Refusals happen before listing; a LITE vacuum Delta would refuse raises
+    LiteVacuumImpossible before reading any commit."""
     if mode is Mode.AUTO:
         raise ValueError("AUTO is a choice between LITE and FULL; plan one of them")
     if mode is Mode.INVENTORY and inventory is None:
         raise InvalidInputError("an INVENTORY vacuum needs an inventory (--inventory URI)")
     check_retention(retention_ms, allow_short_retention)
     before = Counter(table.storage.requests)
-    snap = table.update(snap)
+    info = vacuum_info.read(table.storage) if info is None else info
+    listing = None
+    if mode is Mode.LITE:  # one listing of the log serves the update and the window
+        listing = vacuum_lite.log_listing(table, info, snap.version)
+    snap = table.update(snap, listing)
     check_protocol(snap)
-    run = _Run(table, snap, vacuum_info.read(table.storage), now_ms - retention_ms, retention_ms)
-    if mode is Mode.LITE:
-        plan = run.lite()
+    run = _Run(table, snap, info, now_ms - retention_ms, retention_ms)
+    if listing is not None:
+        plan = run.lite(listing)
     elif mode is Mode.INVENTORY:
         assert inventory is not None
         plan = run.inventoried(inventory)
@@ -545,8 +552,7 @@ class _Run:
         plan.newest_outside = self.table.commit_at(self.snap, log.commits, self.cutoff_ms)
         return plan
 
-    def lite(self) -> VacuumPlan:
-        listing = vacuum_lite.log_listing(self.table, self.info)
+    def lite(self, listing: Listing) -> VacuumPlan:
         newest = self.table.commit_at(self.snap, listing.commits, self.cutoff_ms)
         window = None
         if newest is not None:

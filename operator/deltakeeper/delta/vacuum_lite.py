@@ -57,12 +57,13 @@ class Named:
     deletion_vector: dict[str, Any] | None = None  # a remove's, whose file goes with it
 
 
-def log_listing(table: Table, info: LastVacuumInfo) -> Listing:
-    """The listing of `_delta_log` the window needs: from the recorded N on when that commit is
-    still there (one listing), else all of it (the earliest commit decides)."""
+def log_listing(table: Table, info: LastVacuumInfo, version: int) -> Listing:
+    """The one listing of `_delta_log` a LITE vacuum needs: from the recorded N (or `version`,
+    the snapshot's, when that is older) on when commit N is still there, else all of it (the
+    earliest commit decides). It also brings the snapshot up to date (`Table.update`)."""
     if info.status is InfoStatus.RECORDED and info.version is not None:
-        listing = table.list_log(info.version)
-        if info.version in listing.commits:
+        listing = table.list_log(min(info.version, version))
+        if info.version in listing.commits or info.version > version:
             return listing
     return table.list_log()
 

@@ -224,7 +224,10 @@ def _run_step(
     if step.refused:
         return Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
     if not step.due:
-        return Outcome(step.operation, Result.SKIPPED, step.reason)
+        skipped = Outcome(step.operation, Result.SKIPPED, step.reason)
+        if isinstance(step.detail, vacuum.VacuumPlan):  # its mode and what looking cost
+            skipped.vacuum = vacuum_run(step.detail, Counter())
+        return skipped
     started = time.monotonic()
     runners = {CHECKPOINT: _checkpoint, CLEANUP: _cleanup, VACUUM: _vacuum}
     try:

@@ -28,6 +28,7 @@ from deltakeeper.delta.properties import duration_text
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
+from deltakeeper.delta.vacuum_info import LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
@@ -127,6 +128,7 @@ def plan(
     cleanup_after_checkpoint: bool = False,
     full_vacuum: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    known: LastVacuumInfo | None = None,
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor).
 
@@ -138,7 +140,8 @@ def plan(
     Cleanup never makes the next LITE vacuum impossible: it keeps the commits from the N that
     `_last_vacuum_info` records, unless a vacuum in this plan moves N first; then the vacuum
     runs before it. `full_vacuum`: why an AUTO vacuum is FULL this time (the daemon's
-    fullInterval); `storage_options` open an INVENTORY vacuum's report."""
+    fullInterval); `storage_options` open an INVENTORY vacuum's report; `known`: what a
+    watcher knows `_last_vacuum_info` holds, from its own last vacuum (else it is read)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
     result.refusal = features.refusal(snap.protocol, "maintenance")
     if result.refusal:
@@ -155,7 +158,8 @@ def plan(
             writes = any(s.operation is CHECKPOINT and s.due for s in result.steps)
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes, keep))
         else:
-            result.steps.append(_vacuum(table, snap, policy, now_ms, full_vacuum, storage_options))
+            found = _VacuumInputs(full_vacuum, storage_options, known)
+            result.steps.append(_vacuum(table, snap, policy, now_ms, found))
     _vacuum_first(table, snap, policy, now_ms, result)
     checkpoint = any(s.operation is CHECKPOINT and s.due for s in result.steps)
     if cleanup_after_checkpoint and checkpoint and CLEANUP not in operations:
@@ -186,7 +190,8 @@ def forced(
     elif operation is CLEANUP:
         step = _cleanup_disabled(policy) or _forced_cleanup(table, snap, policy, now_ms)
     else:
-        detail = _plan_vacuum(table, snap, policy, now_ms, None, storage_options)
+        inputs = _VacuumInputs(storage_options=storage_options)
+        detail = _plan_vacuum(table, snap, policy, now_ms, inputs)
         step = Step(VACUUM, True, "asked for", detail)
     result.steps.append(step)
     return result
@@ -405,20 +410,24 @@ def full_vacuum_due(policy: Policy, last_full_ms: int | None, now_ms: int) -> st
     return f"the last FULL vacuum ran at {format_ms(last_full_ms)}, over {every} ago"
 
 
+@dataclass(frozen=True)
+class _VacuumInputs:
+    """What a vacuum's plan takes besides the policy (see `plan`)."""
+
+    full_vacuum: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+    known: LastVacuumInfo | None = None
+
+
 def _plan_vacuum(
-    table: Table,
-    snap: Snapshot,
-    policy: Policy,
-    now_ms: int,
-    full_vacuum: str | None,
-    storage_options: Mapping[str, Any] | None,
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
 ) -> vacuum.VacuumPlan:
-    """The vacuum in the policy's mode; AUTO runs LITE unless a FULL one is due (`full_vacuum`)
-    or Delta refuses LITE. The plan says why its mode."""
+    """The vacuum in the policy's mode; AUTO runs LITE unless a FULL one is due
+    (`inputs.full_vacuum`) or Delta refuses LITE. The plan says why its mode."""
     mode = policy.vacuum_mode
     found = None
     if mode is Mode.INVENTORY:
-        found = _inventory(policy, storage_options)
+        found = _inventory(policy, inputs.storage_options)
 
     def planned(chosen: Mode) -> vacuum.VacuumPlan:
         return vacuum.plan_table_vacuum(
@@ -429,15 +438,16 @@ def _plan_vacuum(
             policy.allow_short_retention,
             chosen,
             found,
+            inputs.known,
         )
 
     if mode is not Mode.AUTO:
         detail = planned(mode)
         detail.why = f"vacuum mode {mode}"
         return detail
-    if full_vacuum:
+    if inputs.full_vacuum:
         detail = planned(Mode.FULL)
-        detail.why = f"auto: {full_vacuum}"
+        detail.why = f"auto: {inputs.full_vacuum}"
         return detail
     try:
         detail = planned(Mode.LITE)
@@ -458,17 +468,12 @@ def _inventory(policy: Policy, options: Mapping[str, Any] | None) -> inventory.I
 
 
 def _vacuum(
-    table: Table,
-    snap: Snapshot,
-    policy: Policy,
-    now_ms: int,
-    full_vacuum: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
 ) -> Step:
     if not policy.vacuum_enabled:
         return Step(VACUUM, False, "disabled by the policy (vacuum.enabled: false)")
     try:
-        detail = _plan_vacuum(table, snap, policy, now_ms, full_vacuum, storage_options)
+        detail = _plan_vacuum(table, snap, policy, now_ms, inputs)
     except (InvalidInputError, UnsupportedProtocolError) as e:
         return Step(VACUUM, False, str(e), refused=True, error=e)
     mode = f"{detail.mode.upper()} ({detail.why})"

@@ -24,6 +24,7 @@ from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
+from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
@@ -66,6 +67,7 @@ class TableWatcher:
         self._policy: Policy | None = None
         self._target: Target | None = None
         self._last: Observation | None = None  # the last full observation, for quiet polls
+        self._vacuum_info: LastVacuumInfo | None = None  # as our last vacuum left it
 
     # -- observe ------------------------------------------------------------------------------
     def observe(self, target: Target, now_ms: int) -> Observation:
@@ -153,6 +155,7 @@ class TableWatcher:
         opened = (target.uri, repr(sorted(target.storage_options.items())))
         if self._table is None or self._opened != opened:
             self._table, self._snap, self._opened = None, None, None
+            self._vacuum_info = None
             self._table = open_table(target.uri, dict(target.storage_options))
             self._opened = opened
             self._requests_seen = Counter()
@@ -197,6 +200,7 @@ class TableWatcher:
                 cleanup_after_checkpoint=True,
                 full_vacuum=planner.full_vacuum_due(self._policy, self._last_full_ms(), now_ms),
                 storage_options=target.storage_options,
+                known=self._vacuum_info,
             )
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
@@ -209,6 +213,7 @@ class TableWatcher:
         report = executor.execute(table, plan, compactor=compactor, dry_operations=dry)
         outcomes = list(report.outcomes)
         self._track(plan, outcomes, now_ms)
+        self._vacuum_info = _vacuum_info_after(outcomes, self._vacuum_info)
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
@@ -307,6 +312,21 @@ class TableWatcher:
         new = total - self._requests_seen
         self._requests_seen = total
         return new
+
+
+def _vacuum_info_after(
+    outcomes: list[Outcome], known: LastVacuumInfo | None
+) -> LastVacuumInfo | None:
+    """`_last_vacuum_info` as this poll's vacuum found or left it (the next plan reads no file;
+    if another engine moves it on meanwhile, the next LITE only reads more commits)."""
+    for o in outcomes:
+        run = o.vacuum
+        if run is None or run.mode is Mode.INVENTORY:
+            continue
+        if o.result is Result.DONE and run.records is not None:
+            return LastVacuumInfo(InfoStatus.RECORDED, run.records)
+        return run.info
+    return known
 
 
 def _vacuumed(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
