@@ -9,12 +9,14 @@ Data files are empty (vacuum never reads them). Every engine runs with a retenti
 at its own clock, so N = 101 for the LITE ones: they read commit 101 only. LITE deletes the
 removed files; FULL also the strays.
 
-- `--store minio` (default): the table on a fresh local MinIO, one upload per engine. Requests
+- `--store minio` (default): the table on a fresh local MinIO, uploaded once and put back as it
+  was after each engine (what it deleted uploaded again, what it wrote removed). Requests
   are MinIO's own count (`minio_s3_requests_total`), before and after each engine's process:
   everything it sent, its snapshot load included; for deltakeeper also its own count, split
   into the snapshot load and the vacuum given a loaded snapshot (what the daemon pays: it keeps
   the snapshot between polls).
-- `--store local`: the table on the local disk, copies made of hard links. No request counts
+- `--store local`: the table on the local disk (a copy of hard links), put back in the same way
+  after each engine. No request counts
   but deltakeeper's own (a directory scan is one "list").
 
 Then the quiet case: deltakeeper LITE again on its copy, nothing removed since, with the
@@ -314,16 +316,11 @@ def settled(endpoint: str, before: Counter[str]) -> Counter[str]:
     return (last or Counter()) - before
 
 
-def upload(emu: Any, src: Path, uri: str) -> None:
+def upload(emu: Any, src: Path, uri: str, keys: list[str]) -> None:
     base = uri.split("://", 1)[1]
-    blobs = {
-        f"{base}/{p.relative_to(src).as_posix()}": p.read_bytes()
-        for p in sorted(src.rglob("*"))
-        if p.is_file()
-    }
-    items = list(blobs.items())
-    for start in range(0, len(items), 5000):
-        emu.fs.pipe(dict(items[start : start + 5000]), batch_size=128)
+    for start in range(0, len(keys), 5000):
+        chunk = {f"{base}/{k}": (src / k).read_bytes() for k in keys[start : start + 5000]}
+        emu.fs.pipe(chunk, batch_size=128)
 
 
 def objects(emu: Any, uri: str) -> dict[str, tuple[int, datetime]]:
@@ -399,65 +396,94 @@ def run_engine(engine: str, uri: str, extra: str, options: dict[str, Any]) -> di
 
 
 def measure_minio(src: Path, engines: list[str]) -> dict[str, dict[str, Any]]:
+    """Every engine on the table uploaded once and put back as it was after each (what an
+    engine deleted uploaded again, what it wrote removed): the same as a copy of its own."""
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-vacuum-") as tmp:
         emu = start_minio(Path(tmp))
         try:
-            for engine in [*engines, "deltakeeper-quiet"]:
-                quiet = engine == "deltakeeper-quiet"
-                uri = emu.uri(f"bench/{'deltakeeper-lite' if quiet else engine}/t")
-                if not quiet:
-                    started = time.perf_counter()
-                    upload(emu, src, uri)
-                    print(
-                        f"{engine}: uploaded in {time.perf_counter() - started:.0f} s", flush=True
-                    )
-                listed = objects(emu, uri)
-                extra = s3_inventory(emu, uri, listed) if engine.endswith("inventory") else ""
+            uri = emu.uri("bench/t")
+            started = time.perf_counter()
+            upload(emu, src, uri, sorted(files_below(src, log=True)))
+            print(f"uploaded in {time.perf_counter() - started:.0f} s", flush=True)
+            baseline = objects(emu, uri)
+            for engine in engines_in_order(engines):
+                extra = s3_inventory(emu, uri, baseline) if engine.endswith("inventory") else ""
                 before = minio_requests(emu.endpoint)
                 r = run_engine(engine, uri, extra, emu.storage_options)
                 r["server_requests"] = dict(settled(emu.endpoint, before))
-                r["gone"] = sorted(set(listed) - set(objects(emu, uri)))
-                if quiet:
+                now = objects(emu, uri)
+                r["gone"] = sorted(set(baseline) - set(now))
+                if engine == "deltakeeper-quiet":
                     r["poll_requests"] = poll_cost(uri, emu.storage_options)
                 out[engine] = r
                 print(f"{engine}: {summary(r)}", flush=True)
+                if engine != "deltakeeper-lite":  # the quiet run follows it as it left the table
+                    restore_minio(emu, src, uri, baseline, now)
         finally:
             emu.stop()
     return out
 
 
+def engines_in_order(engines: list[str]) -> list[str]:
+    """The engines asked for, with the quiet run right after deltakeeper's LITE."""
+    out = []
+    for engine in engines:
+        out.append(engine)
+        if engine == "deltakeeper-lite":
+            out.append("deltakeeper-quiet")
+    return out
+
+
+def restore_minio(emu: Any, src: Path, uri: str, baseline: dict, now: dict) -> None:
+    base = uri.split("://", 1)[1]
+    extra = [f"{base}/{k}" for k in set(now) - set(baseline)]  # an engine's own commits
+    if extra:
+        emu.fs.rm(extra)
+    upload(emu, src, uri, [*sorted(set(baseline) - set(now)), "_delta_log/_last_vacuum_info"])
+
+
 def measure_local(src: Path, engines: list[str], work: Path) -> dict[str, dict[str, Any]]:
+    """As on MinIO: one copy (data files hard-linked), put back as it was after each engine."""
     out: dict[str, dict[str, Any]] = {}
-    for engine in [*engines, "deltakeeper-quiet"]:
-        quiet = engine == "deltakeeper-quiet"
-        copy = work / ("deltakeeper-lite" if quiet else engine)
-        if not quiet:
-            started = time.perf_counter()
-            linked_copy(src, copy)
-            print(f"{engine}: copied in {time.perf_counter() - started:.0f} s", flush=True)
-        listed = set(files_below(copy))
+    copy = work / "t"
+    started = time.perf_counter()
+    linked_copy(src, copy)
+    print(f"copied in {time.perf_counter() - started:.0f} s", flush=True)
+    baseline = files_below(copy, log=True)
+    for engine in engines_in_order(engines):
         extra = ""
         if engine.endswith("inventory"):
             extra = local_inventory(copy, work / "inventory.parquet")
         r = run_engine(engine, str(copy), extra, {})
-        r["gone"] = sorted(listed - set(files_below(copy)))
-        if quiet:
+        now = files_below(copy, log=True)
+        r["gone"] = sorted(set(baseline) - now)
+        if engine == "deltakeeper-quiet":
             r["poll_requests"] = poll_cost(str(copy), {})
         out[engine] = r
         print(f"{engine}: {summary(r)}", flush=True)
-        if not quiet and engine != "deltakeeper-lite":
-            shutil.rmtree(copy)
+        if engine != "deltakeeper-lite":
+            restore_local(src, copy, baseline, now)
     return out
 
 
-def files_below(root: Path) -> list[str]:
-    return [
+def restore_local(src: Path, copy: Path, baseline: set[str], now: set[str]) -> None:
+    for key in now - baseline:
+        (copy / key).unlink()
+    for key in baseline - now:
+        os.link(src / key, copy / key)
+    shutil.copy2(src / "_delta_log/_last_vacuum_info", copy / "_delta_log/_last_vacuum_info")
+
+
+def files_below(root: Path, log: bool = False) -> set[str]:
+    """Keys of the files below `root` (with `log`, `_delta_log`'s too); never Hadoop's `.crc`
+    side files, which Delta Spark deletes with their files on a local disk."""
+    return {
         os.path.relpath(os.path.join(d, n), root)
         for d, _, names in os.walk(root)
         for n in names
-        if "_delta_log" not in d and not n.startswith(".")
-    ]
+        if (log or "_delta_log" not in d) and not n.startswith(".")
+    }
 
 
 def poll_cost(uri: str, options: dict[str, Any]) -> dict[str, int]:
@@ -489,7 +515,7 @@ def counts(c: dict[str, int] | None) -> str:
 
 def report(cmd: str, m: dict[str, Any], a: argparse.Namespace, r: dict[str, dict]) -> str:
     on_minio = a.store == "minio"
-    place = "a fresh local MinIO" if on_minio else "the local disk (copies of hard links)"
+    place = "a fresh local MinIO" if on_minio else "the local disk (a copy of hard links)"
     lines = [
         f"## Vacuum on {'MinIO' if on_minio else 'the local disk'}: {a.files:,} files, "
         f"{a.removed:,} removed past the retention",
@@ -501,9 +527,10 @@ def report(cmd: str, m: dict[str, Any], a: argparse.Namespace, r: dict[str, dict
         f"- Table (`benchmarks/vacuum.py`): {a.files:,} empty data files in {PARTITIONS} "
         f"partition folders added by commits 1-{COMMITS}, a classic checkpoint at {COMMITS}, "
         f"commit {COMMITS + 1} removing {a.removed:,} of them ten days ago, {STRAYS} stray "
-        f"files no commit names, `_last_vacuum_info` at N = {COMMITS}; on {place}, one copy per "
-        "engine. Retention 0 hours for every engine (Spark: retentionDurationCheck off, vacuum "
-        "logging off; delta-rs: enforce_retention_duration=False), so LITE reads commit "
+        f"files no commit names, `_last_vacuum_info` at N = {COMMITS}; on {place}, put back as "
+        "it was after each engine (deleted files restored, files it wrote removed). Retention "
+        "0 hours for every engine (Spark: retentionDurationCheck off, vacuum logging off; "
+        "delta-rs: enforce_retention_duration=False), so LITE reads commit "
         f"{COMMITS + 1} only.",
         "- Requests: "
         + (

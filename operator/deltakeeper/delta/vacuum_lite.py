@@ -14,8 +14,13 @@ The rules are Delta Spark's VACUUM LITE (VacuumCommand.getFilesFromDeltaLog):
   and its deletion vector's file when that is stored relative to the table ('u'); every `cdc`
   names its file, aged 0 (no snapshot ever references it).
 
-Beyond Delta: a commit missing inside the window (a gap in the log) also makes LITE impossible;
-Delta Spark would read past it and miss what it named.
+Two differences from Delta Spark, both on the safe side:
+- A commit missing inside the window (a gap in the log) also makes LITE impossible; Delta Spark
+  would read past it and miss what it named.
+- The window starts right after the recorded N. Delta Spark starts at the snapshot's version
+  when that is older than N + 1, so on a table with no commit since the last vacuum it reads
+  commit N again; every file that commit names was looked at by the vacuum that recorded N, and
+  reading it again only deletes again what is gone (S3 confirms those deletes all the same).
 """
 
 from __future__ import annotations
@@ -82,7 +87,7 @@ def window(header: SnapshotHeader, listing: Listing, info: LastVacuumInfo, newes
             "files named only by cleaned-up commits would never be found (Delta Spark: "
             "DELTA_CANNOT_VACUUM_LITE); a FULL vacuum lists the table instead"
         )
-    start = min(header.version, earliest if recorded is None else recorded + 1)
+    start = earliest if recorded is None else recorded + 1
     missing = [v for v in range(start, newest + 1) if v not in listing.commits]
     if missing:
         raise LiteVacuumImpossible(
