@@ -409,11 +409,12 @@ def measure_minio(src: Path, engines: list[str]) -> dict[str, dict[str, Any]]:
             baseline = objects(emu, uri)
             for engine in engines_in_order(engines):
                 extra = s3_inventory(emu, uri, baseline) if engine.endswith("inventory") else ""
+                listed = objects(emu, uri)  # the quiet run finds LITE's deletes done
                 before = minio_requests(emu.endpoint)
                 r = run_engine(engine, uri, extra, emu.storage_options)
                 r["server_requests"] = dict(settled(emu.endpoint, before))
                 now = objects(emu, uri)
-                r["gone"] = sorted(set(baseline) - set(now))
+                r["gone"] = sorted(set(listed) - set(now))
                 if engine == "deltakeeper-quiet":
                     r["poll_requests"] = poll_cost(uri, emu.storage_options)
                 out[engine] = r
@@ -455,9 +456,10 @@ def measure_local(src: Path, engines: list[str], work: Path) -> dict[str, dict[s
         extra = ""
         if engine.endswith("inventory"):
             extra = local_inventory(copy, work / "inventory.parquet")
+        listed = files_below(copy, log=True)  # the quiet run finds LITE's deletes done
         r = run_engine(engine, str(copy), extra, {})
         now = files_below(copy, log=True)
-        r["gone"] = sorted(set(baseline) - now)
+        r["gone"] = sorted(listed - now)
         if engine == "deltakeeper-quiet":
             r["poll_requests"] = poll_cost(str(copy), {})
         out[engine] = r
@@ -471,6 +473,7 @@ def restore_local(src: Path, copy: Path, baseline: set[str], now: set[str]) -> N
     for key in now - baseline:
         (copy / key).unlink()
     for key in baseline - now:
+        (copy / key).parent.mkdir(parents=True, exist_ok=True)  # FULL removes emptied folders
         os.link(src / key, copy / key)
     shutil.copy2(src / "_delta_log/_last_vacuum_info", copy / "_delta_log/_last_vacuum_info")
 
