@@ -293,12 +293,13 @@ class VacuumPlan(Deletes):
     @property
     def record(self) -> int | None:
         """The N `record_vacuum` writes to `_last_vacuum_info` (None: the file is left as it
-        is): never after an INVENTORY run, and never an N older than the one there."""
+        is): never after an INVENTORY run, and never an N older than the one there, unless that
+        one lies beyond the table's version (another table's, at the same place)."""
         n = self.newest_outside
         if n is None or self.mode is Mode.INVENTORY:
             return None
         last = self.last_info.version if self.last_info.status is InfoStatus.RECORDED else None
-        return n if last is None or n > last else None
+        return n if last is None or n > last or last > self.version else None
 
     def reasons(self) -> list[str]:
         lines = [

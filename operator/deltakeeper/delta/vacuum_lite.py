@@ -16,7 +16,8 @@ The rules are Delta Spark's VACUUM LITE (VacuumCommand.getFilesFromDeltaLog):
 
 Two differences from Delta Spark, both on the safe side:
 - A commit missing inside the window (a gap in the log) also makes LITE impossible; Delta Spark
-  would read past it and miss what it named.
+  would read past it and miss what it named. So does a recorded N beyond the table's version:
+  it belongs to a table deleted and written again in place, whose commits LITE would skip.
 - The window starts right after the recorded N. Delta Spark starts at the snapshot's version
   when that is older than N + 1, so on a table with no commit since the last vacuum it reads
   commit N again; every file that commit names was looked at by the vacuum that recorded N, and
@@ -68,7 +69,7 @@ def log_listing(table: Table, info: LastVacuumInfo, version: int) -> Listing:
     earliest commit decides). It also brings the snapshot up to date (`Table.update`)."""
     if info.status is InfoStatus.RECORDED and info.version is not None:
         listing = table.list_log(min(info.version, version))
-        if info.version in listing.commits or info.version > version:
+        if info.version in listing.commits:
             return listing
     return table.list_log()
 
@@ -80,6 +81,11 @@ def window(header: SnapshotHeader, listing: Listing, info: LastVacuumInfo, newes
     recorded = info.version if info.status is InfoStatus.RECORDED else None
     if earliest is None:
         raise LiteVacuumImpossible("the log lists no commit file; a LITE vacuum reads commits")
+    if recorded is not None and recorded > header.version:
+        raise LiteVacuumImpossible(
+            f"{info.describe()}, beyond the table's version {header.version}: it is not this "
+            "table's (one deleted and written again in place?); a FULL vacuum lists the table"
+        )
     if earliest != 0 and (recorded is None or recorded < earliest):
         raise LiteVacuumImpossible(
             f"the earliest commit left in the log is {earliest}, not 0, and "

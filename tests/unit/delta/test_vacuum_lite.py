@@ -107,6 +107,16 @@ def test_n_never_moves_backwards(tmp_path):
     assert p.delete == [] and f"{paths.LAST_VACUUM_INFO} stays as it is" in str(p)
 
 
+def test_an_n_beyond_the_tables_version_is_another_tables_and_full_replaces_it(tmp_path):
+    history(tmp_path)
+    table = open_table(str(tmp_path))
+    vacuum_info.write(table.storage, 500)  # the table was deleted and written again in place
+    with pytest.raises(LiteVacuumImpossible, match="beyond the table's version 6"):
+        lite(tmp_path)
+    full = plan_table_vacuum(table, load_for_vacuum(table), RETENTION, NOW, True, Mode.FULL)
+    assert full.newest_outside == 3 and full.record == 3  # backwards, but 500 is not ours
+
+
 def test_no_commit_past_the_cut_off_means_nothing_to_read(tmp_path):
     history(tmp_path)
     p = lite(tmp_path, now=T0 + RETENTION - 1)
