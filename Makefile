@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup run test test-deps test-fast test-unit test-conformance test-integration test-e2e test-chart test-image test-monitoring lint lock images bench bench-maintenance bench-operator bench-compaction bench-discovery clean
+.PHONY: setup run test test-deps test-fast test-unit test-conformance test-integration test-e2e test-chart test-image test-monitoring lint lock images bench bench-maintenance bench-operator bench-compaction bench-discovery bench-vacuum clean
 
 setup:
 	@scripts/bootstrap.sh
@@ -84,6 +84,12 @@ bench-compaction: test-deps
 # (10,000 small tables, then 10 big ones); most of its ~30 minutes is uploading 90,000 objects.
 bench-discovery: test-deps
 	$(PY) -m benchmarks.discovery
+
+# Vacuum LITE, FULL and INVENTORY against delta-rs and Delta Spark: 100,000 files on MinIO, then
+# 1,000,000 on the local disk; most of the time is uploading the objects and Spark's VACUUMs.
+bench-vacuum: test-deps
+	$(PY) -m benchmarks.vacuum
+	$(PY) -m benchmarks.vacuum --store local --files 1000000
 
 clean:
 	rm -rf .venv demo-lake .pytest_cache .mypy_cache .ruff_cache

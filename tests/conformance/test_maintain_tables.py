@@ -67,8 +67,9 @@ def a_second_apart(log: Path) -> int:
 
 
 def maintain(capsys, path: Path, now_ms: int) -> dict:
+    full = ("--mode", "full")  # the planted stray is found by a listing only
     code = main(
-        ["maintain", str(path), "--now", str(now_ms), "--checkpoint-interval", "1", "--json"]
+        ["maintain", str(path), "--now", str(now_ms), "--checkpoint-interval", "1", "--json", *full]
     )
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -54,7 +54,8 @@ def files_under(root: Path) -> set[str]:
 
 
 def run(capsys, path: Path, now_ms: int, *flags: str) -> dict:
-    code = main(["vacuum", str(path), "--now", str(now_ms), "--json", *flags])
+    """A FULL vacuum (these tests plant strays, which only a listing finds)."""
+    code = main(["vacuum", str(path), "--now", str(now_ms), "--json", "--mode", "full", *flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)

@@ -4,6 +4,8 @@ Checkpoint: each engine checkpoints its own copy of the same small log, and both
 and delta-rs read every engine's checkpoint back at the right version with every live file.
 Cleanup: 1,000 expired commits on a fresh MinIO go in one delete request (counted by us and by
 MinIO), and the table still reads at its version.
+Vacuum: on a small local table, LITE deletes the removed files as delta-rs does, FULL and
+INVENTORY the strays too, and a quiet LITE costs one listing, as a poll does.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 
 import pytest
 
-from benchmarks import checkpoint, cleanup, compaction
+from benchmarks import checkpoint, cleanup, compaction, vacuum
 from benchmarks.harness import machine
 
 pytestmark = pytest.mark.integration
@@ -77,3 +79,26 @@ def test_compaction_quick_rewrites_the_small_files_and_keeps_every_row(tmp_path)
     for part, commits in (("A", 1), ("B", 3)):
         line = f"({part}) deltakeeper's checkpoint before the job: skipped: {commits} commits"
         assert f"{line} and no checkpoint yet; the interval is 10" in text, text
+
+
+def test_vacuum_quick_on_the_local_disk(tmp_path):
+    src = tmp_path / "table"
+    vacuum.build(src, 2000, 100)
+    engines = ["deltakeeper-lite", "deltakeeper-full", "deltakeeper-inventory", "delta-rs"]
+    r = vacuum.measure_local(src, engines, tmp_path)
+    assert all(x["ok"] for x in r.values()), r
+    removed = {vacuum.data_key(n) for n in vacuum.removed_ids(2000, 100)}
+    assert set(r["deltakeeper-lite"]["gone"]) == removed == set(r["delta-rs"]["gone"])
+    full = set(r["deltakeeper-full"]["gone"])
+    assert full == set(r["deltakeeper-inventory"]["gone"]) and len(full - removed) == vacuum.STRAYS
+    quiet = r["deltakeeper-quiet"]
+    assert quiet["gone"] == [] and quiet["vacuum_requests"] == quiet["poll_requests"] == {"list": 1}
+    assert r["deltakeeper-lite"]["vacuum_requests"]["list"] == 1  # no data folder listed
+    text = vacuum.report("cmd", machine(), _args(), r)
+    assert "deltakeeper LITE" not in text or "NOT the same" not in text
+
+
+def _args():
+    import argparse
+
+    return argparse.Namespace(store="local", files=2000, removed=100)

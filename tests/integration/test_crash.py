@@ -112,13 +112,19 @@ def prepare_cleanup(path: Path, name: str) -> list[str]:
 
 def prepare_vacuum(path: Path, name: str) -> list[str]:
     # every tombstone is older than a week at NOW: each unreferenced data and DV file goes
-    return ["--now", str(NOW), "--deleted-file-retention", "7d"]
+    return ["--now", str(NOW), "--deleted-file-retention", "7d", "--mode", "full"]
+
+
+def prepare_vacuum_lite(path: Path, name: str) -> list[str]:
+    # every remove's file and DV file goes, then _last_vacuum_info records the newest commit
+    return ["--now", str(NOW), "--deleted-file-retention", "7d", "--mode", "lite"]
 
 
 def prepare_maintain(path: Path, name: str) -> list[str]:
-    # all three due: a checkpoint at every commit, the log cut as for cleanup, and vacuum
+    # all three due: a checkpoint at every commit, the log cut as for cleanup, and vacuum (auto:
+    # LITE, or FULL once a killed run's cleanup has taken commit 0 before LITE recorded an N)
     cut = log_cut(path, name)
-    return [*prepare_vacuum(path, name), *cut, "--checkpoint-interval", "1"]
+    return ["--now", str(NOW), "--deleted-file-retention", "7d", *cut, "--checkpoint-interval", "1"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ OPERATIONS = {
     "checkpoint-again": Operation("checkpoint", prepare_checkpoint_again),
     "cleanup": Operation("cleanup", prepare_cleanup),
     "vacuum": Operation("vacuum", prepare_vacuum),
+    "vacuum-lite": Operation("vacuum", prepare_vacuum_lite),
     "maintain": Operation("maintain", prepare_maintain),
 }
 
@@ -147,8 +154,9 @@ SCENARIOS = [
     *(("checkpoint", t) for t in CORPUS_TABLES + SPARK_TABLES if t != "cdf-table"),
     *(("cleanup", t) for t in CORPUS_TABLES + SPARK_TABLES),
     ("checkpoint-again", "partitioned_many_commits"),  # over Spark's checkpoint 30
-    ("vacuum", "column_mapping"),  # partition folders named by column mapping, 9 files
-    ("vacuum", "dv"),  # deletion-vector files
+    ("vacuum", "column_mapping"),  # FULL: partition folders named by column mapping, 9 files
+    ("vacuum-lite", "dv"),  # LITE: removed files and deletion-vector files, _last_vacuum_info
+    ("vacuum-lite", "cdf-table"),  # LITE: change data files in partition folders
     ("maintain", "dv"),  # checkpoint, log cleanup and vacuum in one run
 ]
 

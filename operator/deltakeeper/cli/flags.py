@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.storage import normalize_options
+from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.units import parse_duration_ms, parse_size, parse_timestamp_ms
@@ -67,6 +68,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "allow_short_retention": given.get("allow_short_retention") or None,
         "write_checksum": given.get("write_checksum") or None,
         "checkpoint_part_size": given.get("part_size"),
+        **vacuum_settings(given),
         # --only compaction asks for it as --compact does
         "compaction_enabled": given.get("compact") or Operation.COMPACTION in only or None,
         "compaction_target_file_size": _text(given, "--target-file-size", parse_size),
@@ -74,6 +76,20 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "compaction_min_files_per_partition": given.get("min_files"),
         # 0 counts as not given: the default (1h)
         "compaction_max_age_ms": _text(given, "--max-age", parse_duration_ms) or None,
+    }
+
+
+def vacuum_settings(given: dict[str, Any]) -> dict[str, Any]:
+    """--mode, --inventory and --inventory-format as policy settings (--inventory alone asks
+    for an INVENTORY vacuum)."""
+    uri = given.get("inventory")
+    mode = given.get("mode") or (Mode.INVENTORY if uri else None)
+    if uri and mode != Mode.INVENTORY:
+        raise InvalidInputError(f"--inventory is read by --mode inventory only, not {mode}")
+    fmt = InventoryFormat(given.get("inventory_format") or InventoryFormat.AUTO)
+    return {
+        "vacuum_mode": Mode(mode) if mode else None,
+        "vacuum_inventory": policy.InventorySettings(uri, fmt) if uri else None,
     }
 
 

@@ -95,14 +95,15 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 def cmd_vacuum(args: argparse.Namespace) -> int:
     now = flags.now(args)
     chosen = flags.settings(args)
-    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    options = flags.storage_options(args.storage_option)
+    table = open_table(args.uri, options)
     snap = vacuum.load_for_vacuum(table)
     output.warn_damage(snap)
     pol = flags.policy_for(args.uri, snap.metadata.configuration, chosen)
-    forced = planner.forced(table, snap, pol, now, Operation.VACUUM)
+    forced = planner.forced(table, snap, pol, now, Operation.VACUUM, storage_options=options)
     outcome = _run_one(table, forced, args.dry_run, None if args.json else output.progress)
     plan = forced.steps[0].detail
-    assert isinstance(plan, vacuum.VacuumPlan)
+    assert isinstance(plan, vacuum.VacuumPlan) and outcome.vacuum is not None
     deleted, folders = outcome.deleted_files, outcome.deleted_folders
     report = {
         "operation": Operation.VACUUM,
@@ -122,12 +123,13 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         "cutoffTimestamp": plan.cutoff_ms,
         "scannedFiles": plan.scanned,
         "referencedFiles": plan.referenced,
-        "reasons": plan.reasons(),
+        **outcome.vacuum.to_json(),
+        "reasons": [f"mode {plan.mode}: {plan.why}", *plan.reasons()],
     }
     if args.json:
         output.print_json(report)
         return 0
-    output.lines(plan.reasons())
+    output.lines(report["reasons"])
     output.deleted_files(plan.delete, plan.bytes, deleted, args.dry_run)
     output.removed_folders(plan.folders, folders, args.dry_run)
     return 0
@@ -135,18 +137,18 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     now = flags.now(args)
-    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    options = flags.storage_options(args.storage_option)
+    table = open_table(args.uri, options)
     snap = table.snapshot()
     output.warn_damage(snap)
     pol = flags.policy_for(args.uri, snap.metadata.configuration, flags.settings(args))
-    plan = planner.plan(table, snap, pol, now, flags.operations(args.only))
+    ops = flags.operations(args.only)
+    plan = planner.plan(table, snap, pol, now, ops, storage_options=options)
     if plan.refusal:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:
         output.lines(plan.lines())
-    compactor = executor.Compactor(
-        flags.spark_launcher(args), flags.storage_options(args.storage_option)
-    )
+    compactor = executor.Compactor(flags.spark_launcher(args), options)
     progress = None if args.json else output.progress
     report = executor.execute(table, plan, args.dry_run, progress, compactor)
     if args.json:

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from deltakeeper import __version__
 from deltakeeper.cli.output import LAKES_KEY
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
+from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.operations import Operation
 
@@ -124,6 +125,29 @@ def _checkpoint_flags(p: argparse.ArgumentParser, part_size_flag: str) -> None:
     )
 
 
+def _vacuum_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        choices=list(Mode),
+        help="how vacuum finds candidates: lite reads the commits since the last vacuum, full "
+        "lists the table, inventory reads --inventory; auto (default) runs lite, and full when "
+        "Delta refuses lite (the daemon also every vacuum.fullInterval)",
+    )
+    p.add_argument(
+        "--inventory",
+        metavar="URI",
+        help="a storage inventory to read instead of listing (implies --mode inventory): an S3 "
+        "Inventory manifest.json or its folder, or Parquet or a Delta table in Delta's "
+        "inventory schema (path, length, isDir, modificationTime)",
+    )
+    p.add_argument(
+        "--inventory-format",
+        choices=list(InventoryFormat),
+        default=InventoryFormat.AUTO,
+        help="what --inventory holds (default: auto, by what is there)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="deltakeeper",
@@ -218,6 +242,7 @@ def _maintenance_commands(sub: Any) -> None:
         action="store_true",
         help="allow a retention below 7 days (jobs reading older versions may fail)",
     )
+    _vacuum_flags(p)
     _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
 
 
@@ -246,6 +271,7 @@ def _maintain_command(sub: Any) -> None:
     )
     p.add_argument("--allow-short-retention", action="store_true", help="allow vacuum below 7 days")
     p.add_argument("--no-vacuum", action="store_true", help="never vacuum data files")
+    _vacuum_flags(p)
     p.add_argument(
         "--compact",
         action="store_true",

@@ -40,6 +40,10 @@ Delta only asks that one exists at E + 1, which differs when commits just before
 cutOffCheckpoint are already missing. Otherwise Delta would have to check it supports every
 protocol in the range; this planner does not, and deletes nothing.
 
+LITE vacuum (`keep_from`): Delta refuses a LITE vacuum once the commit `_last_vacuum_info`
+records is gone (vacuum_lite.py), so a caller that wants the next one possible passes that
+version, and no checkpoint newer than it is the cutOffCheckpoint: it and every later commit stay.
+
 Catalog-managed tables: only published commits (`_delta_log/<v>.json`) count, and with
 `published_up_to` nothing newer than that version is a cutoff candidate or deleted. The catalog
 must permit metadata cleanup; that check is the caller's.
@@ -78,6 +82,7 @@ class CleanupPlan(Deletes):
     sidecar_cutoff_ms: int
     cutoff_commit: int | None = None
     cutoff_checkpoint: int | None = None
+    kept_for_lite: int | None = None  # `keep_from`, when it moved the cut-off checkpoint back
     delete: list[FileInfo] = field(default_factory=list)  # sorted by key
     by_kind: dict[Kind, KindTotal] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -110,6 +115,7 @@ def plan_cleanup(
     protect_before_version: int | None = None,
     published_up_to: int | None = None,
     newest_cut: int | None = None,
+    keep_from: int | None = None,
 ) -> CleanupPlan:
     """Plan a metadata cleanup, and the removal of writers' temp files in `_delta_log` older
     than `TEMP_FILE_AGE_MS` (a killed write leaves them, and nothing else removes them).
@@ -123,7 +129,8 @@ def plan_cleanup(
     `checkpointProtection` feature is supported. `published_up_to`: for catalog-managed
     tables, the newest published version the catalog reports. `newest_cut`: no checkpoint
     newer than this is the cutOffCheckpoint (-1: none is); a reader that read past a damaged
-    checkpoint passes the one it used, so this run never deletes it.
+    checkpoint passes the one it used, so this run never deletes it. `keep_from`: commits from
+    this version on stay, for the next LITE vacuum.
     """
     if retention_ms < 0:
         raise ValueError(f"retention must not be negative, got {retention_ms} ms")
@@ -132,6 +139,8 @@ def plan_cleanup(
     plan = CleanupPlan(now_ms, retention_ms, cutoff_ms, sidecar_cutoff(now_ms, cutoff_ms))
     listing = group(infos)
     _plan_cut_off(plan, listing, commit_time, published_up_to, newest_cut)
+    if keep_from is not None and plan.cutoff_commit is not None:
+        _keep_for_lite(plan, listing, keep_from)
     if plan.cutoff_checkpoint is not None:
         entries = log_entries(listing, infos)
         checkpoint = plan.cutoff_checkpoint
@@ -192,6 +201,19 @@ def _plan_cut_off(
     plan.notes += skipped
     if checkpoint is not None:
         plan.cutoff_checkpoint = checkpoint.version
+
+
+def _keep_for_lite(plan: CleanupPlan, listing: Listing, keep_from: int) -> None:
+    """Move the cut-off checkpoint back to `keep_from` or before, when it lies after it."""
+    if plan.cutoff_checkpoint is None or plan.cutoff_checkpoint <= keep_from:
+        return
+    checkpoint, _ = cutoff_checkpoint(listing, keep_from)
+    plan.cutoff_checkpoint = checkpoint.version if checkpoint is not None else None
+    plan.kept_for_lite = keep_from
+    plan.notes.append(
+        f"commits from {keep_from} stay: {paths.LAST_VACUUM_INFO} records N = {keep_from}, "
+        "and the next LITE vacuum reads the commits after it (Delta refuses LITE without them)"
+    )
 
 
 def _plan_deletions(
@@ -382,10 +404,12 @@ def plan_table_cleanup(
     retention_ms: int,
     now_ms: int,
     pending_checkpoint: int | None = None,
+    keep_from: int | None = None,
 ) -> CleanupPlan:
     """List the log and read what `plan_cleanup` needs for this table; nothing is deleted.
     `pending_checkpoint`: a version whose checkpoint is about to be written (a dry run of
-    maintain), planned as if it were there; its sidecars are unknown, so none are deleted."""
+    maintain), planned as if it were there; its sidecars are unknown, so none are deleted.
+    `keep_from`: commits from this version on stay, for the next LITE vacuum."""
     features.require_writable(snap, "cleanup")
     infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
     pending = None
@@ -404,6 +428,7 @@ def plan_table_cleanup(
         protect_before_version=protect,
         published_up_to=snap.version if snap.protocol.has("catalogManaged") else None,
         newest_cut=_read_past(snap),
+        keep_from=keep_from,
     )
 
 

@@ -45,3 +45,8 @@ class StorageUnreachableError(DeltaError):
 
 class CommitConflictError(DeltaError):
     """A put-if-absent found the file already there: another writer won."""
+
+
+class LiteVacuumImpossible(InvalidInputError):
+    """A LITE vacuum cannot see every file it should (Delta Spark's DELTA_CANNOT_VACUUM_LITE):
+    commits after the last vacuum are gone. A FULL vacuum can."""

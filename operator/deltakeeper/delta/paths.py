@@ -16,6 +16,8 @@ STAGED_DIRS = (
     "_commits",
 )  # catalog-managed (current) and managed-commits (older)
 LAST_CHECKPOINT = "_last_checkpoint"
+# Where the last vacuum left off (Delta Spark's LastVacuumInfo; delta/vacuum_info.py reads it).
+LAST_VACUUM_INFO = "_last_vacuum_info"
 
 
 class Kind(StrEnum):
@@ -26,6 +28,7 @@ class Kind(StrEnum):
     COMPACTED = "compacted"
     CRC = "crc"
     LAST_CHECKPOINT = "last_checkpoint"
+    LAST_VACUUM_INFO = "last_vacuum_info"
     SIDECAR = "sidecar"
     STAGED_COMMIT = "staged_commit"
     TEMP = "temp"  # a writer's temp file (`is_temp`); never returned by `parse`
@@ -100,6 +103,8 @@ def parse(name: str) -> LogName | None:
     """Parse a name relative to `_delta_log`; None for anything the protocol does not define."""
     if name == LAST_CHECKPOINT:
         return LogName(name, Kind.LAST_CHECKPOINT)
+    if name == LAST_VACUUM_INFO:
+        return LogName(name, Kind.LAST_VACUUM_INFO)
     for pattern, kind in _PATTERNS:
         m = pattern.match(name)
         if not m:

@@ -7,6 +7,7 @@ is decided in log.py (segments) and replay.py (reconciliation).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,12 +168,14 @@ class Table:
             return True
         return _newer_checkpoint(listing, snap)
 
-    def update(self, snap: Snapshot) -> Snapshot:
+    def update(self, snap: Snapshot, listing: Listing | None = None) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed, and a read of
         each new commit when only commits were added. Read afresh when the listing shows a
         checkpoint `snap` does not use (a fresh read leaves out the tombstones it expired) or
-        when `snap` read past a damaged checkpoint (it may have been rewritten since)."""
-        listing = self.list_log(snap.version)
+        when `snap` read past a damaged checkpoint (it may have been rewritten since).
+        `listing`: one the caller just made from `snap`'s version or earlier, used instead."""
+        if listing is None:
+            listing = self.list_log(snap.version)
         latest = listing.latest_commit
         if snap.damaged_checkpoints or not _same_tip(listing, snap):
             return self._reread(snap)
@@ -271,27 +274,36 @@ class Table:
         listing = self.list_log()
         latest = segment_for(listing, self.uri).version  # raises the not-a-table error
         earliest = earliest_version(listing) or 0
-        versions = [v for v in range(earliest, latest + 1) if v in listing.commits]
-        current = self.snapshot(latest)
-        props = current.metadata.properties
-        ict_version, ict_ts = props.ict_enablement_version, props.ict_enablement_timestamp
-        if current.in_commit_timestamps and (ict_ts is None or timestamp_ms >= ict_ts):
-            candidates = [v for v in versions if v >= ict_version]
-            # In-commit timestamps increase strictly, so a binary search reads O(log n) commits.
-            i = bisect_right(candidates, timestamp_ms, key=self.in_commit_timestamp)
-        else:
-            if current.in_commit_timestamps:
-                versions = [v for v in versions if v < ict_version]
-            adjusted = monotonic({v: listing.commits[v].info.mtime_ms for v in versions})
-            stamps = [adjusted[v] for v in versions]
-            candidates = versions
-            i = bisect_right(stamps, timestamp_ms)
-        if i == 0:
+        commits = {v: e for v, e in listing.commits.items() if earliest <= v <= latest}
+        found = self.commit_at(self.snapshot(latest), commits, timestamp_ms)
+        if found is None:
             raise InvalidInputError(
                 f"{self.uri} has no version committed at or before {timestamp_ms} ms; the earliest "
-                f"available version is {candidates[0] if candidates else earliest}"
+                f"available version is {min(commits, default=earliest)}"
             )
-        return candidates[i - 1]
+        return found
+
+    def commit_at(
+        self, header: SnapshotHeader, commits: Mapping[int, LogEntry], timestamp_ms: int
+    ) -> int | None:
+        """The newest of `commits` (version -> its file, none after `header`) committed at or
+        before `timestamp_ms`, by the times time travel uses: in-commit timestamps from the
+        version they were enabled at (they increase, so a binary search reads O(log n)
+        commits), file times before it, made increasing as Delta Spark does. None when every
+        one is newer."""
+        versions = sorted(v for v in commits if v <= header.version)
+        props = header.metadata.properties
+        ict_version, ict_ts = props.ict_enablement_version, props.ict_enablement_timestamp
+        if header.in_commit_timestamps and (ict_ts is None or timestamp_ms >= ict_ts):
+            candidates = [v for v in versions if v >= ict_version]
+            i = bisect_right(candidates, timestamp_ms, key=self.in_commit_timestamp)
+        else:
+            if header.in_commit_timestamps:
+                versions = [v for v in versions if v < ict_version]
+            adjusted = monotonic({v: commits[v].info.mtime_ms for v in versions})
+            candidates = versions
+            i = bisect_right([adjusted[v] for v in versions], timestamp_ms)
+        return candidates[i - 1] if i else None
 
 
 def extended(old: LogSegment, listing: Listing, new: tuple[LogEntry, ...]) -> LogSegment:

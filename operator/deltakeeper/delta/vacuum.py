@@ -1,34 +1,51 @@
 """Data-file vacuum as a plan: which files under the table root may go, and why.
 
-The rules are Delta Spark's full VACUUM (VacuumCommand, DeltaTableUtils.isHiddenDirectory):
+Three ways to find candidates (`Mode`), one way to decide, as Delta Spark's VacuumCommand:
 
-1. List every file under the table root. A path with any component that is hidden is never
-   considered: names starting with `_` or `.` (so `_delta_log`, Hadoop `.crc` files, `_SUCCESS`),
-   except `_delta_index*`, `_change_data*` and partition directories `<partitionColumn>=...`; and
-   `metadata` when the table has Iceberg universal format on. `_change_data` files are not
-   referenced by any snapshot, so they go once they are older than the cut-off, as in Delta.
+- FULL lists every file under the table root.
+- LITE lists nothing under the root: its candidates are the files the commits since the last
+  vacuum name as removed (and their deletion-vector files) or as change data (vacuum_lite.py).
+  It cannot find files no commit names (a failed write's), nor empty folders.
+- INVENTORY reads a storage inventory instead of listing (inventory.py): only the objects it
+  lists are candidates, so files newer than the report stay.
+
+Every candidate then meets the same rules:
+
+1. A path with any component that is hidden is never considered: names starting with `_` or `.`
+   (so `_delta_log`, Hadoop `.crc` files, `_SUCCESS`), except `_delta_index*`, `_change_data*`
+   and partition directories `<partitionColumn>=...`; and `metadata` when the table has Iceberg
+   universal format on. `_change_data` files are not referenced by any snapshot, so they go
+   once they are older than the cut-off, as in Delta.
 2. The cut-off is `now - retention`. Referenced are: the paths of live adds, the paths of
    tombstones not yet expired (`deletionTimestamp >= cut-off`; a tombstone without one counts
    as expired, as in Delta), and the deletion-vector files of both. Paths in the log are
    URL-encoded, relative to the root or absolute; an absolute path outside the root is a
    reference to something else and protects nothing here.
-3. Delete the unreferenced files modified before the cut-off. Then, as Delta Spark does, remove
-   the folders left empty (never the root, nor a hidden one such as `_delta_log`): those whose
-   every file and folder goes and which were modified before the cut-off (a writer may have
-   just created a newer one). Delta Spark removes folders that were empty before it ran; this
-   also takes those it empties, a run earlier. Object stores have no folders.
+3. Delete the unreferenced candidates older than the cut-off: by their modification time when
+   listed, by their `deletionTimestamp` when a remove names them (LITE; 0 for cdc files). Then,
+   as Delta Spark does, remove the folders a listing showed left empty (never the root, nor a
+   hidden one such as `_delta_log`): those whose every file and folder goes and which were
+   modified before the cut-off (a writer may have just created a newer one). Delta Spark
+   removes folders that were empty before it ran; this also takes those it empties, a run
+   earlier. Object stores have no folders.
 4. Never descend into a folder (other than the root) that holds its own `_delta_log`: it is
    another Delta table, whose files this table's log knows nothing of. Delta Spark's VACUUM
    would delete them all; deltakeeper skips the folder and names it in the plan.
 
+After the deletes, `record_vacuum` moves `_delta_log/_last_vacuum_info` (vacuum_info.py) to N,
+the newest commit at or before the cut-off, after a FULL run too (Delta Spark writes `{}` then,
+so its FULL run never makes LITE possible again); never backwards, and never after an
+INVENTORY run, whose report may predate files removed since.
+
 Safety leans one way: when a log path could name a file in two spellings (URL-decoded or as
 written) both are protected, and the referenced set may hold keys that are not listed.
 
-Pure planning (`plan_vacuum`), table I/O (`plan_table_vacuum`), execution (`execute_vacuum`),
-mirroring cleanup.py. `plan_table_vacuum` refuses, before listing anything, retention below
-`MIN_VACUUM_RETENTION_MS` unless allowed, tables with reader or writer features this build does
-not know (vacuumProtocolCheck asks for the writer check; deltakeeper always does it), and
-catalog-managed tables (their catalog owns file deletion, and Delta Spark refuses them too).
+Pure planning (`plan_vacuum`), table I/O (`plan_table_vacuum`), execution (`execute_vacuum`,
+`remove_empty_folders`, `record_vacuum`), mirroring cleanup.py. `plan_table_vacuum` refuses,
+before listing anything, retention below `MIN_VACUUM_RETENTION_MS` unless allowed, tables with
+reader or writer features this build does not know (vacuumProtocolCheck asks for the writer
+check; deltakeeper always does it), and catalog-managed tables (their catalog owns file
+deletion, and Delta Spark refuses them too).
 
 The snapshot needs the add columns `path`, `deletionVector` and the remove columns `path`,
 `deletionTimestamp`, `deletionVector`; `load_for_vacuum` loads exactly those.
@@ -40,6 +57,7 @@ import os
 import posixpath
 import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +66,10 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta import features
+from deltakeeper.delta import features, paths, vacuum_info, vacuum_lite
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.inventory import Inventory, Row, file_info
+from deltakeeper.delta.log import Listing, group
 from deltakeeper.delta.properties import (
     MIN_VACUUM_RETENTION_MS,
     TableProperties,
@@ -59,6 +79,9 @@ from deltakeeper.delta.properties import (
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import Deletes, FileInfo, LocalStorage, ObjectStorage, Storage
 from deltakeeper.delta.table import Table
+from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum_lite import Named, Window
+from deltakeeper.delta.vacuum_modes import Mode
 
 DELETE_BATCH = 1000  # keys per delete_many call, one progress report each
 
@@ -156,21 +179,46 @@ def keys_for(path: str, root: Root) -> set[str]:
 
 def _inside(path: str, root: Root) -> str | None:
     parts = urlsplit(path)
-    family = _FAMILY.get(parts.scheme.lower(), parts.scheme.lower()) if parts.scheme else "file"
+    return relative_key(parts.scheme, parts.netloc, unquote(parts.path), root)
+
+
+def relative_key(scheme: str, netloc: str, full: str, root: Root) -> str | None:
+    """The key of `full` (a decoded absolute path in bucket `netloc` of a `scheme` store)
+    relative to the root; None when it lies elsewhere."""
+    family = _FAMILY.get(scheme.lower(), scheme.lower()) if scheme else "file"
     if family != root.family:
         return None
-    bucket = parts.netloc.partition("@")[0]
+    bucket = netloc.partition("@")[0]
     if family == "file" and bucket not in ("", "localhost"):
         return None
     if family != "file" and bucket != root.bucket:
         return None
-    full = posixpath.normpath(unquote(parts.path))
+    full = posixpath.normpath(full)
     for base in root.paths:
         if base and full.startswith(base + "/"):
             return full[len(base) + 1 :]
         if not base and full.startswith("/") and len(full) > 1:
             return full[1:]  # the table is a whole bucket
     return None
+
+
+def candidate_key(path: str, root: Root) -> str | None:
+    """The one key a log path names as a file to delete: decoded, as Delta Spark deletes it;
+    None outside the root."""
+    if path.startswith("/") or _ABSOLUTE.match(path):
+        return _inside(path, root)
+    key = posixpath.normpath(unquote(path))
+    return None if key in (".", "..") or key.startswith(("../", "/")) else key
+
+
+_RAW_URI = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/]*))?(/.*)$")
+
+
+def row_key(uri: str, root: Root) -> str | None:
+    """The key of an inventory row's path (a URI as the store spells it, not encoded),
+    relative to the root; None outside it."""
+    m = _RAW_URI.match(uri)
+    return relative_key(m[1] or "", m[2] or "", m[3], root) if m else None
 
 
 def dv_keys(dv: Mapping[str, Any] | None, root: Root) -> set[str]:
@@ -222,25 +270,44 @@ class VacuumPlan(Deletes):
     version: int
     retention_ms: int
     cutoff_ms: int  # files modified before this, and tombstones deleted before it, expire
-    scanned: int = 0  # files listed under the root
+    scanned: int = 0  # candidates considered: files listed, named by the log or inventoried
     referenced: int = 0  # keys referenced by live files, DVs and unexpired tombstones
-    hidden: int = 0  # listed files never considered (hidden paths, _delta_log)
-    in_use: int = 0  # listed files that are referenced
-    too_new: int = 0  # unreferenced, but modified at or after the cut-off
+    hidden: int = 0  # candidates never considered (hidden paths, _delta_log)
+    in_use: int = 0  # candidates that are referenced
+    too_new: int = 0  # unreferenced, but modified (or removed) at or after the cut-off
     delete: list[FileInfo] = field(default_factory=list)  # sorted by key
     folders: list[str] = field(default_factory=list)  # empty afterwards: removed, sorted
     nested: list[str] = field(default_factory=list)  # roots of other Delta tables, skipped
     in_nested: int = 0  # listed files inside them
     notes: list[str] = field(default_factory=list)
+    mode: Mode = Mode.FULL
+    listed: int = 0  # objects the listing or the inventory returned (LITE lists none)
+    outside: int = 0  # INVENTORY: rows outside the table root, skipped
+    last_info: LastVacuumInfo = field(default_factory=lambda: LastVacuumInfo(InfoStatus.MISSING))
+    window: Window | None = None  # LITE: the commits read
+    newest_outside: int | None = None  # N: the newest commit at or before the cut-off
+    source: str = ""  # INVENTORY: the report read
+    why: str = ""  # why this mode ran (the caller's choice, for AUTO)
+    requests: Counter[str] = field(default_factory=Counter)  # storage requests planning sent
+
+    @property
+    def record(self) -> int | None:
+        """The N `record_vacuum` writes to `_last_vacuum_info` (None: the file is left as it
+        is): never after an INVENTORY run, and never an N older than the one there, unless that
+        one lies beyond the table's version (another table's, at the same place)."""
+        n = self.newest_outside
+        if n is None or self.mode is Mode.INVENTORY:
+            return None
+        last = self.last_info.version if self.last_info.status is InfoStatus.RECORDED else None
+        return n if last is None or n > last or last > self.version else None
 
     def reasons(self) -> list[str]:
         lines = [
             f"version {self.version}, retention {duration_text(self.retention_ms)}: cut-off "
-            f"{when_text(self.cutoff_ms)}; unreferenced files modified before it go",
+            f"{when_text(self.cutoff_ms)}; unreferenced files {self._aged} before it go",
             f"{self.referenced} files referenced by live files, deletion vectors and tombstones "
             "deleted at or after the cut-off",
-            f"listed {self.scanned} files: {self.hidden} hidden (_delta_log, names starting with "
-            f"_ or .), {self.in_use} referenced, {self.too_new} unreferenced but too new",
+            self._found(),
             *self.notes,
         ]
         if self.nested:
@@ -250,9 +317,47 @@ class VacuumPlan(Deletes):
             )
         if self.folders:
             lines.append(f"remove {len(self.folders)} folders left empty")
+        lines.append(self._record_line())
         if not self.delete:
             return [*lines, "nothing to delete"]
         return [*lines, f"delete {self.files} unreferenced files, {self.bytes} bytes"]
+
+    @property
+    def _aged(self) -> str:
+        return "removed" if self.mode is Mode.LITE else "modified"
+
+    def _found(self) -> str:
+        counts = (
+            f"{self.hidden} hidden (_delta_log, names starting with _ or .), {self.in_use} "
+            f"referenced, {self.too_new} unreferenced but too new"
+        )
+        if self.mode is Mode.LITE:
+            w = self.window
+            read = (
+                "no commits to read"
+                if w is None or w.empty
+                else f"read commits {w.start} to {w.end}"
+            )
+            return (
+                f"LITE: {self.last_info.describe()}; {read}, which name {self.scanned} files "
+                f"(removed, their deletion vectors, change data): {counts}"
+            )
+        if self.mode is Mode.INVENTORY:
+            return (
+                f"INVENTORY: {self.source}: {self.listed} rows, {self.outside} outside the "
+                f"table; {self.scanned} files in it: {counts}"
+            )
+        return f"FULL: listed {self.scanned} files: {counts}"
+
+    def _record_line(self) -> str:
+        n = self.newest_outside
+        if self.mode is Mode.INVENTORY:
+            return f"{paths.LAST_VACUUM_INFO} stays as it is (an inventory may predate removes)"
+        if n is None:
+            return f"no commit is older than the cut-off; {paths.LAST_VACUUM_INFO} stays as it is"
+        if self.record is None:
+            return f"{paths.LAST_VACUUM_INFO} already records N = {n} or later"
+        return f"then {paths.LAST_VACUUM_INFO} records N = {n}, the newest commit past the cut-off"
 
     def __str__(self) -> str:
         return "\n".join(self.reasons())
@@ -392,23 +497,151 @@ def plan_table_vacuum(
     retention_ms: int,
     now_ms: int,
     allow_short_retention: bool = False,
+    mode: Mode = Mode.FULL,
+    inventory: Inventory | None = None,
+    info: LastVacuumInfo | None = None,
 ) -> VacuumPlan:
     """Plan a vacuum of `table` from its newest snapshot (`snap` is brought up to date first:
-    a plan from an older one would miss files added since). Refusals happen before listing."""
+    a plan from an older one would miss files added since), finding candidates as `mode`
+    says (INVENTORY reads `inventory`). `info`: what the caller knows `_last_vacuum_info`
+    holds (a watcher, from its own last vacuum; an older N only costs commits read again),
+    else it is read. Refusals happen before listing; a LITE vacuum Delta would refuse raises
+    LiteVacuumImpossible before reading any commit."""
+    if mode is Mode.AUTO:
+        raise ValueError("AUTO is a choice between LITE and FULL; plan one of them")
+    if mode is Mode.INVENTORY and inventory is None:
+        raise InvalidInputError("an INVENTORY vacuum needs an inventory (--inventory URI)")
     check_retention(retention_ms, allow_short_retention)
-    snap = table.update(snap)
+    before = Counter(table.storage.requests)
+    info = vacuum_info.read(table.storage) if info is None else info
+    listing = None
+    if mode is Mode.LITE:  # one listing of the log serves the update and the window
+        listing = vacuum_lite.log_listing(table, info, snap.version)
+    snap = table.update(snap, listing)
     check_protocol(snap)
-    cutoff_ms = now_ms - retention_ms
-    referenced = referenced_keys(snap, cutoff_ms, table_root(table.storage))
-    return plan_vacuum(
-        table.storage.walk("", folders=True),
-        referenced,
-        cutoff_ms,
-        version=snap.version,
-        retention_ms=retention_ms,
-        partition_columns=snap.metadata.partition_columns,
-        iceberg_metadata=iceberg_enabled(snap.metadata.configuration),
-    )
+    run = _Run(table, snap, info, now_ms - retention_ms, retention_ms)
+    if listing is not None:
+        plan = run.lite(listing)
+    elif mode is Mode.INVENTORY:
+        assert inventory is not None
+        plan = run.inventoried(inventory)
+    else:
+        plan = run.full()
+    plan.requests = Counter(table.storage.requests) - before
+    return plan
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One vacuum being planned: the table as it is now, and the cut-off."""
+
+    table: Table
+    snap: Snapshot
+    info: LastVacuumInfo  # _last_vacuum_info as found
+    cutoff_ms: int
+    retention_ms: int
+
+    @property
+    def root(self) -> Root:
+        return table_root(self.table.storage)
+
+    def full(self) -> VacuumPlan:
+        listed = list(self.table.storage.walk("", folders=True))
+        plan = self.decide(listed, Mode.FULL)
+        plan.listed = len(listed)
+        log = group(f for f in listed if f.key.startswith(paths.LOG_DIR + "/"))
+        plan.newest_outside = self.table.commit_at(self.snap, log.commits, self.cutoff_ms)
+        return plan
+
+    def lite(self, listing: Listing) -> VacuumPlan:
+        newest = self.table.commit_at(self.snap, listing.commits, self.cutoff_ms)
+        window = None
+        if newest is not None:
+            window = vacuum_lite.window(self.snap, listing, self.info, newest)
+        named = (
+            [] if window is None else vacuum_lite.named_files(self.table.storage, window.commits)
+        )
+        plan = self.decide(lite_candidates(named, self.root), Mode.LITE)
+        plan.window, plan.newest_outside = window, newest
+        return plan
+
+    def inventoried(self, inventory: Inventory) -> VacuumPlan:
+        root = self.root
+        if (
+            inventory.bucket is not None
+            and root.family != "file"
+            and inventory.bucket != root.bucket
+        ):
+            raise InvalidInputError(
+                f"{inventory.source} covers bucket {inventory.bucket}, not {root.bucket} where "
+                f"{self.table.uri} lives"
+            )
+        listed, rows, outside = inventory_files(inventory.rows, root)
+        if not any(f.key.startswith(paths.LOG_DIR + "/") for f in listed):
+            raise InvalidInputError(
+                f"{inventory.source} lists nothing under {self.table.uri}/{paths.LOG_DIR}/ "
+                f"({rows} rows, none in the table's log): it does not cover the table's prefix"
+            )
+        plan = self.decide(listed, Mode.INVENTORY)
+        plan.listed, plan.outside, plan.source = rows, outside, inventory.source
+        return plan
+
+    def decide(self, candidates: Iterable[FileInfo], mode: Mode) -> VacuumPlan:
+        """The same rules for every mode's candidates."""
+        plan = plan_vacuum(
+            candidates,
+            referenced_keys(self.snap, self.cutoff_ms, self.root),
+            self.cutoff_ms,
+            version=self.snap.version,
+            retention_ms=self.retention_ms,
+            partition_columns=self.snap.metadata.partition_columns,
+            iceberg_metadata=iceberg_enabled(self.snap.metadata.configuration),
+        )
+        plan.mode, plan.last_info = mode, self.info
+        return plan
+
+
+def lite_candidates(named: Iterable[Named], root: Root) -> list[FileInfo]:
+    """The files a window's commits name, as candidates aged by their deletion time: each key
+    once, with its newest time (as Delta Spark keeps the newest of duplicates)."""
+    found: dict[str, FileInfo] = {}
+    for n in named:
+        keys = [(candidate_key(n.path, root), n.size)]
+        dv = n.deletion_vector
+        if dv and dv.get("storageType") == "u":  # Delta considers only table-relative DVs
+            keys.append((dv_candidate(dv, root), int(dv.get("sizeInBytes") or 0)))
+        for key, size in keys:
+            old = found.get(key) if key else None
+            if key and (old is None or n.deleted_ms > old.mtime_ms):
+                found[key] = FileInfo(key, size, n.deleted_ms)
+    return list(found.values())
+
+
+def dv_candidate(dv: Mapping[str, Any], root: Root) -> str | None:
+    """The key of a table-relative ('u') deletion vector's file."""
+    value = str(dv.get("pathOrInlineDv") or "")
+    try:
+        return candidate_key(dv_relative_path(value), root)
+    except ValueError as e:
+        raise CorruptLogError(f"deletion vector {value!r}: {e}") from e
+
+
+def inventory_files(rows: Iterable[Row], root: Root) -> tuple[list[FileInfo], int, int]:
+    """The rows inside the root as listed files (each key once, its newest row), how many
+    rows were read, and how many lay outside."""
+    found: dict[str, FileInfo] = {}
+    count = outside = 0
+    for row in rows:
+        count += 1
+        key = row_key(row.uri, root)
+        if not key:
+            outside += 1
+            continue
+        info = file_info(row, key)
+        old = found.get(info.key)
+        if old is None or info.mtime_ms > old.mtime_ms:
+            found[info.key] = info
+    return list(found.values()), count, outside
 
 
 def execute_vacuum(
@@ -430,3 +663,12 @@ def remove_empty_folders(table: Table, plan: VacuumPlan) -> int:
     """After `execute_vacuum`: remove the folders it left empty; returns how many went (a folder
     a writer has put a file in since is not empty, and stays)."""
     return table.storage.remove_empty_folders(plan.folders)
+
+
+def record_vacuum(table: Table, plan: VacuumPlan) -> int | None:
+    """Last, once every delete is done: move `_last_vacuum_info` to the plan's N (see
+    `VacuumPlan.record`), so a crash before it leaves the file where the next run starts from
+    the same commits. Returns the N written, or None."""
+    if plan.record is not None:
+        vacuum_info.write(table.storage, plan.record)
+    return plan.record

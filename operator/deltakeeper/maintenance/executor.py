@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ from deltakeeper.delta.checkpoint import (
 from deltakeeper.delta.crc import CrcResult
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.table import Table
+from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.planner import Plan, Step
@@ -78,6 +81,32 @@ CHECKPOINT, COMPACTION, CLEANUP, VACUUM = tuple(Operation)
 
 
 @dataclass
+class VacuumRun:
+    """What a vacuum step did besides deleting: how it found its candidates, at what cost."""
+
+    mode: Mode
+    reason: str  # why this mode ran
+    candidates: int  # files considered: listed, named by the log or inventoried
+    listed: int  # objects a listing or an inventory returned (LITE: 0)
+    requests: dict[str, int]  # storage requests by operation, planning included
+    commits: tuple[int, int] | None  # LITE: the commits read
+    info: LastVacuumInfo  # _last_vacuum_info as the run found it
+    records: int | None  # the N it writes there (a dry run: would write); None: left alone
+
+    def to_json(self) -> dict[str, Any]:
+        found = self.info.version if self.info.status is InfoStatus.RECORDED else None
+        return {
+            "mode": self.mode,
+            "modeReason": self.reason,
+            "candidates": self.candidates,
+            "listedObjects": self.listed,
+            "requests": dict(sorted(self.requests.items())),
+            "commitsRead": list(self.commits) if self.commits else None,
+            "lastVacuumInfo": {"status": self.info.status, "before": found, "after": self.records},
+        }
+
+
+@dataclass
 class Outcome:
     operation: Operation
     result: Result
@@ -93,6 +122,7 @@ class Outcome:
     written: CheckpointResult | None = field(default=None, repr=False)  # checkpoint
     checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
     deleted_folders: int = 0  # vacuum
+    vacuum: VacuumRun | None = None  # vacuum: its mode, candidates and requests
     job: Job | None = field(default=None, repr=False)  # compaction started, not waited for
     job_id: str | None = None  # compaction
     job_result: dict[str, Any] | None = None  # compaction: the job's own JSON line
@@ -100,6 +130,8 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         out = self._json()
+        if self.vacuum is not None:
+            out["vacuum"] = self.vacuum.to_json()
         if self.operation is COMPACTION:
             out["jobId"] = self.job_id
             out["job"] = self.job_result
@@ -192,7 +224,10 @@ def _run_step(
     if step.refused:
         return Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
     if not step.due:
-        return Outcome(step.operation, Result.SKIPPED, step.reason)
+        skipped = Outcome(step.operation, Result.SKIPPED, step.reason)
+        if isinstance(step.detail, vacuum.VacuumPlan):  # its mode and what looking cost
+            skipped.vacuum = vacuum_run(step.detail, Counter())
+        return skipped
     started = time.monotonic()
     runners = {CHECKPOINT: _checkpoint, CLEANUP: _cleanup, VACUUM: _vacuum}
     try:
@@ -377,10 +412,15 @@ def _vacuum(
     detail = step.detail
     assert isinstance(detail, vacuum.VacuumPlan)
     report = None if progress is None else (lambda done, total: progress(VACUUM, done, total))
+    before = Counter(table.storage.requests)
     deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
     folders = 0 if dry_run else vacuum.remove_empty_folders(table, detail)
+    if not dry_run:
+        vacuum.record_vacuum(table, detail)
     outcome = _deleting(VACUUM, detail.files, detail.bytes, deleted, detail.delete, dry_run)
     outcome.deleted_folders = folders
+    outcome.vacuum = vacuum_run(detail, Counter(table.storage.requests) - before)
+    outcome.message = f"{detail.mode.upper()} ({detail.why}): {outcome.message}"
     if detail.folders:
         outcome.message += (
             f"; {'would remove' if dry_run else 'removed'} "
@@ -391,6 +431,21 @@ def _vacuum(
     if detail.nested:
         outcome.message += f"; skipped nested Delta tables: {', '.join(detail.nested)}"
     return outcome
+
+
+def vacuum_run(detail: vacuum.VacuumPlan, spent: Counter[str]) -> VacuumRun:
+    """The facts of a vacuum step: its plan's, and the requests planning and running sent."""
+    window = detail.window
+    return VacuumRun(
+        detail.mode,
+        detail.why,
+        detail.scanned,
+        detail.listed,
+        dict(detail.requests + spent),
+        None if window is None or window.empty else (window.start, window.end),
+        detail.last_info,
+        detail.record,
+    )
 
 
 def _deleting(

@@ -9,19 +9,27 @@ vacuumable later, and cleanup never touches data files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from deltakeeper.delta import cleanup, features, vacuum
+from deltakeeper.delta import cleanup, features, inventory, vacuum, vacuum_lite
 from deltakeeper.delta.checkpoint import CheckpointSource
-from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.errors import (
+    DeltaError,
+    InvalidInputError,
+    LiteVacuumImpossible,
+    UnsupportedProtocolError,
+)
 from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
+from deltakeeper.delta.properties import duration_text
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
+from deltakeeper.delta.vacuum_info import LastVacuumInfo
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
@@ -118,18 +126,28 @@ def plan(
     operations: tuple[Operation, ...] = OPERATIONS,
     *,
     cleanup_after_checkpoint: bool = False,
+    full_vacuum: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    known: LastVacuumInfo | None = None,
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor).
 
     A new checkpoint is what lets cleanup drop the commits before it, so cleanup asked for
     with a due checkpoint is planned as it will be once the checkpoint is written. A watch
     loop, which asks for cleanup only now and then, sets `cleanup_after_checkpoint`: then a
-    due checkpoint also brings a cleanup, planned after the checkpoint is written."""
+    due checkpoint also brings a cleanup, planned after the checkpoint is written.
+
+    Cleanup never makes the next LITE vacuum impossible: it keeps the commits from the N that
+    `_last_vacuum_info` records, unless a vacuum in this plan moves N first; then the vacuum
+    runs before it. `full_vacuum`: why an AUTO vacuum is FULL this time (the daemon's
+    fullInterval); `storage_options` open an INVENTORY vacuum's report; `known`: what a
+    watcher knows `_last_vacuum_info` holds, from its own last vacuum (else it is read)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
     result.refusal = features.refusal(snap.protocol, "maintenance")
     if result.refusal:
         return result
     operations = tuple(map(Operation, operations))
+    keep = _lite_floor(table, policy) if CLEANUP in operations else None
     for op in operations:
         if op is CHECKPOINT:
             result.steps.append(_checkpoint(table, snap, policy, now_ms))
@@ -138,12 +156,14 @@ def plan(
                 result.steps.append(_compaction(table, snap, policy, now_ms))
         elif op is CLEANUP:
             writes = any(s.operation is CHECKPOINT and s.due for s in result.steps)
-            result.steps.append(_cleanup(table, snap, policy, now_ms, writes))
+            result.steps.append(_cleanup(table, snap, policy, now_ms, writes, keep))
         else:
-            result.steps.append(_vacuum(table, snap, policy, now_ms))
+            found = _VacuumInputs(full_vacuum, storage_options, known)
+            result.steps.append(_vacuum(table, snap, policy, now_ms, found))
+    _vacuum_first(table, snap, policy, now_ms, result)
     checkpoint = any(s.operation is CHECKPOINT and s.due for s in result.steps)
     if cleanup_after_checkpoint and checkpoint and CLEANUP not in operations:
-        result.steps.append(_cleanup_after_checkpoint(table, snap, policy, now_ms))
+        result.steps.append(_cleanup_after_checkpoint(table, snap, policy, now_ms, keep))
     return result
 
 
@@ -156,10 +176,12 @@ def forced(
     *,
     classic: bool = False,
     source: CheckpointSource | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Plan:
     """A Plan of the one `operation`, run whatever the interval or schedule says: what the
     `checkpoint`, `cleanup` and `vacuum` commands run. A table or retention delta/ refuses
-    raises here, as there is nothing else to plan."""
+    raises here, as there is nothing else to plan (a LITE vacuum Delta refuses too, unless
+    the mode is AUTO, which then runs FULL)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
     if operation is CHECKPOINT:
         step = Step(CHECKPOINT, True, "asked for", classic_v2=classic, source=source)
@@ -168,14 +190,16 @@ def forced(
     elif operation is CLEANUP:
         step = _cleanup_disabled(policy) or _forced_cleanup(table, snap, policy, now_ms)
     else:
-        detail = _plan_vacuum(table, snap, policy, now_ms)
+        inputs = _VacuumInputs(storage_options=storage_options)
+        detail = _plan_vacuum(table, snap, policy, now_ms, inputs)
         step = Step(VACUUM, True, "asked for", detail)
     result.steps.append(step)
     return result
 
 
 def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
-    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+    keep = _lite_floor(table, policy)
+    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms, None, keep)
     return Step(CLEANUP, True, "asked for", detail)
 
 
@@ -293,33 +317,78 @@ def _compaction_step(snap: Snapshot, found: compaction_plan.CompactionPlan, now_
 
 
 def _cleanup(
-    table: Table, snap: Snapshot, policy: Policy, now_ms: int, after_checkpoint: bool
+    table: Table,
+    snap: Snapshot,
+    policy: Policy,
+    now_ms: int,
+    after_checkpoint: bool,
+    keep: int | None,
+    vacuum_first: int | None = None,
 ) -> Step:
     """Cleanup as it will be once the due checkpoint (if any) is written: a checkpoint written
-    in this run lets this run's cleanup drop the commits before it."""
+    in this run lets this run's cleanup drop the commits before it. `keep`: the commits from
+    this version on stay for the next LITE vacuum; `vacuum_first`: the N a vacuum run before
+    it records, which it keeps instead (a real run reads it back from the table)."""
     disabled = _cleanup_disabled(policy)
     if disabled is not None:
         return disabled
+    retention = policy.log_retention_ms
 
     def planned() -> cleanup.CleanupPlan:
-        return cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms)
+        floor = _lite_floor(table, policy)
+        return cleanup.plan_table_cleanup(table, snap, retention, now_ms, None, floor)
 
     pending = snap.version if after_checkpoint else None
-    detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms, pending)
-    replan = planned if after_checkpoint else None
-    using = f", using the checkpoint at version {pending} written first" if replan else ""
+    floor = keep if vacuum_first is None else vacuum_first
+    detail = cleanup.plan_table_cleanup(table, snap, retention, now_ms, pending, floor)
+    replan = planned if after_checkpoint or vacuum_first is not None else None
+    using = f", using the checkpoint at version {pending} written first" if pending else ""
+    if vacuum_first is not None:
+        using += f"; after the vacuum, which records N = {vacuum_first} first"
     if not detail.delete:
         return Step(CLEANUP, False, _why_nothing(detail) + using, detail, replan=replan)
     reason = f"{detail.files} log files ({format_bytes(detail.bytes)}) past the log retention"
+    if detail.kept_for_lite is not None:
+        reason += f"; commits from {detail.kept_for_lite} kept for the next LITE vacuum"
     return Step(CLEANUP, True, reason + using, detail, replan=replan)
 
 
-def _cleanup_after_checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+def _cleanup_after_checkpoint(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, keep: int | None
+) -> Step:
     def later() -> Step:
-        return _cleanup(table, snap, policy, now_ms, after_checkpoint=False)
+        return _cleanup(table, snap, policy, now_ms, after_checkpoint=False, keep=keep)
 
     reason = "planned once the due checkpoint is written"
     return Step(CLEANUP, True, reason, after=CHECKPOINT, plan_later=later)
+
+
+def _lite_floor(table: Table, policy: Policy) -> int | None:
+    """The oldest commit cleanup keeps so that LITE vacuums stay possible; None where this
+    table's vacuums never run LITE."""
+    if not policy.vacuum_enabled or policy.vacuum_mode not in (Mode.AUTO, Mode.LITE):
+        return None
+    return vacuum_lite.cleanup_floor(table)
+
+
+def _vacuum_first(table: Table, snap: Snapshot, policy: Policy, now_ms: int, result: Plan) -> None:
+    """When the LITE floor holds cleanup back and this plan's vacuum moves the floor forward,
+    run the vacuum first and plan the cleanup after it."""
+    steps = result.steps
+    clean = next((s for s in steps if s.operation is CLEANUP and s.after is None), None)
+    vac = next((s for s in steps if s.operation is VACUUM), None)
+    if clean is None or vac is None or not vac.due or vac.refused:
+        return
+    held = isinstance(clean.detail, cleanup.CleanupPlan) and clean.detail.kept_for_lite is not None
+    moved = isinstance(vac.detail, vacuum.VacuumPlan) and vac.detail.record is not None
+    if not (held and moved):
+        return
+    assert isinstance(vac.detail, vacuum.VacuumPlan) and vac.detail.record is not None
+    pending = any(s.operation is CHECKPOINT and s.due for s in steps[: steps.index(clean)])
+    again = _cleanup(table, snap, policy, now_ms, pending, None, vac.detail.record)
+    steps.remove(vac)
+    steps[steps.index(clean)] = again
+    steps.insert(steps.index(again), vac)
 
 
 def _cleanup_disabled(policy: Policy) -> Step | None:
@@ -328,22 +397,92 @@ def _cleanup_disabled(policy: Policy) -> Step | None:
     return Step(CLEANUP, False, "disabled by the table property delta.enableExpiredLogCleanup")
 
 
-def _plan_vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> vacuum.VacuumPlan:
-    return vacuum.plan_table_vacuum(
-        table, snap, policy.deleted_file_retention_ms, now_ms, policy.allow_short_retention
-    )
+def full_vacuum_due(policy: Policy, last_full_ms: int | None, now_ms: int) -> str | None:
+    """Why an AUTO vacuum is FULL this time, or None: none on record, or vacuum.fullInterval
+    has passed since the last one (for the files no commit names: those of failed writes)."""
+    if policy.vacuum_mode is not Mode.AUTO:
+        return None
+    if last_full_ms is None:
+        return "no FULL vacuum on record"
+    if now_ms - last_full_ms < policy.vacuum_full_interval_ms:
+        return None
+    every = duration_text(policy.vacuum_full_interval_ms)
+    return f"the last FULL vacuum ran at {format_ms(last_full_ms)}, over {every} ago"
 
 
-def _vacuum(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+@dataclass(frozen=True)
+class _VacuumInputs:
+    """What a vacuum's plan takes besides the policy (see `plan`)."""
+
+    full_vacuum: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+    known: LastVacuumInfo | None = None
+
+
+def _plan_vacuum(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
+) -> vacuum.VacuumPlan:
+    """The vacuum in the policy's mode; AUTO runs LITE unless a FULL one is due
+    (`inputs.full_vacuum`) or Delta refuses LITE. The plan says why its mode."""
+    mode = policy.vacuum_mode
+    found = None
+    if mode is Mode.INVENTORY:
+        found = _inventory(policy, inputs.storage_options)
+
+    def planned(chosen: Mode) -> vacuum.VacuumPlan:
+        return vacuum.plan_table_vacuum(
+            table,
+            snap,
+            policy.deleted_file_retention_ms,
+            now_ms,
+            policy.allow_short_retention,
+            chosen,
+            found,
+            inputs.known,
+        )
+
+    if mode is not Mode.AUTO:
+        detail = planned(mode)
+        detail.why = f"vacuum mode {mode}"
+        return detail
+    if inputs.full_vacuum:
+        detail = planned(Mode.FULL)
+        detail.why = f"auto: {inputs.full_vacuum}"
+        return detail
+    try:
+        detail = planned(Mode.LITE)
+    except LiteVacuumImpossible as e:
+        detail = planned(Mode.FULL)
+        detail.why = f"auto: LITE refused, FULL instead: {e}"
+        return detail
+    every = duration_text(policy.vacuum_full_interval_ms)
+    detail.why = f"auto: LITE while Delta allows it, FULL every {every}"
+    return detail
+
+
+def _inventory(policy: Policy, options: Mapping[str, Any] | None) -> inventory.Inventory:
+    settings = policy.vacuum_inventory
+    if settings is None:
+        raise InvalidInputError("vacuum mode inventory needs vacuum.inventory (--inventory URI)")
+    return inventory.open_inventory(settings.uri, settings.format, dict(options or {}))
+
+
+def _vacuum(
+    table: Table, snap: Snapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
+) -> Step:
     if not policy.vacuum_enabled:
         return Step(VACUUM, False, "disabled by the policy (vacuum.enabled: false)")
     try:
-        detail = _plan_vacuum(table, snap, policy, now_ms)
+        detail = _plan_vacuum(table, snap, policy, now_ms, inputs)
     except (InvalidInputError, UnsupportedProtocolError) as e:
         return Step(VACUUM, False, str(e), refused=True, error=e)
+    mode = f"{detail.mode.upper()} ({detail.why})"
     if not detail.delete:
-        return Step(VACUUM, False, "no unreferenced data files past the retention", detail)
-    reason = f"{detail.files} unreferenced data files ({format_bytes(detail.bytes)})"
+        reason = f"{mode}: no unreferenced data files past the retention"
+        if detail.record is None:
+            return Step(VACUUM, False, reason, detail)
+        return Step(VACUUM, True, f"{reason}; records N = {detail.record}", detail)
+    reason = f"{mode}: {detail.files} unreferenced data files ({format_bytes(detail.bytes)})"
     return Step(VACUUM, True, reason, detail)
 
 

@@ -23,6 +23,7 @@ from deltakeeper.delta.properties import (
     PropertyError,
     TableProperties,
 )
+from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 
 # Files below this size count as "small" in status, metrics and `inspect`.
 SMALL_FILE_BYTES = 32 * 2**20
@@ -37,7 +38,7 @@ MIN_VACUUM_RETENTION_MS = properties.MIN_VACUUM_RETENTION_MS
 CLASSIC_V2_EVERY_INTERVALS = 10
 # The watch loop (operator and standalone mode): how often a table is polled, how often metadata
 # cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
-# often vacuum runs when vacuum.schedule is not set (vacuum lists the whole table, so rarely).
+# often vacuum runs when vacuum.schedule is not set (a FULL one lists the whole table).
 POLL_INTERVAL_MS = 30_000
 # Where the daemons serve /metrics: this machine only, as metrics name every table; other hosts
 # get them only when asked for (`--metrics-bind-address 0.0.0.0`; the Helm chart does).
@@ -47,6 +48,10 @@ METRICS_BIND_ADDRESS = "127.0.0.1"
 LAKE_SCAN_INTERVAL_MS = 10 * 60_000
 CLEANUP_EVERY_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
+# Vacuum: LITE (from the log) while Delta allows it, and a FULL listing this often under AUTO,
+# for the files no commit names (those of failed writes).
+VACUUM_MODE = Mode.AUTO
+VACUUM_FULL_INTERVAL_MS = 7 * DAY_MS
 # Compaction (off unless a spec, policy or flag enables it). Target size as Delta's
 # delta.targetFileSize, else 128 MiB; small below half of it; due at 50 small files in a
 # partition (Delta's auto compaction), or two once the oldest is an hour old, or a file with
@@ -110,6 +115,14 @@ class CompactionSettings:
 
 
 @dataclass(frozen=True)
+class InventorySettings:
+    """Where a vacuum in INVENTORY mode reads its storage inventory (vacuum.inventory)."""
+
+    uri: str
+    format: InventoryFormat = InventoryFormat.AUTO
+
+
+@dataclass(frozen=True)
 class Policy:
     log_retention_ms: int
     deleted_file_retention_ms: int
@@ -121,6 +134,9 @@ class Policy:
     write_checksum: bool = False  # N.crc next to each checkpoint deltakeeper writes
     checkpoint_part_size: int | None = None  # actions per part; None: one file (Delta's default)
     compaction: CompactionSettings = CompactionSettings()
+    vacuum_mode: Mode = VACUUM_MODE
+    vacuum_full_interval_ms: int = VACUUM_FULL_INTERVAL_MS  # AUTO: a FULL vacuum this often
+    vacuum_inventory: InventorySettings | None = None
     # For each retention field: spec, policy, flag, table or default (see SOURCES).
     sources: Mapping[str, str] = dataclass_field(default_factory=dict)
 
@@ -163,6 +179,9 @@ SETTINGS = (
     "allow_short_retention",
     "write_checksum",
     "checkpoint_part_size",
+    "vacuum_mode",
+    "vacuum_full_interval_ms",
+    "vacuum_inventory",
     *(f"compaction_{name}" for name in COMPACTION_FIELDS),
     "sources",
 )
@@ -204,6 +223,9 @@ def effective(
     allow_short_retention: bool | None = None,
     write_checksum: bool | None = None,
     checkpoint_part_size: int | None = None,
+    vacuum_mode: Mode | None = None,
+    vacuum_full_interval_ms: int | None = None,
+    vacuum_inventory: InventorySettings | None = None,
     sources: Mapping[str, str] | None = None,
     **compaction: Any,
 ) -> Policy:
@@ -225,6 +247,8 @@ def effective(
         "deleted_file_retention_ms": deleted_file_retention_ms,
     }
     chosen = {key: _retention(key, explicit[key], table[key], sources or {}) for key in explicit}
+    if vacuum_mode is Mode.INVENTORY and vacuum_inventory is None:
+        raise PolicyError("vacuum.mode inventory needs vacuum.inventory.uri (--inventory URI)")
     return Policy(
         log_retention_ms=chosen["log_retention_ms"][0],
         deleted_file_retention_ms=chosen["deleted_file_retention_ms"][0],
@@ -236,6 +260,9 @@ def effective(
         write_checksum=bool(write_checksum),
         checkpoint_part_size=checkpoint_part_size,
         compaction=compaction_settings(props, **compaction),
+        vacuum_mode=vacuum_mode or VACUUM_MODE,
+        vacuum_full_interval_ms=vacuum_full_interval_ms or VACUUM_FULL_INTERVAL_MS,
+        vacuum_inventory=vacuum_inventory,
         sources={key: value[1] for key, value in chosen.items()},
     )
 

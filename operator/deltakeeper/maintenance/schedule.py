@@ -1,10 +1,10 @@
 """Which operations to plan on this poll of a watched table.
 
 Planning a checkpoint is cheap (it reads the snapshot's log position); planning cleanup lists the
-log and planning vacuum lists the whole table, so a watch loop plans those only when they can
-have become due: cleanup every CLEANUP_EVERY_MS (and after a new checkpoint: the planner's
-rule), vacuum on its cron schedule or else every VACUUM_EVERY_MS. Pure: the caller passes the
-clock and the last run times.
+log, and planning vacuum reads the commits since the last one (a FULL one lists the whole
+table), so a watch loop plans those only when they can have become due: cleanup every
+CLEANUP_EVERY_MS (and after a new checkpoint: the planner's rule), vacuum on its cron schedule
+or else every VACUUM_EVERY_MS. Pure: the caller passes the clock and the last run times.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import SOURCES
 from deltakeeper.resources.status_fields import COUNTS
@@ -68,6 +69,30 @@ def policy_fields() -> dict[str, Any]:
                     "type": "boolean",
                     "description": "Allow deletedFileRetention below 7 days.",
                 },
+                "mode": {
+                    "type": "string",
+                    "enum": [str(m) for m in Mode],
+                    "description": "lite: the files the commits since the last vacuum name; "
+                    "full: list the table; inventory: read vacuum.inventory; auto (default): "
+                    "lite, and full every fullInterval or when Delta refuses lite.",
+                },
+                "fullInterval": _str(DURATION, "auto: a full vacuum this often (default 7d)."),
+                "inventory": _obj(
+                    {
+                        "uri": _str(
+                            URI,
+                            "An S3 Inventory manifest.json or its folder, or "
+                            "Parquet or a Delta table in Delta's inventory schema.",
+                        ),
+                        "format": {
+                            "type": "string",
+                            "enum": [str(f) for f in InventoryFormat],
+                            "description": "What uri holds (default auto: by what is there).",
+                        },
+                    },
+                    "The storage inventory an inventory vacuum reads instead of listing.",
+                    required=["uri"],
+                ),
             }
         ),
         "compaction": _obj(
@@ -195,7 +220,9 @@ def _table_status() -> dict[str, Any]:
         "bytesAdded": count,
     }
     compacted = _obj({**run["properties"], **rewritten, "jobId": {"type": "string"}})
-    runs = {str(op): compacted if op is Operation.COMPACTION else run for op in Operation}
+    vacuumed = _obj({**run["properties"], **_vacuum_run(count)})
+    special = {Operation.COMPACTION: compacted, Operation.VACUUM: vacuumed}
+    runs = {str(op): special.get(op, run) for op in Operation}
     counts = {f: nullable_count if f is F.LAST_CHECKPOINT_VERSION else count for f in COUNTS}
     fields = {
         F.OBSERVED_GENERATION: count,
@@ -210,6 +237,22 @@ def _table_status() -> dict[str, Any]:
     }
     assert fields.keys() == set(F), "every status field has a schema"
     return _obj({str(f): fields[f] for f in F})
+
+
+def _vacuum_run(count: dict[str, Any]) -> dict[str, Any]:
+    """What a vacuum's entry in lastMaintenance adds: its mode, candidates and cost."""
+    return {
+        "mode": {"type": "string", "enum": [str(m) for m in Mode if m is not Mode.AUTO]},
+        "modeReason": {"type": "string"},
+        "candidates": {**count, "description": "Files considered."},
+        "listedObjects": {**count, "description": "Objects a listing or inventory returned."},
+        "requests": {
+            "type": "object",
+            "additionalProperties": count,
+            "description": "Storage requests the vacuum sent, by operation.",
+        },
+        "lastFull": {"type": "string", "format": "date-time"},
+    }
 
 
 def _compaction_status(count: dict[str, Any]) -> dict[str, Any]:

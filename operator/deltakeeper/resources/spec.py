@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
+from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.policy import PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron
@@ -40,8 +42,33 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     short = vacuum.get("allowShortRetention", spec.get("allowShortRetention"))
     if short is not None:
         out["allow_short_retention"] = _bool("allowShortRetention", short)
+    out.update(_vacuum(vacuum))
     out.update(_compaction(spec.get("compaction") or {}))
     return out
+
+
+def _vacuum(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.vacuum's mode, fullInterval and inventory as settings."""
+    out: dict[str, Any] = {}
+    if spec.get("mode") is not None:
+        out["vacuum_mode"] = _choice("vacuum.mode", spec["mode"], Mode)
+    if spec.get("fullInterval") is not None:
+        out["vacuum_full_interval_ms"] = positive(
+            "vacuum.fullInterval", _duration("vacuum.fullInterval", spec["fullInterval"])
+        )
+    found = spec.get("inventory")
+    if found is not None:
+        if not isinstance(found, Mapping) or not isinstance(found.get("uri"), str):
+            raise PolicyError(f"vacuum.inventory: expected {{uri, format}}, got {found!r}")
+        fmt = _choice("vacuum.inventory.format", found.get("format", "auto"), InventoryFormat)
+        out["vacuum_inventory"] = defaults.InventorySettings(found["uri"], fmt)
+    return out
+
+
+def _choice(key: str, value: Any, names: type[StrEnum]) -> Any:
+    if value not in list(names):
+        raise PolicyError(f"{key}: expected one of {', '.join(names)}, got {value!r}")
+    return names(value)
 
 
 def _compaction(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -198,7 +198,7 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
         if o.result is Result.DONE:
             events.append(Event(NORMAL, *_done(o)))
         elif o.result is Result.DRY_RUN and o.operation is Operation.VACUUM:
-            message = f"vacuum would delete {len(o.files)} files"
+            message = f"{_vacuum_mode(o)}vacuum would delete {len(o.files)} files"
             events.append(Event(NORMAL, Reason.VACUUM_DRY_RUN, message))
         elif o.result in (Result.FAILED, Result.REFUSED):
             failed = o.result is Result.FAILED
@@ -219,7 +219,13 @@ def _done(o: Outcome) -> tuple[Reason, str]:
     size = format_bytes(o.deleted_bytes)
     if o.operation is Operation.CLEANUP:
         return Reason.LOG_CLEANED, f"deleted {o.deleted_files} expired log files ({size}) {took}"
-    return Reason.VACUUMED, f"deleted {o.deleted_files} unreferenced data files ({size}) {took}"
+    deleted = f"deleted {o.deleted_files} unreferenced data files ({size}) {took}"
+    return Reason.VACUUMED, f"{_vacuum_mode(o)}vacuum {deleted}"
+
+
+def _vacuum_mode(o: Outcome) -> str:
+    """Which mode a vacuum ran in and why, to begin its event's message."""
+    return f"{o.vacuum.mode.upper()} ({o.vacuum.reason}) " if o.vacuum else ""
 
 
 def table_found(lake: str, path: str, found: bool, kept: str = "") -> Condition:

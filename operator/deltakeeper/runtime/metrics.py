@@ -89,6 +89,31 @@ _CONDITION = (
 # A condition's status -> the gauge's value; Unknown is not exported.
 CONDITION_VALUES = {"True": 1, "False": 0}
 _COMPACTION = ("deltakeeper_compaction_jobs", "gauge", "SparkApplication compaction jobs, by state")
+_VACUUM_RUNS = (
+    "deltakeeper_vacuum_runs_total",
+    "counter",
+    "Vacuums by the mode that ran (lite, full, inventory) and result",
+)
+_VACUUM_MODE = (
+    "deltakeeper_vacuum_mode",
+    "gauge",
+    "The mode of the table's last vacuum: 1 for that mode (lite, full, inventory)",
+)
+_VACUUM_CANDIDATES = (
+    "deltakeeper_vacuum_candidates_total",
+    "counter",
+    "Files vacuums considered: listed, named by the log (lite) or inventoried",
+)
+_VACUUM_LISTED = (
+    "deltakeeper_vacuum_listed_objects_total",
+    "counter",
+    "Objects vacuums' listings or inventories returned (lite lists none)",
+)
+_VACUUM_REQUESTS = (
+    "deltakeeper_vacuum_requests_total",
+    "counter",
+    "Storage requests vacuums sent (planning included), by operation",
+)
 _REQUESTS = (
     "deltakeeper_storage_requests_total",
     "counter",
@@ -126,6 +151,17 @@ class _Duration:
 
 
 @dataclass(slots=True)
+class _Vacuums:
+    """A table's vacuums: runs by (mode, result), the last mode, and what they cost."""
+
+    runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    mode: str = ""
+    candidates: int = 0
+    listed: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class _Table:
     """Everything exported about one table. Dicts stay empty until something happens."""
 
@@ -141,6 +177,7 @@ class _Table:
     conditions: dict[str, int] = field(default_factory=dict)  # type -> 1 (True) or 0 (False)
     compaction: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
+    vacuum: _Vacuums | None = None
     labels: str = ""  # the two labels as exposed, escaped once
     label: ClassVar[str] = "table"
 
@@ -232,6 +269,25 @@ class Metrics:
             if n:
                 t.requests[operation] = t.requests.get(operation, 0) + n
 
+    def vacuum(
+        self,
+        namespace: str,
+        table: str,
+        mode: str,
+        result: str,
+        found: tuple[int, int],
+        requests: Mapping[str, int],
+    ) -> None:
+        """One vacuum: its mode and result, `found` (candidates, objects listed), requests."""
+        t = self._of(namespace, table)
+        v = t.vacuum = t.vacuum or _Vacuums()
+        v.runs[(mode, result)] = v.runs.get((mode, result), 0) + 1
+        v.mode = mode
+        v.candidates += found[0]
+        v.listed += found[1]
+        for operation, n in requests.items():
+            v.requests[operation] = v.requests.get(operation, 0) + n
+
     def compaction_jobs(self, namespace: str, table: str, state: str, jobs: int) -> None:
         self._of(namespace, table).compaction[state] = jobs
 
@@ -317,6 +373,7 @@ class Metrics:
                 for state, n in list(t.compaction.items())
             ),
         )
+        yield from _vacuum_families([t for t in tables if t.vacuum is not None])
         yield from _lake_families(list(self._lakes.values()))
         yield (
             _REQUESTS,
@@ -338,6 +395,25 @@ class Metrics:
                     yield "".join(lines)
                     lines.clear()
             yield "".join(lines)
+
+
+def _vacuum_families(tables: list[_Table]) -> Iterator[Family]:
+    vacs = [(t, t.vacuum) for t in tables if t.vacuum is not None]
+    yield (
+        _VACUUM_RUNS,
+        (
+            (t, "", (("mode", mode), ("result", result)), n)
+            for t, v in vacs
+            for (mode, result), n in list(v.runs.items())
+        ),
+    )
+    yield _VACUUM_MODE, ((t, "", (("mode", v.mode),), 1) for t, v in vacs)
+    yield _VACUUM_CANDIDATES, ((t, "", (), v.candidates) for t, v in vacs)
+    yield _VACUUM_LISTED, ((t, "", (), v.listed) for t, v in vacs)
+    yield (
+        _VACUUM_REQUESTS,
+        ((t, "", (("operation", op),), n) for t, v in vacs for op, n in list(v.requests.items())),
+    )
 
 
 def _lake_families(lakes: list[_Lake]) -> Iterator[Family]:

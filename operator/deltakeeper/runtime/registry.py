@@ -198,6 +198,9 @@ def record(metrics: Metrics, target: Target, obs: Observation) -> None:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends
         metrics.maintenance(ns, name, o.operation, o.result, o.seconds)
+        if o.vacuum is not None:
+            found = (o.vacuum.candidates, o.vacuum.listed)
+            metrics.vacuum(ns, name, o.vacuum.mode, o.result, found, o.vacuum.requests)
         kind = DELETES.get(o.operation)
         if kind is not None and o.result is Result.DONE:
             metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)

@@ -24,6 +24,8 @@ from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
+from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
@@ -33,10 +35,10 @@ from deltakeeper.runtime import conditions, status
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.model import Observation, Problem, Target
-from deltakeeper.units import rfc3339
+from deltakeeper.units import parse_timestamp_ms, rfc3339
 
 log = logging.getLogger("deltakeeper.watcher")
-CHECKPOINT, COMPACTION = Operation.CHECKPOINT, Operation.COMPACTION
+CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Operation.VACUUM
 
 
 class TableWatcher:
@@ -65,6 +67,7 @@ class TableWatcher:
         self._policy: Policy | None = None
         self._target: Target | None = None
         self._last: Observation | None = None  # the last full observation, for quiet polls
+        self._vacuum_info: LastVacuumInfo | None = None  # as our last vacuum left it
 
     # -- observe ------------------------------------------------------------------------------
     def observe(self, target: Target, now_ms: int) -> Observation:
@@ -152,6 +155,7 @@ class TableWatcher:
         opened = (target.uri, repr(sorted(target.storage_options.items())))
         if self._table is None or self._opened != opened:
             self._table, self._snap, self._opened = None, None, None
+            self._vacuum_info = None
             self._table = open_table(target.uri, dict(target.storage_options))
             self._opened = opened
             self._requests_seen = Counter()
@@ -188,7 +192,15 @@ class TableWatcher:
         try:
             assert self._policy is not None  # set by the observe() that found `ops` due
             plan = planner.plan(
-                table, snap, self._policy, now_ms, ops, cleanup_after_checkpoint=True
+                table,
+                snap,
+                self._policy,
+                now_ms,
+                ops,
+                cleanup_after_checkpoint=True,
+                full_vacuum=planner.full_vacuum_due(self._policy, self._last_full_ms(), now_ms),
+                storage_options=target.storage_options,
+                known=self._vacuum_info,
             )
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
@@ -201,9 +213,18 @@ class TableWatcher:
         report = executor.execute(table, plan, compactor=compactor, dry_operations=dry)
         outcomes = list(report.outcomes)
         self._track(plan, outcomes, now_ms)
+        self._vacuum_info = _vacuum_info_after(outcomes, self._vacuum_info)
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
+
+    def _last_full_ms(self) -> int | None:
+        """When the last FULL vacuum ran, as the status records it (None: never)."""
+        when = (self.last_maintenance.get(VACUUM) or {}).get("lastFull")
+        try:
+            return parse_timestamp_ms(when) if isinstance(when, str) else None
+        except ValueError:
+            return None
 
     def _compactor(self, target: Target) -> Compactor | None:
         """The daemon's compactor with this table's storage options."""
@@ -231,6 +252,7 @@ class TableWatcher:
                 self.last_run_ms[op] = now_ms
             if o.result is Result.SKIPPED:
                 continue  # looked, nothing due: the status keeps the last real run
+            previous = self.last_maintenance.get(op) or {}
             self.last_maintenance[op] = {
                 "time": rfc3339(now_ms),
                 "timeMs": now_ms,
@@ -241,6 +263,7 @@ class TableWatcher:
                 "seconds": round(o.seconds, 3),
                 "message": o.message,
                 **_rewritten(o),
+                **_vacuumed(o, previous, now_ms),
             }
 
     # -- describe -----------------------------------------------------------------------------
@@ -289,6 +312,39 @@ class TableWatcher:
         new = total - self._requests_seen
         self._requests_seen = total
         return new
+
+
+def _vacuum_info_after(
+    outcomes: list[Outcome], known: LastVacuumInfo | None
+) -> LastVacuumInfo | None:
+    """`_last_vacuum_info` as this poll's vacuum found or left it (the next plan reads no file;
+    if another engine moves it on meanwhile, the next LITE only reads more commits)."""
+    for o in outcomes:
+        run = o.vacuum
+        if run is None or run.mode is Mode.INVENTORY:
+            continue
+        if o.result is Result.DONE and run.records is not None:
+            return LastVacuumInfo(InfoStatus.RECORDED, run.records)
+        return run.info
+    return known
+
+
+def _vacuumed(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+    """A vacuum's mode and cost, and when the last FULL one ran (carried over from the run
+    before when this one was not FULL)."""
+    run = o.vacuum
+    if run is None:
+        return {}
+    full = run.mode is Mode.FULL and o.result in (Result.DONE, Result.DRY_RUN)
+    last_full = rfc3339(now_ms) if full else previous.get("lastFull")
+    return {
+        "mode": str(run.mode),
+        "modeReason": run.reason,
+        "candidates": run.candidates,
+        "listedObjects": run.listed,
+        "requests": dict(sorted(run.requests.items())),
+        **({"lastFull": last_full} if last_full else {}),
+    }
 
 
 def _rewritten(o: Outcome) -> dict[str, Any]:

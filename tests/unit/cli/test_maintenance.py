@@ -20,7 +20,7 @@ def test_json_report_has_the_contract_keys_and_per_step_results(capsys, tmp_path
     touch(tmp_path / "stray.parquet", START)
     log = tmp_path / "_delta_log"
     commit_bytes = sum((log / f"{v:020d}.json").stat().st_size for v in range(11))
-    code, report, _ = maintain_json(capsys, tmp_path)
+    code, report, _ = maintain_json(capsys, tmp_path, "--mode", "full")  # FULL finds the stray
     assert code == 0
     assert report["operation"] == "maintain" and report["version"] == 11
     assert report["dryRun"] is False and report["checkpointVersion"] == 11
@@ -272,3 +272,45 @@ def test_part_size_and_checksum_flags(capsys, tmp_path):
 def test_bad_part_size_is_exit_2(capsys, tmp_path):
     code, _, err = run(capsys, "checkpoint", str(table(tmp_path)), "--part-size", "0")
     assert code == 2 and "part size" in err
+
+
+# -- vacuum modes ---------------------------------------------------------------------------------
+def vacuum_json(capsys, path, *flags):
+    code, out, err = run(capsys, "vacuum", str(path), "--now", str(NOW), "--json", *flags)
+    return code, json.loads(out) if out else None, err
+
+
+def test_vacuum_report_says_the_mode_why_candidates_and_requests(capsys, tmp_path):
+    daily_table(tmp_path)
+    touch(tmp_path / "stray.parquet", START)
+    code, report, _ = vacuum_json(capsys, tmp_path)
+    assert code == 0 and report["mode"] == "lite" and report["files"] == []
+    assert report["modeReason"].startswith("auto: LITE while Delta allows it")
+    assert report["deletedFiles"] == 1 and report["candidates"] == 1  # f1; not the stray
+    assert report["listedObjects"] == 0 and report["commitsRead"] == [0, 11]
+    assert report["lastVacuumInfo"] == {"status": "missing", "before": None, "after": 11}
+    assert set(report["requests"]) <= {"list", "read", "delete", "put"}
+    assert report["reasons"][0].startswith("mode lite: auto:")
+    code, again, _ = vacuum_json(capsys, tmp_path)  # nothing new: no commit read
+    assert again["commitsRead"] is None and again["lastVacuumInfo"]["before"] == 11
+    assert again["lastVacuumInfo"]["after"] is None and again["deletedFiles"] == 0
+    code, full, _ = vacuum_json(capsys, tmp_path, "--mode", "full")
+    assert full["mode"] == "full" and full["deletedFiles"] == 1 and full["listedObjects"] > 12
+
+
+def test_inventory_flags_are_checked(capsys, tmp_path):
+    daily_table(tmp_path)
+    code, _, err = vacuum_json(capsys, tmp_path, "--mode", "inventory")
+    assert code == 2 and "--inventory URI" in err
+    code, _, err = vacuum_json(capsys, tmp_path, "--mode", "full", "--inventory", "s3://x/y")
+    assert code == 2 and "--inventory is read by --mode inventory only" in err
+    code, _, err = vacuum_json(capsys, tmp_path, "--inventory", str(tmp_path / "none.parquet"))
+    assert code == 2 and "not found" in err
+
+
+def test_maintain_takes_the_vacuum_mode(capsys, tmp_path):
+    daily_table(tmp_path)
+    code, report, _ = maintain_json(capsys, tmp_path, "--mode", "lite", "--dry-run")
+    vac = next(r for r in report["results"] if r["operation"] == "vacuum")
+    assert code == 0 and vac["vacuum"]["mode"] == "lite" and vac["files"] == ["f1.parquet"]
+    assert vac["message"].startswith("LITE (vacuum mode lite): would delete 1 files")

@@ -149,6 +149,24 @@ def test_young_table_has_no_cutoff_commit() -> None:
     assert p.cutoff_commit is None and p.delete == []
 
 
+def test_keep_from_holds_the_cut_at_a_checkpoint_no_newer_than_it() -> None:
+    """The next LITE vacuum reads from the N `_last_vacuum_info` records: commit N stays."""
+    files = [
+        *history(hourly(0, 30, CUTOFF + 2 * HOUR)),
+        *(fi(paths.checkpoint(v)) for v in (10, 20, 28)),
+        fi(paths.LAST_VACUUM_INFO),
+    ]
+    assert plan(files).cutoff_checkpoint == 28
+    held = plan(files, keep_from=24)
+    assert held.cutoff_checkpoint == 20 and held.kept_for_lite == 24
+    assert deleted(held) == {*map(paths.commit, range(20)), paths.checkpoint(10)}
+    assert "commits from 24 stay" in str(held)
+    assert paths.LAST_VACUUM_INFO not in deleted(held)
+    free = plan(files, keep_from=28)  # N at the cut-off checkpoint: nothing held back
+    assert free.cutoff_checkpoint == 28 and free.kept_for_lite is None
+    assert plan(files, keep_from=5).cutoff_checkpoint is None  # no checkpoint at or before 5
+
+
 # -- checkpoints --------------------------------------------------------------------------------
 def test_multipart_checkpoint_at_cutoff_is_kept_whole_and_older_incomplete_one_goes() -> None:
     files = [

@@ -19,6 +19,7 @@ def test_every_log_file_kind_parses():
         "00000000000000000004.00000000000000000006.compacted.json": (Kind.COMPACTED, 4),
         "00000000000000000007.crc": (Kind.CRC, 7),
         "_last_checkpoint": (Kind.LAST_CHECKPOINT, -1),
+        "_last_vacuum_info": (Kind.LAST_VACUUM_INFO, -1),
         f"_staged_commits/00000000000000000008.{UUID}.json": (Kind.STAGED_COMMIT, 8),
         f"_commits/00000000000000000009.{UUID}.json": (Kind.STAGED_COMMIT, 9),
         f"_sidecars/{UUID}.parquet": (Kind.SIDECAR, -1),

@@ -34,6 +34,7 @@ from deltakeeper.delta.vacuum import (
     plan_vacuum,
     z85_decode,
 )
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import policy
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 
@@ -354,6 +355,8 @@ def test_cli_short_retention_exits_2_and_deletes_nothing(tmp_path, capsys):
         "--now",
         str(NOW),
         "--json",
+        "--mode",
+        "full",
     )
     assert code == 0 and json.loads(out)["deletedFiles"] == 1
     assert not (tmp_path / "stray").exists()
@@ -398,7 +401,8 @@ def test_cli_dry_run_lists_what_the_real_run_deletes(tmp_path, capsys):
     b.commit(protocol(), metadata(), add("live"))
     for key, mtime in [("live", OLD), ("old-1", OLD), ("d/old 2", OLD), ("new", NOW)]:
         touch(tmp_path, key, mtime, data=b"12345")
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    full = ("--mode", "full")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json", *full)
     dry = json.loads(out)
     assert code == 0 and dry["dryRun"] and dry["deletedFiles"] == 0
     assert dry["files"] == ["d/old 2", "old-1"]
@@ -406,7 +410,7 @@ def test_cli_dry_run_lists_what_the_real_run_deletes(tmp_path, capsys):
     assert (dry["retentionMs"], dry["cutoffTimestamp"]) == (WEEK, CUTOFF)
     assert (dry["scannedFiles"], dry["referencedFiles"], dry["operation"]) == (5, 1, "vacuum")
     before = files_under(tmp_path)
-    code, out, err = _cli(capsys, str(tmp_path), "--now", str(NOW))
+    code, out, err = _cli(capsys, str(tmp_path), "--now", str(NOW), *full)
     assert code == 0 and "deleted 2 files" in out and "vacuum: deleted 2/2 files" in err
     assert before - files_under(tmp_path) == set(dry["files"])
 
@@ -526,6 +530,38 @@ def test_property_vacuum_never_deletes_a_referenced_or_young_file(history, data,
         assert {k for k, f in listed.items() if f.mtime_ms >= cutoff} <= left
 
 
+@settings(max_examples=100, deadline=None)
+@given(histories(), st.data(), st.integers(0, 15 * DAY))
+def test_property_lite_deletes_what_removes_name_and_nothing_referenced(history, data, retention):
+    """LITE (every commit past the cut-off here) deletes exactly the files and old DV files that
+    removes name with a deletion time before the cut-off (the newest, for a file removed twice)
+    and nothing still referenced; FULL deletes all of them too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Model(Path(tmp))
+        for op in history:
+            model.step(op)
+        times = [model.t, *(ts for _, _, ts in model.tombstones), *model.mtimes]
+        cutoff = data.draw(st.sampled_from(times)) + data.draw(st.sampled_from([-1, 0, 1]))
+        now = cutoff + retention
+        table = open_table(tmp)
+        lite = plan_table_vacuum(table, load_for_vacuum(table), retention, now, True, Mode.LITE)
+        removed: dict[str, int] = {}
+        for key, dv_key, ts in model.tombstones:
+            for k in (key, dv_key):
+                if k:
+                    removed[k] = max(ts, removed.get(k, ts))
+        keep = model.referenced(cutoff)
+        expected = sorted(k for k, ts in removed.items() if ts < cutoff and k not in keep)
+        assert [f.key for f in lite.delete] == expected
+        full = plan_table_vacuum(table, load_for_vacuum(table), retention, now, True)
+        gone_full = {f.key for f in full.delete}
+        assert {k for k in expected if model_mtime(Path(tmp), k) < cutoff} <= gone_full
+
+
+def model_mtime(root: Path, key: str) -> int:
+    return (root / key).stat().st_mtime_ns // 1_000_000
+
+
 # -- nested tables and empty folders -------------------------------------------------------------
 def test_a_nested_delta_table_is_skipped_and_named(tmp_path, capsys):
     outer = LogBuilder(tmp_path)
@@ -540,10 +576,11 @@ def test_a_nested_delta_table_is_skipped_and_named(tmp_path, capsys):
     assert [f.key for f in p.delete] == ["stray"]
     assert p.nested == ["inner"] and p.in_nested == 5  # 3 data files and 2 commits
     assert "skipped 1 nested Delta tables (5 files; each has its own _delta_log): inner" in str(p)
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    full = ("--mode", "full")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json", *full)
     assert code == 0 and json.loads(out)["skippedNestedTables"] == ["inner"]
     before = files_under(tmp_path)
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json", *full)
     assert code == 0 and json.loads(out)["skippedNestedTables"] == ["inner"]
     assert before - files_under(tmp_path) == {"stray"}
 
@@ -565,11 +602,12 @@ def test_folders_left_empty_are_removed_but_never_the_root_log_or_new_ones(tmp_p
     p = plan(tmp_path)
     assert [f.key for f in p.delete] == ["a/b/gone.parquet", "p=2/gone.parquet"]
     assert p.folders == ["a/", "a/b/", "empty/", "empty/deeper/", "p=2/"]
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json")
+    full = ("--mode", "full")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--dry-run", "--json", *full)
     dry = json.loads(out)
     assert dry["folders"] == p.folders and dry["deletedFolders"] == 0
     assert (tmp_path / "empty" / "deeper").is_dir()
-    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json")
+    code, out, _ = _cli(capsys, str(tmp_path), "--now", str(NOW), "--json", *full)
     assert code == 0 and json.loads(out)["deletedFolders"] == 5
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["_delta_log", "keep", "p=1", "young"]

@@ -1,5 +1,6 @@
 """maintenance/executor.py: what running a plan changes: dry runs, refusals, skipped steps."""
 
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor
 from tests.support.planning import plan_for, steps
 from tests.support.tables import DAY, START, daily_table, log_names, touch
@@ -14,7 +15,7 @@ def test_vacuum_removes_the_expired_tombstones_file_and_strays_only(tmp_path):
     daily_table(tmp_path)
     touch(tmp_path / "stray-old.parquet", START)
     touch(tmp_path / "stray-new.parquet", START + 59 * DAY)
-    table, plan = plan_for(tmp_path, START + 60 * DAY)
+    table, plan = plan_for(tmp_path, START + 60 * DAY, vacuum_mode=Mode.FULL)
     vac = steps(plan)["vacuum"]
     assert vac.due and vac.detail is not None
     assert sorted(f.key for f in vac.detail.delete) == ["f1.parquet", "stray-old.parquet"]
@@ -30,7 +31,7 @@ def test_dry_run_changes_nothing_and_names_what_a_run_would(tmp_path):
     daily_table(tmp_path)
     touch(tmp_path / "stray-old.parquet", START)
     before_log, before_data = log_names(tmp_path), sorted(tmp_path.glob("*.parquet"))
-    table, plan = plan_for(tmp_path, START + 60 * DAY)
+    table, plan = plan_for(tmp_path, START + 60 * DAY, vacuum_mode=Mode.FULL)
     report = executor.execute(table, plan, dry_run=True)
     assert log_names(tmp_path) == before_log
     assert sorted(tmp_path.glob("*.parquet")) == before_data

@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from deltakeeper.cli import main
+from deltakeeper.delta import vacuum_info
+from deltakeeper.delta.errors import LiteVacuumImpossible
 from deltakeeper.delta.table import open_table
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan, executor, planner
 from deltakeeper.maintenance.policy import CompactionSettings, effective
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
@@ -173,3 +176,93 @@ def test_the_planners_job_spec_says_types_version_and_replay_size(tmp_path: Path
     assert spec["partitionTypes"] == {"day": "string"} and spec["plannedVersion"] == snap.version
     # Four files and a tombstone: one replay partition, not Delta's 50.
     assert snap.num_files + snap.num_tombstones == 5 and spec["snapshotPartitions"] == 1
+
+
+# -- vacuum modes ---------------------------------------------------------------------------------
+def vacuum_step(plan: planner.Plan) -> planner.Step:
+    return steps(plan)["vacuum"]
+
+
+def test_auto_runs_lite_and_full_when_asked_or_due(tmp_path):
+    daily_table(tmp_path)
+    now = START + 60 * DAY
+    _, plan = plan_for(tmp_path, now)
+    lite = vacuum_step(plan).detail
+    assert lite.mode == "lite" and lite.why.startswith("auto: LITE while Delta allows it")
+    assert [f.key for f in lite.delete] == ["f1.parquet"] and lite.listed == 0
+    assert vacuum_step(plan).reason.startswith("LITE (auto: LITE while Delta allows it")
+    table = open_table(str(tmp_path))
+    pol = effective({})
+    full = planner.plan(table, table.snapshot(), pol, now, full_vacuum="no FULL vacuum on record")
+    detail = vacuum_step(full).detail
+    assert detail.mode == "full" and detail.why == "auto: no FULL vacuum on record"
+    _, plan = plan_for(tmp_path, now, vacuum_mode=Mode.FULL)
+    assert vacuum_step(plan).detail.why == "vacuum mode full"
+
+
+def test_full_vacuum_is_due_every_full_interval_under_auto_only():
+    pol = effective({})
+    assert planner.full_vacuum_due(pol, None, START) == "no FULL vacuum on record"
+    assert planner.full_vacuum_due(pol, START, START + 7 * DAY - 1) is None
+    due = planner.full_vacuum_due(pol, START, START + 7 * DAY)
+    assert due is not None and "over 7 days ago" in due
+    lite = effective({}, vacuum_mode=Mode.LITE)
+    assert planner.full_vacuum_due(lite, None, START) is None
+    hourly = effective({}, vacuum_full_interval_ms=3_600_000)
+    assert planner.full_vacuum_due(hourly, START, START + 3_600_000) is not None
+
+
+def cleaned_daily(root: Path, below: int) -> None:
+    """The daily table with a checkpoint at `below` and the commits before it gone."""
+    from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+
+    daily_table(root)
+    table = open_table(str(root))
+    write_checkpoint(table, load_for_checkpoint(table, below), START + 60 * DAY, 7 * DAY)
+    for v in range(below):
+        (root / "_delta_log" / f"{v:020d}.json").unlink()
+
+
+def test_auto_runs_full_where_delta_refuses_lite_and_lite_mode_is_refused(tmp_path):
+    cleaned_daily(tmp_path, 6)
+    now = START + 60 * DAY
+    _, plan = plan_for(tmp_path, now)
+    detail = vacuum_step(plan).detail
+    assert detail.mode == "full" and "LITE refused, FULL instead" in detail.why
+    assert "DELTA_CANNOT_VACUUM_LITE" in detail.why
+    _, plan = plan_for(tmp_path, now, vacuum_mode=Mode.LITE)
+    step = vacuum_step(plan)
+    assert step.refused and not step.due and isinstance(step.error, LiteVacuumImpossible)
+
+
+def test_cleanup_keeps_the_commits_from_the_recorded_n(tmp_path):
+    daily_table(tmp_path)
+    table = open_table(str(tmp_path))
+    vacuum_info.write(table.storage, 2)
+    ops = ("checkpoint", "cleanup")  # no vacuum in this run to move N
+    plan = planner.plan(table, table.snapshot(), effective({}), START + 60 * DAY, ops)
+    clean = steps(plan)["cleanup"]
+    assert not clean.due and "commits from 2 stay" in clean.reason, clean.reason
+    for settings in ({"vacuum_mode": Mode.FULL}, {"vacuum_enabled": False}):  # no LITE: no hold
+        plan = planner.plan(table, table.snapshot(), effective({}, **settings), START + 60 * DAY)
+        assert steps(plan)["cleanup"].due, settings
+
+
+def test_a_vacuum_that_moves_n_runs_before_the_cleanup_it_frees(tmp_path):
+    daily_table(tmp_path)
+    table = open_table(str(tmp_path))
+    vacuum_info.write(table.storage, 2)
+    _, plan = plan_for(tmp_path, START + 60 * DAY)
+    assert [s.operation for s in plan.steps] == ["checkpoint", "vacuum", "cleanup"]
+    clean = steps(plan)["cleanup"]
+    assert clean.due and "after the vacuum, which records N = 11 first" in clean.reason
+    report = executor.execute(table, plan)
+    assert {o.operation: o.result for o in report.outcomes} == {
+        "checkpoint": "done",
+        "vacuum": "done",
+        "cleanup": "done",
+    }
+    assert vacuum_info.read(table.storage).version == 11
+    assert sorted(n for n in log_names(tmp_path) if n.endswith(".json")) == [
+        "00000000000000000011.json"
+    ]

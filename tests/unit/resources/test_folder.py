@@ -22,7 +22,8 @@ TABLE = {
 def test_every_example_validates() -> None:
     loaded = folder.load(REPO / "examples")
     assert loaded.errors == []
-    assert {t.name for t in loaded.tables} == {"events", "orders", "clicks", "sessions", "ledger"}
+    tables = {"events", "orders", "clicks", "sessions", "ledger", "pageviews"}
+    assert {t.name for t in loaded.tables} == tables
     assert [p.name for p in loaded.policies] == ["standard"]
     assert [(lake.namespace, lake.name) for lake in loaded.lakes] == [("lake", "warehouse")]
     assert loaded.secrets[("lake", "lake-credentials")]["AWS_ACCESS_KEY_ID"] == "deltakeeper"

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.policy import DAY_MS, MIB, CompactionSettings, PolicyError, effective
 from deltakeeper.resources import spec
@@ -37,11 +38,40 @@ def test_spec_settings_parse_the_manifest_fields():
         ({"checkpoint": {"interval": 0}}, "checkpoint.interval"),
         ({"checkpoint": {"interval": "10"}}, "checkpoint.interval"),
         ({"vacuum": {"enabled": "yes"}}, "vacuum.enabled"),
+        ({"vacuum": {"mode": "fast"}}, "vacuum.mode: expected one of auto, lite, full, inventory"),
+        ({"vacuum": {"fullInterval": "0s"}}, "vacuum.fullInterval"),
+        ({"vacuum": {"fullInterval": "weekly"}}, "vacuum.fullInterval"),
+        ({"vacuum": {"inventory": "s3://x"}}, "vacuum.inventory: expected {uri, format}"),
+        ({"vacuum": {"inventory": {"uri": "s3://x", "format": "orc"}}}, "vacuum.inventory.format"),
     ],
 )
 def test_bad_spec_settings_name_the_field(spec, message):
     with pytest.raises(PolicyError, match=re.escape(message)):
         from_spec(spec)
+
+
+def test_spec_vacuum_modes_become_settings() -> None:
+    spec = {
+        "vacuum": {
+            "mode": "inventory",
+            "fullInterval": "3d",
+            "inventory": {"uri": "s3://inventory/lake/events/", "format": "s3"},
+        }
+    }
+    got = from_spec(spec)
+    assert got == {
+        "vacuum_mode": Mode.INVENTORY,
+        "vacuum_full_interval_ms": 3 * DAY_MS,
+        "vacuum_inventory": policy.InventorySettings("s3://inventory/lake/events/", "s3"),
+    }
+    pol = effective({}, **got)
+    assert (pol.vacuum_mode, pol.vacuum_inventory.format) == (Mode.INVENTORY, "s3")
+    assert (
+        effective({}).vacuum_mode is Mode.AUTO
+        and effective({}).vacuum_full_interval_ms == 7 * DAY_MS
+    )
+    with pytest.raises(PolicyError, match=r"needs vacuum\.inventory\.uri"):
+        effective({}, vacuum_mode=Mode.INVENTORY)
 
 
 def test_spec_compaction_becomes_settings() -> None:

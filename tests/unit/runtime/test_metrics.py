@@ -109,6 +109,26 @@ def test_maintenance_deleted_and_request_counters() -> None:
     assert value(m, req, operation="read") is None  # zero counts make no series
 
 
+def test_vacuum_mode_runs_candidates_and_requests() -> None:
+    m = Metrics()
+    assert value(m, "deltakeeper_vacuum_mode", mode="lite") is None  # nothing before a vacuum
+    m.vacuum("ns", "t", "full", "done", (1000, 1012), {"list": 2, "read": 6, "delete": 1})
+    m.vacuum("ns", "t", "lite", "done", (30, 0), {"list": 2, "read": 3})
+    m.vacuum("ns", "t", "lite", "dry-run", (30, 0), {"list": 2, "read": 3})
+    runs = "deltakeeper_vacuum_runs_total"
+    assert value(m, runs, mode="lite", result="done") == 1
+    assert value(m, runs, mode="lite", result="dry-run") == 1
+    assert value(m, runs, mode="full", result="done") == 1
+    assert value(m, "deltakeeper_vacuum_mode", mode="lite") == 1
+    assert value(m, "deltakeeper_vacuum_mode", mode="full") is None  # only the last one shows
+    assert value(m, "deltakeeper_vacuum_candidates_total") == 1060
+    assert value(m, "deltakeeper_vacuum_listed_objects_total") == 1012
+    req = "deltakeeper_vacuum_requests_total"
+    assert value(m, req, operation="read") == 12 and value(m, req, operation="delete") == 1
+    m.forget("ns", "t")
+    assert value(m, runs, mode="lite", result="done") is None
+
+
 def test_conditions_are_1_when_true_0_when_false_and_absent_while_unknown() -> None:
     m = Metrics()
     cond = "deltakeeper_table_condition"

@@ -178,6 +178,34 @@ def test_the_first_poll_plans_everything_then_a_quiet_poll_costs_one_listing(
     assert moved.requests["read"] >= 1
 
 
+def test_auto_vacuums_full_first_then_lite_and_a_quiet_vacuum_costs_one_listing(
+    tmp_path: Path,
+) -> None:
+    dated_table(tmp_path, 12)
+    target = Target("ns", "t", str(tmp_path))
+    now = START + 60 * DAY
+    w = TableWatcher(now)
+    first = w.maintain(target, w.observe(target, now), now)
+    vac = next(o for o in first.outcomes if o.operation == "vacuum")
+    assert vac.vacuum.mode == "full" and vac.vacuum.reason == "auto: no FULL vacuum on record"
+    entry = status_of(first)["lastMaintenance"]["vacuum"]
+    assert entry["lastFull"] == status_of(first)["lastPoll"] and entry["mode"] == "full"
+    assert entry["listedObjects"] > 12 and entry["requests"]["list"] >= 1
+    later = now + DAY  # vacuum due again; nothing new in the table
+    quiet = w.maintain(target, w.observe(target, later), later)
+    vac = next(o for o in quiet.outcomes if o.operation == "vacuum")
+    assert vac.vacuum.mode == "lite" and vac.result == "skipped"
+    # One listing of _delta_log from N, as a poll: _last_vacuum_info is known from the FULL
+    # run, no commit is new, no data folder is listed.
+    assert vac.vacuum.requests == {"list": 1} and vac.vacuum.commits is None
+    entry = status_of(quiet)["lastMaintenance"]["vacuum"]
+    assert entry["mode"] == "full"  # a skipped run leaves the last real one in the status
+    week = now + 7 * DAY
+    full = w.maintain(target, w.observe(target, week), week)
+    vac = next(o for o in full.outcomes if o.operation == "vacuum")
+    assert vac.vacuum.mode == "full" and "over 7 days ago" in vac.vacuum.reason
+
+
 def test_new_commits_update_the_snapshot_instead_of_reloading_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,8 +411,12 @@ def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     assert entry["result"] == "dry-run" and entry["deletedFiles"] == 0
     dry = [e for e in obs.events if e.reason == "VacuumDryRun"]
     assert [(e.type, e.message) for e in dry] == [
-        ("Normal", f"vacuum would delete {len(vacuum.files)} files")
+        (
+            "Normal",
+            f"FULL (auto: no FULL vacuum on record) vacuum would delete {len(vacuum.files)} files",
+        )
     ]
+    assert entry["mode"] == "full" and entry["modeReason"] == "auto: no FULL vacuum on record"
     assert tree(root) == before
     # The same table without dryRun deletes exactly those files.
     wet = TableWatcher(now)
