@@ -432,7 +432,8 @@ def test_secrets_never_reach_status_conditions_or_events(
     resource = _resource(f"s3://bucket/{SECRET}/t", options={"endpoint_url": "http://127.0.0.1:1"})
     target = resolve(resource, [], lambda ns, name: secret)
     assert target.problem is None
-    assert target.storage_options["secret"] == SECRET and target.storage_options["key"] == KEY_ID
+    options = target.storage_options  # in object_store's names
+    assert options["aws_secret_access_key"] == SECRET and options["aws_access_key_id"] == KEY_ID
     started = time.monotonic()
     obs = TableWatcher(START).observe(target, START)
     took = time.monotonic() - started

@@ -22,7 +22,8 @@ On the object stores each operation costs a known number of requests:
 obstore's own retries are switched off: `with_retries` is the one place that retries, so a count
 is the number of requests really sent and backoff is not multiplied.
 
-Storage options take fsspec's names (as before) and object_store's / delta-rs's (options.py).
+Storage options take fsspec's names (as before) and object_store's / delta-rs's
+(delta/storage_options.py).
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ from deltakeeper.delta.storage.objects import (
     ObjectStorage,
     RangedFile,
 )
-from deltakeeper.delta.storage.options import ACCOUNT_KEYS, STORES, normalize_options
 from deltakeeper.delta.storage.retries import has_password, safe_uri, with_retries
 from deltakeeper.delta.storage.s3 import S3Storage
+from deltakeeper.delta.storage_options import ACCOUNT_KEYS, STORES, normalize_options
 
 __all__ = [
     "RANGE_BUFFER_BYTES",

@@ -27,8 +27,8 @@ import obstore as obs
 import pyarrow as pa
 from obstore.exceptions import UnknownConfigurationKeyError
 
+from deltakeeper.delta import storage_options as opts
 from deltakeeper.delta.errors import InvalidCredentialsError, InvalidInputError
-from deltakeeper.delta.storage import options as opts
 from deltakeeper.delta.storage.base import FileInfo, Storage, Upload
 from deltakeeper.delta.storage.retries import (
     Failure,
@@ -64,11 +64,13 @@ def _store(kind: str, bucket: str, config: Mapping[str, Any], client: Mapping[st
     return store
 
 
-def open_error(uri: str, e: Exception) -> InvalidInputError:
-    """A store obstore would not build from these options; never quotes a value."""
+def open_error(uri: str, e: Exception, given: Iterable[str] = ()) -> InvalidInputError:
+    """A store obstore would not build from these options (`given` their keys, to name one as
+    it was typed); never quotes a value."""
     where = safe_uri(uri)
     if isinstance(e, UnknownConfigurationKeyError):
         key = str(e).split("'")[1] if str(e).count("'") >= 2 else "?"
+        key = next((k for k in given if k.lower() == key), key)
         return InvalidCredentialsError(
             f"deltakeeper does not know the storage option '{key}' for {where}; check its "
             "spelling against docs/storage.md (fsspec's or object_store's names)"
@@ -111,7 +113,7 @@ class ObjectStorage(Storage):
         except InvalidInputError:
             raise
         except Exception as e:  # the message may quote a value: only its type is shown
-            raise open_error(uri, e) from None
+            raise open_error(uri, e, options) from None
 
     # -- keys ---------------------------------------------------------------------------------
     def _key(self, key: str) -> str:

@@ -1,5 +1,8 @@
 """Storage options: the names users give, turned into what obstore (Rust's object_store) takes.
 
+(Beside delta/storage/, not in it: the CLI masks option values as it starts, and must not load
+the stores to know which options are secrets. obstore is imported only to build a store.)
+
 Two spellings are accepted, so one `storage_options` dict serves delta-rs and deltakeeper:
 
 - the fsspec names deltakeeper took before it moved to obstore (`endpoint_url`, `key`,
@@ -23,9 +26,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
-
-from obstore.exceptions import UnknownConfigurationKeyError
-from obstore.store import AzureStore, GCSStore, S3Store
 
 from deltakeeper.delta.errors import InvalidCredentialsError, InvalidInputError
 
@@ -76,6 +76,7 @@ NESTED: dict[str, dict[str, str]] = {
         "region_name": "aws_region",
         "endpoint_url": "aws_endpoint",
         "aws_access_key_id": "aws_access_key_id",
+        "aws_secret_access_key": "aws_secret_access_key",
         "aws_session_token": "aws_session_token",
         "verify": "allow_invalid_certificates",  # negated
     },
@@ -249,19 +250,27 @@ def normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def canonical(store: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """`options` for `store` in one spelling: lower-case object_store names, values as given
-    (booleans as "true"/"false"). Unknown keys are named in an InvalidCredentialsError."""
+    (booleans as "true"/"false"). Two keys for one option with different values are refused;
+    keys neither spelling knows pass, for obstore to name when the store is built."""
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}  # object_store name -> the key it came from
     for key, value in normalize_options(options).items():
-        if value is None:
+        if value is None or key in DROPPED[store]:
             continue
+        one: dict[str, Any] = {}
         if key in NESTED:
-            _nested(store, key, value, out)
+            _nested(store, key, value, one)
         elif key in OLD_KEYS[store]:
-            _old(store, key, value, out)
-        elif key in DROPPED[store]:
-            continue
+            _old(store, key, value, one)
         else:
-            out[_new_key(store, key)] = _text(value)
+            one[_new_key(store, key)] = _text(value)
+        for name, v in one.items():
+            if name in out and out[name] != v:
+                raise InvalidInputError(
+                    f"storage options {given[name]} and {key} both set {name}, differently; "
+                    "give it once"
+                )
+            out[name], given[name] = v, key
     return out
 
 
@@ -350,11 +359,22 @@ def connection_string(text: str) -> dict[str, str]:
     out.update({names[k]: v for k, v in fields.items() if k in names and v})
     if fields.get("BlobEndpoint"):
         out["azure_storage_endpoint"] = fields["BlobEndpoint"].rstrip("/")
+        out.setdefault("azure_storage_account_name", _endpoint_account(fields["BlobEndpoint"]))
     elif fields.get("EndpointSuffix") and out.get("azure_storage_account_name"):
         protocol = fields.get("DefaultEndpointsProtocol", "https")
         account = out["azure_storage_account_name"]
         out["azure_storage_endpoint"] = f"{protocol}://{account}.blob.{fields['EndpointSuffix']}"
     return out
+
+
+def _endpoint_account(endpoint: str) -> str:
+    """The account of a blob endpoint: its host's first label (account.blob.core.windows.net),
+    or its path's first segment where the host is an address (http://127.0.0.1:10000/acct)."""
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    if host.replace(".", "").isdigit() or host == "localhost":
+        return parts.path.strip("/").split("/", 1)[0]
+    return host.split(".", 1)[0]
 
 
 def emulator(account: str = EMULATOR_ACCOUNT) -> dict[str, str]:
@@ -420,6 +440,8 @@ def unknown_keys(store: str, options: Mapping[str, Any]) -> list[str]:
 
 
 def _known(store: str, key: str, value: Any) -> bool:
+    from obstore.exceptions import UnknownConfigurationKeyError
+
     try:
         config, _client = obstore_config(store, canonical(store, {key: value}))
         build(store, "bucket", config)
@@ -434,5 +456,7 @@ def _known(store: str, key: str, value: Any) -> bool:
 
 def build(store: str, bucket: str, config: Mapping[str, Any], **kwargs: Any) -> Any:
     """The obstore store of `store` for `bucket` (an Azure container) with `config`."""
+    from obstore.store import AzureStore, GCSStore, S3Store
+
     cls = {"s3": S3Store, "gcs": GCSStore, "azure": AzureStore}[store]
     return cls(bucket, config=dict(config), **kwargs)
