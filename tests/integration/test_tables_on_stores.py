@@ -12,12 +12,14 @@ import pytest
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.checkpoint import checkpoint_table
+from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.storage import S3Storage
 from deltakeeper.delta.table import open_table
 from tests.conftest import CORPUS
-from tests.support.compare import EVERY_VERSION, check_against_oracles, ours, state
 from tests.support import stores
+from tests.support.compare import EVERY_VERSION, check_against_oracles, ours, state
 from tests.support.oracles import table_versions
+
 
 @pytest.fixture(params=["minio", "azurite", "fake_gcs"])
 def store(request):
