@@ -138,15 +138,27 @@ class Emulator:
     def requests(self) -> Counter[str]:
         """The requests the store itself served so far, by operation (list, get, head, put,
         delete, other), read once they settle (the logs are written after the answers)."""
-        return _settled(self._requests)
+        return served(self.counter())
 
-    def _requests(self) -> Counter[str]:
-        if self.name == "minio":
-            return minio_requests(self.endpoint)
-        text = self.requests_log.read_text() if self.requests_log else ""
-        if self.name == "azurite":  # its log is written a moment after the answer
+    def counter(self) -> dict[str, str]:
+        """What `served` needs to count this store's requests, from any process."""
+        log = str(self.requests_log) if self.requests_log else ""
+        return {"name": self.name, "endpoint": self.endpoint, "log": log}
+
+
+def served(counter: dict[str, str]) -> Counter[str]:
+    """The requests a store served so far, by operation, once the count settles; `counter` is
+    an Emulator's `counter()`."""
+
+    def read() -> Counter[str]:
+        if counter["name"] == "minio":
+            return minio_requests(counter["endpoint"])
+        text = Path(counter["log"]).read_text() if counter["log"] else ""
+        if counter["name"] == "azurite":  # its log is written a moment after the answer
             return _azurite_requests(text)
         return Counter(_gateway_op(line) for line in text.splitlines() if line)
+
+    return _settled(read)
 
 
 MINIO_OPS = {

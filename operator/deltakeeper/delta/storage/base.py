@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileInfo:
     key: str  # relative to the table root; folders end with '/'
     size: int
