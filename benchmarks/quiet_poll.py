@@ -33,6 +33,10 @@ from benchmarks.harness import REPO, emit, machine, machine_line, run_child, wri
 
 TABLES, POLLS, ROUNDS, COMMITS = 20, 50, 3, 100
 ENGINES = ("deltakeeper", "delta-rs")
+# Polls one after another, and spaced as a daemon spreads them (10,000 tables every 30 s is a
+# poll every 3 ms): between spaced polls the Rust runtimes' threads park, and waking them is
+# part of what a poll costs.
+MODES = {"back to back": 0.0, "every 2 ms": 0.002}
 TARGET = 1.0  # deltakeeper's CPU per poll over delta-rs's, on each object store
 
 
@@ -44,7 +48,7 @@ def child(engine: str, spec_file: str) -> None:
 
     spec = json.loads(Path(spec_file).read_text())
     uris, options, polls = spec["uris"], spec["options"], spec["polls"]
-    counter = spec["counter"]
+    counter, gap = spec["counter"], spec["gap"]
     if engine == "deltakeeper":
         from deltakeeper.delta.table import open_table
 
@@ -55,6 +59,8 @@ def child(engine: str, spec_file: str) -> None:
             for table, snap in zip(tables, snaps, strict=True):
                 if table.update(snap) is not snap:
                     raise AssertionError(f"{table.uri} is not quiet")
+                if gap:
+                    time.sleep(gap)
 
         requests = lambda: sum(sum(t.storage.requests.values()) for t in tables)  # noqa: E731
     else:
@@ -68,6 +74,8 @@ def child(engine: str, spec_file: str) -> None:
                 dt.update_incremental()
                 if dt.version() != version:
                     raise AssertionError("not quiet")
+                if gap:
+                    time.sleep(gap)
 
         requests = lambda: 0  # noqa: E731 - delta-rs counts nothing; the store does
     poll()  # warm: connections open, code paths loaded
@@ -140,7 +148,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tests.support import stores
 
     binaries = stores.install()
-    results: dict[str, Any] = {}
+    results: dict[tuple[str, str], Any] = {}
     with tempfile.TemporaryDirectory(prefix="deltakeeper-quiet-") as tmp:
         work = Path(tmp)
         template = make_table(work / "template", COMMITS)
@@ -160,20 +168,21 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for uri in uris:
                     emu.upload_folder(template, uri)
                 places[name] = (emu, uris, same_options(emu))
-            for name, (emu, uris, options) in places.items():
-                spec = work / f"{uuid.uuid4().hex}.json"
-                counter = emu.counter() if emu else None
-                body = {"uris": uris, "options": options, "polls": args.polls, "counter": counter}
-                spec.write_text(json.dumps(body))
-                runs: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
-                for r in range(args.rounds):
-                    for engine in ENGINES if r % 2 == 0 else ENGINES[::-1]:
-                        got = run_child("benchmarks.quiet_poll", [engine, str(spec)], 1800)
-                        if not got.get("ok"):
-                            raise SystemExit(f"{engine} on {name}: {got.get('error')}")
-                        runs[engine].append(got)
-                results[name] = runs
-                print(name, _line(runs), file=sys.stderr, flush=True)
+            for mode, gap in MODES.items():
+                for name, (emu, uris, options) in places.items():
+                    spec = work / f"{uuid.uuid4().hex}.json"
+                    counter = emu.counter() if emu else None
+                    body = {"uris": uris, "options": options, "polls": args.polls}
+                    spec.write_text(json.dumps(body | {"counter": counter, "gap": gap}))
+                    runs: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
+                    for r in range(args.rounds):
+                        for engine in ENGINES if r % 2 == 0 else ENGINES[::-1]:
+                            got = run_child("benchmarks.quiet_poll", [engine, str(spec)], 1800)
+                            if not got.get("ok"):
+                                raise SystemExit(f"{engine} on {name}: {got.get('error')}")
+                            runs[engine].append(got)
+                    results[(mode, name)] = runs
+                    print(mode, name, _line(runs), file=sys.stderr, flush=True)
         finally:
             for emu in emus.values():
                 emu.stop()
@@ -211,11 +220,13 @@ def _line(runs: dict[str, list[dict[str, Any]]]) -> str:
     return f"deltakeeper {ours:.3f} ms, delta-rs {peer:.3f} ms CPU a poll: {ours / peer:.2f}x"
 
 
-def section(results: dict[str, Any], args: argparse.Namespace, m: dict[str, Any]) -> str:
+def section(
+    results: dict[tuple[str, str], Any], args: argparse.Namespace, m: dict[str, Any]
+) -> str:
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = []
-    verdicts = []
-    for name, runs in results.items():
+    verdicts: dict[str, list[str]] = {mode: [] for mode in MODES}
+    for (mode, name), runs in results.items():
         dk, rs = runs["deltakeeper"], runs["delta-rs"]
         ours, peer = _median(dk, "cpu_ms"), _median(rs, "cpu_ms")
         ratio = ours / peer
@@ -227,15 +238,11 @@ def section(results: dict[str, Any], args: argparse.Namespace, m: dict[str, Any]
             )
         wall = f"{_median(dk, 'wall_ms'):.2f} / {_median(rs, 'wall_ms'):.2f}"
         rows.append(
-            f"| {name} | {ours:.3f} ms | {peer:.3f} ms | **{ratio:.2f}x** | {lists} | {wall} |"
+            f"| {mode} | {name} | {ours:.3f} ms | {peer:.3f} ms | **{ratio:.2f}x** | {lists} "
+            f"| {wall} |"
         )
         if name != "local disk":
-            verdicts.append(f"{name} {ratio:.2f}x")
-    met = all(
-        _median(r["deltakeeper"], "cpu_ms") / _median(r["delta-rs"], "cpu_ms") <= TARGET
-        for n, r in results.items()
-        if n != "local disk"
-    )
+            verdicts[mode].append(f"{name} {ratio:.2f}x" + (" met" if ratio <= TARGET else ""))
     command = (
         f"python -m benchmarks.quiet_poll --tables {args.tables} --polls {args.polls} "
         f"--rounds {args.rounds}"
@@ -251,20 +258,23 @@ def section(results: dict[str, Any], args: argparse.Namespace, m: dict[str, Any]
         "them; fake-gcs-server behind tests/support/gcs_xml.py, which both engines go through).",
         "- Method: each engine in a fresh child process with the same `storage_options` "
         f"(object_store's names); one warm-up poll of each table, then {args.polls} polls of "
-        "each; CPU = the child's process time (all threads, the Rust runtimes included) over "
+        "each, one after another or with a pause after each (`every 2 ms`: a daemon spreads its "
+        "polls; the pauses are not CPU time); CPU = the child's process time (all threads, "
+        "the Rust runtimes included) over "
         f"the polls, per poll; medians of {args.rounds} rounds, the engine that goes first "
         "alternating. Requests a poll: deltakeeper's own count of LIST requests (in brackets, "
         "the store's count of what it served during the polls) / the store's count for "
         "delta-rs, and its other requests.",
         "",
-        "| store | deltakeeper CPU a poll | delta-rs CPU a poll | ratio "
+        "| polls | store | deltakeeper CPU a poll | delta-rs CPU a poll | ratio "
         "| LIST a poll: ours (store's count) / delta-rs (store's count) "
         "| wall a poll, ms: ours / delta-rs |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"- Target: at most {TARGET:.1f}x delta-rs on each object store: "
-        f"**{'met' if met else 'not met'}** ({', '.join(verdicts)}).",
+        f"- Target: at most {TARGET:.1f}x delta-rs on each object store. "
+        + "; ".join(f"{mode}: {', '.join(v)}" for mode, v in verdicts.items())
+        + ".",
     ]
     return "\n".join(lines) + "\n"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import socket
 import sys
 import threading
 import uuid
@@ -46,6 +47,8 @@ class Gateway:
     ) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         try:
+            conn.connect()  # headers and body leave at once, not 40 ms apart (Nagle)
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()
             return resp.status, dict(resp.getheaders()), resp.read()
@@ -180,6 +183,7 @@ def serve(port: int, target: str, log: str) -> ThreadingHTTPServer:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        wbufsize = 1 << 16  # an answer's head and body in one write: no delayed-ACK wait
 
         def handle_one(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
