@@ -357,8 +357,8 @@ class StreamedUpload(Upload):
     one is one plain PUT at commit, a larger one a multipart upload (S3, GCS: start, a request
     per part, the completion; Azure: a block per part, the block list) whose parts go as they
     fill, one at a time (the next part fills meanwhile), so memory holds two parts, not the
-    file. Nothing is visible
-    before the completion; `abort` drops the parts (Azure: they expire).
+    file. Nothing is visible before the completion; `abort` drops the parts (Azure: they
+    expire).
 
     Requests are counted as the writer sends them (obstore does not say). The parts of a
     multipart upload are not retried one by one: a failed part fails the upload, which the
