@@ -144,7 +144,11 @@ class ObjectStorage(Storage):
     def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
         if not start_after:
             return self._delimited(folder)
-        return self._collapsed(folder, self._pages(folder, self._offset(start_after)))
+        seen: set[str] = set()  # the quiet poll's path: lists, not generators
+        out: list[FileInfo] = []
+        for page in self._pages(folder, self._offset(start_after)):
+            out += _children(folder, page, seen)
+        return out
 
     def list_lazily(self, prefix: str) -> Iterator[FileInfo]:
         """As Storage's, page by page: from a listing of everything below the folder, its
@@ -189,19 +193,10 @@ class ObjectStorage(Storage):
         return files + dirs
 
     def _collapsed(self, folder: str, pages: Iterable[list[FileInfo]]) -> Iterator[FileInfo]:
-        """Direct children of `folder` from a listing of everything below it, in its order:
-        a file deeper down stands for its sub-folder, given once."""
+        """Direct children of `folder` from a listing of everything below it, in its order."""
         seen: set[str] = set()
         for page in pages:
-            for info in page:
-                rest = info.key[len(folder) :]
-                if "/" not in rest:
-                    yield info
-                    continue
-                sub = folder + rest.split("/", 1)[0] + "/"
-                if sub not in seen:
-                    seen.add(sub)
-                    yield FileInfo(sub, 0, 0, is_dir=True)
+            yield from _children(folder, page, seen)
 
     def _meta(self, meta: Mapping[str, Any]) -> FileInfo:
         return FileInfo(self._rel(meta["path"]), int(meta["size"]), mtime_ms(meta["last_modified"]))
@@ -278,6 +273,23 @@ class ObjectStorage(Storage):
 def _folder(prefix: str) -> str:
     prefix = prefix.strip("/")
     return prefix + "/" if prefix else ""
+
+
+def _children(folder: str, page: list[FileInfo], seen: set[str]) -> list[FileInfo]:
+    """The direct children of `folder` in a page of everything below it: a file deeper down
+    stands for its sub-folder, given once (`seen` holds those given so far)."""
+    out = []
+    start = len(folder)
+    for info in page:
+        slash = info.key.find("/", start)
+        if slash < 0:
+            out.append(info)
+            continue
+        sub = info.key[: slash + 1]
+        if sub not in seen:
+            seen.add(sub)
+            out.append(FileInfo(sub, 0, 0, is_dir=True))
+    return out
 
 
 def _without_markers(page: list[FileInfo]) -> Iterator[FileInfo]:
