@@ -8,11 +8,11 @@ newest upload, so the file times only ever increase (the protocol's cutOffCheckp
 sit on a commit whose time needed adjusting). deltakeeper then loads the snapshot, plans and
 executes the cleanup with `now` = real time + retention + 2 days.
 
-Requests are counted twice: by deltakeeper's own storage counter, and by MinIO itself
-(its Prometheus `minio_s3_requests_total`, read before and after). Issue 3's target is at most
-ceil(n / 1000) delete requests for n deleted files (S3 DeleteObjects takes 1,000 keys).
-Afterwards exactly the checkpoint, its commit and `_last_checkpoint` must be left, and
-deltakeeper and delta-rs must read the table at version 100,000 with every live file.
+Requests are counted twice: by deltakeeper's own storage counter, and by MinIO itself (its
+Prometheus `minio_api_requests_total`, read before and after: tests/support/stores.py). Issue
+3's target is at most ceil(n / 1000) delete requests for n deleted files (S3 DeleteObjects
+takes 1,000 keys). Afterwards exactly the checkpoint, its commit and `_last_checkpoint` must be
+left, and deltakeeper and delta-rs must read the table at version 100,000 with every live file.
 
     python -m benchmarks.cleanup             # 100,000 expired files, writes BENCHMARKS.md
     python -m benchmarks.cleanup --quick     # 1,000 expired files, prints only (CI smoke)
@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,34 +43,7 @@ BATCH = 1000  # S3 DeleteObjects limit
 def start_minio(workdir: Path) -> Any:
     from tests.support import stores
 
-    # MinIO's request metrics without a bearer token: an independent count of what was sent.
-    os.environ["MINIO_PROMETHEUS_AUTH_TYPE"] = "public"
     return stores.start_minio(stores.install()["MINIO"], workdir)
-
-
-def minio_requests(endpoint: str) -> Counter[str]:
-    """MinIO's own count of S3 requests by API name, from its Prometheus endpoint."""
-    with urllib.request.urlopen(f"{endpoint}/minio/v2/metrics/node", timeout=10) as r:
-        text = r.read().decode()
-    out: Counter[str] = Counter()
-    for line in text.splitlines():
-        if line.startswith("minio_s3_requests_total{"):
-            labels, value = line.rsplit(" ", 1)
-            api = labels.split('api="', 1)[1].split('"', 1)[0]
-            out[api] += int(float(value))
-    return out
-
-
-def settled_requests(endpoint: str, r: dict[str, Any]) -> Counter[str]:
-    """MinIO refreshes these metrics every few seconds: read until they reach ours or 30 s pass."""
-    ours = r["requests"]["execute"].get("delete", 0)
-    deadline = time.monotonic() + 30
-    while True:
-        counts = minio_requests(endpoint)
-        deletes = sum(v for k, v in counts.items() if "delete" in k)
-        if deletes >= ours or time.monotonic() > deadline:
-            return counts
-        time.sleep(2)
 
 
 def upload(emu: Any, table: Path, prefix: str, names: list[str]) -> None:
@@ -174,9 +145,9 @@ def measure(params: Params) -> tuple[dict, dict]:
             upload_seconds = upload_log(emu, table, uri, version)
             print(f"uploaded the log in {upload_seconds:.0f} s", flush=True)
             now_ms = int(time.time() * 1000) + RETENTION_MS + 2 * DAY_MS
-            server_before = minio_requests(emu.endpoint)
+            server_before = emu.requests()
             r = clean(uri, emu.storage_options, now_ms)
-            server = settled_requests(emu.endpoint, r) - server_before
+            server = emu.requests() - server_before
             left = left_over(uri, emu.storage_options)
             answers = read_back(uri, emu)
         finally:
@@ -232,7 +203,7 @@ def report(cmd: str, m: dict, params: Params, info: dict, r: dict) -> str:
         f"{r['upload_seconds']:.0f} s. `now` = upload time + 32 days, log retention 30 days.",
         "- Method: `plan_table_cleanup(table, open_table(uri).snapshot(), 30 days, now)` then "
         "`execute_cleanup(table, plan)`; requests from deltakeeper's storage counter and, "
-        "independently, from MinIO's `minio_s3_requests_total`.",
+        "independently, from MinIO's own metrics (`minio_api_requests_total`).",
         "",
         "| step | time | requests (deltakeeper's count) |",
         "|---|---|---|",

@@ -6,7 +6,7 @@ the tables: discover() lists folder by folder and looks into each `_delta_log/` 
 follow the folders); the naive way lists every object under the prefix (ListObjectsV2 without
 a delimiter, 1,000 keys a page) and keeps the folders holding a commit (its requests follow the
 objects). Both must find the same tables. Requests are deltakeeper's storage counts and, for
-discover, also MinIO's own `minio_s3_requests_total`.
+discover, also MinIO's own count (tests/support/stores.py).
 
 Two lakes, to show which way each cost goes: many small tables (10,000 with 3 data files each)
 and a few big ones (10 with 5,000 files each).
@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cleanup import minio_requests, start_minio
+from benchmarks.cleanup import start_minio
 from benchmarks.harness import REPO, machine, machine_line, write_section
 
 REPEATS = 3
@@ -134,9 +134,9 @@ def measure(emu: Any, lake: Lake, index: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {"discover": [], "discover-1": [], "naive": []}
     server: list[int] = []
     for _ in range(REPEATS):
-        before = sum(v for k, v in minio_requests(emu.endpoint).items() if "list" in k.lower())
+        before = emu.requests()["list"]
         runs["discover"].append(timed(ours(8)))
-        server.append(settled_lists(emu.endpoint, before, runs["discover"][-1]["requests"]))
+        server.append(emu.requests()["list"] - before)
         runs["discover-1"].append(timed(ours(1)))
         runs["naive"].append(timed(lambda: naive(open_storage(uri, emu.storage_options))))
     problems = [
@@ -153,16 +153,6 @@ def measure(emu: Any, lake: Lake, index: int) -> dict[str, Any]:
         for how, rs in runs.items()
     }
     return {"lake": lake, "upload_s": upload_s, "runs": out, "server": server, "problems": problems}
-
-
-def settled_lists(endpoint: str, before: int, ours: int) -> int:
-    """MinIO refreshes its metrics every few seconds: read until they reach ours or 30 s pass."""
-    deadline = time.monotonic() + 30
-    while True:
-        now = sum(v for k, v in minio_requests(endpoint).items() if "list" in k.lower())
-        if now - before >= ours or time.monotonic() > deadline:
-            return now - before
-        time.sleep(2)
 
 
 def report(cmd: str, m: dict[str, Any], results: list[dict[str, Any]]) -> str:

@@ -415,7 +415,7 @@ def test_a_restarted_operator_applies_only_what_changed(lake: K) -> None:
 @pytest.mark.parametrize(
     ("name", "spec", "words", "reason"),
     [
-        ("bad-scheme", {"uri": "ftp://lake/x"}, "unsupported URI scheme", "InvalidSpec"),
+        ("bad-scheme", {"uri": "nosuch://lake/x"}, "unsupported URI scheme", "InvalidSpec"),
         (
             "no-secret",
             {"uri": "s3://lake/x", "storage": {"secretRef": {"name": "absent"}}},

@@ -14,48 +14,11 @@ from deltakeeper.delta import paths
 from deltakeeper.delta.checkpoint import checkpoint_table
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.storage import S3Storage
-from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import open_table
 from tests.conftest import CORPUS
-from tests.support.compare import check_against_oracles, ours
+from tests.support import stores
+from tests.support.compare import EVERY_VERSION, check_against_oracles, ours, state
 from tests.support.oracles import table_versions
-
-# What must match between a local copy and an uploaded one (times differ by design).
-SAME = (
-    "version",
-    "protocol",
-    "unsupportedFeatures",
-    "tableId",
-    "partitionColumns",
-    "configuration",
-    "numFiles",
-    "sizeBytes",
-    "numTombstones",
-    "numTxns",
-    "numDomains",
-    "lastCheckpointVersion",
-    "lastCheckpointFile",
-    "commitsSinceCheckpoint",
-    "logFiles",
-    "logBytes",
-    "smallFiles",
-    "unpublishedCommits",
-)
-EVERY_VERSION = ("checkpoints", "table-with-dv-small", "delta-0.8.0-special-partition")
-
-
-def state(uri: str, options: dict, version: int | None = None) -> dict | str:
-    try:
-        table = open_table(uri, options)
-        snap = table.snapshot(version=version)
-    except DeltaError as e:
-        return f"{type(e).__name__}"
-    report = summarize(table, snap, 1024)
-    report["files"] = dict(
-        zip(snap.files["path"].to_pylist(), snap.files["size"].to_pylist(), strict=True)
-    )
-    report["tombstones"] = sorted(snap.tombstones["path"].to_pylist())
-    return {k: report[k] for k in (*SAME, "files", "tombstones")}
 
 
 @pytest.fixture(params=["minio", "azurite", "fake_gcs"])
@@ -176,6 +139,48 @@ def test_k_new_commits_cost_at_most_k_plus_two(minio, long_table, k):
     fresh.storage.requests.clear()
     assert fresh.latest_version() == snap.version + k
     assert dict(fresh.storage.requests) == {"read": 1, "list": 1}
+
+
+# -- a quiet poll, counted by the stores themselves -----------------------------------------------
+
+QUIET_COMMITS = 6_000  # longer than a listing page everywhere (S3, GCS 1000; Azure 5000)
+
+
+@pytest.fixture(scope="module", params=["minio", "azurite", "fake_gcs"])
+def quiet_table(request, tmp_path_factory) -> tuple[stores.Emulator, str]:
+    """A log of QUIET_COMMITS commits and a checkpoint at the last, on each store."""
+    import deltalake
+
+    store: stores.Emulator = request.getfixturevalue(request.param)
+    local = tmp_path_factory.mktemp("quiet") / "t"
+    log = local / "_delta_log"
+    log.mkdir(parents=True)
+    for v in range(QUIET_COMMITS):
+        (log / paths.commit(v)).write_bytes(_commit(v))
+    deltalake.DeltaTable(str(local)).create_checkpoint()
+    uri = store.uri(f"quiet-{uuid.uuid4().hex[:8]}/t")
+    assert store.upload_folder(local, uri) >= QUIET_COMMITS + 2
+    return store, uri
+
+
+def test_a_quiet_poll_is_one_list_request_on_every_store(quiet_table):
+    """Table.update of a table with no new commit: one LIST, however long the log, as the
+    store itself counts it (MinIO's metrics, Azurite's log, the GCS gateway's log)."""
+    store, uri = quiet_table
+    table = open_table(uri, store.storage_options)
+    snap = table.snapshot()
+    assert snap.version == QUIET_COMMITS - 1
+    full = open_table(uri, store.storage_options)
+    full.storage.requests.clear()
+    full.list_log()  # the whole log: more than one page
+    assert full.storage.requests["list"] >= 2
+    table.storage.requests.clear()
+    before = store.requests()
+    for _ in range(10):
+        assert table.update(snap) is snap
+    served = store.requests() - before
+    assert dict(table.storage.requests) == {"list": 10}
+    assert dict(served) == {"list": 10}, served
 
 
 # -- a checkpoint larger than one upload part -----------------------------------------------------

@@ -1,4 +1,5 @@
-"""deltakeeper's answer for a table version, and its comparison with the oracles."""
+"""deltakeeper's answer for a table version, and its comparison with the oracles; what must read
+the same wherever a table is stored."""
 
 from __future__ import annotations
 
@@ -22,6 +23,45 @@ def ours(path: Path, version: int | None) -> dict | DeltaError:
         zip(snap.files["path"].to_pylist(), snap.files["size"].to_pylist(), strict=True)
     )
     return report
+
+
+# What must match between a local copy and an uploaded one (times differ by design).
+SAME = (
+    "version",
+    "protocol",
+    "unsupportedFeatures",
+    "tableId",
+    "partitionColumns",
+    "configuration",
+    "numFiles",
+    "sizeBytes",
+    "numTombstones",
+    "numTxns",
+    "numDomains",
+    "lastCheckpointVersion",
+    "lastCheckpointFile",
+    "commitsSinceCheckpoint",
+    "logFiles",
+    "logBytes",
+    "smallFiles",
+    "unpublishedCommits",
+)
+EVERY_VERSION = ("checkpoints", "table-with-dv-small", "delta-0.8.0-special-partition")
+
+
+def state(uri: str, options: dict, version: int | None = None) -> dict | str:
+    """What a table at `version` reads as on any store (the error's name if it cannot be)."""
+    try:
+        table = open_table(uri, options)
+        snap = table.snapshot(version=version)
+    except DeltaError as e:
+        return f"{type(e).__name__}"
+    report = summarize(table, snap, 1024)
+    report["files"] = dict(
+        zip(snap.files["path"].to_pylist(), snap.files["size"].to_pylist(), strict=True)
+    )
+    report["tombstones"] = sorted(snap.tombstones["path"].to_pylist())
+    return {k: report[k] for k in (*SAME, "files", "tombstones")}
 
 
 def check_against_oracles(mine: dict, path: Path, version: int | None, tally) -> list[str]:

@@ -4,6 +4,12 @@ MinIO (S3), fake-gcs-server (GCS) and Azurite (Azure Blob) come from scripts/sto
 which builds or installs them once into ${XDG_CACHE_HOME:-~/.cache}/deltakeeper/. Each server
 runs on a free 127.0.0.1 port with its data in a temporary folder, and dies with the test run.
 Nothing here skips: a server that cannot start is an error with its log attached.
+
+fake-gcs-server does not serve the XML API that obstore speaks for uploads and listings; it runs
+behind tests/support/gcs_xml.py, which answers those through its JSON API (see there).
+
+`Emulator.requests()` is each store's own count of the requests it served, by operation:
+MinIO's Prometheus metrics, Azurite's debug log, the GCS gateway's log.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tests.support import waiting
 
@@ -81,6 +90,8 @@ class Emulator:
     secret: str  # the credential that must never show up in messages ("" when none)
     process: subprocess.Popen[bytes]
     log: Path
+    requests_log: Path | None = None  # where the store writes one line a request (not MinIO)
+    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)  # die with it
     _fs: Any = field(default=None, repr=False)
 
     def uri(self, path: str = "", bucket: str | None = None) -> str:
@@ -120,13 +131,114 @@ class Emulator:
             return "(no log)"
 
     def stop(self) -> None:
+        for helper in self.helpers:
+            waiting.stop(helper, 15, 15)
         waiting.stop(self.process, 15, 15)
+
+    def requests(self) -> Counter[str]:
+        """The requests the store itself served so far, by operation (list, get, head, put,
+        delete, other), read once they settle (the logs are written after the answers)."""
+        return served(self.counter())
+
+    def counter(self) -> dict[str, str]:
+        """What `served` needs to count this store's requests, from any process."""
+        log = str(self.requests_log) if self.requests_log else ""
+        return {"name": self.name, "endpoint": self.endpoint, "log": log}
+
+
+def served(counter: dict[str, str]) -> Counter[str]:
+    """The requests a store served so far, by operation, once the count settles; `counter` is
+    an Emulator's `counter()`."""
+
+    def read() -> Counter[str]:
+        if counter["name"] == "minio":
+            return minio_requests(counter["endpoint"])
+        text = Path(counter["log"]).read_text() if counter["log"] else ""
+        if counter["name"] == "azurite":  # its log is written a moment after the answer
+            return _azurite_requests(text)
+        return Counter(_gateway_op(line) for line in text.splitlines() if line)
+
+    return _settled(read)
+
+
+MINIO_OPS = {
+    "listobjectsv2": "list",
+    "listobjectsv1": "list",
+    "getobject": "get",
+    "headobject": "head",
+    "putobject": "put",
+    "newmultipartupload": "put",
+    "putobjectpart": "put",
+    "completemultipartupload": "put",
+    "deletemultipleobjects": "delete",
+    "deleteobject": "delete",
+    "abortmultipartupload": "delete",
+}
+
+
+def minio_requests(endpoint: str) -> Counter[str]:
+    """MinIO's own count of S3 requests by operation, from its Prometheus endpoint (v3: up to
+    date at once, where v2's is cached for some seconds)."""
+    with urllib.request.urlopen(f"{endpoint}/minio/metrics/v3/api/requests", timeout=10) as r:
+        text = r.read().decode()
+    out: Counter[str] = Counter()
+    for line in text.splitlines():
+        if line.startswith("minio_api_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            api = labels.split('name="', 1)[1].split('"', 1)[0].lower()
+            out[MINIO_OPS.get(api, "other")] += int(float(value))
+    return out
+
+
+def _settled(read: Callable[[], Counter[str]], timeout: float = 30) -> Counter[str]:
+    """`read()` once two reads a moment apart agree (or `timeout` has passed)."""
+    deadline = time.monotonic() + timeout
+    last = read()
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _azurite_requests(text: str) -> Counter[str]:
+    """Azurite's debug log: a "RequestMethod=" line for each request it served, and one or two
+    for each part of a Blob Batch, which it logs with the port in their URL (the requests as
+    they arrived come without)."""
+    out: Counter[str] = Counter()
+    for line in text.splitlines():
+        if "BlobStorageContextMiddleware: RequestMethod=" not in line:
+            continue
+        method = line.split("RequestMethod=", 1)[1].split(" ", 1)[0]
+        url = urlsplit(line.split("RequestURL=", 1)[1].split(" ", 1)[0])
+        if url.port is None:
+            out[_azurite_op(method, url.query)] += 1
+    return out
+
+
+def _azurite_op(method: str, query: str) -> str:
+    if method == "GET" and "comp=list" in query:
+        return "list"
+    if method == "POST" and "comp=batch" in query:
+        return "delete"
+    return {"GET": "get", "HEAD": "head", "PUT": "put", "DELETE": "delete"}.get(method, "other")
+
+
+def _gateway_op(line: str) -> str:
+    method, kind, path = line.split(" ", 2)
+    if kind == "list" or (method == "GET" and "/o?" in path):
+        return "list"
+    if kind in ("put", "multipart"):
+        return "delete" if method == "DELETE" else "put"
+    return {"GET": "get", "HEAD": "head", "DELETE": "delete", "POST": "put"}.get(method, "other")
 
 
 def _spawn(
-    cmd: list[str], workdir: Path, env: dict[str, str]
+    cmd: list[str], workdir: Path, env: dict[str, str], name: str = "server"
 ) -> tuple[subprocess.Popen[bytes], Path]:
-    log = workdir / "server.log"
+    log = workdir / f"{name}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             cmd,
@@ -176,6 +288,8 @@ def start_minio(binary: str, workdir: Path, bucket: str = "lake") -> Emulator:
         "MINIO_ROOT_PASSWORD": password,
         "MINIO_BROWSER": "off",
         "MINIO_UPDATE": "off",
+        # its request metrics without a bearer token: an independent count of what was sent
+        "MINIO_PROMETHEUS_AUTH_TYPE": "public",
     }
     (workdir / "data").mkdir(parents=True, exist_ok=True)
     cmd = [binary, "server", "--quiet", "--address", f"127.0.0.1:{port}"]
@@ -188,15 +302,22 @@ def start_minio(binary: str, workdir: Path, bucket: str = "lake") -> Emulator:
 
 
 def start_fake_gcs(binary: str, workdir: Path, bucket: str = "lake") -> Emulator:
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
+    port, gateway_port = free_port(), free_port()
+    server = f"http://127.0.0.1:{port}"
     cmd = [binary, "-scheme", "http", "-host", "127.0.0.1", "-port", str(port)]
     cmd += ["-backend", "filesystem", "-filesystem-root", str(workdir / "data")]
     cmd += ["-public-host", f"127.0.0.1:{port}"]
-    cmd += ["-external-url", endpoint, "-log-level", "warn"]
+    cmd += ["-external-url", server, "-log-level", "warn"]
     proc, log = _spawn(cmd, workdir, {})
+    requests_log = workdir / "gateway-requests.log"
+    requests_log.touch()
+    gateway_cmd = [sys.executable, "-m", "tests.support.gcs_xml", str(gateway_port), server]
+    gateway_env = {"PYTHONPATH": str(REPO)}
+    gateway, _ = _spawn([*gateway_cmd, str(requests_log)], workdir, gateway_env, "gateway")
+    endpoint = f"http://127.0.0.1:{gateway_port}"
     options = {"endpoint_url": endpoint, "token": "anon", "project": "deltakeeper"}
     emu = Emulator("fake-gcs-server", "gs", bucket, endpoint, options, "", proc, log)
+    emu.requests_log, emu.helpers = requests_log, [gateway]
     return _wait_ready(emu, lambda: _http_status(f"{endpoint}/storage/v1/b") == 200)
 
 
@@ -209,6 +330,8 @@ def start_azurite(binary: str, workdir: Path, container: str = "lake") -> Emulat
     cmd += ["--inMemoryPersistence"]
     # The Azure SDK speaks a newer API version than this Azurite release knows.
     cmd += ["--skipApiVersionCheck", "--disableTelemetry", "--silent"]
+    requests_log = workdir / "debug.log"  # a line per request: the count of what it served
+    cmd += ["--debug", str(requests_log)]
     proc, log = _spawn(cmd, workdir, {"AZURITE_ACCOUNTS": f"{account}:{key}"})
     options = {
         "account_name": account,
@@ -218,6 +341,6 @@ def start_azurite(binary: str, workdir: Path, container: str = "lake") -> Emulat
             f"BlobEndpoint={endpoint};"
         ),
     }
-    emu = Emulator("azurite", "az", container, endpoint, options, key, proc, log)
+    emu = Emulator("azurite", "az", container, endpoint, options, key, proc, log, requests_log)
     # Any HTTP answer (403 without credentials) means it is listening.
     return _wait_ready(emu, lambda: _http_status(f"{endpoint}?comp=list") > 0)

@@ -1,8 +1,9 @@
 """A table's storage as Spark sees it: its URI in Hadoop's schemes, the non-secret Hadoop
 settings (endpoint, path-style access) and the credentials as environment variables.
 
-deltakeeper reads tables through fsspec; the compaction job reads them through Hadoop's
-connectors (s3a, abfss, gs). The same DeltaTable storage options map here, once, for both
+deltakeeper reads tables through obstore; the compaction job reads them through Hadoop's
+connectors (s3a, abfss, gs). The same DeltaTable storage options, in either spelling
+(delta/storage_options.py reads them into object_store's), map here, once, for both
 launchers. Secrets never go into Spark conf (it is printed in logs and shown in the Spark UI and
 the SparkApplication): they travel as environment variables, which the job copies into the
 Hadoop configuration in-process (see job.hadoop_credentials).
@@ -10,36 +11,30 @@ Hadoop configuration in-process (see job.hadoop_credentials).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from deltakeeper.delta import storage_options
 from deltakeeper.delta.errors import InvalidInputError
 
-# fsspec option -> environment variable the job reads, per store.
+# object_store option -> environment variable the job reads, per store.
 S3_ENV = {
-    "key": "AWS_ACCESS_KEY_ID",
-    "secret": "AWS_SECRET_ACCESS_KEY",
-    "token": "AWS_SESSION_TOKEN",
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "aws_session_token": "AWS_SESSION_TOKEN",
 }
 AZURE_ENV = {
-    "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
-    "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
-    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
-    "client_id": "AZURE_CLIENT_ID",
-    "client_secret": "AZURE_CLIENT_SECRET",
-    "tenant_id": "AZURE_TENANT_ID",
+    "azure_storage_account_name": "AZURE_STORAGE_ACCOUNT_NAME",
+    "azure_storage_account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "azure_storage_sas_token": "AZURE_STORAGE_SAS_TOKEN",
+    "azure_client_id": "AZURE_CLIENT_ID",
+    "azure_client_secret": "AZURE_CLIENT_SECRET",
+    "azure_tenant_id": "AZURE_TENANT_ID",
 }
 AZURE_HOST = "dfs.core.windows.net"
-# Connection-string fields -> the fsspec option they stand for.
-CONNECTION_STRING = {
-    "AccountName": "account_name",
-    "AccountKey": "account_key",
-    "SharedAccessSignature": "sas_token",
-}
 # gcsfs `token` words -> the GCS connector's fs.gs.auth.type.
 GCS_AUTH = {
     "anon": "UNAUTHENTICATED",
@@ -56,15 +51,16 @@ class SparkStorage:
 
 
 def spark_storage(uri: str, options: Mapping[str, Any]) -> SparkStorage:
-    """Map a deltakeeper table URI and its fsspec storage options; InvalidInputError names an
-    option that Spark's connector cannot be given."""
+    """Map a deltakeeper table URI and its storage options; InvalidInputError names an option
+    that Spark's connector cannot be given."""
     scheme = urlsplit(uri).scheme.lower() if "://" in uri else "file"
-    if scheme in ("s3", "s3a"):
-        return _s3(uri, options)
-    if scheme in ("abfss", "abfs", "az"):
-        return _azure(uri, options)
-    if scheme in ("gs", "gcs"):
-        return _gcs(uri, options)
+    store = storage_options.store_of(uri)
+    if store == "s3":
+        return _s3(uri, storage_options.canonical(store, options))
+    if store == "azure":
+        return _azure(uri, storage_options.canonical(store, options))
+    if store == "gcs":
+        return _gcs(uri, options, storage_options.canonical(store, options))
     if scheme == "file":
         return SparkStorage(_local(uri))
     raise InvalidInputError(f"compaction cannot read {scheme}:// tables through Spark")
@@ -78,17 +74,16 @@ def _local(uri: str) -> str:
 def _s3(uri: str, options: Mapping[str, Any]) -> SparkStorage:
     parts = urlsplit(uri)
     conf: dict[str, str] = {}
-    endpoint = options.get("endpoint_url") or (options.get("client_kwargs") or {}).get(
-        "endpoint_url"
-    )
+    endpoint = options.get("aws_endpoint")
     if endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = str(endpoint)
         # S3-compatible stores (MinIO, Ceph) rarely serve virtual-host names.
-        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        virtual = str(options.get("aws_virtual_hosted_style_request")).lower() == "true"
+        conf["spark.hadoop.fs.s3a.path.style.access"] = str(not virtual).lower()
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
             str(endpoint).startswith("https:")
         ).lower()
-    region = (options.get("client_kwargs") or {}).get("region_name")
+    region = options.get("aws_region")
     if region:
         conf["spark.hadoop.fs.s3a.endpoint.region"] = str(region)
     env = _env(options, S3_ENV)
@@ -97,9 +92,9 @@ def _s3(uri: str, options: Mapping[str, Any]) -> SparkStorage:
 
 def _azure(uri: str, options: Mapping[str, Any]) -> SparkStorage:
     parts = urlsplit(uri)
-    options = {**_connection_string(options.get("connection_string")), **options}
+    _azure_host_only(options.get("azure_storage_endpoint"))
+    account = options.get("azure_storage_account_name")
     if parts.scheme.lower() == "az":
-        account = options.get("account_name")
         if not account:
             raise InvalidInputError(
                 "az:// tables need the account_name storage option (or AZURE_STORAGE_ACCOUNT_NAME "
@@ -112,48 +107,41 @@ def _azure(uri: str, options: Mapping[str, Any]) -> SparkStorage:
     return SparkStorage(f"abfss://{netloc}{parts.path}", {}, _env(options, AZURE_ENV))
 
 
-def _gcs(uri: str, options: Mapping[str, Any]) -> SparkStorage:
+def _azure_host_only(endpoint: Any) -> None:
+    """Spark's ABFS connector reaches only Azure's own hosts: an endpoint elsewhere (an
+    emulator, from a connection string or given) is refused."""
+    host = urlsplit(str(endpoint)).hostname or "" if endpoint else ""
+    if endpoint and not host.endswith(".core.windows.net"):
+        raise InvalidInputError(
+            "compaction cannot reach the Azure endpoint in the storage options through Spark's "
+            "ABFS connector (Azure's own hosts only); give account_name with account_key or "
+            "sas_token instead"
+        )
+
+
+def _gcs(uri: str, given: Mapping[str, Any], options: Mapping[str, Any]) -> SparkStorage:
     parts = urlsplit(uri)
     conf: dict[str, str] = {}
-    endpoint = options.get("endpoint_url")
+    endpoint = options.get("google_base_url")
     if endpoint:
         conf["spark.hadoop.fs.gs.storage.root.url"] = str(endpoint)
     env: dict[str, str] = {}
-    token = options.get("token")
-    if isinstance(token, dict):
-        env["GOOGLE_APPLICATION_CREDENTIALS_JSON"] = json.dumps(token)
-    elif isinstance(token, str) and token in GCS_AUTH:
-        conf["spark.hadoop.fs.gs.auth.type"] = GCS_AUTH[token]
-    elif isinstance(token, str) and token and os.path.isfile(token):
-        env["GOOGLE_APPLICATION_CREDENTIALS"] = token
-    elif token:
+    word = given.get("token")
+    keyfile = options.get("google_application_credentials") or options.get("google_service_account")
+    if isinstance(word, str) and word in GCS_AUTH:
+        conf["spark.hadoop.fs.gs.auth.type"] = GCS_AUTH[word]
+    elif str(options.get("google_skip_signature")).lower() == "true":
+        conf["spark.hadoop.fs.gs.auth.type"] = GCS_AUTH["anon"]
+    elif options.get("google_service_account_key"):
+        env["GOOGLE_APPLICATION_CREDENTIALS_JSON"] = str(options["google_service_account_key"])
+    elif keyfile and os.path.isfile(str(keyfile)):
+        env["GOOGLE_APPLICATION_CREDENTIALS"] = str(keyfile)
+    elif keyfile or options.get("google_bearer_token"):
         raise InvalidInputError(
             "the gs token storage option must be a service-account key (JSON object), a key "
             f"file on this machine, or one of {', '.join(sorted(GCS_AUTH))} for Spark"
         )
     return SparkStorage(f"gs://{parts.netloc}{parts.path}", conf, env)
-
-
-def _connection_string(text: Any) -> dict[str, str]:
-    """The account, key or SAS an Azure connection string carries. Spark's ABFS connector
-    reaches only Azure's own hosts, so a string naming another endpoint (an emulator) is
-    refused."""
-    if not text:
-        return {}
-    fields = {k: v for k, _, v in (p.partition("=") for p in str(text).split(";")) if v}
-    hosts = [urlsplit(v).hostname or "" for k, v in fields.items() if k.endswith("Endpoint")]
-    if fields.get("UseDevelopmentStorage") or any(
-        not h.endswith(".core.windows.net") for h in hosts
-    ):
-        raise InvalidInputError(
-            "compaction cannot reach the Azure endpoint in connection_string through Spark's "
-            "ABFS connector (Azure's own hosts only); give account_name with account_key or "
-            "sas_token instead"
-        )
-    out = {opt: fields[name] for name, opt in CONNECTION_STRING.items() if fields.get(name)}
-    if hosts and "account_name" not in out:
-        out["account_name"] = hosts[0].split(".", 1)[0]
-    return out
 
 
 def _env(options: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, str]:

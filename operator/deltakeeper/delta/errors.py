@@ -14,6 +14,11 @@ class InvalidCredentialsError(InvalidInputError):
     option it does not know); nothing was sent."""
 
 
+class UnsupportedOperationError(InvalidInputError):
+    """The store cannot do what the operation needs (an fsspec filesystem has no create-only
+    write); nothing of that operation was written."""
+
+
 class NotADeltaTableError(DeltaError):
     """The location holds no readable `_delta_log`."""
 

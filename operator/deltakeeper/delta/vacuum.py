@@ -77,7 +77,14 @@ from deltakeeper.delta.properties import (
     when_text,
 )
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.storage import Deletes, FileInfo, LocalStorage, ObjectStorage, Storage
+from deltakeeper.delta.storage import (
+    Deletes,
+    FileInfo,
+    FsspecStorage,
+    LocalStorage,
+    ObjectStorage,
+    Storage,
+)
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_lite import Named, Window
@@ -161,6 +168,10 @@ def table_root(storage: Storage) -> Root:
         scheme = urlsplit(storage.uri).scheme.lower()
         base = ("/" + storage.root).rstrip("/")
         return Root(_FAMILY.get(scheme, scheme), storage.bucket, (base,))
+    if isinstance(storage, FsspecStorage):  # scheme://host/path, as its URI says
+        parts = urlsplit(storage.uri)
+        base = posixpath.normpath(unquote(parts.path)).rstrip("/") if parts.path else ""
+        return Root(parts.scheme.lower(), parts.netloc.partition("@")[0], (base,))
     raise InvalidInputError(f"vacuum does not know where {storage.uri} keeps its files")
 
 

@@ -1,11 +1,13 @@
-"""Credentials: Secret data turned into fsspec storage options, and kept out of every text.
+"""Credentials: Secret data turned into storage options, and kept out of every text.
 
 A DeltaTable's `spec.storage.secretRef` names a Secret (in the operator, read from the API
-server; in standalone mode, a Secret manifest in the folder). Its keys use the names the
-clouds' own tools use (AWS_ACCESS_KEY_ID, AZURE_STORAGE_ACCOUNT_KEY, ...) or fsspec's option
-names directly. Every secret value is registered with `Scrubber`, whose filter removes it from
-log records, and whose `scrub` the status, events and exceptions pass through (ARCHITECTURE.md,
-promise 6).
+server; in standalone mode, a Secret manifest in the folder). Its keys are storage options in
+either spelling delta/storage_options.py takes: the clouds' own names, which object_store's are
+(AWS_ACCESS_KEY_ID, AZURE_STORAGE_ACCOUNT_KEY, ..., any case), or fsspec's (key, secret, ...);
+plus AZURE_STORAGE_CONNECTION_STRING, and a GCS service-account key file under
+`service-account.json` or GOOGLE_APPLICATION_CREDENTIALS_JSON. Every secret value is registered
+with `Scrubber`, whose filter removes it from log records, and whose `scrub` the status, events
+and exceptions pass through (ARCHITECTURE.md, promise 6).
 """
 
 from __future__ import annotations
@@ -18,69 +20,59 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 from urllib.parse import unquote, urlparse
 
+from deltakeeper.delta import storage_options as storage_opts
 from deltakeeper.delta.errors import InvalidInputError
 
 MASK = "***"
 
-# Secret key -> fsspec option, per store. Keys are matched case-sensitively, as Kubernetes does.
-_S3 = {
-    "AWS_ACCESS_KEY_ID": "key",
-    "AWS_SECRET_ACCESS_KEY": "secret",
-    "AWS_SESSION_TOKEN": "token",
-    "AWS_ENDPOINT_URL": "endpoint_url",
-}
-_AZURE = {
-    "AZURE_STORAGE_ACCOUNT_NAME": "account_name",
-    "AZURE_STORAGE_ACCOUNT_KEY": "account_key",
-    "AZURE_STORAGE_CONNECTION_STRING": "connection_string",
-    "AZURE_STORAGE_SAS_TOKEN": "sas_token",
-    "AZURE_CLIENT_ID": "client_id",
-    "AZURE_CLIENT_SECRET": "client_secret",
-    "AZURE_TENANT_ID": "tenant_id",
-}
+# Secret keys that are no storage option of their own, per store -> the option they give.
 _GCS_JSON_KEYS = ("service-account.json", "GOOGLE_APPLICATION_CREDENTIALS_JSON")
-_BY_SCHEME = {"s3": _S3, "s3a": _S3, "abfss": _AZURE, "abfs": _AZURE, "az": _AZURE}
-# Keys that are fsspec options already (any store); passed through unchanged.
-_PLAIN = {
-    "key",
-    "secret",
-    "token",
-    "endpoint_url",
-    "account_name",
-    "account_key",
-    "connection_string",
-    "sas_token",
-    "client_id",
-    "client_secret",
-    "tenant_id",
+_EXTRA = {"azure": {"AZURE_STORAGE_CONNECTION_STRING": "connection_string"}}
+# The names a Secret usually has, listed when it has one deltakeeper does not know.
+_USUAL = {
+    "s3": (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+    ),
+    "azure": (
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_CLIENT_ID",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_TENANT_ID",
+    ),
+    "gcs": _GCS_JSON_KEYS,
 }
 
 
 def storage_options(uri: str, secret: Mapping[str, str]) -> dict[str, Any]:
-    """fsspec options for `uri` from a Secret's decoded data; InvalidInputError names the keys
-    it cannot use (never their values)."""
-    scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"
-    names = _BY_SCHEME.get(scheme, {})
+    """Storage options for `uri` from a Secret's decoded data, in one spelling (object_store's
+    names, options.canonical) on the object stores; as they are for other schemes.
+    InvalidInputError names the keys it cannot use (never their values)."""
+    store = storage_opts.store_of(uri)
+    if store is None:
+        return dict(secret)
     options: dict[str, Any] = {}
-    unknown: list[str] = []
     for key, value in secret.items():
-        if key in names:
-            options[names[key]] = value
-        elif key in _PLAIN:
-            options[key] = value
-        elif scheme in ("gs", "gcs") and key in _GCS_JSON_KEYS:
+        if store == "gcs" and key in _GCS_JSON_KEYS:
             options["token"] = _service_account(key, value)
-        elif key == "AWS_REGION" and names is _S3:
-            options.setdefault("client_kwargs", {})["region_name"] = value
         else:
-            unknown.append(key)
+            options[_EXTRA.get(store, {}).get(key, key)] = value
+    unknown = storage_opts.unknown_keys(store, options)
+    names = {_EXTRA.get(store, {}).get(k, k): k for k in secret}
     if unknown:
+        scheme = uri.split("://", 1)[0].lower()
         raise InvalidInputError(
             f"the Secret has keys deltakeeper does not know for {scheme}:// tables: "
-            f"{', '.join(sorted(unknown))}; use {', '.join(sorted({*names, *_PLAIN}))}"
-            + (f" or {' / '.join(_GCS_JSON_KEYS)}" if scheme in ("gs", "gcs") else "")
+            f"{', '.join(sorted(names.get(k, k) for k in unknown))}; use "
+            f"{', '.join(_USUAL[store])} or any storage option (docs/storage.md)"
         )
-    return options
+    return storage_opts.canonical(store, options)
 
 
 def _service_account(key: str, value: str) -> dict[str, Any]:
@@ -96,10 +88,12 @@ def _service_account(key: str, value: str) -> dict[str, Any]:
 
 
 def secret_values(secret: Mapping[str, str]) -> set[str]:
-    """Every string worth masking: each value, and the string fields inside JSON values."""
+    """Every string worth masking: each value, the string fields inside JSON values, and the
+    key or SAS inside an Azure connection string."""
     out: set[str] = set()
     for value in secret.values():
         out.add(value)
+        out.update(_connection_string_secrets(value))
         try:
             inner = json.loads(value)
         except ValueError:
@@ -110,18 +104,12 @@ def secret_values(secret: Mapping[str, str]) -> set[str]:
     return {v for v in out if len(v) >= 6}
 
 
-# Storage options that never carry a credential; every other option's value is masked.
-_PUBLIC_OPTIONS = {
-    "endpoint_url",
-    "account_name",
-    "region_name",
-    "anon",
-    "use_ssl",
-    "project",
-    "requester_pays",
-    "default_location",
-    "version_aware",
-}
+def _connection_string_secrets(value: str) -> set[str]:
+    if "AccountKey=" not in value and "SharedAccessSignature=" not in value:
+        return set()
+    fields = storage_opts.connection_string(value)
+    secret = ("azure_storage_account_key", "azure_storage_sas_token")
+    return {fields[k] for k in secret if k in fields}
 
 
 def option_secrets(pair: str) -> set[str]:
@@ -130,7 +118,7 @@ def option_secrets(pair: str) -> set[str]:
     key, sep, value = pair.partition("=")
     if not sep:
         return secret_values({"": pair})
-    return set() if key in _PUBLIC_OPTIONS else secret_values({key: value})
+    return set() if storage_opts.is_public(key) else secret_values({key: value})
 
 
 def uri_secrets(uri: str) -> set[str]:

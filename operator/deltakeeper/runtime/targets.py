@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta import storage_options
+from deltakeeper.delta.errors import InvalidCredentialsError, InvalidInputError
 from deltakeeper.delta.storage import normalize_options
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, PolicyError
 from deltakeeper.resources import manifests
@@ -90,10 +91,28 @@ class _Refused(Exception):
         self.problem = problem
 
 
+def _known_keys(uri: str, store: str, options: Mapping[str, Any]) -> None:
+    """Name an option neither spelling knows as it was written (obstore would name it in
+    lower case, once the spelling is one)."""
+    unknown = storage_options.unknown_keys(store, options)
+    if unknown:
+        raise InvalidCredentialsError(
+            f"deltakeeper does not know the storage option '{unknown[0]}' for {uri}; check its "
+            "spelling against docs/storage.md (fsspec's or object_store's names)"
+        )
+
+
 def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str, Any]:
     storage = table.spec.get("storage") or {}
+    uri = str(table.spec.get("uri", ""))
+    store = storage_options.store_of(uri)
     try:
         options = normalize_options(dict(storage.get("options") or {}))
+        if store is not None:  # one spelling, so the Secret's keys replace the spec's
+            _known_keys(uri, store, options)
+            options = storage_options.canonical(store, options)
+    except InvalidCredentialsError as e:
+        raise _Refused(Problem(Reason.INVALID_SECRET, f"spec.storage.options: {e}")) from None
     except InvalidInputError as e:
         raise _Refused(Problem(Reason.INVALID_SPEC, f"spec.storage.options: {e}")) from None
     ref = secret_name(table)
@@ -111,9 +130,7 @@ def _storage_options(table: TableResource, read_secret: ReadSecret) -> dict[str,
         raise _Refused(Problem(Reason.SECRET_NOT_FOUND, message))
     credentials.SCRUBBER.register(credentials.secret_values(data))
     try:
-        from_secret = credentials.storage_options(str(table.spec.get("uri", "")), data)
+        from_secret = credentials.storage_options(uri, data)
     except InvalidInputError as e:
         raise _Refused(Problem(Reason.INVALID_SECRET, f"{where}: {e}")) from None
-    # The Secret's region joins the spec's client_kwargs instead of replacing them.
-    kwargs = {**(options.get("client_kwargs") or {}), **from_secret.pop("client_kwargs", {})}
-    return {**options, **from_secret, **({"client_kwargs": kwargs} if kwargs else {})}
+    return {**options, **from_secret}

@@ -18,7 +18,7 @@ def test_exit_2_bad_input(capsys, tmp_path):
     assert run(capsys, "inspect", str(tmp_path), "--version", "5")[0] == 2
     assert run(capsys, "inspect", str(tmp_path), "--timestamp", "yesterday-ish")[0] == 2
     assert run(capsys, "inspect", str(tmp_path), "--small-file-size", "lots")[0] == 2
-    assert run(capsys, "inspect", "ftp://host/table")[0] == 2
+    assert run(capsys, "inspect", "nosuch://host/table")[0] == 2  # no store has the scheme
     assert run(capsys, "inspect", str(tmp_path), "--storage-option", "novalue")[0] == 2
 
 

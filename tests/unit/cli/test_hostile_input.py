@@ -110,6 +110,44 @@ def test_a_mapping_option_that_is_not_a_json_object_is_exit_2(capsys, table, com
     check(capsys, table, argv, 2, "takes a JSON object")
 
 
+# -- the storage options' two spellings (fsspec's and object_store's), on every object store ------
+# No request is sent in these cases: the options are refused before any store is asked.
+OBJECT_URIS = ("s3://bucket/t", "gs://bucket/t", "az://container/t")
+
+
+@pytest.mark.parametrize("uri", OBJECT_URIS)
+@pytest.mark.parametrize("key", ["hostile_option", "AWS_HOSTILE_OPTION", "Azure_Hostile"])
+def test_an_unknown_storage_option_is_named_in_either_spelling(capsys, tmp_path, uri, key):
+    for command in URI_COMMANDS:
+        argv = [command, uri, "--storage-option", f"{key}={SECRET}"]
+        check(capsys, tmp_path, argv, 2, f"does not know the storage option '{key}'")
+
+
+@pytest.mark.parametrize(
+    "key", ["aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", "azure_storage_account_key"]
+)
+@pytest.mark.parametrize("command", URI_COMMANDS)
+def test_a_secret_option_of_the_new_spelling_is_masked_in_an_error(capsys, tmp_path, key, command):
+    missing = tmp_path / SECRET  # quoted by the error, as the value of the option
+    argv = [command, str(missing), "--storage-option", f"{key}={SECRET}"]
+    says = "no such folder" if command == "discover" else "not a Delta table"
+    check(capsys, tmp_path, argv, 2, says)
+
+
+@pytest.mark.parametrize("key", ["client_kwargs", "config_kwargs", "s3_additional_kwargs"])
+@pytest.mark.parametrize("command", URI_COMMANDS)
+def test_bad_json_in_any_mapping_option_is_exit_2(capsys, tmp_path, key, command):
+    argv = [command, "s3://bucket/t", "--storage-option", f"{key}={{{SECRET}"]
+    check(capsys, tmp_path, argv, 2, "takes a JSON object")
+
+
+@pytest.mark.parametrize("command", URI_COMMANDS)
+def test_two_spellings_of_one_option_that_differ_are_exit_2(capsys, tmp_path, command):
+    argv = [command, "s3://bucket/t", "--storage-option", f"secret={SECRET}"]
+    argv += ["--storage-option", f"AWS_SECRET_ACCESS_KEY={SECRET}x"]
+    check(capsys, tmp_path, argv, 2, "both set aws_secret_access_key")
+
+
 def test_gcs_token_in_a_failed_token_check_is_masked(tmp_path):
     """gcsfs checks a token at oauth2.googleapis.com/tokeninfo?access_token=TOKEN; the proxy
     (a closed loopback port) makes that fail at once, with the URL in the error."""
@@ -487,6 +525,19 @@ def test_daemon_warns_when_two_tables_name_one_uri(capsys, tmp_path):
             "InvalidSecret",
             "does not know the storage option 'no_such_option'",
         ),
+        (  # object_store's spelling
+            "s3://bucket/t",
+            f'{{AWS_NO_SUCH_OPTION: "{SECRET}", AWS_ENDPOINT_URL: "http://127.0.0.1:9"}}',
+            "InvalidSecret",
+            "does not know the storage option 'AWS_NO_SUCH_OPTION'",
+        ),
+        (
+            "gs://bucket/t",
+            f'{{google_no_such_option: "{SECRET}"}}',
+            "InvalidSecret",
+            "does not know the storage option 'google_no_such_option'",
+        ),
+        ("s3://bucket/t", f'{{config_kwargs: "{SECRET}"}}', "InvalidSpec", "takes a JSON object"),
     ],
 )
 def test_daemon_refuses_bad_storage_in_a_manifest_without_showing_it(

@@ -154,12 +154,12 @@ def test_a_target_is_resolved_again_only_when_its_resource_policy_or_secret_chan
         keys = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "k1"}
         secrets.data[("ns", "s3")] = keys
         found = await tables.target(("ns", "a"), entry)
-        assert found.problem is None and found.storage_options["secret"] == "k1"
+        assert found.problem is None and found.storage_options["aws_secret_access_key"] == "k1"
         assert await tables.target(("ns", "a"), entry) is found  # nothing changed: cached
         # Equal data in a new object (the cache gives the same object while unchanged).
         secrets.data[("ns", "s3")] = {**keys, "AWS_SECRET_ACCESS_KEY": "k2"}
         rotated = await tables.target(("ns", "a"), entry)
-        assert rotated.storage_options["secret"] == "k2"
+        assert rotated.storage_options["aws_secret_access_key"] == "k2"
         # Unreadable (forbidden, API server away with nothing read before): the table's
         # problem, not an exception that would end its loop.
         secrets.data[("ns", "s3")] = SecretUnreadable("HTTP 403 Forbidden")

@@ -1,4 +1,5 @@
-"""runtime/credentials.py: Secret data as fsspec storage options; secret values kept out of text."""
+"""runtime/credentials.py: Secret data as storage options (object_store's names, whatever the
+spelling the Secret used); secret values kept out of text."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ AZ_KEY = "credtest-azure-key-77ab02=="
 PRIVATE_KEY = "-----BEGIN PRIVATE KEY-----\ncredtest-pem-body\n-----END PRIVATE KEY-----\n"
 
 
-def test_aws_names_map_to_s3fs_options() -> None:
+def test_aws_names_map_to_object_store_options() -> None:
     secret = {
         "AWS_ACCESS_KEY_ID": "AKIACREDTEST",
         "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
@@ -28,11 +29,11 @@ def test_aws_names_map_to_s3fs_options() -> None:
         "AWS_REGION": "eu-west-1",
     }
     expected = {
-        "key": "AKIACREDTEST",
-        "secret": AWS_SECRET,
-        "token": "credtest-session",
-        "endpoint_url": "http://minio:9000",
-        "client_kwargs": {"region_name": "eu-west-1"},
+        "aws_access_key_id": "AKIACREDTEST",
+        "aws_secret_access_key": AWS_SECRET,
+        "aws_session_token": "credtest-session",
+        "aws_endpoint": "http://minio:9000",
+        "aws_region": "eu-west-1",
     }
     assert storage_options("s3://bucket/t", secret) == expected
     assert storage_options("s3a://bucket/t", secret) == expected
@@ -40,13 +41,20 @@ def test_aws_names_map_to_s3fs_options() -> None:
     # A Secret with some of the names gives only their options.
     some = {k: secret[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}
     assert storage_options("s3://b/t", some) == {
-        "key": "AKIACREDTEST",
-        "secret": AWS_SECRET,
-        "client_kwargs": {"region_name": "eu-west-1"},
+        "aws_access_key_id": "AKIACREDTEST",
+        "aws_secret_access_key": AWS_SECRET,
+        "aws_region": "eu-west-1",
+    }
+    # The same names in lower case (delta-rs's spelling) and fsspec's give the same options.
+    lower = {k.lower(): v for k, v in secret.items()}
+    assert storage_options("s3://bucket/t", lower) == expected
+    old = {"key": "AKIACREDTEST", "secret": AWS_SECRET, "token": "credtest-session"}
+    assert storage_options("s3://b/t", old) == {
+        k: expected[k] for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
     }
 
 
-def test_azure_names_map_to_adlfs_options() -> None:
+def test_azure_names_map_to_object_store_options() -> None:
     secret = {
         "AZURE_STORAGE_ACCOUNT_NAME": "lake",
         "AZURE_STORAGE_ACCOUNT_KEY": AZ_KEY,
@@ -57,41 +65,57 @@ def test_azure_names_map_to_adlfs_options() -> None:
         "AZURE_TENANT_ID": "tid",
     }
     expected = {
-        "account_name": "lake",
-        "account_key": AZ_KEY,
-        "connection_string": "DefaultEndpointsProtocol=https;AccountName=lake",
-        "sas_token": "sv=2024&sig=credtest",
-        "client_id": "cid",
-        "client_secret": "credtest-client-secret",
-        "tenant_id": "tid",
+        "azure_storage_account_name": "lake",  # the connection string's account, too
+        "azure_storage_account_key": AZ_KEY,
+        "azure_storage_sas_token": "sv=2024&sig=credtest",
+        "azure_client_id": "cid",
+        "azure_client_secret": "credtest-client-secret",
+        "azure_tenant_id": "tid",
     }
     for uri in ("abfss://c@lake.dfs.core.windows.net/t", "abfs://c/t", "az://c/t"):
         assert storage_options(uri, secret) == expected
     only_key = {"AZURE_STORAGE_ACCOUNT_KEY": AZ_KEY}
-    assert storage_options("az://c/t", only_key) == {"account_key": AZ_KEY}
+    assert storage_options("az://c/t", only_key) == {"azure_storage_account_key": AZ_KEY}
+    # A connection string alone gives its account, key and endpoint.
+    text = f"AccountName=lake;AccountKey={AZ_KEY};BlobEndpoint=http://127.0.0.1:10000/lake"
+    assert storage_options("az://c/t", {"AZURE_STORAGE_CONNECTION_STRING": text}) == {
+        "azure_storage_account_name": "lake",
+        "azure_storage_account_key": AZ_KEY,
+        "azure_storage_endpoint": "http://127.0.0.1:10000/lake",
+    }
 
 
-def test_gcs_service_account_json_becomes_the_token() -> None:
+def test_gcs_service_account_json_becomes_the_service_account_key() -> None:
     info = {"type": "service_account", "client_email": "sa@p.iam", "private_key": PRIVATE_KEY}
     for key in ("service-account.json", "GOOGLE_APPLICATION_CREDENTIALS_JSON"):
         for uri in ("gs://b/t", "gcs://b/t"):
-            assert storage_options(uri, {key: json.dumps(info)}) == {"token": info}
+            got = storage_options(uri, {key: json.dumps(info)})
+            assert list(got) == ["google_service_account_key"]
+            assert json.loads(got["google_service_account_key"]) == info
 
 
-def test_fsspec_option_names_pass_through_for_any_store() -> None:
+def test_fsspec_option_names_are_taken_as_their_object_store_names() -> None:
     plain = {"key": "k", "secret": AWS_SECRET, "endpoint_url": "http://127.0.0.1:9000"}
-    assert storage_options("s3://b/t", plain) == plain
+    assert storage_options("s3://b/t", plain) == {
+        "aws_access_key_id": "k",
+        "aws_secret_access_key": AWS_SECRET,
+        "aws_endpoint": "http://127.0.0.1:9000",
+    }
     azure = {"account_name": "lake", "account_key": AZ_KEY}
-    assert storage_options("az://c/t", azure) == azure
-    assert storage_options("gs://b/t", {"token": "anon"}) == {"token": "anon"}
+    assert storage_options("az://c/t", azure) == {
+        "azure_storage_account_name": "lake",
+        "azure_storage_account_key": AZ_KEY,
+    }
+    assert storage_options("gs://b/t", {"token": "anon"}) == {"google_skip_signature": "true"}
 
 
 def test_unknown_keys_are_named_but_their_values_never_shown() -> None:
-    secret = {"PASSWORD": "credtest-hunter2-value", "aws_access_key_id": "credtest-lower-value"}
+    # (aws_access_key_id, in lower case, is object_store's name: known)
+    secret = {"PASSWORD": "credtest-hunter2-value", "aws_acces_key_id": "credtest-lower-value"}
     with pytest.raises(InvalidInputError) as raised:
         storage_options("s3://b/t", {**secret, "AWS_SECRET_ACCESS_KEY": AWS_SECRET})
     text = "".join(traceback.format_exception(raised.value))
-    assert "PASSWORD" in text and "aws_access_key_id" in text  # keys match case-sensitively
+    assert "PASSWORD" in text and "aws_acces_key_id" in text
     assert "AWS_SECRET_ACCESS_KEY" in text  # in the list of names to use instead
     for value in (*secret.values(), AWS_SECRET):
         assert value not in text

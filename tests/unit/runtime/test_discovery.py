@@ -53,11 +53,11 @@ def test_scanner_reports_appeared_and_disappeared(tmp_path: Path) -> None:
 def test_a_failed_scan_changes_nothing() -> None:
     # An unknown scheme fails before any request; an unreachable store is in
     # tests/integration/test_lake_discovery.py.
-    scanner = LakeScanner(parse_lake(lake_doc(uri="ftp://host/lake")), known=("a",))
+    scanner = LakeScanner(parse_lake(lake_doc(uri="nosuch://host/lake")), known=("a",))
     result = scanner.scan()
     assert result.result is ScanResult.INVALID
     assert result.disappeared == () and result.tables == ("a",)
-    assert "cannot scan ftp://host/lake" in result.message and "scheme" in result.message
+    assert "cannot scan nosuch://host/lake" in result.message and "scheme" in result.message
     conditions = {c.type: c.status for c in result.conditions()}
     assert conditions == {"Ready": "False", "StorageReachable": "Unknown"}
     assert [e.reason for e in result.events()] == ["ScanFailed"]

@@ -19,10 +19,20 @@ def _resource(uri: str, **storage: Any) -> TableResource:
 def test_the_secrets_region_joins_the_specs_client_kwargs() -> None:
     secret = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "eu-1"}
     # A manifest or CRD option is a string: JSON for the options fsspec wants as mappings.
-    options = {"client_kwargs": '{"verify": false}', "endpoint_url": "http://127.0.0.1:1"}
+    options = {
+        "client_kwargs": '{"verify": false, "region_name": "us-1"}',
+        "endpoint_url": "http://127.0.0.1:1",
+    }
     target = resolve(_resource("s3://b/t", options=options), [], lambda ns, name: secret)
     assert target.problem is None
-    assert target.storage_options["client_kwargs"] == {"verify": False, "region_name": "eu-1"}
+    # Both in object_store's names: the Secret's region replaces the spec's, the rest stays.
+    assert target.storage_options == {
+        "allow_invalid_certificates": "true",
+        "aws_endpoint": "http://127.0.0.1:1",
+        "aws_region": "eu-1",
+        "aws_access_key_id": KEY_ID,
+        "aws_secret_access_key": SECRET,
+    }
     bad = resolve(_resource("s3://b/t", options={"client_kwargs": "x"}), [], lambda ns, n: secret)
     assert bad.problem is not None and bad.problem.reason == "InvalidSpec"
     assert "spec.storage.options: storage option client_kwargs takes a JSON object" in (

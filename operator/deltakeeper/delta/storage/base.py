@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileInfo:
     key: str  # relative to the table root; folders end with '/'
     size: int
@@ -134,7 +134,7 @@ class Storage(ABC):
     def list_folders(self, prefix: str) -> list[str]:
         """Names (no '/') of the direct sub-folders of folder `prefix`, sorted: one delimited
         listing, never a recursive one. Files in the folder cost pages, not results."""
-        return sorted({f.name for f in self.list_lazily(prefix) if f.is_dir})
+        return sorted({f.name for f in self._list_from(_folder(prefix), "") if f.is_dir})
 
     def fork(self) -> Storage:
         """The same store with its own request counter, for one thread: `requests` is a plain

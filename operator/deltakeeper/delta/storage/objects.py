@@ -1,68 +1,121 @@
-"""What the object stores share: one client per account, key mapping, counted and retried
-requests, and ranged reads (RangedFile)."""
+"""What the object stores share, on obstore (Rust's object_store, the engine of delta-rs): one
+store per bucket and options, key mapping, counted and retried requests, listings, ranged reads
+(RangedFile) and streamed uploads.
+
+obstore's own retries are off (`NO_RETRIES`): `with_retries` is the one retry point, so a count
+is a request sent. What each call costs, and so what is counted:
+
+- get, get_range, head, put (single, never multipart), delete of one key: one request each;
+- a listing from a key: obstore's stream read one page (PAGE keys) at a time, one request each;
+  a delimited listing (obstore collects every page): one request per PAGE entries it returned;
+- a streamed upload: see StreamedUpload;
+- a batch delete: one request per batch the store's API takes (S3 1000, Azure 256), else one
+  per key, up to DELETE_THREADS at once (GCS).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import threading
-from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
+import obstore as obs
 import pyarrow as pa
+from obstore.exceptions import UnknownConfigurationKeyError
 
+from deltakeeper.delta import storage_options as opts
+from deltakeeper.delta.errors import InvalidCredentialsError, InvalidInputError
 from deltakeeper.delta.storage.base import FileInfo, Storage, Upload
-from deltakeeper.delta.storage.retries import open_error, safe_uri, with_retries
+from deltakeeper.delta.storage.retries import (
+    Failure,
+    classify,
+    safe_uri,
+    translate,
+    with_retries,
+)
 
 T = TypeVar("T")
 
+NO_RETRIES = {"max_retries": 0}
 
-# Filesystems by (class, options): every table on one account shares a client. A botocore
-# client alone holds ~15 MiB of service model, so an operator watching 100 tables on one
-# bucket would otherwise hold 100 of them. Bounded, oldest dropped first (rotated keys).
-_FILESYSTEMS: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_FILESYSTEMS_MAX = 64
-_FILESYSTEMS_LOCK = threading.Lock()
+# Stores by (store, bucket, options): every table on one account and bucket shares one HTTP
+# client and connection pool. Bounded, oldest dropped first (rotated keys).
+_STORES: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+_STORES_MAX = 256
+_STORES_LOCK = threading.Lock()
 
 
-def _filesystem(fs_class: str, options: dict[str, Any]) -> Any:
-    key = (fs_class, repr(sorted(options.items())))
-    with _FILESYSTEMS_LOCK:
-        fs = _FILESYSTEMS.get(key)
-        if fs is not None:
-            _FILESYSTEMS.move_to_end(key)
-            return fs
-        module, _, name = fs_class.partition(":")
-        cls = getattr(importlib.import_module(module), name)
-        # Our own cache, not fsspec's: its instances are shared with any other caller.
-        fs = cls(skip_instance_cache=True, **options)
-        _FILESYSTEMS[key] = fs
-        if len(_FILESYSTEMS) > _FILESYSTEMS_MAX:
-            _FILESYSTEMS.popitem(last=False)
-        return fs
+def _store(kind: str, bucket: str, config: Mapping[str, Any], client: Mapping[str, Any]) -> Any:
+    key = (kind, bucket, repr(sorted({**config, **client}.items())))
+    with _STORES_LOCK:
+        store = _STORES.get(key)
+        if store is not None:
+            _STORES.move_to_end(key)
+            return store
+    store = opts.build(kind, bucket, config, client_options=dict(client), retry_config=NO_RETRIES)
+    with _STORES_LOCK:
+        _STORES[key] = store
+        if len(_STORES) > _STORES_MAX:
+            _STORES.popitem(last=False)
+    return store
+
+
+def open_error(uri: str, e: Exception, given: Iterable[str] = ()) -> InvalidInputError:
+    """A store obstore would not build from these options (`given` their keys, to name one as
+    it was typed); never quotes a value."""
+    where = safe_uri(uri)
+    if isinstance(e, UnknownConfigurationKeyError):
+        key = str(e).split("'")[1] if str(e).count("'") >= 2 else "?"
+        key = next((k for k in given if k.lower() == key), key)
+        return InvalidCredentialsError(
+            f"deltakeeper does not know the storage option '{key}' for {where}; check its "
+            "spelling against docs/storage.md (fsspec's or object_store's names)"
+        )
+    text = str(e).split("\n", 1)[0]
+    if "Invalid Access Key" in text or "base64" in text.lower():
+        return InvalidCredentialsError(
+            f"cannot sign requests to {where}: the account key is not valid base64; "
+            "check account_key (AZURE_STORAGE_ACCOUNT_KEY in a Secret)"
+        )
+    if "Duplicate key" in text:
+        return InvalidInputError(
+            f"cannot open {where}: {text.split(': ', 1)[-1]} (two spellings of one option); "
+            "give each option once"
+        )
+    return InvalidCredentialsError(
+        f"cannot open {where} with these storage options ({type(e).__name__}); check the "
+        "option names and values against docs/storage.md"
+    )
 
 
 class ObjectStorage(Storage):
-    """What the object stores share: bucket + root key mapping, counting and retries.
+    """A table root in a bucket (an Azure container) of an object store, through obstore.
 
-    Subclasses list through `_pages`, one request per page, with or without a '/' delimiter.
-    """
+    Subclasses set the store's paging and batching, and may override the deletes."""
 
-    def __init__(
-        self, uri: str, fs_class: str, bucket: str, root: str, options: dict[str, Any]
-    ) -> None:
+    KIND = ""
+    PAGE = 1000  # keys in a listing page: what the store answers when not asked for another
+    DELETE_BATCH = 1  # keys per delete request
+    PART_BYTES = 8 << 20  # a streamed upload's parts (S3 takes none below 5 MiB but the last)
+    MULTIPART_CREATE = 1  # requests to start a multipart upload (Azure needs none)
+
+    def __init__(self, uri: str, bucket: str, root: str, options: Mapping[str, Any]) -> None:
         super().__init__(uri)
         self.bucket = bucket
         self.root = root.strip("/")
         try:
-            self.fs = _filesystem(fs_class, options)
-        except Exception as e:  # the message may quote a credential: only its type is shown
-            raise open_error(uri, e) from e
+            config, client = opts.obstore_config(self.KIND, opts.canonical(self.KIND, options))
+            self.store = _store(self.KIND, bucket, config, client)
+        except InvalidInputError:
+            raise
+        except Exception as e:  # the message may quote a value: only its type is shown
+            raise open_error(uri, e, options) from None
 
+    # -- keys ---------------------------------------------------------------------------------
     def _key(self, key: str) -> str:
         """The object name in the bucket for a table-relative key ('' gives the root folder)."""
         return f"{self.root}/{key}" if self.root else key
@@ -70,26 +123,102 @@ class ObjectStorage(Storage):
     def _rel(self, name: str) -> str:
         return name[len(self.root) + 1 :] if self.root else name
 
+    def _prefix(self, folder: str) -> str | None:
+        """obstore's prefix for a folder ('' or ending in '/'): it adds the '/' itself."""
+        name = self._key(folder).rstrip("/")
+        return name or None
+
     def _call(self, op: str, fn: Callable[[], T], key: str = "") -> T:
-        """Run one request through `with_retries`, counting every attempt; errors name `key`."""
+        """One request through `with_retries`, counting every attempt; errors name `key`."""
 
         def attempt() -> T:
             self.requests[op] += 1
             return fn()
 
-        return with_retries(f"{self.uri.rstrip('/')}/{key}" if key else self.uri, op, attempt)
+        return with_retries(self._where(key), op, attempt)
 
-    @abstractmethod
-    def _pages(self, folder: str, start_after: str, recursive: bool) -> Iterator[list[FileInfo]]:
-        """Listing pages of `folder` (files, and sub-folders unless recursive), one request each."""
+    def _where(self, key: str = "") -> str:
+        return f"{self.uri.rstrip('/')}/{key}" if key else self.uri
 
+    # -- listings -----------------------------------------------------------------------------
     def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
-        for page in self._pages(folder, start_after, recursive=False):
-            yield from page
+        if not start_after:
+            return self._delimited(folder)
+        seen: set[str] = set()  # the quiet poll's path: lists, not generators
+        out: list[FileInfo] = []
+        for page in self._pages(folder, self._offset(start_after)):
+            out += _children(folder, page, seen)
+        return out
+
+    def list_lazily(self, prefix: str) -> Iterator[FileInfo]:
+        """As Storage's, page by page: from a listing of everything below the folder, its
+        sub-folders given once each (object_store has no lazy delimited listing)."""
+        folder = _folder(prefix)
+        return self._collapsed(folder, self._pages(folder, None))
+
+    def _offset(self, start_after: str) -> str | None:
+        return self._key(start_after)
 
     def _walk(self, folder: str) -> Iterator[FileInfo]:
-        for page in self._pages(folder, "", recursive=True):
-            yield from (f for f in page if not f.is_dir)
+        for page in self._pages(folder, None):
+            for info in _without_markers(page):
+                if not info.key.endswith("/"):
+                    yield info
+
+    def _pages(self, folder: str, offset: str | None) -> Iterator[list[FileInfo]]:
+        """Everything below `folder` after `offset` (a bucket key), a page per request. A page
+        that fails is asked again from the last key seen."""
+        pages = _Pages(self.store, self._prefix(folder), offset, self.PAGE)
+        while True:
+            chunk = self._call("list", pages.next, folder)
+            if chunk is None:
+                if pages.got:  # the end, known from the last page: no request was sent
+                    self.requests["list"] -= 1
+                return
+            yield [self._meta(m) for m in chunk]
+            if len(chunk) < self.PAGE:
+                return
+
+    def _delimited(self, folder: str) -> list[FileInfo]:
+        """The direct children of `folder`: files, and sub-folders ending in '/'."""
+        prefix = self._prefix(folder)
+        found = self._call("list", lambda: obs.list_with_delimiter(self.store, prefix), folder)
+        pages = -(-(len(found["objects"]) + len(found["common_prefixes"])) // self.PAGE)
+        self.requests["list"] += max(pages, 1) - 1  # the call took one request a page
+        files = [self._meta(m) for m in found["objects"]]
+        dirs = [
+            FileInfo(self._rel(p).rstrip("/") + "/", 0, 0, is_dir=True)
+            for p in found["common_prefixes"]
+        ]
+        return files + dirs
+
+    def _collapsed(self, folder: str, pages: Iterable[list[FileInfo]]) -> Iterator[FileInfo]:
+        """Direct children of `folder` from a listing of everything below it, in its order."""
+        seen: set[str] = set()
+        for page in pages:
+            yield from _children(folder, page, seen)
+
+    def _meta(self, meta: Mapping[str, Any]) -> FileInfo:
+        return FileInfo(self._rel(meta["path"]), int(meta["size"]), mtime_ms(meta["last_modified"]))
+
+    # -- reads --------------------------------------------------------------------------------
+    def _read(self, key: str) -> bytes:
+        path = self._key(key)
+        return self._call("read", lambda: bytes(obs.get(self.store, path).bytes()), key)
+
+    def _read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes `start` (inclusive) to `end` (exclusive) of `key`: one request."""
+        path = self._key(key)
+        get = lambda: bytes(obs.get_range(self.store, path, start=start, end=end))  # noqa: E731
+        return self._call("read", get, key)
+
+    def _head(self, key: str) -> FileInfo | None:
+        path = self._key(key)
+        try:
+            meta = self._call("head", lambda: obs.head(self.store, path), key)
+        except FileNotFoundError:
+            return None
+        return FileInfo(key, int(meta["size"]), mtime_ms(meta["last_modified"]))
 
     def _open_input(self, key: str, size: int | None) -> pa.NativeFile:
         if size is None:
@@ -102,14 +231,19 @@ class ObjectStorage(Storage):
         raw = RangedFile(lambda start, end: self._read_range(key, start, end), size)
         return pa.PythonFile(io.BufferedReader(raw, RANGE_BUFFER_BYTES), mode="r")
 
-    @abstractmethod
-    def _read_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes `start` (inclusive) to `end` (exclusive) of `key`: one request."""
+    # -- writes -------------------------------------------------------------------------------
+    def _put(self, key: str, data: bytes, mode: str) -> None:
+        path = self._key(key)
+
+        def put() -> None:
+            obs.put(self.store, path, data, mode=mode, use_multipart=False)  # type: ignore[arg-type]
+
+        self._call("put", put, key)
 
     def _put_if_absent(self, key: str, data: bytes) -> None:
         sent = self.requests["put"]
         try:
-            self._create(key, data)
+            self._put(key, data, "create")
         except FileExistsError:
             # A retried create can meet its own first attempt, done but not heard (a timeout,
             # a 5xx after the write). If what is there is what we sent, the create succeeded.
@@ -117,19 +251,80 @@ class ObjectStorage(Storage):
                 return
             raise
 
-    @abstractmethod
-    def _create(self, key: str, data: bytes) -> None:
-        """One create-only write; FileExistsError when the key exists."""
+    def _overwrite(self, key: str, data: bytes) -> None:
+        self._put(key, data, "overwrite")
 
-    def _entry(self, name: str, size: int, mtime: Any) -> FileInfo:
-        """A listed object as a FileInfo; zero-byte folder markers ('a/b/') become folders."""
-        key = self._rel(name)
-        if key.endswith("/"):
-            return FileInfo(key, 0, 0, is_dir=True)
-        return FileInfo(key, int(size or 0), mtime_ms(mtime))
+    def _open_upload(self, key: str) -> Upload:
+        return StreamedUpload(self, key)
 
-    def _folders(self, names: Iterable[str]) -> list[FileInfo]:
-        return [FileInfo(self._rel(n), 0, 0, is_dir=True) for n in names]
+    def _delete_many(self, keys: list[str]) -> int:
+        deleted = 0
+        for i in range(0, len(keys), self.DELETE_BATCH):
+            deleted += self._delete_batch(keys[i : i + self.DELETE_BATCH])
+        return deleted
+
+    def _delete_batch(self, keys: list[str]) -> int:
+        """One batch request; a missing key is not an error (S3 reports it deleted)."""
+        paths = [self._key(k) for k in keys]
+        self._call("delete", lambda: obs.delete(self.store, paths))
+        return len(keys)
+
+
+def _folder(prefix: str) -> str:
+    prefix = prefix.strip("/")
+    return prefix + "/" if prefix else ""
+
+
+def _children(folder: str, page: list[FileInfo], seen: set[str]) -> list[FileInfo]:
+    """The direct children of `folder` in a page of everything below it: a file deeper down
+    stands for its sub-folder, given once (`seen` holds those given so far)."""
+    out = []
+    start = len(folder)
+    for info in page:
+        slash = info.key.find("/", start)
+        if slash < 0:
+            out.append(info)
+            continue
+        sub = info.key[: slash + 1]
+        if sub not in seen:
+            seen.add(sub)
+            out.append(FileInfo(sub, 0, 0, is_dir=True))
+    return out
+
+
+def _without_markers(page: list[FileInfo]) -> Iterator[FileInfo]:
+    """Files of a recursive listing without empty "folder" objects ('a/b/', which obstore lists
+    as a zero-byte 'a/b') that the next key shows to be folders."""
+    for i, info in enumerate(page):
+        after = page[i + 1].key if i + 1 < len(page) else ""
+        if info.size == 0 and after.startswith(info.key + "/"):
+            continue
+        yield info
+
+
+class _Pages:
+    """obstore's listing stream read one page (`size` keys) per `next()`, None at its end. A
+    failed page drops the stream; the next call starts a new one after the last key seen."""
+
+    def __init__(self, store: Any, prefix: str | None, offset: str | None, size: int) -> None:
+        self.store, self.prefix, self.last, self.size = store, prefix, offset, size
+        self.stream: Any = None
+        self.got = 0  # pages the current stream gave
+
+    def next(self) -> list[Any] | None:
+        if self.stream is None:
+            self.stream = obs.list(self.store, self.prefix, offset=self.last, chunk_size=self.size)
+            self.got = 0
+        try:
+            chunk = list(next(self.stream))
+        except StopIteration:
+            return None
+        except Exception:
+            self.stream = None
+            raise
+        self.got += 1
+        self.last = chunk[-1]["path"]
+        return chunk
 
 
 WHOLE_READ_BYTES = 1 << 20  # a file this small is read in one request
@@ -169,59 +364,92 @@ class RangedFile(io.RawIOBase):
         return len(data)
 
 
-class PiecewiseUpload(Upload):
-    """An upload sent in pieces of `piece_bytes` as they fill, then joined by one request:
-    memory holds a piece, not the file. A file smaller than one piece is one plain overwrite
-    at commit. Subclasses send, join and drop the pieces."""
+class StreamedUpload(Upload):
+    """obstore's writer: bytes buffered up to one part (PART_BYTES); a file that never fills
+    one is one plain PUT at commit, a larger one a multipart upload (S3, GCS: start, a request
+    per part, the completion; Azure: a block per part, the block list) whose parts go as they
+    fill, one at a time (the next part fills meanwhile), so memory holds two parts, not the
+    file. Nothing is visible before the completion; `abort` drops the parts (Azure: they
+    expire).
 
-    def __init__(self, storage: Storage, key: str, piece_bytes: int) -> None:
+    Requests are counted as the writer sends them (obstore does not say). The parts of a
+    multipart upload are not retried one by one: a failed part fails the upload, which the
+    next run writes again. A completion whose answer is lost is recognised by the object's
+    size."""
+
+    CONCURRENCY = 1  # parts in flight; with one, an empty write waits for it to land
+
+    def __init__(self, storage: ObjectStorage, key: str) -> None:
         super().__init__()
-        self.storage, self.key, self.piece_bytes = storage, key, piece_bytes
-        self.pending = bytearray()
-        self.pieces = 0  # sent so far
+        self.storage, self.key = storage, key
+        self.writer: Any = None
 
     def _write(self, data: Any) -> None:
-        self.pending += data
-        if len(self.pending) >= self.piece_bytes:
-            self._flush()
-
-    def _flush(self) -> None:
-        body, self.pending = bytes(self.pending), bytearray()
-        self._send_piece(self.pieces + 1, body)
-        self.pieces += 1
+        part = self.storage.PART_BYTES
+        before = self.size
+        if self.writer is None:
+            path = self.storage._key(self.key)
+            self.writer = obs.open_writer(
+                self.storage.store, path, buffer_size=part, max_concurrency=self.CONCURRENCY
+            )
+        self._send(lambda: self.writer.write(data))
+        after = before + memoryview(data).nbytes
+        if before < part <= after:
+            self.storage.requests["put"] += self.storage.MULTIPART_CREATE
+        self.storage.requests["put"] += after // part - before // part  # parts filled
 
     def commit(self) -> None:
-        if not self.pieces:
-            body, self.pending = bytes(self.pending), bytearray()
-            self.storage.overwrite(self.key, body)
+        if self.writer is None:
+            self.storage.overwrite(self.key, b"")
             return
-        if self.pending:
-            self._flush()
-        self._join()
-        self.pieces = 0
+        writer, self.writer = self.writer, None
+        part = self.storage.PART_BYTES
+        multipart = self.size >= part
+        # The last, partial part and the completion; or the one PUT of a small file.
+        self.storage.requests["put"] += 1 + (multipart and self.size % part != 0)
+        failed = _attempt(writer.close)
+        if failed is None:
+            return
+        if failed[0] is Failure.TRANSIENT and multipart and self._completed():
+            return
+        raise self._error(failed)
+
+    def _completed(self) -> bool:
+        """Whether the object now has the size sent: a completion done but not heard."""
+        info = self.storage.head(self.key)
+        return info is not None and info.size == self.size
 
     def abort(self) -> None:
-        self.pending = bytearray()
-        if self.pieces:
-            self.pieces = 0
-            self._drop()
+        writer, self.writer = self.writer, None
+        if writer is None:
+            return
+        with contextlib.suppress(Exception):  # the abort below drops whatever landed
+            writer.write(b"")  # the part in flight lands, so the abort drops them all
+        if self.size >= self.storage.PART_BYTES:
+            self.storage.requests["delete"] += self.storage.MULTIPART_CREATE
+        with contextlib.suppress(Exception):  # an unfinished upload is invisible and expires
+            writer.__exit__(RuntimeError, RuntimeError("aborted"), None)  # obstore's abort
 
-    @abstractmethod
-    def _send_piece(self, number: int, body: bytes) -> None:
-        """Send piece `number` (from 1): one counted, retried request."""
+    def _send(self, fn: Callable[[], Any]) -> None:
+        failed = _attempt(fn)
+        if failed is not None:
+            raise self._error(failed)
 
-    @abstractmethod
-    def _join(self) -> None:
-        """Make the pieces sent the object, replacing what was there."""
+    def _error(self, failed: tuple[Failure, Exception]) -> Exception:
+        failure, error = failed
+        if failure is Failure.OTHER:
+            return error
+        return translate(self.storage._where(self.key), "put", failure, error)
 
-    def _drop(self) -> None:
-        """Drop the pieces sent (best effort; they are invisible to readers)."""
+
+def _attempt(fn: Callable[[], Any]) -> tuple[Failure, Exception] | None:
+    """Run `fn` once: None, or how it failed."""
+    try:
+        fn()
+    except Exception as e:
+        return classify(e), e
+    return None
 
 
 def mtime_ms(v: Any) -> int:
-    if isinstance(v, datetime):
-        return int(v.timestamp() * 1000)
-    if isinstance(v, str) and v:
-        with contextlib.suppress(ValueError):
-            return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() * 1000)
-    return 0
+    return int(v.timestamp() * 1000) if isinstance(v, datetime) else 0

@@ -1,57 +1,32 @@
 """The one place that retries, and how a store's failures become our errors.
 
-Messages name the URI without secrets (`safe_uri`), never credentials."""
+obstore (object_store) is built with its own retries off, so every attempt here is one request
+and backoff is not multiplied. Its errors say what happened in their class (FileNotFoundError,
+AlreadyExistsError, PermissionDeniedError, ...) and in their text (the HTTP status, "error
+sending request"); both are read here. Our errors name the URI without secrets (`safe_uri`) and
+are raised outside the handler, so the store's text (a URL, a response body) is not chained.
+"""
 
 from __future__ import annotations
 
+import enum
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from deltakeeper.delta.errors import (
-    InvalidCredentialsError,
-    InvalidInputError,
-    StorageUnreachableError,
-)
+from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
 
 T = TypeVar("T")
 
 
-class BatchError(OSError):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def open_error(uri: str, e: Exception) -> Exception:
-    """A client that could not be made: the network (gcsfs checks a token when it starts) or
-    the options."""
-    if isinstance(e, ConnectionError | TimeoutError) or _has(_names(e), _CONNECTION_MARKERS):
-        return StorageUnreachableError(
-            f"cannot open {safe_uri(uri)}: {type(e).__name__} while checking the credentials; "
-            "check the network and the endpoint"
-        )
-    return InvalidInputError(
-        f"cannot open {safe_uri(uri)} with these storage options ({type(e).__name__}); check the "
-        "option names and values (e.g. endpoint_url, key, secret, account_name, token)"
-    )
-
-
-def _unusable_options(uri: str, e: Exception, names: str) -> InvalidInputError | None:
-    """Options the client rejects when it first sends: a bad key, an unknown option name."""
-    if "AzureSigningError" in names:
-        return InvalidCredentialsError(
-            f"cannot sign requests to {safe_uri(uri)}: the account key is not valid base64; "
-            "check account_key (AZURE_STORAGE_ACCOUNT_KEY in a Secret)"
-        )
-    if isinstance(e, TypeError) and "unexpected keyword argument" in str(e):
-        option = str(e).rsplit(" ", 1)[-1]
-        return InvalidCredentialsError(
-            f"the client for {safe_uri(uri)} does not know the storage option {option}; check its "
-            "spelling against the fsspec backend's options (s3fs, gcsfs, adlfs)"
-        )
-    return None
+class Failure(enum.Enum):
+    MISSING = "missing"
+    EXISTS = "exists"
+    REFUSED = "refused"
+    TRANSIENT = "transient"  # throttling, 5xx, a concurrent conditional write, the network
+    OTHER = "other"
 
 
 def safe_uri(uri: str) -> str:
@@ -63,17 +38,65 @@ def safe_uri(uri: str) -> str:
     return f"{p.scheme}://{netloc}{p.path}"
 
 
-_TRANSIENT_MARKERS = (
-    "SlowDown",
-    "Throttl",
-    "TooManyRequests",
-    "ServiceUnavailable",
-    "InternalError",
-    "RequestTimeout",
-    "ConditionalRequestConflict",  # S3: a concurrent conditional write; retry to learn who won
+def has_password(parsed: Any) -> bool:
+    try:
+        return parsed.password is not None
+    except ValueError:  # a malformed port after the password; still a password
+        return "@" in parsed.netloc and ":" in parsed.netloc.split("@", 1)[0]
+
+
+# Throttling words where a failure carries no status; S3's answer to two conditional writes at
+# once: retry to learn who won.
+_TRANSIENT_MARKERS = ("ConditionalRequestConflict", "SlowDown", "TooManyRequests")
+# object_store's words for a request that got no answer.
+_CONNECTION_MARKERS = (
+    "error sending request",
+    "Connection refused",
+    "connection closed",
+    "connection reset",
+    "operation timed out",
+    "dns error",
+    "IncompleteMessage",
+    "error decoding response body",
 )
-_CONNECTION_MARKERS = ("Connect", "Timeout", "ServerDisconnected", "ServiceRequest")
-_REFUSED_MARKERS = ("NoCredentials", "Forbidden", "AccessDenied", "ClientAuthentication")
+_STATUS = re.compile(r"status code: (\d{3})")
+
+
+def http_status(e: BaseException) -> int | None:
+    """The HTTP status the store answered with, when the error says."""
+    for x in _chain(e):
+        found = _STATUS.search(str(x))
+        if found:
+            return int(found.group(1))
+        v = getattr(x, "status", None)
+        if isinstance(v, int) and 100 <= v < 600:
+            return v
+    return None
+
+
+def classify(e: BaseException) -> Failure:
+    """What kind of failure `e` is: by the HTTP status when there is one, else by its class
+    and words."""
+    text, names, status = str(e), _names(e), http_status(e)
+    if "ConditionalRequestConflict" in text:
+        return Failure.TRANSIENT
+    if isinstance(e, FileNotFoundError) or status == 404:
+        return Failure.MISSING
+    if isinstance(e, FileExistsError) or status in (409, 412):
+        return Failure.EXISTS
+    if _has(names, ("AlreadyExists", "Precondition")):
+        return Failure.EXISTS
+    if status in (401, 403) or isinstance(e, PermissionError):
+        return Failure.REFUSED
+    if _has(names, ("PermissionDenied", "Unauthenticated")):
+        return Failure.REFUSED
+    if status is not None:
+        return Failure.TRANSIENT if status in (408, 429) or status >= 500 else Failure.OTHER
+    if isinstance(e, ConnectionError | TimeoutError):
+        return Failure.TRANSIENT
+    if _has(text, _CONNECTION_MARKERS) or _has(text, _TRANSIENT_MARKERS):
+        return Failure.TRANSIENT
+    return Failure.OTHER
 
 
 # The pause before the first retry; it doubles before each next one (3 s in all over 5 attempts).
@@ -85,53 +108,52 @@ def with_retries(uri: str, op: str, fn: Callable[[], T], attempts: int = 5) -> T
 
     A missing object becomes FileNotFoundError, a failed create-only condition FileExistsError;
     a refusal, a missing bucket or a failure that outlasts the retries StorageUnreachableError.
-    Messages name the URI (without secrets), never credentials.
+    Anything else is raised as it came. Messages name the URI (without secrets), never
+    credentials.
     """
     delay = FIRST_BACKOFF_S
     for attempt in range(attempts):
         try:
             return fn()
-        except FileExistsError:
-            raise
         except Exception as e:
-            status, names = http_status(e), _names(e)
-            if status == 404 or isinstance(e, FileNotFoundError):
-                if op == "list":  # listing a missing prefix is not an error; a missing bucket is
-                    raise StorageUnreachableError(
-                        f"list on {safe_uri(uri)} failed: bucket or container not found"
-                    ) from e
-                raise FileNotFoundError(f"{safe_uri(uri)}: not found ({op})") from e
-            if status == 412 or (status == 409 and "Exist" in names):
-                raise FileExistsError(f"{safe_uri(uri)}: already exists ({op})") from e
-            if (
-                status in (401, 403)
-                or isinstance(e, PermissionError)
-                or _has(names, _REFUSED_MARKERS)
-            ):
-                raise StorageUnreachableError(
-                    f"{op} on {safe_uri(uri)} was refused ({status or type(e).__name__}): "
-                    "check the credentials and permissions"
-                ) from e
-            transient = (status is not None and (status in (408, 429) or status >= 500)) or _has(
-                names, _TRANSIENT_MARKERS
-            )
-            connection = isinstance(e, ConnectionError | TimeoutError) or _has(
-                names, _CONNECTION_MARKERS
-            )
-            if (unusable := _unusable_options(uri, e, names)) is not None:
-                raise unusable from e
-            if not (transient or connection):
-                raise
-            if attempt + 1 < attempts:
-                time.sleep(delay)
-                delay *= 2
-                continue
-            what = f"HTTP {status}" if status else type(e).__name__
-            raise StorageUnreachableError(
-                f"{op} on {safe_uri(uri)} failed after {attempts} attempts ({what}): "
-                "check the endpoint and the network"
-            ) from e
+            failure, error = classify(e), e
+        if failure is Failure.TRANSIENT and attempt + 1 < attempts:
+            time.sleep(delay)
+            delay *= 2
+            continue
+        raise translate(uri, op, failure, error, attempts)
     raise AssertionError("unreachable")
+
+
+def translate(
+    uri: str, op: str, failure: Failure, e: BaseException, attempts: int = 1
+) -> Exception:
+    """Our error for a store's failure of `op` on `uri`."""
+    where = safe_uri(uri)
+    status = http_status(e)
+    if failure is Failure.MISSING:
+        if op == "list":  # listing a missing prefix is not an error; a missing bucket is
+            return StorageUnreachableError(f"list on {where} failed: bucket or container not found")
+        return FileNotFoundError(f"{where}: not found ({op})")
+    if failure is Failure.EXISTS:
+        return FileExistsError(f"{where}: already exists ({op})")
+    if failure is Failure.REFUSED:
+        return StorageUnreachableError(
+            f"{op} on {where} was refused ({status or type(e).__name__}): "
+            "check the credentials and permissions"
+        )
+    if failure is Failure.TRANSIENT:
+        what = f"HTTP {status}" if status else "no answer"
+        return StorageUnreachableError(
+            f"{op} on {where} failed after {attempts} attempts ({what}): "
+            "check the endpoint and check the network"
+        )
+    if "builder error" in str(e):
+        return InvalidInputError(
+            f"cannot send requests to {where}: the endpoint is http:// but plain HTTP is not "
+            "allowed; set allow_http=true (AWS_ALLOW_HTTP) or use https://"
+        )
+    return e if isinstance(e, Exception) else RuntimeError(str(e))
 
 
 def _has(text: str, markers: Iterable[str]) -> bool:
@@ -148,39 +170,5 @@ def _chain(e: BaseException) -> Iterator[BaseException]:
 
 
 def _names(e: BaseException) -> str:
-    """Exception class names and error codes along the chain, for matching."""
-    out = []
-    for x in _chain(e):
-        out.append(type(x).__name__)
-        resp = getattr(x, "response", None)
-        if isinstance(resp, dict):
-            out.append(str(resp.get("Error", {}).get("Code", "")))
-        out.append(str(getattr(x, "error_code", "") or ""))
-    return " ".join(out)
-
-
-def http_status(e: BaseException) -> int | None:
-    """The HTTP status of the first exception in the chain that carries one."""
-    for x in _chain(e):
-        resp = getattr(x, "response", None)
-        if isinstance(resp, dict):
-            code = resp.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if isinstance(code, int):
-                return code
-        for attr in ("status", "status_code", "code"):
-            v = getattr(x, attr, None)
-            if isinstance(v, int) and 100 <= v < 600:
-                return v
-    return None
-
-
-def has_password(parsed: Any) -> bool:
-    try:
-        return parsed.password is not None
-    except ValueError:  # a malformed port after the password; still a password
-        return "@" in parsed.netloc and ":" in parsed.netloc.split("@", 1)[0]
-
-
-def transient_codes(codes: str) -> bool:
-    """Whether error codes (space-separated) name a failure worth retrying."""
-    return _has(codes, _TRANSIENT_MARKERS)
+    """Exception class names along the chain, for matching."""
+    return " ".join(type(x).__name__ for x in _chain(e))
