@@ -298,9 +298,9 @@ def start_minio(workdir: Path) -> Any:
 
 
 def minio_requests(endpoint: str) -> Counter[str]:
-    from benchmarks.cleanup import minio_requests as read
+    from tests.support.stores import minio_api_requests
 
-    return read(endpoint)
+    return minio_api_requests(endpoint)
 
 
 def settled(endpoint: str, before: Counter[str]) -> Counter[str]:

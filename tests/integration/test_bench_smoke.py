@@ -45,7 +45,7 @@ def test_cleanup_quick_deletes_1000_files_in_one_request():
     assert r["problems"] == []
     assert r["planned"] == r["deleted"] == 1000
     assert r["requests"]["execute"] == {"delete": 1}
-    assert r["server_requests"].get("deletemultipleobjects") == 1
+    assert r["server_requests"].get("delete") == 1  # one DeleteObjects of 1,000 keys
     assert r["answers"] == {"deltakeeper": (1000, 1000), "delta-rs": (1000, 1000)}
 
 

@@ -177,16 +177,24 @@ MINIO_OPS = {
 
 
 def minio_requests(endpoint: str) -> Counter[str]:
-    """MinIO's own count of S3 requests by operation, from its Prometheus endpoint (v3: up to
-    date at once, where v2's is cached for some seconds)."""
+    """MinIO's own count of S3 requests by operation (list, get, head, put, delete, other)."""
+    out: Counter[str] = Counter()
+    for api, n in minio_api_requests(endpoint).items():
+        out[MINIO_OPS.get(api, "other")] += n
+    return out
+
+
+def minio_api_requests(endpoint: str) -> Counter[str]:
+    """MinIO's own count of S3 requests by API name (listobjectsv2, deletemultipleobjects, ...),
+    from its Prometheus endpoint (v3: up to date at once, where v2's is cached for some
+    seconds)."""
     with urllib.request.urlopen(f"{endpoint}/minio/metrics/v3/api/requests", timeout=10) as r:
         text = r.read().decode()
     out: Counter[str] = Counter()
     for line in text.splitlines():
         if line.startswith("minio_api_requests_total{"):
             labels, value = line.rsplit(" ", 1)
-            api = labels.split('name="', 1)[1].split('"', 1)[0].lower()
-            out[MINIO_OPS.get(api, "other")] += int(float(value))
+            out[labels.split('name="', 1)[1].split('"', 1)[0].lower()] += int(float(value))
     return out
 
 
