@@ -317,7 +317,9 @@ class VacuumPlan(Deletes):
             f"version {self.version}, retention {duration_text(self.retention_ms)}: cut-off "
             f"{when_text(self.cutoff_ms)}; unreferenced files {self._aged} before it go",
             f"{self.referenced} files referenced by live files, deletion vectors and tombstones "
-            "deleted at or after the cut-off",
+            "deleted at or after the cut-off"
+            if self.scanned
+            else "no candidates, so no references to check",
             self._found(),
             *self.notes,
         ]
@@ -599,9 +601,12 @@ class _Run:
 
     def decide(self, candidates: Iterable[FileInfo], mode: Mode) -> VacuumPlan:
         """The same rules for every mode's candidates."""
+        found = list(candidates)
+        # A quiet LITE run has none: the references of a million-file snapshot cost seconds.
+        referenced = referenced_keys(self.snap, self.cutoff_ms, self.root) if found else set()
         plan = plan_vacuum(
-            candidates,
-            referenced_keys(self.snap, self.cutoff_ms, self.root),
+            found,
+            referenced,
             self.cutoff_ms,
             version=self.snap.version,
             retention_ms=self.retention_ms,

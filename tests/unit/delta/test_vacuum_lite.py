@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper.delta import paths, vacuum_info, vacuum_lite
+from deltakeeper.delta import paths, vacuum, vacuum_info, vacuum_lite
 from deltakeeper.delta.errors import LiteVacuumImpossible
 from deltakeeper.delta.table import open_table
 from deltakeeper.delta.vacuum import (
@@ -97,6 +97,27 @@ def test_nothing_new_past_the_cut_off_reads_no_commit_and_writes_nothing(tmp_pat
     assert dict(table.storage.requests) == {"list": 1}
     assert record_vacuum(table, p) is None
     assert (tmp_path / "_delta_log" / paths.LAST_VACUUM_INFO).stat().st_mtime_ns == before
+
+
+def test_a_quiet_lite_builds_no_reference_set(tmp_path, monkeypatch):
+    """No candidate, nothing to check: the snapshot's references (seconds at a million files)
+    are not built."""
+    history(tmp_path)
+    table = open_table(str(tmp_path))
+    vacuum_info.write(table.storage, 3)
+    snap = load_for_vacuum(table)
+
+    def refuse(*_args):
+        raise AssertionError("references built for a vacuum with no candidates")
+
+    monkeypatch.setattr(vacuum, "referenced_keys", refuse)
+    p = plan_table_vacuum(table, snap, RETENTION, NOW, True, Mode.LITE)
+    assert p.scanned == 0 and p.delete == [] and p.referenced == 0
+    assert "no candidates, so no references to check" in str(p)
+    monkeypatch.undo()
+    vacuum_info.write(table.storage, 1)  # commits 2 and 3 name f1 and f2: checked again
+    p = plan_table_vacuum(table, snap, RETENTION, NOW, True, Mode.LITE)
+    assert p.scanned == 2 and p.referenced == 5  # f3..f6 live, f2's unexpired tombstone
 
 
 def test_n_never_moves_backwards(tmp_path):
