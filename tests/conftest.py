@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import shutil
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,16 +80,15 @@ def _scrubber_per_test() -> Iterator[None]:
 # - a module with a module-scoped (or class-scoped) fixture runs whole on one worker, so that
 #   fixture (an operator, a Helm release, tables uploaded once) is set up once and the module's
 #   tests run in the order written;
-# - tests/image runs on one worker: its builds share one buildah store and dist/;
-# - tests marked spark run on at most SPARK_WORKERS workers, whole modules each: every worker
-#   that runs one starts a JVM of its own (about 1 GiB and 20 CPU-seconds to start), and on two
-#   cores more than two of them slow every other test down.
+# - tests/image runs on one worker: its builds share one buildah store and dist/.
+# Spark tests are not kept together: a worker that runs one starts a JVM of its own (about
+# 1 GiB), but two groups of them (tried) ran 25 minutes after the third worker had finished all
+# the rest.
 # Slow layers are handed out first (with --no-loadscope-reorder the queue keeps this order), so
 # no long group starts when the others are done; the unit tests fill the gaps at the end.
 WHOLE_LAYERS = ("image",)
 FIRST_LAYERS = ("image", "e2e", "integration", "monitoring", "conformance", "chart")
 _SHARED_SCOPES = ("module", "class", "package")
-SPARK_WORKERS = 2
 
 
 def _layer(item: pytest.Item) -> str:
@@ -104,17 +102,14 @@ def _module(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
-def _group(item: pytest.Item, spark_modules: set[str]) -> str | None:
+def _group(item: pytest.Item) -> str | None:
     layer = _layer(item)
     if layer in WHOLE_LAYERS:
         return layer
-    module = _module(item)
-    if module in spark_modules:
-        return f"spark-{zlib.crc32(module.encode()) % SPARK_WORKERS}"
     fixtures = getattr(item, "_fixtureinfo", None)
     for defs in fixtures.name2fixturedefs.values() if fixtures else ():
         if defs and defs[-1].scope in _SHARED_SCOPES:
-            return module
+            return _module(item)
     return None
 
 
@@ -124,8 +119,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     rank = {layer: n for n, layer in enumerate(FIRST_LAYERS)}
     items.sort(key=lambda item: rank.get(_layer(item), len(rank)))  # stable: modules keep order
-    spark_modules = {_module(item) for item in items if item.get_closest_marker("spark")}
     for item in items:
-        group = _group(item, spark_modules)
+        group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
