@@ -365,17 +365,17 @@ class RangedFile(io.RawIOBase):
 
 
 class StreamedUpload(Upload):
-    """obstore's writer: bytes buffered up to one part (PART_BYTES); a file that never fills
-    one is one plain PUT at commit, a larger one a multipart upload (S3, GCS: start, a request
-    per part, the completion; Azure: a block per part, the block list) whose parts go as they
-    fill, one at a time (the next part fills meanwhile), so memory holds two parts, not the
-    file. Nothing is visible before the completion; `abort` drops the parts (Azure: they
-    expire).
+    """obstore's writer: bytes held here until they fill one part (PART_BYTES); a file that
+    never fills one is one `overwrite` at commit (a plain PUT, retried and counted there, and
+    the write the crash tests stop around), a larger one a multipart upload (S3, GCS: start, a
+    request per part, the completion; Azure: a block per part, the block list) whose parts go
+    as they fill, one at a time (the next part fills meanwhile), so memory holds two parts,
+    not the file. Nothing is visible before the completion; `abort` drops the parts (Azure:
+    they expire).
 
-    Requests are counted as the writer sends them (obstore does not say). The parts of a
-    multipart upload are not retried one by one: a failed part fails the upload, which the
-    next run writes again. A completion whose answer is lost is recognised by the object's
-    size."""
+    Requests of a multipart upload are counted as the writer sends them (obstore does not
+    say). Its parts are not retried one by one: a failed part fails the upload, which the next
+    run writes again. A completion whose answer is lost is recognised by the object's size."""
 
     CONCURRENCY = 1  # parts in flight; with one, an empty write waits for it to land
 
@@ -383,34 +383,43 @@ class StreamedUpload(Upload):
         super().__init__()
         self.storage, self.key = storage, key
         self.writer: Any = None
+        self.held = io.BytesIO()  # less than one part, not sent yet
 
     def _write(self, data: Any) -> None:
         part = self.storage.PART_BYTES
         before = self.size
-        if self.writer is None:
-            path = self.storage._key(self.key)
-            self.writer = obs.open_writer(
-                self.storage.store, path, buffer_size=part, max_concurrency=self.CONCURRENCY
-            )
-        self._send(lambda: self.writer.write(data))
         after = before + memoryview(data).nbytes
+        if self.writer is None:
+            if after < part:
+                self.held.write(data)
+                return
+            self.writer = obs.open_writer(
+                self.storage.store,
+                self.storage._key(self.key),
+                buffer_size=part,
+                max_concurrency=self.CONCURRENCY,
+            )
+            held, self.held = self.held.getvalue(), io.BytesIO()
+            if held:
+                self._send(lambda: self.writer.write(held))
+        self._send(lambda: self.writer.write(data))
         if before < part <= after:
             self.storage.requests["put"] += self.storage.MULTIPART_CREATE
         self.storage.requests["put"] += after // part - before // part  # parts filled
 
     def commit(self) -> None:
         if self.writer is None:
-            self.storage.overwrite(self.key, b"")
+            held, self.held = self.held.getvalue(), io.BytesIO()
+            self.storage.overwrite(self.key, held)
             return
         writer, self.writer = self.writer, None
         part = self.storage.PART_BYTES
-        multipart = self.size >= part
-        # The last, partial part and the completion; or the one PUT of a small file.
-        self.storage.requests["put"] += 1 + (multipart and self.size % part != 0)
+        # The last, partial part and the completion.
+        self.storage.requests["put"] += 1 + (self.size % part != 0)
         failed = _attempt(writer.close)
         if failed is None:
             return
-        if failed[0] is Failure.TRANSIENT and multipart and self._completed():
+        if failed[0] is Failure.TRANSIENT and self._completed():
             return
         raise self._error(failed)
 
@@ -421,6 +430,7 @@ class StreamedUpload(Upload):
 
     def abort(self) -> None:
         writer, self.writer = self.writer, None
+        self.held = io.BytesIO()
         if writer is None:
             return
         with contextlib.suppress(Exception):  # the abort below drops whatever landed
