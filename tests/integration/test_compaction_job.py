@@ -167,7 +167,9 @@ def test_appends_committed_during_the_job_are_all_kept_once(tmp_path: Path) -> N
             write_deltalake(str(table), batch, mode="append", partition_by=["s", "d"])
             appended.append(n)
             n += 1
-            time.sleep(0.2)
+            # Two commits a second: on a loaded machine (three test workers on two cores) 0.2 s
+            # made 1,924 commits that the job, slowed down too, was still checking at 600 s.
+            time.sleep(0.5)
 
     thread = threading.Thread(target=writer)
     thread.start()
