@@ -293,27 +293,15 @@ def spark_session(options: dict[str, Any]) -> Any:
 def start_minio(workdir: Path) -> Any:
     from tests.support import stores
 
-    os.environ["MINIO_PROMETHEUS_AUTH_TYPE"] = "public"  # MinIO's own request count
     return stores.start_minio(stores.install()["MINIO"], workdir)
 
 
 def minio_requests(endpoint: str) -> Counter[str]:
-    from tests.support.stores import minio_api_requests
+    """MinIO's own count by API name (listobjectsv2, deletemultipleobjects, ...), once it
+    settles."""
+    from tests.support import stores
 
-    return minio_api_requests(endpoint)
-
-
-def settled(endpoint: str, before: Counter[str]) -> Counter[str]:
-    """MinIO refreshes its metrics every few seconds: read until they have moved from `before`
-    and two reads 5 s apart agree (at most 90 s)."""
-    last, deadline = None, time.monotonic() + 90
-    while time.monotonic() < deadline:
-        time.sleep(5)
-        now = minio_requests(endpoint)
-        if now == last and now != before:
-            break
-        last = now
-    return (last or Counter()) - before
+    return stores.settled(lambda: stores.minio_api_requests(endpoint))
 
 
 def upload(emu: Any, src: Path, uri: str, keys: list[str]) -> None:
@@ -412,7 +400,7 @@ def measure_minio(src: Path, engines: list[str]) -> dict[str, dict[str, Any]]:
                 listed = objects(emu, uri)  # the quiet run finds LITE's deletes done
                 before = minio_requests(emu.endpoint)
                 r = run_engine(engine, uri, extra, emu.storage_options)
-                r["server_requests"] = dict(settled(emu.endpoint, before))
+                r["server_requests"] = dict(minio_requests(emu.endpoint) - before)
                 now = objects(emu, uri)
                 r["gone"] = sorted(set(listed) - set(now))
                 if engine == "deltakeeper-quiet":

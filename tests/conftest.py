@@ -98,10 +98,6 @@ def _layer(item: pytest.Item) -> str:
         return ""
 
 
-def _module(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
-
-
 def _group(item: pytest.Item) -> str | None:
     layer = _layer(item)
     if layer in WHOLE_LAYERS:
@@ -109,7 +105,7 @@ def _group(item: pytest.Item) -> str | None:
     fixtures = getattr(item, "_fixtureinfo", None)
     for defs in fixtures.name2fixturedefs.values() if fixtures else ():
         if defs and defs[-1].scope in _SHARED_SCOPES:
-            return _module(item)
+            return item.nodeid.split("::", 1)[0]
     return None
 
 

@@ -158,7 +158,7 @@ def served(counter: dict[str, str]) -> Counter[str]:
             return _azurite_requests(text)
         return Counter(_gateway_op(line) for line in text.splitlines() if line)
 
-    return _settled(read)
+    return settled(read)
 
 
 MINIO_OPS = {
@@ -198,7 +198,7 @@ def minio_api_requests(endpoint: str) -> Counter[str]:
     return out
 
 
-def _settled(read: Callable[[], Counter[str]], timeout: float = 30) -> Counter[str]:
+def settled(read: Callable[[], Counter[str]], timeout: float = 30) -> Counter[str]:
     """`read()` once two reads a moment apart agree (or `timeout` has passed)."""
     deadline = time.monotonic() + timeout
     last = read()
