@@ -441,6 +441,8 @@ def test_kill_mid_maintenance_then_restart_finishes(
     else:
         assert code == 0, op.log_text()[-3000:]
     operator_factory("--namespace", k.ns)
+    # Started later, it outranks the killed one's peering entry (alive for another minute) and
+    # acts at once: well inside this wait even on a loaded machine.
     _until(lambda: not os.listdir(stray), 120, "the restarted operator to finish vacuum")
     _until(
         lambda: (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from deltakeeper.k8s import peering
+from deltakeeper.k8s import options, peering
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
@@ -35,3 +35,14 @@ def test_acting_follows_kopfs_rule() -> None:
     assert not acts({"me": peer(500)}, {"me": peer(500), "high": peer(501)})
     # A peer without lastseen counts as seen now, as kopf reads it.
     assert not acts({"me": peer(500), "odd": {"priority": 900}})
+
+
+def test_a_replica_started_later_outranks_an_earlier_one() -> None:
+    """A restarted replica acts at once, even beside its killed predecessor's live entry."""
+    first = options.start_priority(now_s=1_800_000_000.0)
+    later = options.start_priority(now_s=1_800_000_000.001)
+    assert later > first
+    assert peering.acting([{"status": {"old": peer(first), "me": peer(later)}}], later, NOW)
+    assert not peering.acting([{"status": {"old": peer(first), "me": peer(later)}}], first, NOW)
+    # Kept exact by every JSON reader (and by kopf's peering object) until the year 2255.
+    assert options.start_priority(now_s=9_000_000_000.0) < 2**53
