@@ -21,7 +21,6 @@ PEERING = "deltakeeper"  # the name of kopf's peering objects
 SPARK_TEMPLATE = "/etc/deltakeeper/spark-application.yaml"  # where the chart mounts it
 
 
-
 def start_priority(now_s: float | None = None) -> int:
     """A peering priority that grows with the start time, so the newest replica acts: a
     restarted one (after a kill) need not wait the minute until its old entry expires, and a
@@ -29,6 +28,7 @@ def start_priority(now_s: float | None = None) -> int:
     same millisecond (kopf pauses both of an equal pair). Below 2**53, exact in any JSON."""
     started_ms = int((time.time() if now_s is None else now_s) * 1000)
     return started_ms * 1000 + random.randrange(1000)
+
 
 @dataclass
 class Options:
