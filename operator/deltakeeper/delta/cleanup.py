@@ -58,7 +58,7 @@ from deltakeeper.delta import checkpoint_reader, features, paths
 from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.properties import DAY_MS, duration_text, when_text
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.storage import Deletes, FileInfo
 from deltakeeper.delta.table import Table
 
@@ -400,7 +400,7 @@ def _checkpoint_line(version: int | None) -> str:
 
 def plan_table_cleanup(
     table: Table,
-    snap: Snapshot,
+    snap: SnapshotHeader,
     retention_ms: int,
     now_ms: int,
     pending_checkpoint: int | None = None,
@@ -432,7 +432,7 @@ def plan_table_cleanup(
     )
 
 
-def _read_past(snap: Snapshot) -> int | None:
+def _read_past(snap: SnapshotHeader) -> int | None:
     """The newest checkpoint cleanup may cut at when the snapshot read past a damaged one."""
     if not snap.damaged_checkpoints:
         return None
@@ -440,7 +440,9 @@ def _read_past(snap: Snapshot) -> int | None:
     return cp.version if cp is not None else -1
 
 
-def _commit_times(table: Table, snap: Snapshot, infos: list[FileInfo]) -> Callable[[int], int]:
+def _commit_times(
+    table: Table, snap: SnapshotHeader, infos: list[FileInfo]
+) -> Callable[[int], int]:
     mtimes = {}
     for info in infos:
         name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])

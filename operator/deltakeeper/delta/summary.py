@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from deltakeeper.delta import paths
+from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.log import group
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table, checked_hint
 
 
-def summarize(table: Table, snap: Snapshot, small_file_bytes: int) -> dict[str, Any]:
-    """The documented `inspect --json` object (keys are a contract; see README)."""
+def summarize(table: Table, snap: Snapshot | HeldSnapshot, small_file_bytes: int) -> dict[str, Any]:
+    """The documented `inspect --json` object (keys are a contract; see README), of a snapshot
+    with its file actions or a held one (the same numbers)."""
     log_files = log_bytes = unpublished = 0
     infos = list(table.storage.walk(paths.LOG_DIR))
     for info in infos:

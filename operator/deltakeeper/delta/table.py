@@ -158,15 +158,15 @@ class Table:
                 continue
             return self.build(segment, actions, damaged=tuple(damaged))
 
-    def moved_on(self, snap: Snapshot) -> bool:
+    def moved_on(self, snap: SnapshotHeader) -> bool:
         """Whether the log has a commit after `snap`, or a checkpoint at or after its version
         that `snap` does not use. One listing, from `snap`'s version on: the cost of watching a
         quiet table."""
         listing = self.list_log(snap.version)
         latest = listing.latest_commit
-        if (latest is not None and latest > snap.version) or not _same_tip(listing, snap):
+        if (latest is not None and latest > snap.version) or not same_tip(listing, snap):
             return True
-        return _newer_checkpoint(listing, snap)
+        return newer_checkpoint(listing, snap)
 
     def update(self, snap: Snapshot, listing: Listing | None = None) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed, and a read of
@@ -177,9 +177,9 @@ class Table:
         if listing is None:
             listing = self.list_log(snap.version)
         latest = listing.latest_commit
-        if snap.damaged_checkpoints or not _same_tip(listing, snap):
+        if snap.damaged_checkpoints or not same_tip(listing, snap):
             return self._reread(snap)
-        if _newer_checkpoint(listing, snap):  # its expired tombstones are gone from a fresh read
+        if newer_checkpoint(listing, snap):  # its expired tombstones are gone from a fresh read
             return self._reread(snap)
         if latest is None or latest <= snap.version:
             return snap
@@ -332,13 +332,13 @@ def _require_table_actions(
             )
 
 
-def _newer_checkpoint(listing: Listing, snap: Snapshot) -> bool:
+def newer_checkpoint(listing: Listing, snap: SnapshotHeader) -> bool:
     """Whether `listing` has a checkpoint newer than the one `snap` uses."""
     used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
     return any(v > used for v in listing.checkpoints)
 
 
-def _same_tip(listing: Listing, snap: Snapshot) -> bool:
+def same_tip(listing: Listing, snap: SnapshotHeader) -> bool:
     """Whether the commit `snap` ends at is still the same file. A table deleted and written
     again in place, with fewer versions, has no newer commit to show; trusting the old snapshot
     then would make its live files look unreferenced to vacuum."""

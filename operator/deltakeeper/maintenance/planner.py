@@ -120,7 +120,7 @@ class Plan:
 
 def plan(
     table: Table,
-    snap: Snapshot,
+    snap: SnapshotHeader,
     policy: Policy,
     now_ms: int,
     operations: tuple[Operation, ...] = OPERATIONS,
@@ -130,7 +130,9 @@ def plan(
     storage_options: Mapping[str, Any] | None = None,
     known: LastVacuumInfo | None = None,
 ) -> Plan:
-    """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor).
+    """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor). A
+    header without file actions (a watcher's held snapshot) is enough for checkpoint and
+    cleanup; vacuum and compaction read the file actions at its version when they are planned.
 
     A new checkpoint is what lets cleanup drop the commits before it, so cleanup asked for
     with a due checkpoint is planned as it will be once the checkpoint is written. A watch
@@ -148,23 +150,32 @@ def plan(
         return result
     operations = tuple(map(Operation, operations))
     keep = _lite_floor(table, policy) if CLEANUP in operations else None
+    if VACUUM in operations or (COMPACTION in operations and policy.compaction.enabled):
+        snap = with_files(table, snap)
     for op in operations:
         if op is CHECKPOINT:
             result.steps.append(_checkpoint(table, snap, policy, now_ms))
         elif op is COMPACTION:
             if policy.compaction.enabled:
-                result.steps.append(_compaction(table, snap, policy, now_ms))
+                result.steps.append(_compaction(table, with_files(table, snap), policy, now_ms))
         elif op is CLEANUP:
             writes = any(s.operation is CHECKPOINT and s.due for s in result.steps)
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes, keep))
         else:
             found = _VacuumInputs(full_vacuum, storage_options, known)
-            result.steps.append(_vacuum(table, snap, policy, now_ms, found))
+            result.steps.append(_vacuum(table, with_files(table, snap), policy, now_ms, found))
     _vacuum_first(table, snap, policy, now_ms, result)
     checkpoint = any(s.operation is CHECKPOINT and s.due for s in result.steps)
     if cleanup_after_checkpoint and checkpoint and CLEANUP not in operations:
         result.steps.append(_cleanup_after_checkpoint(table, snap, policy, now_ms, keep))
     return result
+
+
+def with_files(table: Table, snap: SnapshotHeader) -> Snapshot:
+    """`snap` with its file actions: itself, or read at its version for a header."""
+    if isinstance(snap, Snapshot):
+        return snap
+    return table.snapshot(version=snap.version)
 
 
 def forced(
@@ -203,7 +214,7 @@ def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -
     return Step(CLEANUP, True, "asked for", detail)
 
 
-def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> Step:
+def _checkpoint(table: Table, snap: SnapshotHeader, policy: Policy, now_ms: int) -> Step:
     step = _regular_checkpoint(table, snap, policy)
     damaged = sorted({d.version for d in snap.damaged_checkpoints})
     if not damaged:
@@ -215,7 +226,7 @@ def _checkpoint(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -> St
     return replace(step, due=True, reason=reason, repair=tuple(damaged), regular=step.due)
 
 
-def _regular_checkpoint(table: Table, snap: Snapshot, policy: Policy) -> Step:
+def _regular_checkpoint(table: Table, snap: SnapshotHeader, policy: Policy) -> Step:
     lag, every = snap.commits_since_checkpoint, policy.checkpoint_interval
     cp = snap.segment.checkpoint
     since = f"since the checkpoint at version {cp.version}" if cp else "and no checkpoint yet"
@@ -318,7 +329,7 @@ def _compaction_step(snap: Snapshot, found: compaction_plan.CompactionPlan, now_
 
 def _cleanup(
     table: Table,
-    snap: Snapshot,
+    snap: SnapshotHeader,
     policy: Policy,
     now_ms: int,
     after_checkpoint: bool,
@@ -354,7 +365,7 @@ def _cleanup(
 
 
 def _cleanup_after_checkpoint(
-    table: Table, snap: Snapshot, policy: Policy, now_ms: int, keep: int | None
+    table: Table, snap: SnapshotHeader, policy: Policy, now_ms: int, keep: int | None
 ) -> Step:
     def later() -> Step:
         return _cleanup(table, snap, policy, now_ms, after_checkpoint=False, keep=keep)
@@ -371,7 +382,9 @@ def _lite_floor(table: Table, policy: Policy) -> int | None:
     return vacuum_lite.cleanup_floor(table)
 
 
-def _vacuum_first(table: Table, snap: Snapshot, policy: Policy, now_ms: int, result: Plan) -> None:
+def _vacuum_first(
+    table: Table, snap: SnapshotHeader, policy: Policy, now_ms: int, result: Plan
+) -> None:
     """When the LITE floor holds cleanup back and this plan's vacuum moves the floor forward,
     run the vacuum first and plan the cleanup after it."""
     steps = result.steps

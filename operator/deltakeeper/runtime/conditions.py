@@ -20,7 +20,7 @@ from deltakeeper.delta.errors import (
     StorageUnreachableError,
     UnsupportedProtocolError,
 )
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import PolicyError
@@ -51,7 +51,7 @@ _ANSWERS = "the table's store answers"
 
 def table_conditions(
     target: Target,
-    snap: Snapshot | None,
+    snap: SnapshotHeader | None,
     problem: Problem | None,
     error: BaseException | None,
     last_maintenance: Mapping[str, Mapping[str, Any]],
@@ -97,7 +97,7 @@ def _failed_poll(
     return reach, proto, Condition(READY, FALSE, reason, message)
 
 
-def _watching(target: Target, snap: Snapshot | None) -> Condition:
+def _watching(target: Target, snap: SnapshotHeader | None) -> Condition:
     msg = f"watching version {snap.version}" if snap is not None else "watching"
     if target.suspend:
         suspended = f"{msg}; maintenance suspended by spec.suspend"

@@ -14,13 +14,17 @@ hold, status.py turns it into the status. Every message is scrubbed of secrets.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
+
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
+from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import summarize
 from deltakeeper.delta.table import Table, open_table
@@ -39,6 +43,10 @@ from deltakeeper.units import parse_timestamp_ms, rfc3339
 
 log = logging.getLogger("deltakeeper.watcher")
 CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Operation.VACUUM
+# Tables with more file actions than this are held between polls without them (delta/held.py:
+# about 16 bytes a file instead of a few hundred); smaller ones keep them, so that planning a
+# vacuum or a compaction reads nothing again.
+HOLD_FILE_ACTIONS = 100_000
 
 
 class TableWatcher:
@@ -49,8 +57,12 @@ class TableWatcher:
         watched_since_ms: int,
         last_maintenance: Mapping[str, Any] | None = None,
         compactor: Compactor | None = None,  # None: compaction is never planned here
+        hold_file_actions: int | None = None,  # None: HOLD_FILE_ACTIONS
     ):
         self.watched_since_ms = watched_since_ms
+        self.hold_file_actions = (
+            HOLD_FILE_ACTIONS if hold_file_actions is None else hold_file_actions
+        )
         self.last_maintenance: dict[str, dict[str, Any]] = dict(last_maintenance or {})
         self.compactions = JobTracker(compactor, self.last_maintenance.get(COMPACTION))
         self.last_run_ms = {
@@ -60,7 +72,7 @@ class TableWatcher:
         }
         self._opened: tuple[str, str] | None = None
         self._table: Table | None = None
-        self._snap: Snapshot | None = None
+        self._snap: Snapshot | HeldSnapshot | None = None
         self._counts: tuple[int, dict[str, Any]] | None = None  # (small-file size, counts)
         self._transitions = conditions.Transitions()
         self._requests_seen: Counter[str] = Counter()
@@ -165,11 +177,13 @@ class TableWatcher:
         """Update the snapshot when the log moved on (reading only new commits when it can);
         True when it did (or on the first poll)."""
         if self._snap is None:
-            self._snap = table.snapshot()
-        elif table.moved_on(self._snap):
-            self._snap = table.update(self._snap)
-        else:
+            self._snap = self._hold(table.snapshot)
+        elif not table.moved_on(self._snap):
             return False
+        elif isinstance(self._snap, HeldSnapshot):
+            self._snap = update_held(table, self._snap)
+        else:
+            self._snap = self._hold(functools.partial(table.update, self._snap))
         self._counts = None
         return True
 
@@ -182,12 +196,31 @@ class TableWatcher:
         outcomes = self._run(target, table, snap, obs.due, now_ms)
         self._record(outcomes, snap.version, now_ms)
         if any(o.result is Result.DONE for o in outcomes):
-            self._snap, self._counts = table.snapshot(), None
+            self._snap, self._counts = self._hold(table.snapshot), None
+        elif isinstance(snap, HeldSnapshot):  # what planning read is gone: give it back
+            pa.default_memory_pool().release_unused()
         # `obs` was published already: its requests are not counted again.
         return self._describe(target, now_ms, outcomes=outcomes)
 
+    def _hold(self, read: Callable[[], Snapshot]) -> Snapshot | HeldSnapshot:
+        """What to keep of the snapshot `read` returns until the next poll: all of it, or for a
+        big table its header and file counts (the memory its file actions took goes back to
+        the system: Arrow's allocator would keep it for the next read)."""
+        snap = read()
+        if snap.num_files + snap.num_tombstones <= self.hold_file_actions:
+            return snap
+        held = HeldSnapshot.of(snap)
+        del snap
+        pa.default_memory_pool().release_unused()
+        return held
+
     def _run(
-        self, target: Target, table: Table, snap: Snapshot, ops: tuple[Operation, ...], now_ms: int
+        self,
+        target: Target,
+        table: Table,
+        snap: Snapshot | HeldSnapshot,
+        ops: tuple[Operation, ...],
+        now_ms: int,
     ) -> list[Outcome]:
         try:
             assert self._policy is not None  # set by the observe() that found `ops` due
@@ -300,7 +333,9 @@ class TableWatcher:
         self._last = obs if problem is None and error is None else None
         return obs
 
-    def _read_counts(self, table: Table, snap: Snapshot, small: int) -> dict[str, Any]:
+    def _read_counts(
+        self, table: Table, snap: Snapshot | HeldSnapshot, small: int
+    ) -> dict[str, Any]:
         if self._counts is None or self._counts[0] != small:
             self._counts = (small, status.counts(summarize(table, snap, small)))
         return self._counts[1]

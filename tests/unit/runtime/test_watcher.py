@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from deltakeeper.cli import main
+from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.table import open_table
 from deltakeeper.resources.manifests import TableResource
-from deltakeeper.runtime import credentials
+from deltakeeper.runtime import credentials, watcher
 from deltakeeper.runtime.model import TABLE_CONDITIONS as CONDITIONS
 from deltakeeper.runtime.model import Observation, Problem, Target
 from deltakeeper.runtime.targets import resolve
@@ -103,6 +104,15 @@ def dated_table(root: Path, commits: int, prefix: str = "f") -> None:
         os.utime(data, ns=((START + v * DAY) * 1_000_000,) * 2)
 
 
+@pytest.fixture(params=["full", "held"])
+def holding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with every snapshot held with its file actions, then with none (as a
+    table above watcher.HOLD_FILE_ACTIONS is held): the outcomes must not differ."""
+    if request.param == "held":
+        monkeypatch.setattr(watcher, "HOLD_FILE_ACTIONS", -1)
+    return str(request.param)
+
+
 # -- a healthy table ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "name",
@@ -180,6 +190,7 @@ def test_the_first_poll_plans_everything_then_a_quiet_poll_costs_one_listing(
 
 def test_auto_vacuums_full_first_then_lite_and_a_quiet_vacuum_costs_one_listing(
     tmp_path: Path,
+    holding: str,
 ) -> None:
     dated_table(tmp_path, 12)
     target = Target("ns", "t", str(tmp_path))
@@ -204,6 +215,7 @@ def test_auto_vacuums_full_first_then_lite_and_a_quiet_vacuum_costs_one_listing(
     full = w.maintain(target, w.observe(target, week), week)
     vac = next(o for o in full.outcomes if o.operation == "vacuum")
     assert vac.vacuum.mode == "full" and "over 7 days ago" in vac.vacuum.reason
+    assert isinstance(w._snap, HeldSnapshot) == (holding == "held")
 
 
 def test_new_commits_update_the_snapshot_instead_of_reloading_it(
@@ -232,6 +244,7 @@ def test_new_commits_update_the_snapshot_instead_of_reloading_it(
 
 def test_commits_past_the_interval_get_a_checkpoint_and_the_cleanup_it_allows(
     corpus_copy: Copy,
+    holding: str,
 ) -> None:
     root = corpus_copy("simple_table_with_checkpoint")  # version 10, checkpoint at 10
     target = Target("ns", "t", str(root), settings={"checkpoint_interval": 3})
@@ -269,6 +282,7 @@ def test_commits_past_the_interval_get_a_checkpoint_and_the_cleanup_it_allows(
     # The checkpoint it wrote itself is not "the log moved on".
     quiet = w.observe(target, now + 2000)
     assert dict(quiet.requests) == {"list": 1} and quiet.due == ()
+    assert isinstance(w._snap, HeldSnapshot) == (holding == "held")
 
 
 def test_a_restarted_watcher_keeps_the_schedules_of_its_stored_status(tmp_path: Path) -> None:
@@ -533,13 +547,13 @@ def _maintained_then_recreated(tmp_path: Path) -> tuple[TableWatcher, Target, Pa
     return w, target, root, now
 
 
-def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path) -> None:
+def test_a_table_recreated_with_a_shorter_log_is_read_again(tmp_path: Path, holding: str) -> None:
     w, target, _, now = _maintained_then_recreated(tmp_path)
     obs = w.observe(target, now + 60_000)
     assert status_of(obs)["version"] == 2 and status_of(obs)["files"] == 3
 
 
-def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path) -> None:
+def test_vacuum_never_deletes_live_files_of_a_recreated_table(tmp_path: Path, holding: str) -> None:
     w, target, root, now = _maintained_then_recreated(tmp_path)
     later = now + DAY + 1
     w.maintain(target, w.observe(target, later), later)
