@@ -62,6 +62,11 @@ def _ready(folder: Path, name: str) -> tuple[str, str] | None:
     return None
 
 
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return str(r.read().decode())
+
+
 def test_run_follows_the_folder_and_stops_cleanly(tmp_path: Path) -> None:
     _table(tmp_path / "a")
     _table(tmp_path / "b")
@@ -80,8 +85,15 @@ def test_run_follows_the_folder_and_stops_cleanly(tmp_path: Path) -> None:
     try:
         _until(lambda: _ready(folder, "lake/a") == ("True", "Watching"), 30, "table a Ready")
         assert "broken.yaml: cannot read it as YAML" in log.read_text()
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        metrics = _scrape(port)
         assert 'deltakeeper_table_version{namespace="lake",table="a"} 1.0' in metrics
+        # Nothing deleted yet (the new table has nothing expired), and its counters exist at 0
+        # all the same, so that increase() counts the first cleanup and vacuum.
+        done = _statuses(folder)["lake/a"]["lastMaintenance"]
+        assert "cleanup" not in done and "vacuum" not in done, done
+        for name in ("deltakeeper_deleted_files_total", "deltakeeper_deleted_bytes_total"):
+            for kind in ("log", "data"):
+                assert f'{name}{{namespace="lake",table="a",kind="{kind}"}} 0.0' in metrics
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").status == 200
 
         (folder / "a.json").write_text(_manifest("a", tmp_path / "a", suspend=True))
@@ -93,6 +105,7 @@ def test_run_follows_the_folder_and_stops_cleanly(tmp_path: Path) -> None:
 
         (folder / "a.json").unlink()
         _until(lambda: "lake/a" not in _statuses(folder), 30, "table a dropped")
+        assert 'table="a"' not in _scrape(port) and 'table="b"' in _scrape(port)
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)

@@ -184,9 +184,12 @@ class JobTracker:
             "nextAttempt": rfc3339(self.next_attempt_ms) if self.next_attempt_ms else None,
         }
 
-    def jobs(self) -> dict[str, int]:
-        """deltakeeper_compaction_jobs by state: the running job, and how the last one ended."""
-        if self.running is None and self.last is None:
+    def jobs(self, enabled: bool) -> dict[str, int]:
+        """deltakeeper_compaction_jobs by state: the running job, and how the last one ended;
+        every state at 0 before the first job where compaction is `enabled` (the series exist
+        from the start); none for a table that has had no job here and cannot have one."""
+        can = enabled and self.compactor is not None
+        if self.running is None and self.last is None and not can:
             return {}
         last = self.last["result"] if self.last else None
         out = {str(state): int(state == last) for state in (JobState.COMPLETED, JobState.FAILED)}

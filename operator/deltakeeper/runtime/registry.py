@@ -192,8 +192,7 @@ def record(metrics: Metrics, target: Target, obs: Observation) -> None:
     metrics.conditions(ns, name, {c.type: c.status for c in obs.conditions})
     metrics.checkpoint_written(ns, name, obs.checkpoint_written_ms)
     metrics.requests(ns, name, obs.requests)
-    for state, jobs in obs.compaction_jobs.items():
-        metrics.compaction_jobs(ns, name, state, jobs)
+    metrics.compaction_jobs(ns, name, obs.compaction_jobs)
     for o in obs.outcomes:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends

@@ -158,8 +158,12 @@ class TableWatcher:
             outcomes=[],
             requests=self._new_requests(),
             due=(),
-            compaction_jobs=self.compactions.jobs(),
+            compaction_jobs=self._jobs(),
         )
+
+    def _jobs(self) -> dict[str, int]:
+        policy = self._policy
+        return self.compactions.jobs(policy is not None and policy.compaction.enabled)
 
     def _open(self, target: Target, same_target: bool) -> Table:
         if same_target and self._table is not None:
@@ -321,7 +325,7 @@ class TableWatcher:
             list(outcomes or []),
             last_maintenance=dict(self.last_maintenance),
             compaction=self.compactions.status(),
-            compaction_jobs=self.compactions.jobs(),
+            compaction_jobs=self._jobs(),
         )
         if self._snap is not None and self._table is not None:
             obs.counts = self._read_counts(self._table, self._snap, target.small_file_bytes)

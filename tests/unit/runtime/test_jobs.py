@@ -46,14 +46,17 @@ def test_a_tracker_follows_its_job_to_the_tagged_commit(tmp_path: Path) -> None:
     launcher = StandInLauncher()
     tracker = JobTracker(Compactor(launcher))
     assert tracker.due(T0, ON, 0) and not tracker.due(T0, CompactionSettings(), 0)
-    assert tracker.status() is None and tracker.jobs() == {}
+    assert tracker.status() is None and tracker.jobs(False) == {}
+    # Enabled, the gauge's states exist at 0 before the first job; without a launcher, none.
+    assert tracker.jobs(True) == {"RUNNING": 0, "COMPLETED": 0, "FAILED": 0}
+    assert JobTracker(None).jobs(True) == {}
 
     job = started(tracker, launcher, "job-1", T0)
     assert not tracker.due(T0 + 1, ON, 5)  # one job per table at a time
     assert tracker.check(table, T0 + 1) is None
     running = tracker.status()
     assert running is not None and running["running"]["jobId"] == "job-1"
-    assert tracker.jobs() == {"RUNNING": 1, "COMPLETED": 0, "FAILED": 0}
+    assert tracker.jobs(True) == {"RUNNING": 1, "COMPLETED": 0, "FAILED": 0}
 
     tag = {"commitInfo": {"operation": "OPTIMIZE", "userMetadata": "job-1"}}
     v = log.commit(tag, *(remove(f"{i}.parquet") for i in range(3)), add("big.parquet"))
@@ -62,7 +65,8 @@ def test_a_tracker_follows_its_job_to_the_tagged_commit(tmp_path: Path) -> None:
     assert outcome is not None and outcome.result is Result.DONE
     assert outcome.seconds == 30 and outcome.compacted is not None
     assert (outcome.compacted.files_removed, outcome.compacted.files_added) == (3, 1)
-    assert tracker.jobs() == {"RUNNING": 0, "COMPLETED": 1, "FAILED": 0}
+    assert tracker.jobs(True) == {"RUNNING": 0, "COMPLETED": 1, "FAILED": 0}
+    assert tracker.jobs(False) == tracker.jobs(True)  # disabled since: the last job still shows
     done = tracker.status()
     assert done is not None and done["running"] is None and done["last"]["result"] == "COMPLETED"
     # The next job waits the minimum interval from this one's start.
@@ -85,7 +89,7 @@ def test_a_failed_job_is_retried_after_a_backoff_that_doubles(tmp_path: Path) ->
         backoff = COMPACTION_RETRY_MS * 2 ** (failures - 1)
         status = tracker.status()
         assert status is not None and status["failures"] == failures
-        assert tracker.jobs()["FAILED"] == 1
+        assert tracker.jobs(True)["FAILED"] == 1
         # Not before the backoff, though the minimum interval has passed; then even on the
         # same version (a failure is worth another try).
         assert not tracker.due(now + backoff - 1, ON, 3)
@@ -183,6 +187,28 @@ def test_the_watcher_starts_a_job_and_reports_its_end_on_a_later_poll(tmp_path: 
     assert 'deltakeeper_compaction_jobs{namespace="lake",table="t",state="RUNNING"} 0.0' in text
     runs = '{namespace="lake",table="t",operation="compaction",result="done"} 1.0'
     assert f"deltakeeper_maintenance_runs_total{runs}" in text
+
+
+def test_a_table_that_compacts_has_its_compaction_series_at_0_from_its_first_poll(
+    tmp_path: Path,
+) -> None:
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    watcher = TableWatcher(T0, compactor=Compactor(StandInLauncher(), wait=False))
+    on = Target("lake", "t", str(tmp_path), settings={"compaction_enabled": True}, suspend=True)
+    metrics = Metrics()
+    record(metrics, on, watcher.observe(on, T0))
+    text = "".join(metrics.exposition())
+    for state in ("RUNNING", "COMPLETED", "FAILED"):
+        gauge = f'deltakeeper_compaction_jobs{{namespace="lake",table="t",state="{state}"}} 0.0'
+        assert gauge in text
+    runs = '{namespace="lake",table="t",operation="compaction",result="failed"} 0.0'
+    assert f"deltakeeper_maintenance_runs_total{runs}" in text
+    # Compaction disabled before any job ran: its series go.
+    off = replace(on, settings={})
+    record(metrics, off, watcher.observe(off, T0 + 1000))
+    text = "".join(metrics.exposition())
+    assert "deltakeeper_compaction_jobs{" not in text and 'operation="compaction"' not in text
+    assert f"deltakeeper_maintenance_runs_total{runs.replace('compaction', 'vacuum')}" in text
 
 
 class AdoptingLauncher(StandInLauncher):

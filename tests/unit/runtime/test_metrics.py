@@ -89,7 +89,7 @@ def test_maintenance_deleted_and_request_counters() -> None:
     runs = "deltakeeper_maintenance_runs_total"
     assert value(m, runs, operation="vacuum", result="done") == 2
     assert value(m, runs, operation="checkpoint", result="failed") == 1
-    assert value(m, runs, operation="checkpoint", result="done") is None
+    assert value(m, runs, operation="checkpoint", result="done") == 0  # known: at 0 until run
     hist = "deltakeeper_maintenance_duration_seconds"
     assert value(m, hist + "_count", operation="vacuum") == 2
     assert value(m, hist + "_sum", operation="vacuum") == pytest.approx(3.2)
@@ -157,6 +157,80 @@ def test_checkpoint_age_is_computed_at_scrape_time() -> None:
     assert value(m, age) is None
 
 
+OPERATIONS = ("checkpoint", "cleanup", "vacuum")
+RESULTS = ("done", "skipped", "refused", "failed")
+DELETED = ("deltakeeper_deleted_files_total", "deltakeeper_deleted_bytes_total")
+
+
+def _values(m: Metrics, name: str, table: str = "t") -> dict[tuple[str, ...], float]:
+    """One family's samples of one table as served (our writer's text), by their other labels;
+    a label set served twice fails."""
+    out: dict[tuple[str, ...], float] = {}
+    for family in text_string_to_metric_families("".join(m.exposition())):
+        for s in family.samples:
+            if s.name == name and s.labels.get("table") == table:
+                key = tuple(v for k, v in s.labels.items() if k not in ("namespace", "table"))
+                assert key not in out, (name, key)
+                out[key] = s.value
+    return out
+
+
+def test_a_watched_table_has_its_known_series_at_0_until_they_move() -> None:
+    m = Metrics()
+    m.table("ns", "t", STATUS)
+    text = "".join(m.exposition())
+    for name in DELETED:
+        for kind in ("log", "data"):
+            assert f'{name}{{namespace="ns",table="t",kind="{kind}"}} 0.0\n' in text
+    runs = "deltakeeper_maintenance_runs_total"
+    known = {(op, r) for op in OPERATIONS for r in RESULTS} | {("vacuum", "dry-run")}
+    assert _values(m, runs) == dict.fromkeys(known, 0.0)
+    hist = "deltakeeper_maintenance_duration_seconds"
+    buckets = _values(m, hist + "_bucket")
+    assert buckets == {(op, le): 0.0 for op in OPERATIONS for le in _BOUNDS}
+    zeros = {(op,): 0.0 for op in OPERATIONS}
+    assert _values(m, hist + "_count") == _values(m, hist + "_sum") == zeros
+    assert "deltakeeper_compaction_jobs{" not in text  # compaction is not enabled
+
+    # The first cleanup counts from 0; what did not happen stays at 0.
+    m.maintenance("ns", "t", "cleanup", "done", 0.2)
+    m.deleted("ns", "t", "log", 10, 1000)
+    assert _values(m, runs)[("cleanup", "done")] == 1
+    assert sum(_values(m, runs).values()) == 1
+    assert _values(m, hist + "_bucket")[("cleanup", "0.5")] == 1
+    assert _values(m, hist + "_count") == {("checkpoint",): 0, ("cleanup",): 1, ("vacuum",): 0}
+    assert _values(m, DELETED[0]) == {("log",): 10, ("data",): 0}
+    assert _values(m, DELETED[1]) == {("log",): 1000, ("data",): 0}
+    # A combination not known up front still shows once it happens, once.
+    m.maintenance("ns", "t", "checkpoint", "dry-run", 0.1)
+    assert len(_values(m, runs)) == len(known) + 1
+
+    m.table("ns", "other", STATUS)
+    m.forget("ns", "t")
+    assert 'table="t"' not in "".join(m.exposition())
+    assert _values(m, DELETED[0], "other") == {("log",): 0, ("data",): 0}
+
+
+def test_a_table_that_compacts_also_has_its_compaction_series_at_0() -> None:
+    m = Metrics()
+    m.compaction_jobs("ns", "t", {"RUNNING": 0, "COMPLETED": 0, "FAILED": 0})
+    states = {("RUNNING",): 0, ("COMPLETED",): 0, ("FAILED",): 0}
+    assert _values(m, "deltakeeper_compaction_jobs") == states
+    runs = _values(m, "deltakeeper_maintenance_runs_total")
+    assert {key: n for key, n in runs.items() if key[0] == "compaction"} == {
+        ("compaction", r): 0 for r in RESULTS
+    }
+    counts = _values(m, "deltakeeper_maintenance_duration_seconds_count")
+    assert counts == {(op,): 0 for op in (*OPERATIONS, "compaction")}
+    # It stops compacting (before any job): the gauge and the compaction series at 0 go.
+    m.compaction_jobs("ns", "t", {})
+    assert _values(m, "deltakeeper_compaction_jobs") == {}
+    assert "compaction" not in {key[0] for key in _values(m, "deltakeeper_maintenance_runs_total")}
+
+
+_BOUNDS = (*(str(b) for b in metrics.DURATION_BUCKETS), "+Inf")
+
+
 def _series(m: Metrics, table: str) -> set[str]:
     text = _exposition(m)
     return {
@@ -177,7 +251,7 @@ def _fill(m: Metrics, table: str) -> None:
     m.maintenance("ns", table, "cleanup", "done", 0.1)
     m.deleted("ns", table, "log", 1, 10)
     m.requests("ns", table, {"list": 1})
-    m.compaction_jobs("ns", table, "running", 1)
+    m.compaction_jobs("ns", table, {"RUNNING": 1, "COMPLETED": 0, "FAILED": 0})
     m.conditions("ns", table, {"Ready": "True"})
 
 
