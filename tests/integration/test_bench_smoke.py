@@ -6,6 +6,7 @@ Cleanup: 1,000 expired commits on a fresh MinIO go in one delete request (counte
 MinIO), and the table still reads at its version.
 Vacuum: on a small local table, LITE deletes the removed files as delta-rs does, FULL and
 INVENTORY the strays too, and a quiet LITE costs one listing, as a poll does.
+Held memory: every engine watches its copy of a 20,000-file log to the last new commit.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from benchmarks import checkpoint, cleanup, compaction, vacuum
+from benchmarks import checkpoint, cleanup, compaction, held_memory, vacuum
 from benchmarks.harness import machine
 
 pytestmark = pytest.mark.integration
@@ -102,3 +103,15 @@ def _args():
     import argparse
 
     return argparse.Namespace(store="local", files=2000, removed=100)
+
+
+def test_held_memory_quick_reports_every_engine_at_the_version_it_reached():
+    """Every engine reaches the last appended commit; the report names the target."""
+    result = held_memory.run(files=20_000, rounds=3, repeats=1)
+    for engine, runs in result["runs"].items():
+        (r,) = runs
+        assert r["ok"], (engine, r.get("error"))
+        assert r["version"] == 9_999 + 3, (engine, r)  # the table's latest, then three commits
+        assert r["held_after_rounds"] > 0 and r["peak_rss"] >= r["held_after_first"], (engine, r)
+    text, verdict = held_memory.report(result)
+    assert "more than an empty one" in text and verdict["held_vs_delta_rs"] > 0
