@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta.log import LogSegment
+from deltakeeper.delta.log import Listing, LogSegment
 from deltakeeper.delta.reconcile import key_column
 from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
@@ -113,10 +113,12 @@ def read_held(table: Table) -> HeldSnapshot:
     return HeldSnapshot.of(table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE))
 
 
-def update_held(table: Table, held: HeldSnapshot) -> HeldSnapshot:
+def update_held(table: Table, held: HeldSnapshot, listing: Listing | None = None) -> HeldSnapshot:
     """The newest snapshot, held, as `Table.update` finds it: one listing when nothing
-    changed, a read of each new commit when only commits were added, else read afresh."""
-    listing = table.list_log(held.version)
+    changed, a read of each new commit when only commits were added, else read afresh.
+    `listing`: one the caller just made from `held`'s version or earlier, used instead."""
+    if listing is None:
+        listing = table.list_log(held.version)
     latest = listing.latest_commit
     if held.damaged_checkpoints or not same_tip(listing, held) or newer_checkpoint(listing, held):
         return read_held(table)

@@ -68,6 +68,7 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta import features, paths, vacuum_info, vacuum_lite
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.inventory import Inventory, Row, file_info
 from deltakeeper.delta.log import Listing, group
 from deltakeeper.delta.properties import (
@@ -76,7 +77,7 @@ from deltakeeper.delta.properties import (
     duration_text,
     when_text,
 )
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.storage import (
     Deletes,
     FileInfo,
@@ -492,7 +493,7 @@ def check_retention(retention_ms: int, allow_short_retention: bool) -> None:
         )
 
 
-def check_protocol(snap: Snapshot) -> None:
+def check_protocol(snap: SnapshotHeader) -> None:
     """Refuse unless this build understands every reader and writer feature (the check
     vacuumProtocolCheck asks for, done for every table), and the table is not catalog-managed."""
     features.require_writable(snap, "vacuum")
@@ -506,7 +507,7 @@ def load_for_vacuum(table: Table, version: int | None = None) -> Snapshot:
 
 def plan_table_vacuum(
     table: Table,
-    snap: Snapshot,
+    snap: Snapshot | HeldSnapshot,
     retention_ms: int,
     now_ms: int,
     allow_short_retention: bool = False,
@@ -530,7 +531,11 @@ def plan_table_vacuum(
     listing = None
     if mode is Mode.LITE:  # one listing of the log serves the update and the window
         listing = vacuum_lite.log_listing(table, info, snap.version)
-    snap = table.update(snap, listing)
+    snap = (
+        table.update(snap, listing)
+        if isinstance(snap, Snapshot)
+        else update_held(table, snap, listing)
+    )
     check_protocol(snap)
     run = _Run(table, snap, info, now_ms - retention_ms, retention_ms)
     if listing is not None:
@@ -549,7 +554,7 @@ class _Run:
     """One vacuum being planned: the table as it is now, and the cut-off."""
 
     table: Table
-    snap: Snapshot
+    snap: Snapshot | HeldSnapshot  # a held one has its file actions read only if needed
     info: LastVacuumInfo  # _last_vacuum_info as found
     cutoff_ms: int
     retention_ms: int
@@ -599,11 +604,17 @@ class _Run:
         plan.listed, plan.outside, plan.source = rows, outside, inventory.source
         return plan
 
+    def _files(self) -> Snapshot:
+        """The snapshot with its file actions: itself, or read at its version when held."""
+        if isinstance(self.snap, Snapshot):
+            return self.snap
+        return load_for_vacuum(self.table, self.snap.version)
+
     def decide(self, candidates: Iterable[FileInfo], mode: Mode) -> VacuumPlan:
         """The same rules for every mode's candidates."""
         found = list(candidates)
         # A quiet LITE run has none: the references of a million-file snapshot cost seconds.
-        referenced = referenced_keys(self.snap, self.cutoff_ms, self.root) if found else set()
+        referenced = referenced_keys(self._files(), self.cutoff_ms, self.root) if found else set()
         plan = plan_vacuum(
             found,
             referenced,

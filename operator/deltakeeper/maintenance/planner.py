@@ -21,6 +21,7 @@ from deltakeeper.delta.errors import (
     LiteVacuumImpossible,
     UnsupportedProtocolError,
 )
+from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
 from deltakeeper.delta.log import Checkpoint
 from deltakeeper.delta.paths import Kind
@@ -120,7 +121,7 @@ class Plan:
 
 def plan(
     table: Table,
-    snap: SnapshotHeader,
+    snap: Snapshot | HeldSnapshot,
     policy: Policy,
     now_ms: int,
     operations: tuple[Operation, ...] = OPERATIONS,
@@ -131,8 +132,8 @@ def plan(
     known: LastVacuumInfo | None = None,
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor). A
-    header without file actions (a watcher's held snapshot) is enough for checkpoint and
-    cleanup; vacuum and compaction read the file actions at its version when they are planned.
+    watcher's held snapshot, without file actions, serves every step: compaction reads the
+    file actions at its version, a vacuum only when it has candidates to check against them.
 
     A new checkpoint is what lets cleanup drop the commits before it, so cleanup asked for
     with a due checkpoint is planned as it will be once the checkpoint is written. A watch
@@ -150,8 +151,6 @@ def plan(
         return result
     operations = tuple(map(Operation, operations))
     keep = _lite_floor(table, policy) if CLEANUP in operations else None
-    if VACUUM in operations or (COMPACTION in operations and policy.compaction.enabled):
-        snap = with_files(table, snap)
     for op in operations:
         if op is CHECKPOINT:
             result.steps.append(_checkpoint(table, snap, policy, now_ms))
@@ -163,7 +162,7 @@ def plan(
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes, keep))
         else:
             found = _VacuumInputs(full_vacuum, storage_options, known)
-            result.steps.append(_vacuum(table, with_files(table, snap), policy, now_ms, found))
+            result.steps.append(_vacuum(table, snap, policy, now_ms, found))
     _vacuum_first(table, snap, policy, now_ms, result)
     checkpoint = any(s.operation is CHECKPOINT and s.due for s in result.steps)
     if cleanup_after_checkpoint and checkpoint and CLEANUP not in operations:
@@ -171,7 +170,7 @@ def plan(
     return result
 
 
-def with_files(table: Table, snap: SnapshotHeader) -> Snapshot:
+def with_files(table: Table, snap: Snapshot | HeldSnapshot) -> Snapshot:
     """`snap` with its file actions: itself, or read at its version for a header."""
     if isinstance(snap, Snapshot):
         return snap
@@ -433,7 +432,7 @@ class _VacuumInputs:
 
 
 def _plan_vacuum(
-    table: Table, snap: Snapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
+    table: Table, snap: Snapshot | HeldSnapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
 ) -> vacuum.VacuumPlan:
     """The vacuum in the policy's mode; AUTO runs LITE unless a FULL one is due
     (`inputs.full_vacuum`) or Delta refuses LITE. The plan says why its mode."""
@@ -481,7 +480,7 @@ def _inventory(policy: Policy, options: Mapping[str, Any] | None) -> inventory.I
 
 
 def _vacuum(
-    table: Table, snap: Snapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
+    table: Table, snap: Snapshot | HeldSnapshot, policy: Policy, now_ms: int, inputs: _VacuumInputs
 ) -> Step:
     if not policy.vacuum_enabled:
         return Step(VACUUM, False, "disabled by the policy (vacuum.enabled: false)")

@@ -25,7 +25,7 @@ from deltakeeper.runtime.model import TABLE_CONDITIONS as CONDITIONS
 from deltakeeper.runtime.model import Observation, Problem, Target
 from deltakeeper.runtime.targets import resolve
 from deltakeeper.runtime.watcher import TableWatcher
-from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
 from tests.support.observed import status_of
 
 ALL = ("checkpoint", "cleanup", "vacuum")
@@ -593,3 +593,39 @@ def test_a_damaged_newest_checkpoint_is_read_past_and_rewritten(tmp_path: Path) 
     snap = open_table(str(tmp_path)).snapshot()
     assert not snap.damaged_checkpoints and snap.segment.checkpoint.version == 11
     assert snap.num_files == 12
+
+
+def test_a_held_table_reads_its_file_actions_only_for_a_vacuum_with_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltakeeper.delta.table import Table
+
+    dated_table(tmp_path, 12)
+    target = Target("ns", "t", str(tmp_path))
+    now = START + 60 * DAY
+    w = TableWatcher(now, hold_file_actions=-1)
+    w.maintain(target, w.observe(target, now), now)  # FULL first
+    loads: list[int | None] = []
+    real = Table.snapshot
+    monkeypatch.setattr(
+        Table,
+        "snapshot",
+        lambda self, version=None, **kw: loads.append(version) or real(self, version, **kw),
+    )
+    later = now + DAY
+    quiet = w.maintain(target, w.observe(target, later), later)
+    vac = next(o for o in quiet.outcomes if o.operation == "vacuum")
+    assert vac.vacuum.mode == "lite" and vac.result == "skipped"
+    assert loads == []  # nothing removed since: no candidates, no file actions read
+    b = LogBuilder(tmp_path)
+    b.next_version = 12
+    b.commit(remove("f0.parquet", ts=START + 20 * DAY), mtime_ms=START + 20 * DAY)
+    again = later + DAY
+    done = w.maintain(target, w.observe(target, again), again)
+    vac = next(o for o in done.outcomes if o.operation == "vacuum")
+    assert vac.vacuum.mode == "lite" and vac.result == "done"
+    assert not (tmp_path / "f0.parquet").exists() and (tmp_path / "f1.parquet").exists()
+    # The references, at the version the vacuum brought it to; then the table, read again
+    # after a change made by maintenance, as every watcher does.
+    assert loads == [12, None]
+    assert isinstance(w._snap, HeldSnapshot) and status_of(done)["files"] == 11
