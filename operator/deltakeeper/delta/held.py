@@ -13,7 +13,6 @@ hash would miscount one file: about one chance in 10**7 for a table of a million
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from deltakeeper.delta.log import Listing, LogSegment
 from deltakeeper.delta.reconcile import key_column
 from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
-from deltakeeper.delta.table import Table, extended, newer_checkpoint, same_tip
+from deltakeeper.delta.table import Table, extended
 
 # What a held snapshot is read with: the key and the size, nothing else.
 HELD_ADD = ("path", "size", "deletionVector")
@@ -86,9 +85,13 @@ class HeldSnapshot(SnapshotHeader):
     counts: FileCounts
 
     @classmethod
-    def of(cls, snap: Snapshot) -> HeldSnapshot:
-        fields = {f.name: getattr(snap, f.name) for f in dataclasses.fields(SnapshotHeader)}
-        return cls(**fields, counts=FileCounts.of(snap.files, snap.tombstones))
+    def of(cls, header: SnapshotHeader, counts: FileCounts) -> HeldSnapshot:
+        return cls(**header.header_fields(), counts=counts)
+
+    @classmethod
+    def counted(cls, snap: Snapshot) -> HeldSnapshot:
+        """`snap` held: its header, and its file actions counted."""
+        return cls.of(snap, FileCounts.of(snap.files, snap.tombstones))
 
     @property
     def num_files(self) -> int:
@@ -110,7 +113,7 @@ class HeldSnapshot(SnapshotHeader):
 
 def read_held(table: Table) -> HeldSnapshot:
     """The newest snapshot, held: read with only the columns the counts need."""
-    return HeldSnapshot.of(table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE))
+    return HeldSnapshot.counted(table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE))
 
 
 def update_held(table: Table, held: HeldSnapshot, listing: Listing | None = None) -> HeldSnapshot:
@@ -119,17 +122,12 @@ def update_held(table: Table, held: HeldSnapshot, listing: Listing | None = None
     `listing`: one the caller just made from `held`'s version or earlier, used instead."""
     if listing is None:
         listing = table.list_log(held.version)
-    latest = listing.latest_commit
-    if held.damaged_checkpoints or not same_tip(listing, held) or newer_checkpoint(listing, held):
+    commits = table.new_commits(held, listing)
+    if commits is None:
         return read_held(table)
-    if latest is None or latest <= held.version:
+    if not commits:
         return held
-    new = [listing.commits.get(v) for v in range(held.version + 1, latest + 1)]
-    if any(e is None for e in new):
-        return read_held(table)
-    commits = tuple(e for e in new if e is not None)
-    segment = LogSegment(latest, None, commits, listing.commits.get(latest))
+    segment = LogSegment(commits[-1].name.version, None, commits, commits[-1])
     actions = replay(table.storage, segment, HELD_ADD, HELD_REMOVE)
     header = table.header(extended(held.segment, listing, commits), actions, previous=held)
-    fields = {f.name: getattr(header, f.name) for f in dataclasses.fields(SnapshotHeader)}
-    return HeldSnapshot(**fields, counts=held.counts.updated(actions.adds, actions.removes))
+    return HeldSnapshot.of(header, held.counts.updated(actions.adds, actions.removes))

@@ -113,6 +113,10 @@ class SnapshotHeader:
             "checkpoint` (or maintain) to rewrite it"
         )
 
+    def header_fields(self) -> dict[str, Any]:
+        """This header's fields by name: what a Snapshot or a held one is built from."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(SnapshotHeader)}
+
     @property
     def in_commit_timestamps(self) -> bool:
         return in_commit_timestamps(self.protocol, self.metadata)
@@ -141,8 +145,7 @@ class Snapshot(SnapshotHeader):
 
     @classmethod
     def of(cls, header: SnapshotHeader, file_actions: FileActions) -> Snapshot:
-        fields = {f.name: getattr(header, f.name) for f in dataclasses.fields(SnapshotHeader)}
-        return cls(**fields, file_actions=file_actions)
+        return cls(**header.header_fields(), file_actions=file_actions)
 
     def with_adds(self, adds: pa.Table) -> Snapshot:
         """This snapshot with other add rows (the same files, e.g. with stats filled in)."""

@@ -164,37 +164,48 @@ class Table:
         quiet table."""
         listing = self.list_log(snap.version)
         latest = listing.latest_commit
-        if (latest is not None and latest > snap.version) or not same_tip(listing, snap):
+        if (latest is not None and latest > snap.version) or not _same_tip(listing, snap):
             return True
-        return newer_checkpoint(listing, snap)
+        return _newer_checkpoint(listing, snap)
 
     def update(self, snap: Snapshot, listing: Listing | None = None) -> Snapshot:
         """The newest snapshot, reusing `snap`: one listing when nothing changed, and a read of
-        each new commit when only commits were added. Read afresh when the listing shows a
-        checkpoint `snap` does not use (a fresh read leaves out the tombstones it expired) or
-        when `snap` read past a damaged checkpoint (it may have been rewritten since).
-        `listing`: one the caller just made from `snap`'s version or earlier, used instead."""
+        each new commit when only commits were added, else read afresh (`new_commits` says
+        when). `listing`: one the caller just made from `snap`'s version or earlier, used
+        instead."""
         if listing is None:
             listing = self.list_log(snap.version)
-        latest = listing.latest_commit
-        if snap.damaged_checkpoints or not same_tip(listing, snap):
+        commits = self.new_commits(snap, listing)
+        if commits is None:
             return self._reread(snap)
-        if newer_checkpoint(listing, snap):  # its expired tombstones are gone from a fresh read
-            return self._reread(snap)
-        if latest is None or latest <= snap.version:
+        if not commits:
             return snap
-        new = [listing.commits.get(v) for v in range(snap.version + 1, latest + 1)]
-        if any(e is None for e in new):
-            return self._reread(snap)
-        commits = tuple(e for e in new if e is not None)
         actions = replay(
             self.storage,
-            LogSegment(latest, None, commits, listing.commits.get(latest)),  # the new commits
+            LogSegment(commits[-1].name.version, None, commits, commits[-1]),  # the new commits
             tuple(snap.files.column_names),
             tuple(snap.tombstones.column_names),
             base=(snap.files, snap.tombstones),
         )
         return self.build(extended(snap.segment, listing, commits), actions, previous=snap)
+
+    def new_commits(self, snap: SnapshotHeader, listing: Listing) -> tuple[LogEntry, ...] | None:
+        """The commits after `snap` in `listing` (made from its version or earlier), for an
+        update that reads only them: () when nothing changed; None when `snap` must be read
+        afresh: the listing shows a checkpoint `snap` does not use (a fresh read leaves out the
+        tombstones it expired), `snap` read past a damaged checkpoint (it may have been
+        rewritten since), its tip was rewritten, or a commit in between is missing."""
+        if snap.damaged_checkpoints or not _same_tip(listing, snap):
+            return None
+        if _newer_checkpoint(listing, snap):
+            return None
+        latest = listing.latest_commit
+        if latest is None or latest <= snap.version:
+            return ()
+        new = [listing.commits.get(v) for v in range(snap.version + 1, latest + 1)]
+        if any(e is None for e in new):
+            return None
+        return tuple(e for e in new if e is not None)
 
     def _reread(self, snap: Snapshot) -> Snapshot:
         """The newest snapshot with `snap`'s columns, read afresh."""
@@ -332,13 +343,13 @@ def _require_table_actions(
             )
 
 
-def newer_checkpoint(listing: Listing, snap: SnapshotHeader) -> bool:
+def _newer_checkpoint(listing: Listing, snap: SnapshotHeader) -> bool:
     """Whether `listing` has a checkpoint newer than the one `snap` uses."""
     used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
     return any(v > used for v in listing.checkpoints)
 
 
-def same_tip(listing: Listing, snap: SnapshotHeader) -> bool:
+def _same_tip(listing: Listing, snap: SnapshotHeader) -> bool:
     """Whether the commit `snap` ends at is still the same file. A table deleted and written
     again in place, with fewer versions, has no newer commit to show; trusting the old snapshot
     then would make its live files look unreferenced to vacuum."""

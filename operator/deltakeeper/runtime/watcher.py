@@ -213,7 +213,7 @@ class TableWatcher:
         snap = read()
         if snap.num_files + snap.num_tombstones <= self.hold_file_actions:
             return snap
-        held = HeldSnapshot.of(snap)
+        held = HeldSnapshot.counted(snap)
         del snap
         pa.default_memory_pool().release_unused()
         return held

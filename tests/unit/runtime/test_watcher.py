@@ -18,7 +18,7 @@ import pytest
 
 from deltakeeper.cli import main
 from deltakeeper.delta.held import HeldSnapshot
-from deltakeeper.delta.table import open_table
+from deltakeeper.delta.table import Table, open_table
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import credentials, watcher
 from deltakeeper.runtime.model import TABLE_CONDITIONS as CONDITIONS
@@ -89,6 +89,18 @@ def append(root: Path, first_version: int, count: int) -> None:
     b.next_version = first_version
     for i in range(count):
         b.commit(add(f"appended-{first_version + i}.parquet", size=1000), commit_info())
+
+
+def snapshot_reads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The version of each `Table.snapshot` read from now on (None: the latest)."""
+    loads: list[int | None] = []
+    real = Table.snapshot
+    monkeypatch.setattr(
+        Table,
+        "snapshot",
+        lambda self, version=None, **kw: loads.append(version) or real(self, version, **kw),
+    )
+    return loads
 
 
 def dated_table(root: Path, commits: int, prefix: str = "f") -> None:
@@ -221,20 +233,12 @@ def test_auto_vacuums_full_first_then_lite_and_a_quiet_vacuum_costs_one_listing(
 def test_new_commits_update_the_snapshot_instead_of_reloading_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deltakeeper.delta.table import Table
-
     b = LogBuilder(tmp_path)
     b.commit(protocol(), metadata(), add("a.parquet", size=10), commit_info())
     target = Target("ns", "t", str(tmp_path))
     w = TableWatcher(now_ms())
     w.observe(target, now_ms())
-    loads: list[int | None] = []
-    real = Table.snapshot
-    monkeypatch.setattr(
-        Table,
-        "snapshot",
-        lambda self, version=None, **kw: loads.append(version) or real(self, version, **kw),
-    )
+    loads = snapshot_reads(monkeypatch)
     b.commit(add("b.parquet", size=20), commit_info())
     b.commit(add("c.parquet", size=30), commit_info())
     moved = w.observe(target, now_ms())
@@ -598,20 +602,12 @@ def test_a_damaged_newest_checkpoint_is_read_past_and_rewritten(tmp_path: Path) 
 def test_a_held_table_reads_its_file_actions_only_for_a_vacuum_with_candidates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deltakeeper.delta.table import Table
-
     dated_table(tmp_path, 12)
     target = Target("ns", "t", str(tmp_path))
     now = START + 60 * DAY
     w = TableWatcher(now, hold_file_actions=-1)
     w.maintain(target, w.observe(target, now), now)  # FULL first
-    loads: list[int | None] = []
-    real = Table.snapshot
-    monkeypatch.setattr(
-        Table,
-        "snapshot",
-        lambda self, version=None, **kw: loads.append(version) or real(self, version, **kw),
-    )
+    loads = snapshot_reads(monkeypatch)
     later = now + DAY
     quiet = w.maintain(target, w.observe(target, later), later)
     vac = next(o for o in quiet.outcomes if o.operation == "vacuum")
