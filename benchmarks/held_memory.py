@@ -36,6 +36,7 @@ from benchmarks.harness import (
     emit,
     machine,
     machine_line,
+    median_of,
     proc_status_bytes,
     run_child,
     write_section,
@@ -164,10 +165,6 @@ def run(files: int, rounds: int, repeats: int) -> dict[str, Any]:
     return {"files": files, "rounds": rounds, "table": info, "runs": runs}
 
 
-def _median(runs: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
-
-
 def report(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     rows, summary = [], {}
     for engine, runs in result["runs"].items():
@@ -175,7 +172,7 @@ def report(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if not ok:
             rows.append(f"| {engine} | failed: {runs[0].get('error')} | | | | |")
             continue
-        s = {k: _median(ok, k) for k in ok[0] if isinstance(ok[0][k], int | float)}
+        s = {k: median_of(ok, k) for k in ok[0] if isinstance(ok[0][k], int | float)}
         summary[engine] = s
         rows.append(
             f"| {engine} | {s['peak_rss'] / MIB:,.0f} MiB | {s['held_after_first'] / MIB:,.0f} MiB "
