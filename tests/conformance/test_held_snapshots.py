@@ -63,6 +63,7 @@ class Pair:
         now = int(time.time() * 1000)
         a, b = self.full.observe(self.target, now), self.held.observe(self.target, now)
         assert b.counts == a.counts, step
+        assert b.health == a.health, (step, a.health, b.health)  # by partition; tombstones
         assert [(c.type, c.status, c.reason) for c in b.conditions] == [
             (c.type, c.status, c.reason) for c in a.conditions
         ], step

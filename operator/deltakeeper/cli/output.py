@@ -86,6 +86,15 @@ def progress(operation: str, done: int, total: int) -> None:
     print(f"{operation}: deleted {done}/{total} files", file=sys.stderr, flush=True)
 
 
+def health_line(h: dict[str, Any]) -> str:
+    """`83 (healthy), worst smallFiles 52` from a health's status or JSON form."""
+    line = f"{h['score']} ({h['band']})"
+    if h.get("worst"):
+        worst = h["components"][h["worst"]]
+        line += f", worst {h['worst']} {worst['score'] if isinstance(worst, dict) else worst}"
+    return line
+
+
 def table_summary(r: dict[str, Any]) -> None:
     """`inspect`: the summary as aligned rows, and a warning for features this build lacks."""
     p = r["protocol"]
@@ -110,6 +119,8 @@ def table_summary(r: dict[str, Any]) -> None:
         ("_last_checkpoint", r["lastCheckpointFile"]),
         ("log", f"{r['logFiles']} files, {format_bytes(r['logBytes'])}"),
     ]
+    if r.get("health"):
+        rows.append(("health", health_line(r["health"])))
     if r["unpublishedCommits"]:
         rows.append(("unpublished", f"{r['unpublishedCommits']} staged commits (ignored)"))
     for key, value in sorted(r["configuration"].items()):

@@ -155,6 +155,19 @@ def plan_cleanup(
     return plan
 
 
+def expired_log(infos: Iterable[FileInfo], retention_ms: int, now_ms: int) -> CleanupPlan:
+    """What a metadata cleanup now would delete of this listing of `_delta_log`, read from
+    nothing else: file modification times stand in for in-commit timestamps, and sidecars stay
+    (no checkpoint is read for its references). For health, not for deleting."""
+    files = [f for f in infos if not f.is_dir]
+    mtimes = {}
+    for info in files:
+        name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
+        if name is not None and name.kind is Kind.COMMIT:
+            mtimes[name.version] = info.mtime_ms
+    return plan_cleanup(files, mtimes.__getitem__, retention_ms, now_ms)
+
+
 def temp_leftovers(infos: Iterable[FileInfo], now_ms: int) -> list[LogEntry]:
     """Temp files older than a day, except those for the newest commit's version or a later one:
     a write of those may still be under way, whatever the clock says (time is injected)."""

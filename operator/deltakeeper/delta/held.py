@@ -3,7 +3,8 @@
 A watcher keeps a table between polls to answer "did it move?" and to report its counts. A
 million-file table's file actions take hundreds of MiB as Arrow; what the counts and an
 incremental update need is far less: per live file the 64-bit hash of its key
-(path, deletion vector id) and its size, and per tombstone the hash of its key. New commits
+(path, deletion vector id) and its size, and per tombstone the hash of its key, its deletion
+time and its size (what vacuum debt needs). New commits
 update the counts as `Table.update` updates a snapshot (the newest action per key wins);
 operations that need the file actions read them when they run (`Table.snapshot`).
 
@@ -22,54 +23,106 @@ import pyarrow.compute as pc
 from deltakeeper.delta.log import Listing, LogSegment
 from deltakeeper.delta.reconcile import key_column
 from deltakeeper.delta.replay import replay
-from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
+from deltakeeper.delta.snapshot import (
+    Snapshot,
+    SnapshotHeader,
+    earliest,
+    expired,
+    partition_names,
+    small,
+    small_excess,
+)
 from deltakeeper.delta.table import Table, extended
 
 # What a held snapshot is read with: the key and the size, nothing else.
-HELD_ADD = ("path", "size", "deletionVector")
-HELD_REMOVE = ("path", "deletionVector")
+HELD_ADD = ("path", "size", "partitionValues", "deletionVector")
+HELD_REMOVE = ("path", "deletionTimestamp", "size", "deletionVector")
 _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
 
 
 @dataclass(frozen=True)
 class FileCounts:
-    """Live files as (key hash, size), tombstones as key hashes."""
+    """Three tables of int64 columns, each row keyed by the hash of its action's key:
+    `files` (key, size, partition hash) per live file; `dv_files` (key, path hash) per live
+    file with a deletion vector; `tombstones` (key, path hash, deletion time or null, size)."""
 
-    keys: pa.Array  # int64
-    sizes: pa.Array  # int64, aligned with keys
-    tombstone_keys: pa.Array  # int64
+    files: pa.Table
+    dv_files: pa.Table
+    tombstones: pa.Table
 
     @classmethod
     def of(cls, adds: pa.Table, removes: pa.Table) -> FileCounts:
-        sizes = adds["size"].combine_chunks() if adds.num_rows else pa.array([], pa.int64())
-        return cls(key_hashes(adds), pc.fill_null(sizes.cast(pa.int64()), 0), key_hashes(removes))
+        keys = key_hashes(adds)
+        has_dv = pc.is_valid(adds["deletionVector"]) if adds.num_rows else pa.array([], pa.bool_())
+        return cls(
+            pa.table(
+                {
+                    "key": keys,
+                    "size": _int64(adds, "size", 0),
+                    "partition": _hashed_all(partition_names(adds)),
+                }
+            ),
+            pa.table({"key": keys, "path": _hashed_all(_column(adds, "path"))}).filter(has_dv),
+            pa.table(
+                {
+                    "key": key_hashes(removes),
+                    "path": _hashed_all(_column(removes, "path")),
+                    "time": _int64(removes, "deletionTimestamp", None),
+                    "size": _int64(removes, "size", 0),
+                }
+            ),
+        )
 
     def updated(self, adds: pa.Table, removes: pa.Table) -> FileCounts:
         """These counts after commits whose reconciled actions are `adds` and `removes`: every
         key they name drops out, then their adds are live files and their removes tombstones."""
         new = FileCounts.of(adds, removes)
-        touched = pa.concat_arrays([new.keys, new.tombstone_keys])
+        touched = pa.concat_arrays([new.files["key"].combine_chunks(), _keys(new.tombstones)])
         if len(touched) == 0:
             return self
-        live = pc.invert(pc.is_in(self.keys, value_set=touched))
-        dead = pc.invert(pc.is_in(self.tombstone_keys, value_set=touched))
+
+        def merged(mine: pa.Table, theirs: pa.Table) -> pa.Table:
+            kept = mine.filter(pc.invert(pc.is_in(mine["key"], value_set=touched)))
+            return pa.concat_tables([kept, theirs]).combine_chunks()
+
         return FileCounts(
-            pa.concat_arrays([self.keys.filter(live), new.keys]),
-            pa.concat_arrays([self.sizes.filter(live), new.sizes]),
-            pa.concat_arrays([self.tombstone_keys.filter(dead), new.tombstone_keys]),
+            merged(self.files, new.files),
+            merged(self.dv_files, new.dv_files),
+            merged(self.tombstones, new.tombstones),
         )
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.sizes.nbytes + self.tombstone_keys.nbytes
+        return self.files.nbytes + self.dv_files.nbytes + self.tombstones.nbytes
+
+
+def _keys(table: pa.Table) -> pa.Array:
+    return table["key"].combine_chunks()
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    return table[name].combine_chunks() if table.num_rows else pa.array([], pa.string())
+
+
+def _int64(table: pa.Table, name: str, null: int | None) -> pa.Array:
+    """`table`'s column `name` as one int64 array, nulls as `null` (kept null when None)."""
+    if not table.num_rows:
+        return pa.array([], pa.int64())
+    col = table[name].combine_chunks().cast(pa.int64())
+    return col if null is None else pc.fill_null(col, null)
 
 
 def key_hashes(table: pa.Table) -> pa.Array:
     """The hash of each row's (path, deletion vector id) key, as int64."""
     if table.num_rows == 0:
         return pa.array([], pa.int64())
-    keys = key_column(table)
-    return pa.concat_arrays(list(_hashed(keys)))
+    return _hashed_all(key_column(table))
+
+
+def _hashed_all(values: pa.Array) -> pa.Array:
+    if not len(values):
+        return pa.array([], pa.int64())
+    return pa.concat_arrays(list(_hashed(values)))
 
 
 def _hashed(keys: pa.Array) -> Iterator[pa.Array]:
@@ -95,20 +148,35 @@ class HeldSnapshot(SnapshotHeader):
 
     @property
     def num_files(self) -> int:
-        return len(self.counts.keys)
+        return self.counts.files.num_rows
 
     @property
     def size_bytes(self) -> int:
-        return int(pc.sum(self.counts.sizes).as_py() or 0) if self.num_files else 0
+        return int(pc.sum(self.counts.files["size"]).as_py() or 0) if self.num_files else 0
 
     @property
     def num_tombstones(self) -> int:
-        return len(self.counts.tombstone_keys)
+        return self.counts.tombstones.num_rows
 
     def small_files(self, threshold_bytes: int) -> int:
-        if not self.num_files:
-            return 0
-        return int(pc.sum(pc.less(self.counts.sizes, threshold_bytes)).as_py() or 0)
+        return small(self.counts.files["size"], threshold_bytes)[0]
+
+    def small_bytes(self, threshold_bytes: int) -> int:
+        return small(self.counts.files["size"], threshold_bytes)[1]
+
+    def small_excess(self, threshold_bytes: int) -> int:
+        files = self.counts.files
+        return small_excess(files["partition"], files["size"], threshold_bytes)
+
+    def expired_tombstones(self, before_ms: int) -> tuple[int, int]:
+        # A tombstone shares its path with a live file only when one of them has a deletion
+        # vector (else their keys are equal): the live files with one are enough to look in.
+        t = self.counts.tombstones
+        live = pc.is_in(t["path"], value_set=self.counts.dv_files["path"].combine_chunks())
+        return expired(t["time"], t["size"], before_ms, live)
+
+    def next_deletion(self, from_ms: int) -> int | None:
+        return earliest(self.counts.tombstones["time"], from_ms)
 
 
 def read_held(table: Table) -> HeldSnapshot:

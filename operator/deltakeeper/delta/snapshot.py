@@ -175,6 +175,88 @@ class Snapshot(SnapshotHeader):
         return self.tombstones.num_rows
 
     def small_files(self, threshold_bytes: int) -> int:
-        if not self.files.num_rows:
-            return 0
-        return int(pc.sum(pc.less(self.files["size"], threshold_bytes)).as_py() or 0)
+        return small(self.files["size"], threshold_bytes)[0]
+
+    def small_bytes(self, threshold_bytes: int) -> int:
+        return small(self.files["size"], threshold_bytes)[1]
+
+    def small_excess(self, threshold_bytes: int) -> int:
+        partitions = partition_names(self.files)
+        return small_excess(partitions, self.files["size"], threshold_bytes)
+
+    def expired_tombstones(self, before_ms: int) -> tuple[int, int]:
+        """Tombstones deleted before `before_ms` whose file no live file still uses (a
+        deletion vector update removes and adds the same file): how many, and their bytes (a
+        remove without a size counts 0). What a vacuum would delete of the files the log names."""
+        t = self.tombstones
+        if not t.num_rows:
+            return 0, 0
+        live = pc.is_in(t["path"], value_set=self.files["path"].combine_chunks())
+        return expired(t["deletionTimestamp"], t["size"], before_ms, live)
+
+    def next_deletion(self, from_ms: int) -> int | None:
+        """The earliest tombstone deletion time at or after `from_ms` (None: none)."""
+        return earliest(self.tombstones["deletionTimestamp"], from_ms)
+
+
+def small(sizes: pa.Array | pa.ChunkedArray, threshold_bytes: int) -> tuple[int, int]:
+    """Of files of `sizes`, those below `threshold_bytes`: how many, and their bytes."""
+    if not len(sizes):
+        return 0, 0
+    below = pc.less(sizes, threshold_bytes)
+    return int(pc.sum(below).as_py() or 0), int(pc.sum(pc.filter(sizes, below)).as_py() or 0)
+
+
+def partition_names(adds: pa.Table) -> pa.Array:
+    """Per file, one string naming its partition (its values joined; "" unpartitioned). The
+    keys are those the files' partitionValues have (physical names under column mapping)."""
+    if not adds.num_rows:
+        return pa.array([], pa.string())
+    pv = adds["partitionValues"].combine_chunks()
+    columns = sorted(pc.unique(pv.keys).to_pylist())
+    if not columns:
+        return pa.array([""] * adds.num_rows, pa.string())
+    values = [pc.map_lookup(pv, name, "first") for name in columns]
+    # NUL cannot be in a value read from JSON text; SOH stands for null, unlike "".
+    return pc.binary_join_element_wise(
+        *values, "\x00", null_handling="replace", null_replacement="\x01"
+    )
+
+
+def small_excess(
+    partitions: pa.Array, sizes: pa.Array | pa.ChunkedArray, threshold_bytes: int
+) -> int:
+    """The small files (below `threshold_bytes`) a compaction would remove: in each partition,
+    its small files less the files their bytes fill at the threshold (at least one)."""
+    below = pc.less(sizes, threshold_bytes)
+    if not len(sizes) or not pc.any(below).as_py():
+        return 0
+    grouped = (
+        pa.table({"p": pc.filter(partitions, below), "s": pc.filter(sizes, below)})
+        .group_by("p")
+        .aggregate([("s", "count"), ("s", "sum")])
+    )
+    fill = pc.max_element_wise(pc.ceil(pc.divide(grouped["s_sum"], float(threshold_bytes))), 1)
+    return int(pc.sum(pc.subtract(grouped["s_count"], pc.cast(fill, pa.int64()))).as_py())
+
+
+def earliest(times: pa.Array | pa.ChunkedArray, from_ms: int) -> int | None:
+    """The smallest of `times` at or after `from_ms`; None when there is none."""
+    if not len(times):
+        return None
+    later = pc.filter(times, pc.fill_null(pc.greater_equal(times, from_ms), False))
+    return pc.min(later).as_py() if len(later) else None
+
+
+def expired(
+    deleted_ms: pa.Array | pa.ChunkedArray,
+    sizes: pa.Array | pa.ChunkedArray,
+    before_ms: int,
+    in_use: pa.Array | pa.ChunkedArray,
+) -> tuple[int, int]:
+    """Of tombstones with these deletion times and sizes, those deleted before `before_ms`
+    (a remove without a deletion time has expired, as in Delta's vacuum) and not `in_use`."""
+    if not len(deleted_ms):
+        return 0, 0
+    old = pc.and_(pc.fill_null(pc.less(deleted_ms, before_ms), True), pc.invert(in_use))
+    return int(pc.sum(old).as_py() or 0), int(pc.sum(pc.filter(sizes, old)).as_py() or 0)

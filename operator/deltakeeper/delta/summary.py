@@ -9,14 +9,27 @@ from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.log import group
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import Table, checked_hint
 
 
-def summarize(table: Table, snap: Snapshot | HeldSnapshot, small_file_bytes: int) -> dict[str, Any]:
+def log_listing(table: Table) -> list[FileInfo]:
+    """Everything under `_delta_log`, as the summary (and health) read it."""
+    return list(table.storage.walk(paths.LOG_DIR))
+
+
+def summarize(
+    table: Table,
+    snap: Snapshot | HeldSnapshot,
+    small_file_bytes: int,
+    infos: list[FileInfo] | None = None,
+) -> dict[str, Any]:
     """The documented `inspect --json` object (keys are a contract; see README), of a snapshot
-    with its file actions or a held one (the same numbers)."""
+    with its file actions or a held one (the same numbers). `infos`: the log's listing when
+    the caller made it (`log_listing`)."""
     log_files = log_bytes = unpublished = 0
-    infos = list(table.storage.walk(paths.LOG_DIR))
+    if infos is None:
+        infos = log_listing(table)
     for info in infos:
         log_files += 1
         log_bytes += info.size
@@ -49,6 +62,8 @@ def summarize(table: Table, snap: Snapshot | HeldSnapshot, small_file_bytes: int
         "logFiles": log_files,
         "logBytes": log_bytes,
         "smallFiles": snap.small_files(small_file_bytes),
+        "smallBytes": snap.small_bytes(small_file_bytes),
+        "removableSmallFiles": snap.small_excess(small_file_bytes),
         "smallFileThreshold": small_file_bytes,
         "unpublishedCommits": unpublished,
         "damagedCheckpoints": [d.to_json() for d in snap.damaged_checkpoints],

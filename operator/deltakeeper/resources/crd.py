@@ -233,10 +233,33 @@ def _table_status() -> dict[str, Any]:
         F.LAST_POLL: {"type": "string", "format": "date-time"},
         F.LAST_MAINTENANCE: _obj(runs),
         F.COMPACTION: _compaction_status(count),
+        F.HEALTH: _health(),
         F.CONDITIONS: _conditions(),
     }
     assert fields.keys() == set(F), "every status field has a schema"
     return _obj({str(f): fields[f] for f in F})
+
+
+def _health() -> dict[str, Any]:
+    score = {"type": "integer", "minimum": 0, "maximum": 100}
+    return _obj(
+        {
+            "score": {**score, "description": "0-100, 100 healthy: the components' weighted mean."},
+            "band": {"type": "string", "description": "healthy (>= 80), fair (>= 50) or poor."},
+            "worst": {
+                "type": "string",
+                "nullable": True,
+                "description": "The lowest-scoring component; null when all score 100.",
+            },
+            "components": {
+                "type": "object",
+                "additionalProperties": score,
+                "description": "Each component's score: smallFiles, vacuumDebt, checkpointLag, "
+                "logDebt (docs/health.md gives their formulas).",
+            },
+        },
+        "The table's health as of the last poll.",
+    )
 
 
 def _vacuum_run(count: dict[str, Any]) -> dict[str, Any]:
@@ -357,6 +380,7 @@ def delta_table() -> dict[str, Any]:
         _column("Behind", ".status.commitsSinceCheckpoint", description="commits since checkpoint"),
         _column("Files", ".status.files"),
         _column("Small", ".status.smallFiles"),
+        _column("Health", ".status.health.score", description="0-100, 100 healthy"),
         _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
         _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
         _column("URI", ".spec.uri", "string", priority=1),

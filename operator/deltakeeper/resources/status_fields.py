@@ -26,6 +26,7 @@ class StatusField(enum.StrEnum):
     LAST_POLL = "lastPoll"
     LAST_MAINTENANCE = "lastMaintenance"
     COMPACTION = "compaction"
+    HEALTH = "health"
     CONDITIONS = "conditions"
 
 

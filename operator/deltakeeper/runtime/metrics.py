@@ -37,6 +37,7 @@ from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.operations import DELETES, Operation
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime.health import Health
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The status counts (resources/status_fields.COUNTS) -> gauge name and help; one gauge per
@@ -54,6 +55,22 @@ _TABLE_GAUGES = {
     F.SMALL_FILES: ("deltakeeper_table_small_files", "Live data files below the small-file size"),
     F.TOMBSTONES: ("deltakeeper_table_tombstones", "Remove actions not yet expired"),
 }
+_HEALTH = (
+    "deltakeeper_table_health_score",
+    "gauge",
+    "The table's health, 0-100 (100 healthy): its components' weighted mean",
+)
+_HEALTH_COMPONENT = (
+    "deltakeeper_table_health_component_score",
+    "gauge",
+    "Each health component's score, 0-100 (smallFiles, vacuumDebt, checkpointLag, logDebt)",
+)
+_RECLAIMABLE = (
+    "deltakeeper_table_reclaimable_bytes",
+    "gauge",
+    "Bytes maintenance would free now, by kind (data: tombstoned files past the retention; "
+    "log: expired log files)",
+)
 # Maintenance takes from milliseconds (a checkpoint of a small table) to an hour (a vacuum
 # listing millions of files); few buckets, as every table has its own histogram.
 DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0, 3600.0)
@@ -188,6 +205,7 @@ class _Table:
     compaction: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     vacuum: _Vacuums | None = None
+    health: Health | None = None
     labels: str = ""  # the two labels as exposed, escaped once
     label: ClassVar[str] = "table"
 
@@ -326,6 +344,11 @@ class Metrics:
         for operation, n in requests.items():
             v.requests[operation] = v.requests.get(operation, 0) + n
 
+    def health(self, namespace: str, table: str, health: Health | None) -> None:
+        """The table's health as of its last poll; None (not read yet) leaves the last one."""
+        if health is not None:
+            self._of(namespace, table).health = health
+
     def compaction_jobs(self, namespace: str, table: str, jobs: Mapping[str, int]) -> None:
         """The compaction gauge's states, all at once: none for a table that does not compact
         here (its series go, and with them its compaction runs and histogram at 0)."""
@@ -389,6 +412,7 @@ class Metrics:
                 if t.checkpoint_ms is not None
             ),
         )
+        yield from _health_families([t for t in tables if t.health is not None])
         yield _RUNS, (s for t in tables for s in _runs(t))
         yield _DURATION, (s for t in tables for s in _histogram(t))
         for index, family in ((0, _DELETED_FILES), (1, _DELETED_BYTES)):
@@ -441,6 +465,23 @@ def _vacuum_families(tables: list[_Table]) -> Iterator[Family]:
     yield (
         _VACUUM_REQUESTS,
         ((t, "", (("operation", op),), n) for t, v in vacs for op, n in list(v.requests.items())),
+    )
+
+
+def _health_families(tables: list[_Table]) -> Iterator[Family]:
+    healths = [(t, t.health) for t in tables if t.health is not None]
+    yield _HEALTH, ((t, "", (), h.score) for t, h in healths)
+    yield (
+        _HEALTH_COMPONENT,
+        (
+            (t, "", (("component", str(c.component)),), c.score)
+            for t, h in healths
+            for c in h.components
+        ),
+    )
+    yield (
+        _RECLAIMABLE,
+        ((t, "", (("kind", kind),), n) for t, h in healths for kind, n in h.reclaimable.items()),
     )
 
 

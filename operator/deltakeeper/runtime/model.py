@@ -19,6 +19,7 @@ from typing import Any
 from deltakeeper.maintenance.executor import Outcome
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, SMALL_FILE_BYTES
+from deltakeeper.runtime.health import Health
 
 
 class ConditionType(enum.StrEnum):
@@ -158,6 +159,7 @@ class Observation:
     # status.counts(): the numbers read from the table's log; empty when it could not be read
     counts: Mapping[str, Any] = field(default_factory=dict)
     retention: Mapping[str, Any] | None = None  # Policy.retention_json(), once known
+    health: Health | None = None  # once the table was read
     last_maintenance: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     compaction: Mapping[str, Any] | None = None  # the job tracker's status, where it compacts
     checkpoint_written_ms: int | None = None

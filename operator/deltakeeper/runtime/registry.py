@@ -193,6 +193,7 @@ def record(metrics: Metrics, target: Target, obs: Observation) -> None:
     metrics.checkpoint_written(ns, name, obs.checkpoint_written_ms)
     metrics.requests(ns, name, obs.requests)
     metrics.compaction_jobs(ns, name, obs.compaction_jobs)
+    metrics.health(ns, name, obs.health)
     for o in obs.outcomes:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends

@@ -54,6 +54,8 @@ def build(
     }
     if obs.compaction is not None:
         body[F.COMPACTION] = obs.compaction
+    if obs.health is not None:
+        body[F.HEALTH] = obs.health.status()
     body[F.OBSERVED_GENERATION] = target.generation
     body[F.CONDITIONS] = conditions_status(
         [*obs.conditions, *extra], previous, target.generation, now_ms

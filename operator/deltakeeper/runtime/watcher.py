@@ -18,7 +18,7 @@ import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +26,7 @@ import pyarrow as pa
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.summary import summarize
+from deltakeeper.delta.summary import log_listing, summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
@@ -35,8 +35,9 @@ from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import COMPACTION_DEADLINE_MS, Policy, PolicyError, effective
-from deltakeeper.runtime import conditions, status
+from deltakeeper.runtime import conditions, health, status
 from deltakeeper.runtime.credentials import SCRUBBER
+from deltakeeper.runtime.health import Health
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.model import Observation, Problem, Target
 from deltakeeper.units import parse_timestamp_ms, rfc3339
@@ -73,7 +74,8 @@ class TableWatcher:
         self._opened: tuple[str, str] | None = None
         self._table: Table | None = None
         self._snap: Snapshot | HeldSnapshot | None = None
-        self._counts: tuple[int, dict[str, Any]] | None = None  # (small-file size, counts)
+        self._counts: _Counts | None = None  # what the last read of the log found
+        self._health_until: int | None = None  # when time alone changes the health
         self._transitions = conditions.Transitions()
         self._requests_seen: Counter[str] = Counter()
         self._policy: Policy | None = None
@@ -102,7 +104,7 @@ class TableWatcher:
             return self._describe(target, now_ms, error=e)
         if finished is not None:
             obs = self._finished(target, finished, now_ms)
-        elif same_target and not changed and self._last is not None:
+        elif same_target and not changed and self._last is not None and not self._recount(now_ms):
             obs = self._quiet(now_ms)
         else:
             obs = self._describe(target, now_ms)
@@ -149,8 +151,11 @@ class TableWatcher:
         return self._describe(target, now_ms, outcomes=[outcome])
 
     def _quiet(self, now_ms: int) -> Observation:
-        """The last observation again, for a table whose log did not move: the cheap path."""
+        """The last observation again, for a table whose log did not move: the cheap path
+        (its health again only when time alone changed it)."""
         assert self._last is not None
+        if self._health_until is not None and now_ms >= self._health_until:
+            self._last = replace(self._last, health=self._health(now_ms))
         return replace(
             self._last,
             polled_ms=now_ms,
@@ -328,9 +333,10 @@ class TableWatcher:
             compaction_jobs=self._jobs(),
         )
         if self._snap is not None and self._table is not None:
-            obs.counts = self._read_counts(self._table, self._snap, target.small_file_bytes)
+            obs.counts = self._read_counts(self._table, self._snap, target, now_ms).status
             if self._policy is not None:
                 obs.retention = self._policy.retention_json()
+                obs.health = self._health(now_ms)
             cp = self._snap.segment.checkpoint
             obs.checkpoint_written_ms = cp.files[0].info.mtime_ms if cp else None
         obs.requests = self._new_requests()  # the counts' reads included
@@ -338,11 +344,34 @@ class TableWatcher:
         return obs
 
     def _read_counts(
-        self, table: Table, snap: Snapshot | HeldSnapshot, small: int
-    ) -> dict[str, Any]:
-        if self._counts is None or self._counts[0] != small:
-            self._counts = (small, status.counts(summarize(table, snap, small)))
-        return self._counts[1]
+        self, table: Table, snap: Snapshot | HeldSnapshot, target: Target, now_ms: int
+    ) -> _Counts:
+        """The log's numbers: read again after the log moved, for another small-file size or
+        retention, or when the cleanup's cut-off day moved on."""
+        small = target.small_file_bytes
+        retention = self._policy.log_retention_ms if self._policy else None
+        key = (small, retention)
+        if self._counts is None or self._counts.key != key or self._recount(now_ms):
+            infos = log_listing(table)
+            summary = summarize(table, snap, small, infos)
+            debt = health.log_debt(infos, retention, now_ms) if retention is not None else None
+            kept = {k: summary[k] for k in health.SUMMARY_KEYS}
+            self._counts = _Counts(key, status.counts(summary), kept, debt)
+        return self._counts
+
+    def _recount(self, now_ms: int) -> bool:
+        """Whether the log's numbers are out of date though the log did not move."""
+        debt = self._counts.debt if self._counts is not None else None
+        return debt is not None and now_ms >= debt.until_ms
+
+    def _health(self, now_ms: int) -> Health | None:
+        counts, snap, policy = self._counts, self._snap, self._policy
+        if counts is None or counts.debt is None or snap is None or policy is None:
+            return None
+        found, self._health_until = health.of_table(
+            snap, counts.summary, counts.debt, policy, now_ms
+        )
+        return found
 
     def _new_requests(self) -> Counter[str]:
         if self._table is None:
@@ -351,6 +380,16 @@ class TableWatcher:
         new = total - self._requests_seen
         self._requests_seen = total
         return new
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """What the last read of the log found (`summarize`), and its log debt."""
+
+    key: tuple[int, int | None]  # (small-file size, log retention) it was read for
+    status: dict[str, Any]  # status.counts()
+    summary: dict[str, Any]  # the part of it health reads
+    debt: health.LogDebt | None  # None: no policy yet
 
 
 def _vacuum_info_after(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from deltakeeper.cli import main
+from deltakeeper.delta import schema
 from deltakeeper.delta.held import FileCounts, HeldSnapshot, read_held, update_held
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import open_table
@@ -67,15 +68,18 @@ def test_a_newer_checkpoint_or_a_rewritten_table_is_read_afresh(tmp_path: Path) 
     _same(held, table.snapshot())
 
 
-def test_a_million_files_take_about_16_bytes_each() -> None:
+def test_a_million_files_take_about_24_bytes_each() -> None:
     n = 1_000_000
     adds = pa.table(
         {
             "path": pa.array([f"part=x/file-{i:07d}-c000.snappy.parquet" for i in range(n)]),
             "size": pa.array(range(n), pa.int64()),
+            "partitionValues": pa.nulls(n, pa.map_(pa.string(), pa.string())),
+            "deletionVector": pa.nulls(n, schema.DELETION_VECTOR),
         }
     )
     removes = pa.table({"path": pa.array([], pa.string())})
     counts = FileCounts.of(adds, removes)
-    assert len(counts.keys) == n and len(set(counts.keys.to_pylist())) == n
-    assert counts.nbytes <= 17 * n  # 8 + 8, and a validity bit
+    keys = counts.files["key"].to_pylist()
+    assert len(keys) == n and len(set(keys)) == n
+    assert counts.nbytes <= 25 * n  # key, size and partition hashes, and validity bits

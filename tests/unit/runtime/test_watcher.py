@@ -160,6 +160,10 @@ def test_first_observe_plans_everything_and_the_status_is_what_inspect_says(
     }
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inspect["timestamp"] // 1000))
     assert s["lastCommitTime"] == stamp
+    h = inspect["health"]
+    scores = {name: c["score"] for name, c in h["components"].items()}
+    status_health = {"score": h["score"], "band": h["band"], "worst": h["worst"]}
+    assert s["health"] == {**status_health, "components": scores}
     assert s["lastPoll"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now // 1000))
     assert s["lastMaintenance"] == {} and s["policy"] is None
     if inspect["lastCheckpointVersion"] is None:

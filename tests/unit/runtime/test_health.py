@@ -1,0 +1,222 @@
+"""Health: each component against a table built to have exactly that problem, the formulas
+on their own, and the score where users read it (status, metric, inspect)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from deltakeeper.cli import main
+from deltakeeper.delta.held import read_held
+from deltakeeper.delta.table import open_table
+from deltakeeper.runtime import health
+from deltakeeper.runtime.health import Component, Facts, assess
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Target
+from deltakeeper.runtime.registry import record
+from deltakeeper.runtime.watcher import TableWatcher
+from tests.support.logbuilder import LogBuilder, add, dv, metadata, protocol, remove
+
+DAY = 86_400_000
+NOW = 1_800_000_000_000
+MiB = 1 << 20
+
+
+def facts(**changes: int) -> Facts:
+    base = dict(
+        files=100,
+        bytes=100 * 64 * MiB,
+        small_files=0,
+        small_bytes=0,
+        removable_small_files=0,
+        commits_since_checkpoint=3,
+        checkpoint_interval=10,
+        log_files=20,
+        expired_log_files=0,
+        expired_log_bytes=0,
+        expired_tombstones=0,
+        expired_tombstone_bytes=0,
+    )
+    return Facts(**{**base, **changes})
+
+
+def scores(h: health.Health) -> dict[str, int]:
+    return {str(s.component): s.score for s in h.components}
+
+
+def test_a_table_without_problems_scores_100_with_no_worst_component() -> None:
+    h = assess(facts())
+    assert h.score == 100 and h.worst is None and h.band is health.Band.HEALTHY
+    assert h.reclaimable == {"data": 0, "log": 0}
+
+
+def test_each_formula_as_documented() -> None:
+    h = assess(
+        facts(
+            small_files=60,
+            small_bytes=60 * MiB,
+            removable_small_files=50,  # of 100 files
+            commits_since_checkpoint=40,  # interval 10
+            expired_log_files=5,  # of 20
+            expired_log_bytes=5_000,
+            expired_tombstones=3,
+            expired_tombstone_bytes=100 * 64 * MiB,  # as much as is live
+        )
+    )
+    assert scores(h) == {"smallFiles": 50, "vacuumDebt": 50, "checkpointLag": 25, "logDebt": 75}
+    assert h.score == round((35 * 50 + 25 * 50 + 20 * 25 + 20 * 75) / 100)  # 50
+    assert h.worst is Component.CHECKPOINT_LAG and h.band is health.Band.FAIR
+    assert h.reclaimable == {"data": 100 * 64 * MiB, "log": 5_000}
+    detail = h.to_json()["components"]["smallFiles"]
+    assert detail["filesShare"] == 0.6 and detail["bytesShare"] == round(60 / 6400, 4)
+
+
+def test_a_tie_names_the_heavier_component_and_bands_have_their_floors() -> None:
+    h = assess(facts(removable_small_files=50, commits_since_checkpoint=20))
+    assert scores(h)["smallFiles"] == scores(h)["checkpointLag"] == 50
+    assert h.worst is Component.SMALL_FILES
+    expected = ["healthy", "healthy", "fair", "fair", "poor", "poor"]
+    assert [health.band(s) for s in (100, 80, 79, 50, 49, 0)] == expected
+
+
+def small_table(root: Path, partitions: int, files: int) -> None:
+    """`files` files of 1 KiB in each of `partitions` partitions."""
+    b = LogBuilder(root)
+    adds = [
+        add(f"p={p}/f{i}.parquet", 1024, p=str(p)) for p in range(partitions) for i in range(files)
+    ]
+    b.commit(protocol(), metadata(("p",)), *adds)
+
+
+def table_health(root: Path, now: int = NOW, **spec: int) -> health.Health:
+    obs = TableWatcher(now).observe(Target("ns", "t", str(root), settings=spec), now)
+    assert obs.health is not None
+    return obs.health
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_small_files_count_what_compacting_each_partition_removes(
+    tmp_path: Path, hold: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if hold:
+        monkeypatch.setattr("deltakeeper.runtime.watcher.HOLD_FILE_ACTIONS", -1)
+    small_table(tmp_path / "one", partitions=1, files=10)  # 10 small files, one partition
+    small_table(tmp_path / "spread", partitions=10, files=1)  # one small file per partition
+    one, spread = table_health(tmp_path / "one"), table_health(tmp_path / "spread")
+    assert scores(one)["smallFiles"] == 10  # 9 of 10 files go
+    assert one.worst is Component.SMALL_FILES
+    assert scores(spread)["smallFiles"] == 100  # nothing to merge within a partition
+
+
+def test_a_compacted_table_scores_higher_than_its_data_in_small_files(tmp_path: Path) -> None:
+    small_table(tmp_path / "small", partitions=1, files=40)
+    b = LogBuilder(tmp_path / "compacted")
+    b.commit(protocol(), metadata(("p",)), add("p=0/big.parquet", 40 * 1024, p="0"))
+    assert table_health(tmp_path / "compacted").score > table_health(tmp_path / "small").score
+    assert table_health(tmp_path / "compacted").score == 100
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_vacuum_debt_is_tombstones_past_retention_not_files_still_in_use(
+    tmp_path: Path, hold: bool
+) -> None:
+    b = LogBuilder(tmp_path)
+    b.commit(
+        protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"]),
+        metadata(),
+        add("a", 1000),
+        add("b", 1000),
+        add("c", 1000),
+        add("d", 1000),
+    )
+    old, recent = NOW - 8 * DAY, NOW - 1 * DAY  # the default retention is 7 days
+    b.commit(remove("a", ts=old), remove("b", ts=recent))
+    # A deletion vector update: the file stays live under a new key; its tombstone frees nothing.
+    b.commit(remove("c", ts=old), add("c", 1000, dv=dv("x")))
+    table = open_table(str(tmp_path))
+    snap = read_held(table) if hold else table.snapshot()
+    assert snap.expired_tombstones(NOW - 7 * DAY) == (1, 100)  # remove() says size 100
+    h = table_health(tmp_path)
+    detail = h.to_json()["components"]["vacuumDebt"]
+    assert detail["expiredTombstones"] == 1 and detail["reclaimableBytes"] == 100
+    assert h.reclaimable["data"] == 100
+    assert scores(h)["vacuumDebt"] == round(100 * 2000 / 2100)
+    # The retention of the table's properties (or spec) decides.
+    assert scores(table_health(tmp_path, deleted_file_retention_ms=12 * 3600_000))[
+        "vacuumDebt"
+    ] == round(100 * 2000 / 2200)
+
+
+def test_vacuum_debt_grows_on_quiet_polls_as_tombstones_pass_the_retention(tmp_path: Path) -> None:
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a", 100), add("b", 100))
+    b.commit(remove("a", ts=NOW - 6 * DAY))
+    w = TableWatcher(NOW)
+    target = Target("ns", "t", str(tmp_path))
+    first = w.observe(target, NOW)
+    assert first.health is not None and first.health.reclaimable["data"] == 0
+    later = w.observe(target, NOW + 2 * DAY)  # nothing committed; the tombstone is now 8 days old
+    assert later.health is not None and later.health.reclaimable["data"] == 100
+
+
+def test_checkpoint_lag_against_the_interval(tmp_path: Path) -> None:
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a"))
+    for i in range(39):
+        b.commit(add(f"f{i}", 64 * MiB))
+    assert scores(table_health(tmp_path))["checkpointLag"] == 25  # 40 commits, interval 10
+    assert scores(table_health(tmp_path, checkpoint_interval=40))["checkpointLag"] == 100
+
+
+def test_log_debt_is_what_a_cleanup_would_delete_now(tmp_path: Path) -> None:
+    b = LogBuilder(tmp_path)
+    for v in range(12):
+        actions = [protocol(), metadata()] if v == 0 else []
+        b.commit(*actions, add(f"f{v}", 64 * MiB), mtime_ms=NOW - (60 - v) * DAY)
+    assert main(["checkpoint", str(tmp_path)]) == 0  # at 11, its commit 49 days old
+    os.utime(
+        tmp_path / "_delta_log" / f"{11:020d}.checkpoint.parquet",
+        ns=((NOW - 49 * DAY) * 1_000_000,) * 2,
+    )
+    h = table_health(tmp_path)
+    detail = h.to_json()["components"]["logDebt"]
+    assert (
+        detail["expiredLogFiles"] == 11
+    )  # commits 0-10 go; 11, its checkpoint and _last_checkpoint stay
+    log_files = len(list((tmp_path / "_delta_log").iterdir()))
+    assert scores(h)["logDebt"] == round(100 * (1 - 11 / log_files))
+    assert h.reclaimable["log"] == sum(
+        (tmp_path / "_delta_log" / f"{v:020d}.json").stat().st_size for v in range(11)
+    )
+
+
+def test_metric_status_and_inspect_agree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small_table(tmp_path, partitions=2, files=5)
+    now = NOW
+    target = Target("ns", "t", str(tmp_path))
+    obs = TableWatcher(now).observe(target, now)
+    m = Metrics()
+    record(m, target, obs)
+    labels = {"namespace": "ns", "table": "t"}
+    assert obs.health is not None
+    assert m.registry.get_sample_value("deltakeeper_table_health_score", labels) == obs.health.score
+    for s in obs.health.components:
+        got = m.registry.get_sample_value(
+            "deltakeeper_table_health_component_score", {**labels, "component": str(s.component)}
+        )
+        assert got == s.score
+    for kind in ("data", "log"):
+        got = m.registry.get_sample_value(
+            "deltakeeper_table_reclaimable_bytes", {**labels, "kind": kind}
+        )
+        assert got == obs.health.reclaimable[kind]
+    assert main(["inspect", str(tmp_path), "--json"]) == 0
+    inspected = json.loads(capsys.readouterr().out)["health"]
+    assert inspected["score"] == obs.health.score == 72  # 8 of 10 files removable: smallFiles 20
+    assert main(["inspect", str(tmp_path)]) == 0
+    assert "health" in capsys.readouterr().out
