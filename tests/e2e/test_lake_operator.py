@@ -288,12 +288,39 @@ def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
     assert k.condition({"status": status}, "Ready")["status"] == "True"
     assert k.condition({"status": status}, "StorageReachable")["status"] == "True"
     assert {e.reason for e in k.events(LAKE) if e.type == "Normal"} >= {"TableFound"}
-    # What `kubectl get deltalakes` prints.
+    # Health: orders has three small files (two a compaction removes), customers one.
+    scored = until(
+        lambda: (
+            (h := ((k.get("deltatables", orders) or {}).get("status") or {}).get("health"))
+            and h["components"]["checkpointLag"] == 100
+            and h
+        ),
+        30,
+        "orders' health after its checkpoint",
+    )
+    assert scored["components"]["smallFiles"] == 33 and scored["worst"] == "smallFiles"
+    assert (scored["score"], scored["band"]) == (77, "fair")  # (35 * 33 + 65 * 100) / 100
+    want_bands = {"healthy": 1, "fair": 1, "poor": 0, "unknown": 0}
+    lake_health = until(
+        lambda: (
+            (h := ((k.get("deltalakes", LAKE) or {}).get("status") or {}).get("health"))
+            and h["bands"] == want_bands
+            and h
+        ),
+        30,
+        "the lake's tables by health band",
+    )
+    assert lake_health["worst"] == [{"table": orders, "score": 77, "worst": "smallFiles"}]
+    # What `kubectl get` prints: the lake's poor tables, each table's health.
     table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/deltalakes")
     names = [c["name"] for c in table["columnDefinitions"] if not c["priority"]]
-    assert names == ["Name", "Prefix", "Tables", "Ready", "Age"]
+    assert names == ["Name", "Prefix", "Tables", "Poor", "Ready", "Age"]
     row = next(r["cells"] for r in table["rows"] if r["cells"][0] == LAKE)
-    assert row[1:4] == [minio.uri(PREFIX), 2, "True"]
+    assert row[1:5] == [minio.uri(PREFIX), 2, 0, "True"]
+    table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/deltatables")
+    health_column = [c["name"] for c in table["columnDefinitions"]].index("Health")
+    row = next(r["cells"] for r in table["rows"] if r["cells"][0] == orders)
+    assert row[health_column] == 77
 
 
 def test_a_new_table_is_picked_up_within_one_scan(lake: K, minio: Emulator) -> None:

@@ -124,6 +124,12 @@ def test_printer_columns_and_status_subresource(kube_cluster: KubeCluster) -> No
         "commitsSinceCheckpoint": 3,
         "files": 12,
         "smallFiles": 4,
+        "health": {
+            "score": 64,
+            "band": "fair",
+            "worst": "smallFiles",
+            "components": {"smallFiles": 40, "vacuumDebt": 100},
+        },
         "conditions": [{"type": "Ready", "status": "True", "reason": "Watching"}],
     }
     objects.patch_namespaced_custom_object_status(
@@ -138,5 +144,6 @@ def test_printer_columns_and_status_subresource(kube_cluster: KubeCluster) -> No
     # What `kubectl get deltatables` prints: the server's Table rendering.
     table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/columns/deltatables")
     names = [c["name"] for c in table["columnDefinitions"]]
-    assert names[:6] == ["Name", "Version", "Behind", "Files", "Small", "Ready"]
-    assert table["rows"][0]["cells"][:6] == ["t", 7, 3, 12, 4, "True"]
+    assert names[:7] == ["Name", "Version", "Behind", "Files", "Small", "Health", "Ready"]
+    assert table["rows"][0]["cells"][:7] == ["t", 7, 3, 12, 4, 64, "True"]
+    assert got["status"]["health"] == status["health"]  # the schema keeps every field

@@ -453,9 +453,36 @@ def _lake_status() -> dict[str, Any]:
                 **count,
                 "description": "Managed DeltaTables whose table the last scan did not find.",
             },
+            "health": _lake_health(count),
             "lastScan": scan,
             "conditions": _conditions(),
         }
+    )
+
+
+def _lake_health(count: dict[str, Any]) -> dict[str, Any]:
+    worst = _obj(
+        {
+            "table": {"type": "string"},
+            "score": {"type": "integer"},
+            "worst": {"type": "string", "nullable": True},
+        }
+    )
+    return _obj(
+        {
+            "bands": {
+                "type": "object",
+                "additionalProperties": count,
+                "description": "Managed tables by health: healthy (>= 80), fair (>= 50), poor, "
+                "unknown (not scored yet).",
+            },
+            "worst": {
+                "type": "array",
+                "items": worst,
+                "description": "The ten lowest-scoring tables below 100, worst first.",
+            },
+        },
+        "The managed tables' health, as of the last scan.",
     )
 
 
@@ -463,6 +490,7 @@ def delta_lake() -> dict[str, Any]:
     columns = [
         _column("Prefix", ".spec.uri", "string"),
         _column("Tables", ".status.tables"),
+        _column("Poor", ".status.health.bands.poor", description="tables scoring below 50"),
         _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
         _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
         _column("Age", ".metadata.creationTimestamp", "date"),

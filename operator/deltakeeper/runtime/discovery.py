@@ -18,7 +18,7 @@ from deltakeeper.delta.discover import Scan, discover
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, StorageUnreachableError
 from deltakeeper.delta.storage import open_storage
 from deltakeeper.resources.lake import LakeResource
-from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime import credentials, health, metrics, status
 from deltakeeper.runtime.model import (
     Condition,
     ConditionStatus,
@@ -150,15 +150,20 @@ class LakeScanner:
 
 
 def lake_status(
-    scan: LakeScan, managed: int, previous: Mapping[str, Any] | None, generation: int
+    scan: LakeScan,
+    managed: Mapping[str, Mapping[str, Any] | None],
+    previous: Mapping[str, Any] | None,
+    generation: int,
 ) -> dict[str, Any]:
-    """The DeltaLake's status: tables found and managed, the last scan, its conditions."""
+    """The DeltaLake's status: tables found and managed (`managed`: each managed table's
+    status by name, None when unknown), their health, the last scan, its conditions."""
     out: dict[str, Any] = dict(previous or {})
     out.update(
         {
             "observedGeneration": generation,
             "tables": len(scan.tables),
-            "managedTables": managed,
+            "managedTables": len(managed),
+            "health": health.lake(managed),
             "lastScan": {
                 "time": rfc3339(scan.time_ms),
                 "result": str(scan.result),

@@ -51,9 +51,11 @@ class Band(enum.StrEnum):
     HEALTHY = "healthy"
     FAIR = "fair"
     POOR = "poor"
+    UNKNOWN = "unknown"  # a lake's table not scored yet (unread, or never polled here)
 
 
 BAND_FLOORS = ((Band.HEALTHY, 80), (Band.FAIR, 50), (Band.POOR, 0))
+LAKE_WORST = 10  # the worst tables a DeltaLake's status names
 
 
 def band(score: int) -> Band:
@@ -237,3 +239,26 @@ def of_table(
     if next_deletion is not None:
         until = min(until, next_deletion + policy.deleted_file_retention_ms + 1)
     return assess(facts), until
+
+
+def lake(
+    statuses: Mapping[str, Mapping[str, Any] | None], worst: int = LAKE_WORST
+) -> dict[str, Any]:
+    """A DeltaLake's `health` from its tables' statuses (name -> status, None when unknown):
+    how many are in each band, and the `worst` lowest-scoring ones below 100."""
+    bands = dict.fromkeys(map(str, Band), 0)
+    scored = []
+    for name, st in statuses.items():
+        h = (st or {}).get("health")
+        score = h.get("score") if isinstance(h, Mapping) else None
+        if not isinstance(score, int):
+            bands[Band.UNKNOWN] += 1
+            continue
+        bands[band(score)] += 1
+        if score < 100:
+            scored.append((score, name, h.get("worst")))
+    scored.sort()
+    return {
+        "bands": bands,
+        "worst": [{"table": name, "score": s, "worst": w} for s, name, w in scored[:worst]],
+    }

@@ -171,7 +171,11 @@ class Standalone:
     def _scanned(self, entry: FolderLake, scan: LakeScan) -> None:
         """A lake's scan is in: watch what it found, and say so in the statuses."""
         self._sync_tables()
-        managed = sum(1 for origin, _ in self._origin.values() if origin is entry)
+        managed = {
+            name_of(key): self.statuses.get(name_of(key))
+            for key, (origin, _) in self._origin.items()
+            if origin is entry
+        }
         lake_statuses = self.lakes.statuses
         previous = lake_statuses.get(entry.name)
         lake_statuses[entry.name] = lake_status(scan, managed, previous, entry.resource.generation)

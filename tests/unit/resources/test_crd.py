@@ -69,11 +69,12 @@ def test_the_lake_crd_is_generated_with_the_others() -> None:
     assert _version()["subresources"] == {"status": {}}
 
 
-def test_the_lake_printer_columns_are_prefix_tables_ready_age() -> None:
+def test_the_lake_printer_columns_are_prefix_tables_poor_ready_age() -> None:
     shown = [c["name"] for c in _version()["additionalPrinterColumns"] if not c.get("priority")]
-    assert shown == ["Prefix", "Tables", "Ready", "Age"]
+    assert shown == ["Prefix", "Tables", "Poor", "Ready", "Age"]
     paths = {c["name"]: c["jsonPath"] for c in _version()["additionalPrinterColumns"]}
     assert paths["Prefix"] == ".spec.uri" and paths["Tables"] == ".status.tables"
+    assert paths["Poor"] == ".status.health.bands.poor"
 
 
 def test_a_whole_lake_validates_and_uri_is_required() -> None:

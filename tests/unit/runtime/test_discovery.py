@@ -41,8 +41,13 @@ def test_scanner_reports_appeared_and_disappeared(tmp_path: Path) -> None:
     text = "".join(registry.exposition())
     assert 'deltakeeper_lake_tables{namespace="data",lake="lake"} 2.0' in text
     assert 'deltakeeper_lake_scans_total{namespace="data",lake="lake",result="ok"} 2.0' in text
-    status = lake_status(second, managed=2, previous=None, generation=1)
+    managed = {"a": {"health": {"score": 40, "worst": "smallFiles"}}, "b": None}
+    status = lake_status(second, managed=managed, previous=None, generation=1)
     assert status["tables"] == 2 and status["managedTables"] == 2
+    assert status["health"] == {
+        "bands": {"healthy": 0, "fair": 0, "poor": 1, "unknown": 1},
+        "worst": [{"table": "a", "score": 40, "worst": "smallFiles"}],
+    }
     assert status["lastScan"]["result"] == "ok"
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "Ready": "True",

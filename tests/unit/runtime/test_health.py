@@ -220,3 +220,17 @@ def test_metric_status_and_inspect_agree(
     assert inspected["score"] == obs.health.score == 72  # 8 of 10 files removable: smallFiles 20
     assert main(["inspect", str(tmp_path)]) == 0
     assert "health" in capsys.readouterr().out
+
+
+def test_a_lake_counts_its_tables_by_band_and_names_its_ten_worst() -> None:
+    statuses: dict[str, dict | None] = {
+        f"t{i:02d}": {"health": {"score": i * 5, "worst": "smallFiles"}} for i in range(21)
+    }
+    statuses["never-read"] = {"conditions": []}
+    statuses["not-polled-here"] = None
+    found = health.lake(statuses)
+    # scores 0..100 by 5: 80..100 healthy (5), 50..75 fair (6), 0..45 poor (10)
+    assert found["bands"] == {"healthy": 5, "fair": 6, "poor": 10, "unknown": 2}
+    assert [w["table"] for w in found["worst"]] == [f"t{i:02d}" for i in range(10)]
+    assert found["worst"][0] == {"table": "t00", "score": 0, "worst": "smallFiles"}
+    assert health.lake({"perfect": {"health": {"score": 100, "worst": None}}})["worst"] == []
