@@ -14,15 +14,16 @@ from tests.monitoring.conftest import DASHBOARDS, load_dashboards, panels, subst
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # Values that make every query concrete for the parser (the live test uses real ones).
+SELECTOR = 'namespace=~"$namespace", table=~"$table"'
 PARSE_VALUES = {"namespace": "lake", "table": "events", "datasource": "prom"}
 
 
-def test_there_are_two_dashboards_with_unique_uids_and_titles() -> None:
+def test_there_are_three_dashboards_with_unique_uids_and_titles() -> None:
     boards = load_dashboards()
-    assert len(boards) == len(DASHBOARDS) == 2
+    assert len(boards) == len(DASHBOARDS) == 3
     uids = [b["uid"] for b in boards.values()]
     titles = [b["title"] for b in boards.values()]
-    assert len(set(uids)) == 2 and len(set(titles)) == 2
+    assert len(set(uids)) == 3 and len(set(titles)) == 3
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,40}", uid) for uid in uids), uids
 
 
@@ -65,6 +66,19 @@ def test_every_panel_has_a_description_unit_target_and_the_datasource_variable(
             assert t["expr"].strip() and t["refId"], where
         grid = p["gridPos"]
         assert grid["x"] + grid["w"] <= 24 and grid["h"] > 0, where
+
+
+def test_the_lake_health_board_shows_bands_worst_tables_reclaimable_and_per_day() -> None:
+    board = load_dashboards()["lake-health.json"]
+    exprs = [t["expr"] for p in panels(board) for t in p["targets"]]
+    joined = " ".join(exprs)
+    for band in (">= bool 80", ">= bool 50", "< bool 50"):  # healthy, fair, poor
+        assert f"deltakeeper_table_health_score{{{SELECTOR}}} {band}" in joined, band
+    assert f"bottomk(10, deltakeeper_table_health_score{{{SELECTOR}}})" in exprs
+    assert "deltakeeper_table_health_component_score" in joined
+    assert "sum by (kind) (deltakeeper_table_reclaimable_bytes" in joined
+    assert "sum by (kind) (increase(deltakeeper_deleted_bytes_total" in joined and "[1d]" in joined
+    assert "increase(deltakeeper_maintenance_runs_total" in joined
 
 
 def test_the_fleet_overview_shows_what_the_issue_asks_for() -> None:

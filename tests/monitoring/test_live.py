@@ -188,9 +188,11 @@ def live(tmp_path: Path, prometheus_tools: dict[str, str]) -> Iterator[tuple[Pro
 
 def _queries() -> list[tuple[str, str, str, bool]]:
     """(dashboard, panel, query, ranged) with the variables substituted as Grafana would: the
-    fleet overview with every table (All), the drill-down on the healthy table."""
+    fleet overview and lake health with every table (All), the drill-down on the healthy
+    table."""
     values = {
         "deltakeeper-fleet": {"namespace": "lake", "table": ".*"},
+        "deltakeeper-lake": {"namespace": "lake", "table": ".*"},
         "deltakeeper-table": {"namespace": "lake", "table": "events"},
     }
     return [

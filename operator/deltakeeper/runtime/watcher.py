@@ -45,7 +45,7 @@ from deltakeeper.units import parse_timestamp_ms, rfc3339
 log = logging.getLogger("deltakeeper.watcher")
 CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Operation.VACUUM
 # Tables with more file actions than this are held between polls without them (delta/held.py:
-# about 16 bytes a file instead of a few hundred); smaller ones keep them, so that planning a
+# about 24 bytes a file instead of a few hundred); smaller ones keep them, so that planning a
 # compaction, or a vacuum with candidates, reads nothing again.
 HOLD_FILE_ACTIONS = 100_000
 

@@ -10,8 +10,18 @@ from deltakeeper.maintenance.operations import Operation
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.model import ConditionStatus, ConditionType
 
-COLUMNS = ("TABLE", "VERSION", "BEHIND", "FILES", "SMALL", "LOG", "READY", "LAST-MAINTENANCE")
-LAKE_COLUMNS = ("LAKE", "TABLES", "MANAGED", "LAST-SCAN", "REQUESTS", "SECONDS", "READY")
+COLUMNS = (
+    "TABLE",
+    "VERSION",
+    "BEHIND",
+    "FILES",
+    "SMALL",
+    "LOG",
+    "HEALTH",
+    "READY",
+    "LAST-MAINTENANCE",
+)
+LAKE_COLUMNS = ("LAKE", "TABLES", "MANAGED", "POOR", "LAST-SCAN", "REQUESTS", "SECONDS", "READY")
 
 
 def ready(s: Mapping[str, Any]) -> str:
@@ -47,11 +57,21 @@ def status_rows(statuses: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ..
                 _cell(s.get(F.FILES)),
                 _cell(s.get(F.SMALL_FILES)),
                 _cell(s.get(F.LOG_FILES)),
+                _cell((s.get(F.HEALTH) or {}).get("score")),
                 ready(s),
                 done[-1] if done else "-",
             )
         )
     return rows
+
+
+def _poor(s: Mapping[str, Any]) -> str:
+    """`health 34 (poor): worst smallFiles 12` for a table in the poor band, else ""."""
+    h = s.get(F.HEALTH) or {}
+    if h.get("band") != "poor":
+        return ""
+    worst = h.get("worst")
+    return f"health {h.get('score')} (poor): worst {worst} {(h.get('components') or {}).get(worst)}"
 
 
 def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
@@ -76,6 +96,7 @@ def lake_rows(lakes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
                 name,
                 _cell(s.get("tables")),
                 _cell(s.get("managedTables")),
+                _cell(((s.get("health") or {}).get("bands") or {}).get("poor")),
                 f"{scan.get('time', '-')} {scan.get('result', '')}".strip(),
                 _cell(scan.get("requests")),
                 _cell(scan.get("seconds")),
@@ -99,6 +120,9 @@ def print_summary(
         why = _reason(statuses[name])
         if why:
             out.write(f"  {name}: {why}\n")
+        poor = _poor(statuses[name])
+        if poor:
+            out.write(f"  {name}: {poor}\n")
     for name in gone:
         where = statuses[name]["discovery"]
         out.write(
