@@ -7,7 +7,6 @@ scan changes nothing: an unreachable bucket must not read as "every table disapp
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -26,17 +25,12 @@ from deltakeeper.runtime.model import (
     Event,
     EventType,
     Reason,
+    ScanResult,
 )
 from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.lakes")
 READY, REACHABLE = ConditionType.READY, ConditionType.STORAGE_REACHABLE
-
-
-class ScanResult(enum.StrEnum):
-    OK = "ok"
-    UNREACHABLE = "unreachable"  # the store did not answer or refused the listing
-    INVALID = "invalid"  # the lake cannot be scanned as written (URI, credentials)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from deltakeeper.maintenance.operations import DELETES, Operation
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.health import Health
+from deltakeeper.runtime.model import ScanResult
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The status counts (resources/status_fields.COUNTS) -> gauge name and help; one gauge per
@@ -485,13 +486,16 @@ def _health_families(tables: list[_Table]) -> Iterator[Family]:
     )
 
 
+_SCAN_RESULTS = {str(r): (("result", str(r)),) for r in ScanResult}  # result -> labels
+
+
 def _lake_families(lakes: list[_Lake]) -> Iterator[Family]:
     yield _LAKE_TABLES, ((k, "", (), k.tables) for k in lakes if k.tables is not None)
     yield _LAKE_SECONDS, ((k, "", (), k.seconds) for k in lakes if k.seconds is not None)
     yield _LAKE_REQUESTS, ((k, "", (), k.requests) for k in lakes)
-    yield (
+    yield (  # every result from the lake's first scan, at 0 until it happens
         _LAKE_SCANS,
-        ((k, "", (("result", r),), n) for k in lakes for r, n in list(k.scans.items())),
+        ((k, "", labels, k.scans.get(r, 0)) for k in lakes for r, labels in _SCAN_RESULTS.items()),
     )
 
 

@@ -98,6 +98,14 @@ class Reason(enum.StrEnum):
     TABLE_GONE = "TableGone"
 
 
+class ScanResult(enum.StrEnum):
+    """How a DeltaLake's scan ended."""
+
+    OK = "ok"
+    UNREACHABLE = "unreachable"  # the store did not answer or refused the listing
+    INVALID = "invalid"  # the lake cannot be scanned as written (URI, credentials)
+
+
 @dataclass(frozen=True)
 class Problem:
     """Why a table's spec cannot be acted on at all (no storage is touched)."""

@@ -41,6 +41,11 @@ def test_scanner_reports_appeared_and_disappeared(tmp_path: Path) -> None:
     text = "".join(registry.exposition())
     assert 'deltakeeper_lake_tables{namespace="data",lake="lake"} 2.0' in text
     assert 'deltakeeper_lake_scans_total{namespace="data",lake="lake",result="ok"} 2.0' in text
+    for result in ("unreachable", "invalid"):  # at 0 before the first: increase() counts it
+        assert (
+            f'deltakeeper_lake_scans_total{{namespace="data",lake="lake",result="{result}"}} 0.0'
+            in text
+        )
     managed = {"a": {"health": {"score": 40, "worst": "smallFiles"}}, "b": None}
     status = lake_status(second, managed=managed, previous=None, generation=1)
     assert status["tables"] == 2 and status["managedTables"] == 2
