@@ -299,8 +299,9 @@ def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
         "orders' health after its checkpoint",
     )
     assert scored["components"]["smallFiles"] == 33 and scored["worst"] == "smallFiles"
-    assert (scored["score"], scored["band"]) == (77, "fair")  # (35 * 33 + 65 * 100) / 100
-    want_bands = {"healthy": 1, "fair": 1, "poor": 0, "unknown": 0}
+    assert scored["components"]["missingStats"] == 100  # delta-rs writes statistics
+    assert (scored["score"], scored["band"]) == (80, "healthy")  # (30 * 33 + 70 * 100) / 100
+    want_bands = {"healthy": 2, "fair": 0, "poor": 0, "unknown": 0}
     lake_health = until(
         lambda: (
             (h := ((k.get("deltalakes", LAKE) or {}).get("status") or {}).get("health"))
@@ -310,7 +311,7 @@ def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
         30,
         "the lake's tables by health band",
     )
-    assert lake_health["worst"] == [{"table": orders, "score": 77, "worst": "smallFiles"}]
+    assert lake_health["worst"] == [{"table": orders, "score": 80, "worst": "smallFiles"}]
     # What `kubectl get` prints: the lake's poor tables, each table's health.
     table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/deltalakes")
     names = [c["name"] for c in table["columnDefinitions"] if not c["priority"]]
@@ -320,7 +321,7 @@ def test_a_lake_makes_its_delta_tables_which_get_statuses_and_checkpoints(
     table = kube_cluster.get_table(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/deltatables")
     health_column = [c["name"] for c in table["columnDefinitions"]].index("Health")
     row = next(r["cells"] for r in table["rows"] if r["cells"][0] == orders)
-    assert row[health_column] == 77
+    assert row[health_column] == 80
 
 
 def test_a_new_table_is_picked_up_within_one_scan(lake: K, minio: Emulator) -> None:

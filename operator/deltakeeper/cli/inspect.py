@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from deltakeeper.cli import flags, output
+from deltakeeper.delta import schema
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
@@ -25,7 +26,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise InvalidInputError(str(e)) from e
     table = open_table(args.uri, flags.storage_options(args.storage_option))
-    snap = table.snapshot(version=args.version, timestamp_ms=ts)
+    columns = (*schema.LEAN_ADD, schema.NUM_RECORDS.name)  # the counts health reads
+    snap = table.snapshot(version=args.version, timestamp_ms=ts, add_cols=columns)
     output.warn_damage(snap)
     infos = log_listing(table)
     report = summarize(table, snap, small, infos)

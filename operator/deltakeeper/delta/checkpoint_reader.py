@@ -48,9 +48,20 @@ def has_field(pf: pq.ParquetFile, action: str, name: str) -> bool:
 def file_columns(
     pf: pq.ParquetFile, add_cols: tuple[str, ...], remove_cols: tuple[str, ...]
 ) -> list[str]:
-    """The `add.x` and `remove.x` columns of `pf` among those asked for."""
+    """The `add.x` and `remove.x` columns of `pf` among those asked for (the record count
+    from `stats_parsed` when the file has it there, else from `stats`)."""
     columns = [f"add.{c}" for c in add_cols if has_field(pf, "add", c)]
+    if schema.NUM_RECORDS.name in add_cols:
+        columns.append(_records_column(pf))
     return columns + [f"remove.{c}" for c in remove_cols if has_field(pf, "remove", c)]
+
+
+def _records_column(pf: pq.ParquetFile) -> str:
+    if has_field(pf, "add", "stats_parsed"):
+        parsed = pf.schema_arrow.field("add").type.field("stats_parsed").type
+        if pa.types.is_struct(parsed) and parsed.get_field_index("numRecords") >= 0:
+            return "add.stats_parsed.numRecords"
+    return "add.stats"
 
 
 def batches(
@@ -147,6 +158,10 @@ def rows_to_table(
 ) -> pa.Table:
     """Rows to Arrow; `where[i]` ("file: line n") names row i when a field has the wrong type."""
     target = schema.schema_for(action, cols)
+    if action == "add" and schema.NUM_RECORDS.name in cols:
+        stats = [s if isinstance(s := r.get("stats"), str) else None for r in rows]
+        records = schema.records_from_stats(pa.array(stats, pa.string())).to_pylist()
+        rows = [{**r, schema.NUM_RECORDS.name: n} for r, n in zip(rows, records, strict=True)]
     try:
         return pa.Table.from_pylist(rows, schema=target)  # keys outside `cols` are ignored
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:

@@ -24,6 +24,7 @@ from deltakeeper.delta.log import Listing, LogSegment
 from deltakeeper.delta.reconcile import key_column
 from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import (
+    RecordCounts,
     Snapshot,
     SnapshotHeader,
     earliest,
@@ -35,16 +36,18 @@ from deltakeeper.delta.snapshot import (
 from deltakeeper.delta.table import Table, extended
 
 # What a held snapshot is read with: the key and the size, nothing else.
-HELD_ADD = ("path", "size", "partitionValues", "deletionVector")
+HELD_ADD = ("path", "size", "partitionValues", "deletionVector", "numRecords")
 HELD_REMOVE = ("path", "deletionTimestamp", "size", "deletionVector")
 _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
 
 
 @dataclass(frozen=True)
 class FileCounts:
-    """Three tables of int64 columns, each row keyed by the hash of its action's key:
-    `files` (key, size, partition hash) per live file; `dv_files` (key, path hash) per live
-    file with a deletion vector; `tombstones` (key, path hash, deletion time or null, size)."""
+    """Three tables of integer columns, each row keyed by the hash of its action's key:
+    `files` (key, size, partition hash, record count or null) per live file; `dv_files` (key,
+    path hash, rows deleted) per live file with a deletion vector; `tombstones` (key, path
+    hash, deletion time or null, size). The partition hash and the record count are 32-bit:
+    two partitions of a lake table rarely share one, and no file holds 2**31 rows."""
 
     files: pa.Table
     dv_files: pa.Table
@@ -59,14 +62,17 @@ class FileCounts:
                 {
                     "key": keys,
                     "size": _int64(adds, "size", 0),
-                    "partition": _hashed_all(partition_names(adds)),
+                    "partition": _int32(_hashed_all(partition_names(adds))),
+                    "records": _records(adds),
                 }
             ),
-            pa.table({"key": keys, "path": _hashed_all(_column(adds, "path"))}).filter(has_dv),
+            pa.table(
+                {"key": keys, "path": path_hashes(adds), "deleted": deleted_rows(adds)}
+            ).filter(has_dv),
             pa.table(
                 {
                     "key": key_hashes(removes),
-                    "path": _hashed_all(_column(removes, "path")),
+                    "path": path_hashes(removes),
                     "time": _int64(removes, "deletionTimestamp", None),
                     "size": _int64(removes, "size", 0),
                 }
@@ -100,8 +106,33 @@ def _keys(table: pa.Table) -> pa.Array:
     return table["key"].combine_chunks()
 
 
-def _column(table: pa.Table, name: str) -> pa.Array:
-    return table[name].combine_chunks() if table.num_rows else pa.array([], pa.string())
+def _int32(hashes: pa.Array) -> pa.Array:
+    """The low 32 bits of 64-bit hashes."""
+    return pc.cast(pc.bit_wise_and(hashes, 0xFFFFFFFF), pa.uint32())
+
+
+def _records(adds: pa.Table) -> pa.Array:
+    """Each file's record count, capped at 2**31 - 1, as int32 (null without statistics)."""
+    if not adds.num_rows:
+        return pa.array([], pa.int32())
+    records = adds["numRecords"].combine_chunks()
+    return pc.cast(pc.min_element_wise(records, 2**31 - 1, skip_nulls=False), pa.int32())
+
+
+def deleted_rows(adds: pa.Table) -> pa.Array:
+    """Rows each file's deletion vector hides (0 without one), as int64."""
+    if not adds.num_rows:
+        return pa.array([], pa.int64())
+    dv = adds["deletionVector"].combine_chunks()
+    return pc.fill_null(pc.cast(pc.struct_field(dv, "cardinality"), pa.int64()), 0)
+
+
+def path_hashes(table: pa.Table) -> pa.Array:
+    """The hash of each row's path as the key of a file without a deletion vector, so that a
+    tombstone's path meets the key of the live file that still uses it."""
+    if not table.num_rows:
+        return pa.array([], pa.int64())
+    return _hashed_all(pc.binary_join_element_wise(table["path"], "", "\0").combine_chunks())
 
 
 def _int64(table: pa.Table, name: str, null: int | None) -> pa.Array:
@@ -164,16 +195,35 @@ class HeldSnapshot(SnapshotHeader):
     def small_bytes(self, threshold_bytes: int) -> int:
         return small(self.counts.files["size"], threshold_bytes)[1]
 
+    def record_counts(self) -> RecordCounts:
+        f, dv = self.counts.files, self.counts.dv_files
+        counted = pc.is_valid(f["records"])
+        # Rows deleted from files whose records are counted: the ratio's numerator.
+        of_counted = pc.is_in(dv["key"], value_set=f.filter(counted)["key"].combine_chunks())
+        return RecordCounts(
+            records=int(pc.sum(pc.cast(f["records"], pa.int64())).as_py() or 0),
+            deleted=int(pc.sum(dv.filter(of_counted)["deleted"]).as_py() or 0),
+            without=f.num_rows - int(pc.sum(counted).as_py() or 0),
+        )
+
     def small_excess(self, threshold_bytes: int) -> int:
-        files = self.counts.files
-        return small_excess(files["partition"], files["size"], threshold_bytes)
+        f = self.counts.files
+        smalls = f.filter(pc.less(f["size"], threshold_bytes))
+        return small_excess(smalls["partition"], smalls["size"], threshold_bytes)
 
     def expired_tombstones(self, before_ms: int) -> tuple[int, int]:
-        # A tombstone shares its path with a live file only when one of them has a deletion
-        # vector (else their keys are equal): the live files with one are enough to look in.
         t = self.counts.tombstones
-        live = pc.is_in(t["path"], value_set=self.counts.dv_files["path"].combine_chunks())
-        return expired(t["time"], t["size"], before_ms, live)
+        old = t.filter(expired(t["time"], before_ms))
+        if not old.num_rows:
+            return 0, 0
+        # A live file without a deletion vector has its path's hash as key; one with, in
+        # dv_files: a tombstone's path hash found in either is a file still in use.
+        in_use = pc.or_(
+            pc.is_in(old["path"], value_set=self.counts.files["key"].combine_chunks()),
+            pc.is_in(old["path"], value_set=self.counts.dv_files["path"].combine_chunks()),
+        )
+        gone = old.filter(pc.invert(in_use))
+        return gone.num_rows, int(pc.sum(gone["size"]).as_py() or 0)
 
     def next_deletion(self, from_ms: int) -> int | None:
         return earliest(self.counts.tombstones["time"], from_ms)

@@ -131,6 +131,7 @@ class _Kept:
 
 
 MAP_FIELDS = ("partitionValues", "tags")
+RECORDS = schema.NUM_RECORDS.name
 
 
 def _lines_to_table(
@@ -147,6 +148,10 @@ def _lines_to_table(
     """
     fields = []
     for f in target:  # only the columns asked for: a lean load does not decode stats
+        if f.name == RECORDS:  # read from stats, not a field of the action
+            if "stats" not in target.names:
+                fields.append(pa.field("stats", pa.string()))
+            continue
         if f.name not in MAP_FIELDS:
             fields.append(f)
             continue
@@ -172,6 +177,9 @@ def _lines_to_table(
     names = {struct.type.field(i).name for i in range(struct.type.num_fields)}
     cols = []
     for f in target:
+        if f.name == RECORDS and "stats" in names:
+            cols.append(schema.records_from_stats(struct.field("stats")))
+            continue
         if f.name not in names or (f.name in MAP_FIELDS and shapes[f.name] == {None}):
             cols.append(pa.nulls(len(lines), f.type))
             continue

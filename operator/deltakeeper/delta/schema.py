@@ -5,8 +5,11 @@ File actions live in Arrow tables; these schemas are the single definition of th
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
@@ -56,7 +59,12 @@ LEAN_REMOVE = ("path", "deletionTimestamp", "size", "deletionVector")
 FULL_ADD = tuple(f.name for f in ADD_FIELDS)
 FULL_REMOVE = tuple(f.name for f in REMOVE_FIELDS)
 
-_ADD_BY_NAME = {f.name: f for f in ADD_FIELDS}
+# Not a field of the add action: each file's record count, from its statistics (a checkpoint's
+# `stats_parsed.numRecords` when it has them, else the `stats` JSON); null without them. Read on
+# request only (health); never written.
+NUM_RECORDS = pa.field("numRecords", pa.int64())
+
+_ADD_BY_NAME = {f.name: f for f in [*ADD_FIELDS, NUM_RECORDS]}
 _REMOVE_BY_NAME = {f.name: f for f in REMOVE_FIELDS}
 
 
@@ -79,12 +87,87 @@ def project(struct: pa.ChunkedArray, wanted: tuple[str, ...], target: pa.Schema)
     cols = []
     for name in wanted:
         typ = target.field(name).type
-        if name in present:
+        if name == NUM_RECORDS.name and name not in present:
+            cols.append(_num_records(struct, present))
+        elif name in present:
             col = pc.struct_field(struct, name)
             cols.append(col if col.type == typ else cast(col, typ))
         else:
             cols.append(pa.nulls(len(struct), typ))
     return pa.Table.from_arrays(cols, schema=target)
+
+
+def _num_records(struct: pa.ChunkedArray, present: set[str]) -> pa.ChunkedArray | pa.Array:
+    parsed = struct.type.field("stats_parsed").type if "stats_parsed" in present else None
+    if (
+        parsed is not None
+        and pa.types.is_struct(parsed)
+        and parsed.get_field_index("numRecords") >= 0
+    ):
+        return cast(
+            pc.struct_field(pc.struct_field(struct, "stats_parsed"), "numRecords"), pa.int64()
+        )
+    if "stats" in present:
+        return records_from_stats(pc.struct_field(struct, "stats"))
+    return pa.nulls(len(struct), pa.int64())
+
+
+def records_from_stats(stats: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """`numRecords` of each stats JSON string (null when absent, null or not JSON). Writers put
+    it first (Delta Spark, delta-rs, Kernel), where a pattern finds it at the top level; the
+    other rows are parsed as JSON by Arrow, exact whatever the key order."""
+    if isinstance(stats, pa.ChunkedArray):
+        stats = stats.combine_chunks()
+    if not len(stats):
+        return pa.array([], pa.int64())
+    first = pc.struct_field(pc.extract_regex(stats, _FIRST_KEY), "n")
+    records = pc.cast(first, pa.int64())
+    rest = pc.and_(pc.is_null(records), pc.is_valid(stats))
+    if not pc.any(rest).as_py():
+        return records
+    parsed = _parsed_records(pc.filter(stats, rest))
+    return pc.replace_with_mask(records, rest, parsed)
+
+
+_FIRST_KEY = r'^\s*\{\s*"numRecords"\s*:\s*(?P<n>[0-9]{1,18})\s*[,}]'
+
+
+def _parsed_records(stats: pa.Array) -> pa.Array:
+    # One JSON object a line: line breaks outside strings are whitespace, inside them invalid.
+    one_line = pc.replace_substring_regex(pc.fill_null(stats, "{}"), "[\r\n]", " ")
+    data = _text(pc.binary_join_element_wise(one_line, "", "\n"))
+    options = pa_json.ParseOptions(
+        explicit_schema=pa.schema([NUM_RECORDS]), unexpected_field_behavior="ignore"
+    )
+    try:
+        read = pa_json.read_json(
+            pa.BufferReader(data),
+            read_options=pa_json.ReadOptions(block_size=len(data) + 1),
+            parse_options=options,
+        )
+        if read.num_rows == len(stats):
+            return read["numRecords"].combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    return pa.array([_records(s) for s in stats.to_pylist()], pa.int64())  # a bad one: per row
+
+
+def _text(lines: pa.Array) -> pa.Buffer:
+    """The characters of a string array's rows, back to back."""
+    _, offsets_buffer, data = lines.buffers()
+    offsets = pa.Array.from_buffers(
+        pa.int32(), len(lines) + 1, [None, offsets_buffer], offset=lines.offset
+    )
+    start, end = offsets[0].as_py(), offsets[len(lines)].as_py()
+    return data[start:end]
+
+
+def _records(stats: str | None) -> int | None:
+    try:
+        value = json.loads(stats).get("numRecords") if stats else None
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def cast(col: pa.ChunkedArray | pa.Array, typ: pa.DataType) -> pa.ChunkedArray | pa.Array:

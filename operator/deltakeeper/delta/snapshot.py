@@ -181,22 +181,48 @@ class Snapshot(SnapshotHeader):
         return small(self.files["size"], threshold_bytes)[1]
 
     def small_excess(self, threshold_bytes: int) -> int:
-        partitions = partition_names(self.files)
-        return small_excess(partitions, self.files["size"], threshold_bytes)
+        smalls = self.files.select(["size", "partitionValues"]).filter(
+            pc.less(self.files["size"], threshold_bytes)
+        )
+        return small_excess(partition_names(smalls), smalls["size"], threshold_bytes)
 
     def expired_tombstones(self, before_ms: int) -> tuple[int, int]:
         """Tombstones deleted before `before_ms` whose file no live file still uses (a
         deletion vector update removes and adds the same file): how many, and their bytes (a
         remove without a size counts 0). What a vacuum would delete of the files the log names."""
         t = self.tombstones
-        if not t.num_rows:
+        old = t.filter(expired(t["deletionTimestamp"], before_ms))
+        if not old.num_rows:
             return 0, 0
-        live = pc.is_in(t["path"], value_set=self.files["path"].combine_chunks())
-        return expired(t["deletionTimestamp"], t["size"], before_ms, live)
+        gone = old.filter(pc.invert(pc.is_in(old["path"], value_set=self.files["path"])))
+        return gone.num_rows, int(pc.sum(gone["size"]).as_py() or 0)
 
     def next_deletion(self, from_ms: int) -> int | None:
         """The earliest tombstone deletion time at or after `from_ms` (None: none)."""
         return earliest(self.tombstones["deletionTimestamp"], from_ms)
+
+    def record_counts(self) -> RecordCounts | None:
+        """The files' records and deleted rows; None when read without record counts."""
+        f = self.files
+        if "numRecords" not in f.column_names:
+            return None
+        counted = pc.is_valid(f["numRecords"])
+        deleted = pc.struct_field(f.filter(counted)["deletionVector"], "cardinality")
+        return RecordCounts(
+            records=int(pc.sum(f["numRecords"]).as_py() or 0),
+            deleted=int(pc.sum(deleted).as_py() or 0) if f.num_rows else 0,
+            without=f.num_rows - int(pc.sum(counted).as_py() or 0),
+        )
+
+
+@dataclass(frozen=True)
+class RecordCounts:
+    """What the files' statistics say: records in the files that have a count, rows their
+    deletion vectors hide, and the files without a count."""
+
+    records: int
+    deleted: int
+    without: int
 
 
 def small(sizes: pa.Array | pa.ChunkedArray, threshold_bytes: int) -> tuple[int, int]:
@@ -224,19 +250,16 @@ def partition_names(adds: pa.Table) -> pa.Array:
 
 
 def small_excess(
-    partitions: pa.Array, sizes: pa.Array | pa.ChunkedArray, threshold_bytes: int
+    partitions: pa.Array | pa.ChunkedArray, sizes: pa.Array | pa.ChunkedArray, threshold: int
 ) -> int:
-    """The small files (below `threshold_bytes`) a compaction would remove: in each partition,
-    its small files less the files their bytes fill at the threshold (at least one)."""
-    below = pc.less(sizes, threshold_bytes)
-    if not len(sizes) or not pc.any(below).as_py():
+    """Of small files (below `threshold`) in these partitions, those a compaction would remove:
+    in each partition, its small files less the files their bytes fill at the threshold (at
+    least one)."""
+    if not len(sizes):
         return 0
-    grouped = (
-        pa.table({"p": pc.filter(partitions, below), "s": pc.filter(sizes, below)})
-        .group_by("p")
-        .aggregate([("s", "count"), ("s", "sum")])
-    )
-    fill = pc.max_element_wise(pc.ceil(pc.divide(grouped["s_sum"], float(threshold_bytes))), 1)
+    table = pa.table({"p": partitions, "s": sizes})
+    grouped = table.group_by("p").aggregate([("s", "count"), ("s", "sum")])
+    fill = pc.max_element_wise(pc.ceil(pc.divide(grouped["s_sum"], float(threshold))), 1)
     return int(pc.sum(pc.subtract(grouped["s_count"], pc.cast(fill, pa.int64()))).as_py())
 
 
@@ -248,15 +271,9 @@ def earliest(times: pa.Array | pa.ChunkedArray, from_ms: int) -> int | None:
     return pc.min(later).as_py() if len(later) else None
 
 
-def expired(
-    deleted_ms: pa.Array | pa.ChunkedArray,
-    sizes: pa.Array | pa.ChunkedArray,
-    before_ms: int,
-    in_use: pa.Array | pa.ChunkedArray,
-) -> tuple[int, int]:
-    """Of tombstones with these deletion times and sizes, those deleted before `before_ms`
-    (a remove without a deletion time has expired, as in Delta's vacuum) and not `in_use`."""
+def expired(deleted_ms: pa.Array | pa.ChunkedArray, before_ms: int) -> pa.Array:
+    """Which tombstones with these deletion times were deleted before `before_ms` (a remove
+    without a deletion time has expired, as in Delta's vacuum)."""
     if not len(deleted_ms):
-        return 0, 0
-    old = pc.and_(pc.fill_null(pc.less(deleted_ms, before_ms), True), pc.invert(in_use))
-    return int(pc.sum(old).as_py() or 0), int(pc.sum(pc.filter(sizes, old)).as_py() or 0)
+        return pa.array([], pa.bool_())
+    return pc.fill_null(pc.less(deleted_ms, before_ms), True)

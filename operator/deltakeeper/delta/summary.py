@@ -64,7 +64,17 @@ def summarize(
         "smallFiles": snap.small_files(small_file_bytes),
         "smallBytes": snap.small_bytes(small_file_bytes),
         "removableSmallFiles": snap.small_excess(small_file_bytes),
+        **_records(snap),
         "smallFileThreshold": small_file_bytes,
         "unpublishedCommits": unpublished,
         "damagedCheckpoints": [d.to_json() for d in snap.damaged_checkpoints],
+    }
+
+
+def _records(snap: Snapshot | HeldSnapshot) -> dict[str, int | None]:
+    counts = snap.record_counts()
+    return {
+        "numRecords": counts.records if counts else None,
+        "deletedRows": counts.deleted if counts else None,
+        "filesWithoutStats": counts.without if counts else None,
     }

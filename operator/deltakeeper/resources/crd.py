@@ -254,8 +254,8 @@ def _health() -> dict[str, Any]:
             "components": {
                 "type": "object",
                 "additionalProperties": score,
-                "description": "Each component's score: smallFiles, vacuumDebt, checkpointLag, "
-                "logDebt (docs/health.md gives their formulas).",
+                "description": "Each component's score: smallFiles, vacuumDebt, deletedRows, "
+                "checkpointLag, logDebt, missingStats (docs/health.md gives their formulas).",
             },
         },
         "The table's health as of the last poll.",

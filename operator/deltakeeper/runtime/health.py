@@ -4,15 +4,21 @@ what a poll already read (the snapshot, the log listing, the policy); nothing is
 Each component scores 0-100; the table's score is their weighted mean, rounded. The weakest
 component is `worst` (none when all are 100). Formulas (docs/health.md says the same):
 
-- smallFiles (weight 35): 100 x (1 - removable / files). Removable: in each partition, its
+- smallFiles (weight 30): 100 x (1 - removable / files). Removable: in each partition, its
   files under the small-file size less the files their bytes fill at that size (at least one),
   what compacting them would remove. The shares of files and of bytes under the size are
   reported with it.
-- vacuumDebt (weight 25): 100 x live bytes / (live bytes + B), B = bytes of tombstones past
+- vacuumDebt (weight 20): 100 x live bytes / (live bytes + B), B = bytes of tombstones past
   the deleted-file retention (what a vacuum frees of the files the log names).
-- checkpointLag (weight 20): 100 x min(1, interval / commits since the newest checkpoint).
-- logDebt (weight 20): 100 x (1 - D / log files), D = log files a metadata cleanup would delete
+- deletedRows (weight 15): 100 x (1 - deleted / records): rows the deletion vectors hide, over
+  the records of the files whose statistics count them.
+- checkpointLag (weight 15): 100 x min(1, interval / commits since the newest checkpoint).
+- logDebt (weight 10): 100 x (1 - D / log files), D = log files a metadata cleanup would delete
   now (the cleanup's own rules, with file times as commit times: no in-commit timestamp read).
+- missingStats (weight 10): 100 x (1 - files without a record count / files).
+
+The two from statistics need each file's record count; a snapshot read without them scores
+the other four (the weights of those that are there make the mean).
 
 Bands: healthy >= 80, fair >= 50, poor below.
 """
@@ -35,15 +41,19 @@ from deltakeeper.maintenance.policy import Policy
 class Component(enum.StrEnum):
     SMALL_FILES = "smallFiles"
     VACUUM_DEBT = "vacuumDebt"
+    DELETED_ROWS = "deletedRows"
     CHECKPOINT_LAG = "checkpointLag"
     LOG_DEBT = "logDebt"
+    MISSING_STATS = "missingStats"
 
 
 WEIGHTS = {
-    Component.SMALL_FILES: 35,
-    Component.VACUUM_DEBT: 25,
-    Component.CHECKPOINT_LAG: 20,
-    Component.LOG_DEBT: 20,
+    Component.SMALL_FILES: 30,
+    Component.VACUUM_DEBT: 20,
+    Component.DELETED_ROWS: 15,
+    Component.CHECKPOINT_LAG: 15,
+    Component.LOG_DEBT: 10,
+    Component.MISSING_STATS: 10,
 }
 
 
@@ -78,6 +88,9 @@ class Facts:
     expired_log_bytes: int
     expired_tombstones: int
     expired_tombstone_bytes: int
+    records: int | None = None  # in files with a record count; None: counts not read
+    deleted_rows: int | None = None  # hidden by deletion vectors, in those files
+    files_without_stats: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,9 +138,15 @@ class Health:
 
 
 def assess(f: Facts) -> Health:
-    scores = (_small_files(f), _vacuum_debt(f), _checkpoint_lag(f), _log_debt(f))
+    """The score of the components `f` can measure (the stats ones need record counts)."""
+    scores: tuple[Score, ...] = (_small_files(f), _vacuum_debt(f))
+    if f.records is not None and f.deleted_rows is not None:
+        scores += (_deleted_rows(f.records, f.deleted_rows),)
+    scores += (_checkpoint_lag(f), _log_debt(f))
+    if f.files_without_stats is not None:
+        scores += (_missing_stats(f.files_without_stats, f.files),)
     total = sum(WEIGHTS[s.component] * s.score for s in scores)
-    score = round(total / sum(WEIGHTS.values()))
+    score = round(total / sum(WEIGHTS[s.component] for s in scores))
     reclaimable = {"data": f.expired_tombstone_bytes, "log": f.expired_log_bytes}
     return Health(score, scores, reclaimable)
 
@@ -156,6 +175,22 @@ def _vacuum_debt(f: Facts) -> Score:
         Component.VACUUM_DEBT,
         _percent(f.bytes / (f.bytes + b)) if b else 100,
         {"expiredTombstones": f.expired_tombstones, "reclaimableBytes": b},
+    )
+
+
+def _deleted_rows(records: int, deleted: int) -> Score:
+    return Score(
+        Component.DELETED_ROWS,
+        _percent(1 - deleted / records) if records else 100,
+        {"deletedRows": deleted, "records": records, "share": _share(deleted, records)},
+    )
+
+
+def _missing_stats(without: int, files: int) -> Score:
+    return Score(
+        Component.MISSING_STATS,
+        _percent(1 - without / files) if files else 100,
+        {"filesWithoutStats": without, "share": _share(without, files)},
     )
 
 
@@ -205,6 +240,9 @@ SUMMARY_KEYS = (
     "removableSmallFiles",
     "commitsSinceCheckpoint",
     "logFiles",
+    "numRecords",
+    "deletedRows",
+    "filesWithoutStats",
 )
 
 
@@ -233,6 +271,9 @@ def of_table(
         expired_log_bytes=debt.bytes,
         expired_tombstones=tombstones,
         expired_tombstone_bytes=tombstone_bytes,
+        records=summary["numRecords"],
+        deleted_rows=summary["deletedRows"],
+        files_without_stats=summary["filesWithoutStats"],
     )
     next_deletion = snap.next_deletion(cutoff)
     until = debt.until_ms

@@ -64,7 +64,8 @@ _HEALTH = (
 _HEALTH_COMPONENT = (
     "deltakeeper_table_health_component_score",
     "gauge",
-    "Each health component's score, 0-100 (smallFiles, vacuumDebt, checkpointLag, logDebt)",
+    "Each health component's score, 0-100 (smallFiles, vacuumDebt, deletedRows, checkpointLag, "
+    "logDebt, missingStats)",
 )
 _RECLAIMABLE = (
     "deltakeeper_table_reclaimable_bytes",

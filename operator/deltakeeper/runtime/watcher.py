@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltakeeper.delta import schema
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.snapshot import Snapshot
@@ -48,6 +49,9 @@ CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Ope
 # about 24 bytes a file instead of a few hundred); smaller ones keep them, so that planning a
 # compaction, or a vacuum with candidates, reads nothing again.
 HOLD_FILE_ACTIONS = 100_000
+# What a watcher reads of each add: the lean columns and the record count health needs (cheap
+# from a checkpoint with `stats_parsed`, as deltakeeper writes them).
+WATCHED_ADD = (*schema.LEAN_ADD, schema.NUM_RECORDS.name)
 
 
 class TableWatcher:
@@ -186,7 +190,7 @@ class TableWatcher:
         """Update the snapshot when the log moved on (reading only new commits when it can);
         True when it did (or on the first poll)."""
         if self._snap is None:
-            self._snap = self._hold(table.snapshot)
+            self._snap = self._hold(functools.partial(table.snapshot, add_cols=WATCHED_ADD))
         elif not table.moved_on(self._snap):
             return False
         elif isinstance(self._snap, HeldSnapshot):
@@ -205,7 +209,8 @@ class TableWatcher:
         outcomes = self._run(target, table, snap, obs.due, now_ms)
         self._record(outcomes, snap.version, now_ms)
         if any(o.result is Result.DONE for o in outcomes):
-            self._snap, self._counts = self._hold(table.snapshot), None
+            read = functools.partial(table.snapshot, add_cols=WATCHED_ADD)
+            self._snap, self._counts = self._hold(read), None
         elif isinstance(snap, HeldSnapshot):  # what planning read is gone: give it back
             pa.default_memory_pool().release_unused()
         # `obs` was published already: its requests are not counted again.

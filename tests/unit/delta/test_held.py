@@ -76,10 +76,12 @@ def test_a_million_files_take_about_24_bytes_each() -> None:
             "size": pa.array(range(n), pa.int64()),
             "partitionValues": pa.nulls(n, pa.map_(pa.string(), pa.string())),
             "deletionVector": pa.nulls(n, schema.DELETION_VECTOR),
+            "numRecords": pa.array(range(n), pa.int64()),
         }
     )
     removes = pa.table({"path": pa.array([], pa.string())})
     counts = FileCounts.of(adds, removes)
     keys = counts.files["key"].to_pylist()
     assert len(keys) == n and len(set(keys)) == n
-    assert counts.nbytes <= 25 * n  # key, size and partition hashes, and validity bits
+    # key and size (8 bytes each), partition hash and record count (4 each), validity bits
+    assert counts.nbytes <= 25 * n

@@ -53,25 +53,41 @@ def test_a_table_without_problems_scores_100_with_no_worst_component() -> None:
     assert h.reclaimable == {"data": 0, "log": 0}
 
 
+PROBLEMS = dict(
+    small_files=60,
+    small_bytes=60 * MiB,
+    removable_small_files=50,  # of 100 files
+    commits_since_checkpoint=40,  # interval 10
+    expired_log_files=5,  # of 20
+    expired_log_bytes=5_000,
+    expired_tombstones=3,
+    expired_tombstone_bytes=100 * 64 * MiB,  # as much as is live
+)
+
+
 def test_each_formula_as_documented() -> None:
-    h = assess(
-        facts(
-            small_files=60,
-            small_bytes=60 * MiB,
-            removable_small_files=50,  # of 100 files
-            commits_since_checkpoint=40,  # interval 10
-            expired_log_files=5,  # of 20
-            expired_log_bytes=5_000,
-            expired_tombstones=3,
-            expired_tombstone_bytes=100 * 64 * MiB,  # as much as is live
-        )
-    )
-    assert scores(h) == {"smallFiles": 50, "vacuumDebt": 50, "checkpointLag": 25, "logDebt": 75}
-    assert h.score == round((35 * 50 + 25 * 50 + 20 * 25 + 20 * 75) / 100)  # 50
+    h = assess(facts(**PROBLEMS, records=1000, deleted_rows=100, files_without_stats=20))
+    assert scores(h) == {
+        "smallFiles": 50,
+        "vacuumDebt": 50,
+        "deletedRows": 90,
+        "checkpointLag": 25,
+        "logDebt": 75,
+        "missingStats": 80,
+    }
+    assert h.score == round((30 * 50 + 20 * 50 + 15 * 90 + 15 * 25 + 10 * 75 + 10 * 80) / 100)
     assert h.worst is Component.CHECKPOINT_LAG and h.band is health.Band.FAIR
     assert h.reclaimable == {"data": 100 * 64 * MiB, "log": 5_000}
-    detail = h.to_json()["components"]["smallFiles"]
-    assert detail["filesShare"] == 0.6 and detail["bytesShare"] == round(60 / 6400, 4)
+    detail = h.to_json()["components"]
+    assert detail["smallFiles"]["filesShare"] == 0.6
+    assert detail["smallFiles"]["bytesShare"] == round(60 / 6400, 4)
+    assert detail["deletedRows"]["share"] == 0.1 and detail["missingStats"]["share"] == 0.2
+
+
+def test_without_record_counts_the_four_other_components_make_the_score() -> None:
+    h = assess(facts(**PROBLEMS))
+    assert set(scores(h)) == {"smallFiles", "vacuumDebt", "checkpointLag", "logDebt"}
+    assert h.score == round((30 * 50 + 20 * 50 + 15 * 25 + 10 * 75) / 75)
 
 
 def test_a_tie_names_the_heavier_component_and_bands_have_their_floors() -> None:
@@ -82,11 +98,20 @@ def test_a_tie_names_the_heavier_component_and_bands_have_their_floors() -> None
     assert [health.band(s) for s in (100, 80, 79, 50, 49, 0)] == expected
 
 
+def counted(path: str, size: int = 100, records: int = 10, **kw: object) -> dict:
+    """An add whose statistics count its records (most writers write them)."""
+    action = add(path, size, **kw)  # type: ignore[arg-type]
+    action["add"]["stats"] = f'{{"numRecords":{records},"nullCount":{{"id":0}}}}'
+    return action
+
+
 def small_table(root: Path, partitions: int, files: int) -> None:
     """`files` files of 1 KiB in each of `partitions` partitions."""
     b = LogBuilder(root)
     adds = [
-        add(f"p={p}/f{i}.parquet", 1024, p=str(p)) for p in range(partitions) for i in range(files)
+        counted(f"p={p}/f{i}.parquet", 1024, p=str(p))
+        for p in range(partitions)
+        for i in range(files)
     ]
     b.commit(protocol(), metadata(("p",)), *adds)
 
@@ -114,7 +139,9 @@ def test_small_files_count_what_compacting_each_partition_removes(
 def test_a_compacted_table_scores_higher_than_its_data_in_small_files(tmp_path: Path) -> None:
     small_table(tmp_path / "small", partitions=1, files=40)
     b = LogBuilder(tmp_path / "compacted")
-    b.commit(protocol(), metadata(("p",)), add("p=0/big.parquet", 40 * 1024, p="0"))
+    b.commit(
+        protocol(), metadata(("p",)), counted("p=0/big.parquet", 40 * 1024, records=400, p="0")
+    )
     assert table_health(tmp_path / "compacted").score > table_health(tmp_path / "small").score
     assert table_health(tmp_path / "compacted").score == 100
 
@@ -127,15 +154,18 @@ def test_vacuum_debt_is_tombstones_past_retention_not_files_still_in_use(
     b.commit(
         protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"]),
         metadata(),
-        add("a", 1000),
-        add("b", 1000),
-        add("c", 1000),
-        add("d", 1000),
+        counted("a", 1000),
+        counted("b", 1000),
+        counted("c", 1000),
+        counted("d", 1000),
     )
     old, recent = NOW - 8 * DAY, NOW - 1 * DAY  # the default retention is 7 days
     b.commit(remove("a", ts=old), remove("b", ts=recent))
     # A deletion vector update: the file stays live under a new key; its tombstone frees nothing.
-    b.commit(remove("c", ts=old), add("c", 1000, dv=dv("x")))
+    b.commit(remove("c", ts=old), counted("c", 1000, dv=dv("x")))
+    # A restore to before d's deletion vector: d is live without one, its tombstone has one.
+    b.commit(remove("d", ts=old), counted("d", 1000, dv=dv("y")))
+    b.commit(remove("d", ts=old, dv=dv("y")), counted("d", 1000))
     table = open_table(str(tmp_path))
     snap = read_held(table) if hold else table.snapshot()
     assert snap.expired_tombstones(NOW - 7 * DAY) == (1, 100)  # remove() says size 100
@@ -152,7 +182,7 @@ def test_vacuum_debt_is_tombstones_past_retention_not_files_still_in_use(
 
 def test_vacuum_debt_grows_on_quiet_polls_as_tombstones_pass_the_retention(tmp_path: Path) -> None:
     b = LogBuilder(tmp_path)
-    b.commit(protocol(), metadata(), add("a", 100), add("b", 100))
+    b.commit(protocol(), metadata(), counted("a", 100), counted("b", 100))
     b.commit(remove("a", ts=NOW - 6 * DAY))
     w = TableWatcher(NOW)
     target = Target("ns", "t", str(tmp_path))
@@ -164,9 +194,9 @@ def test_vacuum_debt_grows_on_quiet_polls_as_tombstones_pass_the_retention(tmp_p
 
 def test_checkpoint_lag_against_the_interval(tmp_path: Path) -> None:
     b = LogBuilder(tmp_path)
-    b.commit(protocol(), metadata(), add("a"))
+    b.commit(protocol(), metadata(), counted("a", 64 * MiB))
     for i in range(39):
-        b.commit(add(f"f{i}", 64 * MiB))
+        b.commit(counted(f"f{i}", 64 * MiB))
     assert scores(table_health(tmp_path))["checkpointLag"] == 25  # 40 commits, interval 10
     assert scores(table_health(tmp_path, checkpoint_interval=40))["checkpointLag"] == 100
 
@@ -175,7 +205,7 @@ def test_log_debt_is_what_a_cleanup_would_delete_now(tmp_path: Path) -> None:
     b = LogBuilder(tmp_path)
     for v in range(12):
         actions = [protocol(), metadata()] if v == 0 else []
-        b.commit(*actions, add(f"f{v}", 64 * MiB), mtime_ms=NOW - (60 - v) * DAY)
+        b.commit(*actions, counted(f"f{v}", 64 * MiB), mtime_ms=NOW - (60 - v) * DAY)
     assert main(["checkpoint", str(tmp_path)]) == 0  # at 11, its commit 49 days old
     os.utime(
         tmp_path / "_delta_log" / f"{11:020d}.checkpoint.parquet",
@@ -217,7 +247,7 @@ def test_metric_status_and_inspect_agree(
         assert got == obs.health.reclaimable[kind]
     assert main(["inspect", str(tmp_path), "--json"]) == 0
     inspected = json.loads(capsys.readouterr().out)["health"]
-    assert inspected["score"] == obs.health.score == 72  # 8 of 10 files removable: smallFiles 20
+    assert inspected["score"] == obs.health.score == 76  # 8 of 10 files removable: smallFiles 20
     assert main(["inspect", str(tmp_path)]) == 0
     assert "health" in capsys.readouterr().out
 
@@ -234,3 +264,41 @@ def test_a_lake_counts_its_tables_by_band_and_names_its_ten_worst() -> None:
     assert [w["table"] for w in found["worst"]] == [f"t{i:02d}" for i in range(10)]
     assert found["worst"][0] == {"table": "t00", "score": 0, "worst": "smallFiles"}
     assert health.lake({"perfect": {"health": {"score": 100, "worst": None}}})["worst"] == []
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_deleted_rows_are_what_deletion_vectors_hide_of_the_counted_records(
+    tmp_path: Path, hold: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if hold:
+        monkeypatch.setattr("deltakeeper.runtime.watcher.HOLD_FILE_ACTIONS", -1)
+    b = LogBuilder(tmp_path)
+    dvs = ["deletionVectors"]
+    b.commit(protocol(3, 7, readerFeatures=dvs, writerFeatures=dvs), metadata())
+    hides = {**dv("x"), "cardinality": 25}  # of a's 100 rows
+    b.commit(counted("a", 64 * MiB, records=100, dv=hides), counted("b", 64 * MiB, records=100))
+    b.commit(add("c", 64 * MiB, dv={**dv("y"), "cardinality": 7}))  # no count: not in the ratio
+    h = table_health(tmp_path)
+    detail = h.to_json()["components"]["deletedRows"]
+    assert (detail["deletedRows"], detail["records"]) == (25, 200)
+    assert scores(h)["deletedRows"] == round(100 * (1 - 25 / 200))
+    assert scores(h)["missingStats"] == round(100 * (1 - 1 / 3))
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_missing_stats_are_files_whose_statistics_give_no_record_count(
+    tmp_path: Path, hold: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if hold:
+        monkeypatch.setattr("deltakeeper.runtime.watcher.HOLD_FILE_ACTIONS", -1)
+    b = LogBuilder(tmp_path)
+    no_count = add("c", 64 * MiB)
+    no_count["add"]["stats"] = '{"minValues":{"id":1}}'
+    b.commit(protocol(), metadata(), counted("a", 64 * MiB), add("b", 64 * MiB), no_count)
+    assert main(["checkpoint", str(tmp_path)]) == 0  # the counts now come from stats_parsed
+    b.next_version = 1
+    b.commit(counted("d", 64 * MiB), add("e", 64 * MiB))
+    h = table_health(tmp_path)
+    detail = h.to_json()["components"]["missingStats"]
+    assert detail["filesWithoutStats"] == 3 and detail["share"] == 0.6
+    assert scores(h)["missingStats"] == 40 and h.worst is Component.MISSING_STATS
