@@ -291,7 +291,8 @@ def lake(
     scored = []
     for name, st in statuses.items():
         h = (st or {}).get("health")
-        score = h.get("score") if isinstance(h, Mapping) else None
+        h = h if isinstance(h, Mapping) else {}
+        score = h.get("score")
         if not isinstance(score, int):
             bands[Band.UNKNOWN] += 1
             continue
