@@ -20,7 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime import health
 from deltakeeper.runtime.model import Observation, Target
+from deltakeeper.runtime.slots import Slots
 from deltakeeper.runtime.watcher import TableWatcher
 
 log = logging.getLogger("deltakeeper.fleet")
@@ -33,6 +36,9 @@ Current = Callable[[], Awaitable[Target]]
 Sleep = Callable[[float], Awaitable[bool]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
+# A due table waits at most this many of its poll intervals before it goes first, whatever
+# the benefit of the others (longest-waiting first among those past it).
+STARVATION_INTERVALS = 4
 
 
 def now_ms() -> int:
@@ -53,7 +59,7 @@ class Fleet:
     ) -> None:
         self.clock = clock
         self.max_concurrent = max_concurrent
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: Slots | None = None
         self._queued: set[asyncio.Task[Any]] = set()  # table loops waiting for a slot
         self._pool = ThreadPoolExecutor(observers + max_concurrent, thread_name_prefix="table")
         self.running = 0  # maintenance operations in flight (tests and the benchmark read it)
@@ -102,17 +108,19 @@ class Fleet:
     async def _maintain(
         self, target: Target, watcher: TableWatcher, obs: Observation
     ) -> Observation:
-        """Run `obs.due` in a slot. While the table waits for a slot, its loop's stop cancels
-        the wait (a deleted table, or thousands queued at shutdown, run nothing more); once
-        started, the maintenance thread runs to its end and keeps its slot until then, even
-        if this poll is cancelled."""
+        """Run `obs.due` in a slot, given benefit first (slots.py). While the table waits for
+        a slot, its loop's stop cancels the wait (a deleted table, or thousands queued at
+        shutdown, run nothing more); once started, the maintenance thread runs to its end and
+        keeps its slot until then, even if this poll is cancelled."""
         if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_concurrent)
+            self._slots = Slots(self.max_concurrent)
         slots, task = self._slots, asyncio.current_task()
         assert task is not None  # a coroutine always runs in a task
+        files = obs.counts.get(F.FILES) or 0
+        gain = health.benefit(obs.health, obs.due, files)
         self._queued.add(task)
         try:
-            await slots.acquire()
+            await slots.acquire(gain, STARVATION_INTERVALS * target.poll_interval_s)
         finally:
             self._queued.discard(task)
         self.running += 1
@@ -120,7 +128,7 @@ class Fleet:
         work.add_done_callback(lambda _: self._release(slots))
         return await asyncio.shield(work)
 
-    def _release(self, slots: asyncio.Semaphore) -> None:
+    def _release(self, slots: Slots) -> None:
         self.running -= 1
         slots.release()
 

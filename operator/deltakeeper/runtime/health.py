@@ -35,6 +35,7 @@ from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.properties import DAY_MS
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import Policy
 
 
@@ -304,3 +305,32 @@ def lake(
         "bands": bands,
         "worst": [{"table": name, "score": s, "worst": w} for s, name, w in scored[:worst]],
     }
+
+
+# A file a reader need not open is worth this many bytes not read: on an object store a GET
+# costs about as long as transferring a MiB. Used to weigh files against bytes in `benefit`.
+FILE_BYTES = 1 << 20
+# A table's file list is read by a checkpoint or a vacuum: the expected cost grows with it.
+COST_FILES = 100_000
+
+
+def benefit(h: Health | None, due: Iterable[Operation], files: int) -> float:
+    """What running `due` now is expected to bring, in bytes per unit of expected cost: the
+    bytes a vacuum frees (data) and a cleanup frees (log; one follows every checkpoint), the
+    small files a compaction removes and the commits past the checkpoint interval a checkpoint
+    saves readers (each as FILE_BYTES), over 1 + files / COST_FILES. 0 when not scored yet."""
+    if h is None:
+        return 0.0
+    ops = set(due)
+    detail = {s.component: s.detail for s in h.components}
+    gain = 0.0
+    if Operation.VACUUM in ops:
+        gain += h.reclaimable["data"]
+    if Operation.CLEANUP in ops or Operation.CHECKPOINT in ops:
+        gain += h.reclaimable["log"]
+    if Operation.CHECKPOINT in ops:
+        lag = detail[Component.CHECKPOINT_LAG]
+        gain += max(0, lag["commitsSinceCheckpoint"] - lag["interval"]) * FILE_BYTES
+    if Operation.COMPACTION in ops:
+        gain += detail[Component.SMALL_FILES]["removable"] * FILE_BYTES
+    return gain / (1 + files / COST_FILES)

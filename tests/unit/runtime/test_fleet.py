@@ -18,7 +18,7 @@ from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.registry import record
 from deltakeeper.runtime.watcher import TableWatcher
-from tests.support.logbuilder import add, commit_info
+from tests.support.logbuilder import add, commit_info, remove
 from tests.support.observed import status_of
 from tests.support.tables import small_table
 
@@ -419,3 +419,45 @@ def test_healthy_follows_the_heartbeat() -> None:
             fleet.close()
 
     assert asyncio.run(go()) == (False, True)
+
+
+class Ordered(TableWatcher):
+    """A watcher that notes when its maintenance starts, and holds its slot a while."""
+
+    def __init__(self, started: list[str], hold_s: float) -> None:
+        super().__init__(0)
+        self.started, self.hold_s = started, hold_s
+
+    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+        self.started.append(target.name)
+        time.sleep(self.hold_s)
+        return super().maintain(target, obs, now_ms)
+
+
+def test_the_slot_goes_to_the_sick_tables_before_the_healthy_ones(tmp_path: Path) -> None:
+    """One slot, 12 healthy tables and 3 with vacuum debt (files removed 8 days ago), all due
+    at once: after the table that found the slot free, the sick ones go first."""
+    old = int(time.time() * 1000) - 8 * 86_400_000
+    targets = []
+    for i in range(15):
+        root = tmp_path / f"t{i:02d}"
+        b = small_table(root)
+        if i % 5 == 4:  # t04, t09, t14
+            b.commit(remove("a.parquet", ts=old), commit_info())
+            (root / "a.parquet").write_bytes(b"x" * 100)
+        targets.append(Target("ns", f"t{i:02d}", str(root), poll_interval_s=60))
+    started: list[str] = []
+
+    async def go() -> None:
+        fleet = Fleet(max_concurrent=1)
+        try:
+            polls = [fleet.poll_once(t, Ordered(started, 0.2), Published()) for t in targets]
+            await asyncio.wait_for(asyncio.gather(*polls), 30)
+        finally:
+            fleet.close()
+
+    asyncio.run(go())
+    assert len(started) == 15
+    # The first found the slot free; the three sick ones follow it, whenever they asked
+    # (first come, first served they would be 5th, 10th and 15th).
+    assert max(started.index(n) for n in ("t04", "t09", "t14")) <= 3, started

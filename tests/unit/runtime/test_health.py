@@ -302,3 +302,20 @@ def test_missing_stats_are_files_whose_statistics_give_no_record_count(
     detail = h.to_json()["components"]["missingStats"]
     assert detail["filesWithoutStats"] == 3 and detail["share"] == 0.6
     assert scores(h)["missingStats"] == 40 and h.worst is Component.MISSING_STATS
+
+
+def test_benefit_is_what_the_due_operations_bring_per_unit_of_cost() -> None:
+    from deltakeeper.maintenance.operations import Operation as Op
+
+    h = assess(facts(**PROBLEMS))  # 50 removable, 40 commits at interval 10, reclaimable bytes
+    data, log = h.reclaimable["data"], h.reclaimable["log"]
+    files = 100
+    cost = 1 + files / health.COST_FILES
+    assert health.benefit(h, (Op.VACUUM,), files) == data / cost
+    assert health.benefit(h, (Op.CLEANUP,), files) == log / cost
+    lag = 30 * health.FILE_BYTES  # the commits past the interval, each a file readers open
+    assert health.benefit(h, (Op.CHECKPOINT,), files) == (log + lag) / cost
+    assert health.benefit(h, (Op.COMPACTION,), files) == 50 * health.FILE_BYTES / cost
+    assert health.benefit(h, (), files) == 0 and health.benefit(None, (Op.VACUUM,), files) == 0
+    # The same gain on a table of a million files costs more: it comes later.
+    assert health.benefit(h, (Op.VACUUM,), 1_000_000) < health.benefit(h, (Op.VACUUM,), files)

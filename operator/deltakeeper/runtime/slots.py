@@ -1,0 +1,79 @@
+"""The fleet's maintenance slots, given benefit first with a bound on waiting.
+
+A table whose maintenance is due waits for one of `n` slots. When one frees, it goes to the
+waiting table with the largest expected benefit (`benefit`, runtime/health.py), except that a
+table that has waited `bound_s` or longer goes first, the longest-waiting first: so a sick
+table does not wait behind thousands of healthy ones, and a healthy one still gets its turn.
+
+    slots = Slots(2)
+    await slots.acquire(benefit=1e9, bound_s=90)
+    try: ...
+    finally: slots.release()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(order=True)
+class _Waiter:
+    since: float
+    order: int  # arrival order, for equal times
+    benefit: float = field(compare=False)
+    bound_s: float = field(compare=False)
+    granted: asyncio.Future[None] = field(compare=False)
+
+
+class Slots:
+    def __init__(self, n: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.free = n
+        self.clock = clock
+        self._waiting: list[_Waiter] = []
+        self._arrivals = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def acquire(self, benefit: float, bound_s: float) -> None:
+        """Wait for a slot. Cancelled while waiting: no slot is taken."""
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+            return
+        granted = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(self.clock(), next(self._arrivals), benefit, bound_s, granted)
+        self._waiting.append(waiter)
+        self._grant()
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
+            elif granted.done() and not granted.cancelled():
+                self.release()  # granted as it was cancelled: give the slot on
+            raise
+
+    def release(self) -> None:
+        self.free += 1
+        self._grant()
+
+    def _grant(self) -> None:
+        while self.free > 0 and self._waiting:
+            waiter = self._next()
+            self._waiting.remove(waiter)
+            self.free -= 1
+            waiter.granted.set_result(None)
+
+    def _next(self) -> _Waiter:
+        """The longest-waiting of those past their bound, else the largest benefit (on a tie
+        the longest-waiting)."""
+        now = self.clock()
+        overdue = [w for w in self._waiting if now - w.since >= w.bound_s]
+        if overdue:
+            return min(overdue)
+        return min(self._waiting, key=lambda w: (-w.benefit, w.since, w.order))
