@@ -1,12 +1,13 @@
 """A snapshot held between polls without its file actions: the header and the file counts.
 
 A watcher keeps a table between polls to answer "did it move?" and to report its counts. A
-million-file table's file actions take hundreds of MiB as Arrow; what the counts and an
-incremental update need is far less: per live file the 64-bit hash of its key
-(path, deletion vector id) and its size, and per tombstone the hash of its key, its deletion
-time and its size (what vacuum debt needs). New commits
-update the counts as `Table.update` updates a snapshot (the newest action per key wins);
-operations that need the file actions read them when they run (`Table.snapshot`).
+million-file table's file actions take hundreds of MiB as Arrow; what the counts, health
+(runtime/health.py) and an incremental update need is far less: per live file the 64-bit hash
+of its key (path, deletion vector id), its size, a 32-bit hash of its partition and its record
+count (24 bytes); per file with a deletion vector also the hash of its path and the rows it
+hides; per tombstone the hashes of its key and path, its deletion time and its size. New
+commits update the counts as `Table.update` updates a snapshot (the newest action per key
+wins); operations that need the file actions read them when they run (`Table.snapshot`).
 
 The hashes are Python's, so they are only compared within one process. Two keys with the same
 hash would miscount one file: about one chance in 10**7 for a table of a million files.
@@ -35,7 +36,7 @@ from deltakeeper.delta.snapshot import (
 )
 from deltakeeper.delta.table import Table, extended
 
-# What a held snapshot is read with: the key and the size, nothing else.
+# What a held snapshot is read with: what FileCounts keeps, nothing else.
 HELD_ADD = ("path", "size", "partitionValues", "deletionVector", "numRecords")
 HELD_REMOVE = ("path", "deletionTimestamp", "size", "deletionVector")
 _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
