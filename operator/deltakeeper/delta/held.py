@@ -26,13 +26,12 @@ from deltakeeper.delta.reconcile import key_column
 from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import (
     RecordCounts,
+    SmallFiles,
     Snapshot,
     SnapshotHeader,
     earliest,
     expired,
     partition_names,
-    small,
-    small_excess,
 )
 from deltakeeper.delta.table import Table, extended
 
@@ -40,13 +39,15 @@ from deltakeeper.delta.table import Table, extended
 HELD_ADD = ("path", "size", "partitionValues", "deletionVector", "numRecords")
 HELD_REMOVE = ("path", "deletionTimestamp", "size", "deletionVector")
 _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
+_MAX_CHUNKS = 32
 
 
 @dataclass(frozen=True)
 class FileCounts:
     """Three tables of integer columns, each row keyed by the hash of its action's key:
     `files` (key, size, partition hash, record count or null) per live file; `dv_files` (key,
-    path hash, rows deleted) per live file with a deletion vector; `tombstones` (key, path
+    path hash, rows deleted, whether the file has a record count) per live file with a
+    deletion vector; `tombstones` (key, path
     hash, deletion time or null, size). The partition hash and the record count are 32-bit:
     two partitions of a lake table rarely share one, and no file holds 2**31 rows."""
 
@@ -68,7 +69,12 @@ class FileCounts:
                 }
             ),
             pa.table(
-                {"key": keys, "path": path_hashes(adds), "deleted": deleted_rows(adds)}
+                {
+                    "key": keys,
+                    "path": path_hashes(adds),
+                    "deleted": deleted_rows(adds),
+                    "counted": pc.is_valid(adds["numRecords"]) if adds.num_rows else _none(),
+                }
             ).filter(has_dv),
             pa.table(
                 {
@@ -90,7 +96,9 @@ class FileCounts:
 
         def merged(mine: pa.Table, theirs: pa.Table) -> pa.Table:
             kept = mine.filter(pc.invert(pc.is_in(mine["key"], value_set=touched)))
-            return pa.concat_tables([kept, theirs]).combine_chunks()
+            table = pa.concat_tables([kept, theirs])
+            # Each update adds a chunk; a copy into one now and then keeps them few.
+            return table.combine_chunks() if table["key"].num_chunks > _MAX_CHUNKS else table
 
         return FileCounts(
             merged(self.files, new.files),
@@ -101,6 +109,10 @@ class FileCounts:
     @property
     def nbytes(self) -> int:
         return self.files.nbytes + self.dv_files.nbytes + self.tombstones.nbytes
+
+
+def _none() -> pa.Array:
+    return pa.array([], pa.bool_())
 
 
 def _keys(table: pa.Table) -> pa.Array:
@@ -190,27 +202,19 @@ class HeldSnapshot(SnapshotHeader):
     def num_tombstones(self) -> int:
         return self.counts.tombstones.num_rows
 
-    def small_files(self, threshold_bytes: int) -> int:
-        return small(self.counts.files["size"], threshold_bytes)[0]
-
-    def small_bytes(self, threshold_bytes: int) -> int:
-        return small(self.counts.files["size"], threshold_bytes)[1]
+    def small_files(self, threshold_bytes: int) -> SmallFiles:
+        f = self.counts.files
+        smalls = f.filter(pc.less(f["size"], threshold_bytes))
+        return SmallFiles.of(smalls["size"], smalls["partition"], threshold_bytes)
 
     def record_counts(self) -> RecordCounts:
         f, dv = self.counts.files, self.counts.dv_files
-        counted = pc.is_valid(f["records"])
         # Rows deleted from files whose records are counted: the ratio's numerator.
-        of_counted = pc.is_in(dv["key"], value_set=f.filter(counted)["key"].combine_chunks())
         return RecordCounts(
             records=int(pc.sum(pc.cast(f["records"], pa.int64())).as_py() or 0),
-            deleted=int(pc.sum(dv.filter(of_counted)["deleted"]).as_py() or 0),
-            without=f.num_rows - int(pc.sum(counted).as_py() or 0),
+            deleted=int(pc.sum(dv.filter(dv["counted"])["deleted"]).as_py() or 0),
+            without=f["records"].null_count,
         )
-
-    def small_excess(self, threshold_bytes: int) -> int:
-        f = self.counts.files
-        smalls = f.filter(pc.less(f["size"], threshold_bytes))
-        return small_excess(smalls["partition"], smalls["size"], threshold_bytes)
 
     def expired_tombstones(self, before_ms: int) -> tuple[int, int]:
         t = self.counts.tombstones
@@ -218,12 +222,17 @@ class HeldSnapshot(SnapshotHeader):
         if not old.num_rows:
             return 0, 0
         # A live file without a deletion vector has its path's hash as key; one with, in
-        # dv_files: a tombstone's path hash found in either is a file still in use.
-        in_use = pc.or_(
-            pc.is_in(old["path"], value_set=self.counts.files["key"].combine_chunks()),
-            pc.is_in(old["path"], value_set=self.counts.dv_files["path"].combine_chunks()),
+        # dv_files: a tombstone's path hash found in either is a file still in use. The few
+        # old paths are the set looked up, not the million keys.
+        paths = old["path"].combine_chunks()
+        keys, dv = self.counts.files["key"], self.counts.dv_files["path"]
+        used = pa.concat_arrays(
+            [
+                keys.filter(pc.is_in(keys, value_set=paths)).combine_chunks(),
+                dv.filter(pc.is_in(dv, value_set=paths)).combine_chunks(),
+            ]
         )
-        gone = old.filter(pc.invert(in_use))
+        gone = old.filter(pc.invert(pc.is_in(paths, value_set=used)))
         return gone.num_rows, int(pc.sum(gone["size"]).as_py() or 0)
 
     def next_deletion(self, from_ms: int) -> int | None:

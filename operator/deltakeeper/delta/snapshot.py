@@ -174,17 +174,11 @@ class Snapshot(SnapshotHeader):
     def num_tombstones(self) -> int:
         return self.tombstones.num_rows
 
-    def small_files(self, threshold_bytes: int) -> int:
-        return small(self.files["size"], threshold_bytes)[0]
-
-    def small_bytes(self, threshold_bytes: int) -> int:
-        return small(self.files["size"], threshold_bytes)[1]
-
-    def small_excess(self, threshold_bytes: int) -> int:
-        smalls = self.files.select(["size", "partitionValues"]).filter(
-            pc.less(self.files["size"], threshold_bytes)
-        )
-        return small_excess(partition_names(smalls), smalls["size"], threshold_bytes)
+    def small_files(self, threshold_bytes: int) -> SmallFiles:
+        """The live files below `threshold_bytes`."""
+        cols = self.files.select(["size", "partitionValues"])
+        smalls = cols.filter(pc.less(cols["size"], threshold_bytes))
+        return SmallFiles.of(smalls["size"], partition_names(smalls), threshold_bytes)
 
     def expired_tombstones(self, before_ms: int) -> tuple[int, int]:
         """Tombstones deleted before `before_ms` whose file no live file still uses (a
@@ -194,7 +188,10 @@ class Snapshot(SnapshotHeader):
         old = t.filter(expired(t["deletionTimestamp"], before_ms))
         if not old.num_rows:
             return 0, 0
-        gone = old.filter(pc.invert(pc.is_in(old["path"], value_set=self.files["path"])))
+        paths = old["path"].combine_chunks()  # the few old paths are the set looked up
+        live = self.files["path"]
+        used = live.filter(pc.is_in(live, value_set=paths)).combine_chunks()
+        gone = old.filter(pc.invert(pc.is_in(paths, value_set=used)))
         return gone.num_rows, int(pc.sum(gone["size"]).as_py() or 0)
 
     def next_deletion(self, from_ms: int) -> int | None:
@@ -206,12 +203,15 @@ class Snapshot(SnapshotHeader):
         f = self.files
         if "numRecords" not in f.column_names:
             return None
+        if not f.num_rows:
+            return RecordCounts(0, 0, 0)
         counted = pc.is_valid(f["numRecords"])
-        deleted = pc.struct_field(f.filter(counted)["deletionVector"], "cardinality")
+        cardinality = pc.fill_null(pc.struct_field(f["deletionVector"], "cardinality"), 0)
+        deleted = pc.if_else(counted, cardinality, 0)  # of files whose records are counted
         return RecordCounts(
             records=int(pc.sum(f["numRecords"]).as_py() or 0),
-            deleted=int(pc.sum(deleted).as_py() or 0) if f.num_rows else 0,
-            without=f.num_rows - int(pc.sum(counted).as_py() or 0),
+            deleted=int(pc.sum(deleted).as_py() or 0),
+            without=f["numRecords"].null_count,
         )
 
 
@@ -225,28 +225,38 @@ class RecordCounts:
     without: int
 
 
-def small(sizes: pa.Array | pa.ChunkedArray, threshold_bytes: int) -> tuple[int, int]:
-    """Of files of `sizes`, those below `threshold_bytes`: how many, and their bytes."""
-    if not len(sizes):
-        return 0, 0
-    below = pc.less(sizes, threshold_bytes)
-    return int(pc.sum(below).as_py() or 0), int(pc.sum(pc.filter(sizes, below)).as_py() or 0)
+@dataclass(frozen=True)
+class SmallFiles:
+    """Live files below a size: how many, their bytes, and how many of them compacting each
+    partition's would remove (its small files less the files their bytes fill at that size, at
+    least one)."""
+
+    files: int
+    bytes: int
+    removable: int
+
+    @classmethod
+    def of(
+        cls, sizes: pa.ChunkedArray | pa.Array, partitions: pa.Array, threshold: int
+    ) -> SmallFiles:
+        """From the small files' sizes and partitions (any type naming each partition)."""
+        total = int(pc.sum(sizes).as_py() or 0) if len(sizes) else 0
+        return cls(len(sizes), total, small_excess(partitions, sizes, threshold))
 
 
 def partition_names(adds: pa.Table) -> pa.Array:
-    """Per file, one string naming its partition (its values joined; "" unpartitioned). The
-    keys are those the files' partitionValues have (physical names under column mapping)."""
+    """Per file, one string naming its partition: its partitionValues' keys and values joined
+    in the order written ("" unpartitioned). Writers write them in one order (the partition
+    columns'), so a partition's files get one name."""
     if not adds.num_rows:
         return pa.array([], pa.string())
     pv = adds["partitionValues"].combine_chunks()
-    columns = sorted(pc.unique(pv.keys).to_pylist())
-    if not columns:
-        return pa.array([""] * adds.num_rows, pa.string())
-    values = [pc.map_lookup(pv, name, "first") for name in columns]
-    # NUL cannot be in a value read from JSON text; SOH stands for null, unlike "".
-    return pc.binary_join_element_wise(
-        *values, "\x00", null_handling="replace", null_replacement="\x01"
+    # NUL, STX and SOH cannot be in a name or value read from JSON text: separators and null.
+    pairs = pc.binary_join_element_wise(
+        pv.keys, pv.items, "\x02", null_handling="replace", null_replacement="\x01"
     )
+    rows = pa.ListArray.from_arrays(pv.offsets, pairs)
+    return pc.fill_null(pc.binary_join(rows, "\x00"), "")
 
 
 def small_excess(

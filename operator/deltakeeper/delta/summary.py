@@ -8,7 +8,7 @@ from deltakeeper.delta import paths
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.log import group
 from deltakeeper.delta.paths import Kind
-from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.snapshot import SmallFiles, Snapshot
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import Table, checked_hint
 
@@ -61,14 +61,16 @@ def summarize(
         "commitsSinceCheckpoint": snap.commits_since_checkpoint,
         "logFiles": log_files,
         "logBytes": log_bytes,
-        "smallFiles": snap.small_files(small_file_bytes),
-        "smallBytes": snap.small_bytes(small_file_bytes),
-        "removableSmallFiles": snap.small_excess(small_file_bytes),
+        **_small(snap.small_files(small_file_bytes)),
         **_records(snap),
         "smallFileThreshold": small_file_bytes,
         "unpublishedCommits": unpublished,
         "damagedCheckpoints": [d.to_json() for d in snap.damaged_checkpoints],
     }
+
+
+def _small(s: SmallFiles) -> dict[str, int]:
+    return {"smallFiles": s.files, "smallBytes": s.bytes, "removableSmallFiles": s.removable}
 
 
 def _records(snap: Snapshot | HeldSnapshot) -> dict[str, int | None]:
