@@ -3,7 +3,7 @@
 A watcher keeps a table between polls to answer "did it move?" and to report its counts. A
 million-file table's file actions take hundreds of MiB as Arrow; what the counts, health
 (runtime/health.py) and an incremental update need is far less: per live file the 64-bit hash
-of its key (path, deletion vector id), its size, a 32-bit hash of its partition and its record
+of its key (path, deletion vector id), its size, the number of its partition and its record
 count (24 bytes); per file with a deletion vector also the hash of its path and the rows it
 hides; per tombstone the hashes of its key and path, its deletion time and its size. New
 commits update the counts as `Table.update` updates a snapshot (the newest action per key
@@ -45,26 +45,31 @@ _MAX_CHUNKS = 32
 @dataclass(frozen=True)
 class FileCounts:
     """Three tables of integer columns, each row keyed by the hash of its action's key:
-    `files` (key, size, partition hash, record count or null) per live file; `dv_files` (key,
-    path hash, rows deleted, whether the file has a record count) per live file with a
-    deletion vector; `tombstones` (key, path
-    hash, deletion time or null, size). The partition hash and the record count are 32-bit:
-    two partitions of a lake table rarely share one, and no file holds 2**31 rows."""
+    `files` (key, size, partition number, record count or null) per live file; `dv_files`
+    (key, path hash, rows deleted, whether the file has a record count) per live file with a
+    deletion vector; `tombstones` (key, path hash, deletion time or null, size). A partition's
+    number is its place in `partitions`, the names of those seen (few: one string each); the
+    record count is 32-bit: no file holds 2**31 rows."""
 
     files: pa.Table
     dv_files: pa.Table
     tombstones: pa.Table
+    partitions: pa.Array  # string: the partition names seen, numbered by place
 
     @classmethod
-    def of(cls, adds: pa.Table, removes: pa.Table) -> FileCounts:
+    def of(
+        cls, adds: pa.Table, removes: pa.Table, partitions: pa.Array | None = None
+    ) -> FileCounts:
+        """`partitions`: the names already numbered (an update keeps their numbers)."""
         keys = key_hashes(adds)
         has_dv = pc.is_valid(adds["deletionVector"]) if adds.num_rows else pa.array([], pa.bool_())
+        numbers, partitions = _numbered(partition_names(adds), partitions)
         return cls(
             pa.table(
                 {
                     "key": keys,
                     "size": _int64(adds, "size", 0),
-                    "partition": _int32(_hashed_all(partition_names(adds))),
+                    "partition": numbers,
                     "records": _records(adds),
                 }
             ),
@@ -84,12 +89,13 @@ class FileCounts:
                     "size": _int64(removes, "size", 0),
                 }
             ),
+            partitions,
         )
 
     def updated(self, adds: pa.Table, removes: pa.Table) -> FileCounts:
         """These counts after commits whose reconciled actions are `adds` and `removes`: every
         key they name drops out, then their adds are live files and their removes tombstones."""
-        new = FileCounts.of(adds, removes)
+        new = FileCounts.of(adds, removes, self.partitions)
         touched = pa.concat_arrays([new.files["key"].combine_chunks(), _keys(new.tombstones)])
         if len(touched) == 0:
             return self
@@ -104,11 +110,25 @@ class FileCounts:
             merged(self.files, new.files),
             merged(self.dv_files, new.dv_files),
             merged(self.tombstones, new.tombstones),
+            new.partitions,
         )
 
     @property
     def nbytes(self) -> int:
-        return self.files.nbytes + self.dv_files.nbytes + self.tombstones.nbytes
+        tables = self.files.nbytes + self.dv_files.nbytes + self.tombstones.nbytes
+        return tables + self.partitions.nbytes
+
+
+def _numbered(names: pa.Array, known: pa.Array | None) -> tuple[pa.Array, pa.Array]:
+    """Each name's number (its place in the known names, new ones appended), and the names
+    known after: numbered in Arrow, no Python object per file."""
+    known = pa.array([], pa.string()) if known is None else known
+    numbers = pc.index_in(names, value_set=known)
+    if numbers.null_count:
+        new = pc.unique(names.filter(pc.is_null(numbers)))
+        known = pa.concat_arrays([known, new])
+        numbers = pc.index_in(names, value_set=known)
+    return numbers, known
 
 
 def _none() -> pa.Array:
@@ -117,11 +137,6 @@ def _none() -> pa.Array:
 
 def _keys(table: pa.Table) -> pa.Array:
     return table["key"].combine_chunks()
-
-
-def _int32(hashes: pa.Array) -> pa.Array:
-    """The low 32 bits of 64-bit hashes."""
-    return pc.cast(pc.bit_wise_and(hashes, 0xFFFFFFFF), pa.uint32())
 
 
 def _records(adds: pa.Table) -> pa.Array:
@@ -204,8 +219,9 @@ class HeldSnapshot(SnapshotHeader):
 
     def small_files(self, threshold_bytes: int) -> SmallFiles:
         f = self.counts.files
-        smalls = f.filter(pc.less(f["size"], threshold_bytes))
-        return SmallFiles.of(smalls["size"], smalls["partition"], threshold_bytes)
+        below = pc.less(f["size"], threshold_bytes)
+        sizes, parts = pc.filter(f["size"], below), pc.filter(f["partition"], below)
+        return SmallFiles.of(sizes, parts, threshold_bytes)
 
     def record_counts(self) -> RecordCounts:
         f, dv = self.counts.files, self.counts.dv_files
