@@ -160,12 +160,7 @@ def expired_log(infos: Iterable[FileInfo], retention_ms: int, now_ms: int) -> Cl
     nothing else: file modification times stand in for in-commit timestamps, and sidecars stay
     (no checkpoint is read for its references). For health, not for deleting."""
     files = [f for f in infos if not f.is_dir]
-    mtimes = {}
-    for info in files:
-        name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
-        if name is not None and name.kind is Kind.COMMIT:
-            mtimes[name.version] = info.mtime_ms
-    return plan_cleanup(files, mtimes.__getitem__, retention_ms, now_ms)
+    return plan_cleanup(files, commit_mtimes(files).__getitem__, retention_ms, now_ms)
 
 
 def temp_leftovers(infos: Iterable[FileInfo], now_ms: int) -> list[LogEntry]:
@@ -453,14 +448,20 @@ def _read_past(snap: SnapshotHeader) -> int | None:
     return cp.version if cp is not None else -1
 
 
-def _commit_times(
-    table: Table, snap: SnapshotHeader, infos: list[FileInfo]
-) -> Callable[[int], int]:
+def commit_mtimes(infos: Iterable[FileInfo]) -> dict[int, int]:
+    """Each published commit's version -> its file's modification time, from a log listing."""
     mtimes = {}
     for info in infos:
         name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
         if name is not None and name.kind is Kind.COMMIT:
             mtimes[name.version] = info.mtime_ms
+    return mtimes
+
+
+def _commit_times(
+    table: Table, snap: SnapshotHeader, infos: list[FileInfo]
+) -> Callable[[int], int]:
+    mtimes = commit_mtimes(infos)
     ict_from = None
     if snap.in_commit_timestamps:
         ict_from = snap.metadata.properties.ict_enablement_version
