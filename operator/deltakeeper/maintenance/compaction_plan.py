@@ -15,7 +15,6 @@ Everything is computed with Arrow over the snapshot's file table; no Python obje
 from __future__ import annotations
 
 import enum
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta import features
+from deltakeeper.delta import features, schema
 from deltakeeper.delta.errors import MissingLogFileError, UnsupportedProtocolError
 from deltakeeper.delta.json_log import read_actions
 from deltakeeper.delta.paths import LOG_DIR, commit
@@ -198,21 +197,11 @@ def _many_deleted_rows(files: pa.Table, ratio: float) -> pa.Array:
     has_dv = pc.fill_null(pc.greater(deleted, 0), False)
     if "stats" not in files.column_names or not pc.any(has_dv).as_py():
         return has_dv
-    stats = pc.filter(files["stats"], has_dv).to_pylist()
-    records = pa.array([_num_records(s) for s in stats], pa.float64())
+    records = pc.cast(schema.records_from_stats(pc.filter(files["stats"], has_dv)), pa.float64())
+    records = pc.if_else(pc.greater(records, 0), records, None)  # 0 rows: no count either
     ratios = pc.divide(pc.cast(pc.filter(deleted, has_dv), pa.float64()), records)
     over = pc.fill_null(pc.greater(ratios, ratio), True)
     return pc.replace_with_mask(has_dv, has_dv, over)
-
-
-def _num_records(stats: str | None) -> int | None:
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _decide(
