@@ -122,12 +122,9 @@ def table_health(root: Path, now: int = NOW, **spec: int) -> health.Health:
     return obs.health
 
 
-@pytest.mark.parametrize("hold", [False, True])
 def test_small_files_count_what_compacting_each_partition_removes(
-    tmp_path: Path, hold: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, holding: str
 ) -> None:
-    if hold:
-        monkeypatch.setattr("deltakeeper.runtime.watcher.HOLD_FILE_ACTIONS", -1)
     small_table(tmp_path / "one", partitions=1, files=10)  # 10 small files, one partition
     small_table(tmp_path / "spread", partitions=10, files=1)  # one small file per partition
     one, spread = table_health(tmp_path / "one"), table_health(tmp_path / "spread")
@@ -146,9 +143,8 @@ def test_a_compacted_table_scores_higher_than_its_data_in_small_files(tmp_path: 
     assert table_health(tmp_path / "compacted").score == 100
 
 
-@pytest.mark.parametrize("hold", [False, True])
 def test_vacuum_debt_is_tombstones_past_retention_not_files_still_in_use(
-    tmp_path: Path, hold: bool
+    tmp_path: Path, holding: str
 ) -> None:
     b = LogBuilder(tmp_path)
     b.commit(
@@ -167,7 +163,7 @@ def test_vacuum_debt_is_tombstones_past_retention_not_files_still_in_use(
     b.commit(remove("d", ts=old), counted("d", 1000, dv=dv("y")))
     b.commit(remove("d", ts=old, dv=dv("y")), counted("d", 1000))
     table = open_table(str(tmp_path))
-    snap = read_held(table) if hold else table.snapshot()
+    snap = read_held(table) if holding == "held" else table.snapshot()
     assert snap.expired_tombstones(NOW - 7 * DAY) == (1, 100)  # remove() says size 100
     h = table_health(tmp_path)
     detail = h.to_json()["components"]["vacuumDebt"]
@@ -266,12 +262,9 @@ def test_a_lake_counts_its_tables_by_band_and_names_its_ten_worst() -> None:
     assert health.lake({"perfect": {"health": {"score": 100, "worst": None}}})["worst"] == []
 
 
-@pytest.mark.parametrize("hold", [False, True])
 def test_deleted_rows_are_what_deletion_vectors_hide_of_the_counted_records(
-    tmp_path: Path, hold: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, holding: str
 ) -> None:
-    if hold:
-        monkeypatch.setattr("deltakeeper.runtime.watcher.HOLD_FILE_ACTIONS", -1)
     b = LogBuilder(tmp_path)
     dvs = ["deletionVectors"]
     b.commit(protocol(3, 7, readerFeatures=dvs, writerFeatures=dvs), metadata())
@@ -285,12 +278,9 @@ def test_deleted_rows_are_what_deletion_vectors_hide_of_the_counted_records(
     assert scores(h)["missingStats"] == round(100 * (1 - 1 / 3))
 
 
-@pytest.mark.parametrize("hold", [False, True])
 def test_missing_stats_are_files_whose_statistics_give_no_record_count(
-    tmp_path: Path, hold: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, holding: str
 ) -> None:
-    if hold:
-        monkeypatch.setattr("deltakeeper.runtime.watcher.HOLD_FILE_ACTIONS", -1)
     b = LogBuilder(tmp_path)
     no_count = add("c", 64 * MiB)
     no_count["add"]["stats"] = '{"minValues":{"id":1}}'

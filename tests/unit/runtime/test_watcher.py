@@ -20,7 +20,7 @@ from deltakeeper.cli import main
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.resources.manifests import TableResource
-from deltakeeper.runtime import credentials, watcher
+from deltakeeper.runtime import credentials
 from deltakeeper.runtime.model import TABLE_CONDITIONS as CONDITIONS
 from deltakeeper.runtime.model import Observation, Problem, Target
 from deltakeeper.runtime.targets import resolve
@@ -114,15 +114,6 @@ def dated_table(root: Path, commits: int, prefix: str = "f") -> None:
         data = root / f"{prefix}{v}.parquet"
         data.write_bytes(b"x" * 100)
         os.utime(data, ns=((START + v * DAY) * 1_000_000,) * 2)
-
-
-@pytest.fixture(params=["full", "held"])
-def holding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with every snapshot held with its file actions, then with none (as a
-    table above watcher.HOLD_FILE_ACTIONS is held): the outcomes must not differ."""
-    if request.param == "held":
-        monkeypatch.setattr(watcher, "HOLD_FILE_ACTIONS", -1)
-    return str(request.param)
 
 
 # -- a healthy table ---------------------------------------------------------------------------
