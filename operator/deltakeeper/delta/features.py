@@ -157,6 +157,11 @@ _WORDING = {
         "; upgrade deltakeeper",
         catalog="OPTIMIZE",
     ),
+    "commit": _Wording(
+        "refusing to commit: this build does not support ",
+        "; upgrade deltakeeper",
+        catalog="its commits",
+    ),
     "maintenance": _Wording(
         "this build does not support ",
         "; nothing will be written or deleted (upgrade deltakeeper)",

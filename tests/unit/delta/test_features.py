@@ -21,7 +21,7 @@ def test_every_operation_refuses_an_unknown_feature(operation):
 
 def test_only_what_the_catalog_owns_is_refused_on_catalog_managed_tables():
     refused = {op for op in features.OPERATIONS if features.refusal(CATALOG, op)}
-    assert refused == {"vacuum", "compaction"}
+    assert refused == {"vacuum", "compaction", "commit"}  # commits belong to the catalog
     assert features.refusal(CATALOG, "vacuum") == (
         "vacuum refused, nothing deleted: the table is catalog-managed (catalogManaged); run "
         "VACUUM through the catalog that owns it"
