@@ -36,6 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.summary_every,
         executor.Compactor(jobs, wait=args.once, retry_ms=retry),
         _interval("--default-poll-interval", args.default_poll_interval),
+        history=_history(args),
     )
 
 
@@ -92,6 +93,9 @@ def cmd_operator(args: argparse.Namespace) -> int:
     retry = _interval("--compaction-retry", args.compaction_retry)
     if retry is not None:
         options.compaction_retry_ms = retry
+    if args.history_uri or args.history_option:
+        history = _history(args)
+        options.history_uri, options.history_options = history.uri, history.storage_options
     if args.spark_application is not None:
         default_template(args.spark_application, required=True)  # bad input: exit 2 now
         options.spark_application = args.spark_application
@@ -105,6 +109,18 @@ def cmd_operator(args: argparse.Namespace) -> int:
         memo=kopf.Memo(options=options),
     )
     return 0
+
+
+def _history(args: argparse.Namespace) -> Any:
+    """The operation history `--history-uri` names (None without one)."""
+    if not args.history_uri:
+        if args.history_option:
+            raise InvalidInputError("--history-option needs --history-uri")
+        return None
+    from deltakeeper.runtime.history import History
+
+    options = flags.storage_options(args.history_option, "--history-option")
+    return History(args.history_uri, options)
 
 
 def _interval(flag: str, text: str | None) -> int | None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from deltakeeper.compaction.submit import SubmitLauncher
 
 
-def storage_options(pairs: list[str]) -> dict[str, Any]:
+def storage_options(pairs: list[str], flag: str = "--storage-option") -> dict[str, Any]:
     """KEY=VALUE pairs; true/false become booleans, JSON objects those fsspec wants as
     mappings (client_kwargs=...)."""
     options: dict[str, Any] = {}
@@ -29,8 +29,8 @@ def storage_options(pairs: list[str]) -> dict[str, Any]:
         if not sep or not key:
             # Never echoed: a value typed without its key is still a secret.
             raise InvalidInputError(
-                f"--storage-option number {n} is not KEY=VALUE (its text is not shown, it may "
-                "be a secret); write it as e.g. --storage-option secret=..."
+                f"{flag} number {n} is not KEY=VALUE (its text is not shown, it may "
+                f"be a secret); write it as e.g. {flag} secret=..."
             )
         lowered = value.lower()
         options[key] = lowered == "true" if lowered in ("true", "false") else value

@@ -530,6 +530,20 @@ def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: s
         help="poll a table this often when neither its spec nor its policy sets pollInterval "
         f"(e.g. 2m; default {poll_default})",
     )
+    p.add_argument(
+        "--history-uri",
+        metavar="URI",
+        help="append one row per maintenance operation (succeeded, failed or skipped, with its "
+        "metrics) to the Delta table at URI, created if absent; readable by Spark, delta-rs and "
+        "DuckDB (docs/history.md)",
+    )
+    p.add_argument(
+        "--history-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a storage option of the history table's store, as --storage-option (repeatable)",
+    )
 
 
 class UsageError(Exception):

@@ -28,6 +28,7 @@ from deltakeeper.resources.crd import GROUP, POLICIES, TABLES, VERSION
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.history import History
 
 log = logging.getLogger("deltakeeper.operator")
 
@@ -67,6 +68,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(memo.fleet.heartbeat()),
         asyncio.create_task(memo.tables.follow_peering()),
     ]
+    memo.history = None
+    if options.history_uri:
+        memo.history = History(options.history_uri, options.history_options)
+        memo.tables.registry.history = memo.history
+        memo.history_stop = asyncio.Event()
+        memo.background.append(asyncio.create_task(memo.history.keep(memo.history_stop)))
     memo.server = metrics.serve(
         memo.metrics, options.metrics_port, options.metrics_bind_address, memo.fleet.healthy
     )
@@ -89,6 +96,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         task.cancel()
     memo.server.shutdown()
     await memo.tables.stop()
+    if memo.history is not None:  # what the last polls did, too
+        await asyncio.to_thread(memo.history.flush)
     await asyncio.to_thread(memo.fleet.close)
 
 

@@ -3,12 +3,15 @@ environment's defaults for `kopf run -m deltakeeper.k8s`."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.storage_options import normalize_options
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_MS,
     METRICS_BIND_ADDRESS,
@@ -61,12 +64,32 @@ class Options:
     # Watch DeltaLakes and make DeltaTables for the tables they find (needs the chart's
     # discovery.enabled rights).
     discovery: bool = field(default_factory=lambda: discovery_enabled())
+    # The operation history (runtime/history.py): its table's URI and storage options (JSON).
+    history_uri: str = field(default_factory=lambda: os.environ.get("DELTAKEEPER_HISTORY_URI", ""))
+    history_options: dict[str, Any] = field(default_factory=lambda: _history_options())
     # Empty: cluster-wide.
     namespaces: list[str] = field(
         default_factory=lambda: [
             n for n in os.environ.get("DELTAKEEPER_NAMESPACE", "").split(",") if n
         ]
     )
+
+
+def _history_options() -> dict[str, Any]:
+    """$DELTAKEEPER_HISTORY_OPTIONS: a JSON object of storage options (the chart's Secret)."""
+    text = os.environ.get("DELTAKEEPER_HISTORY_OPTIONS", "").strip()
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        # never echoed: it holds credentials
+        raise InvalidInputError(
+            "$DELTAKEEPER_HISTORY_OPTIONS is not a JSON object of storage options"
+        )
+    return normalize_options(options)
 
 
 def discovery_enabled() -> bool:

@@ -20,6 +20,7 @@ from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.operations import DELETES
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.fleet import Fleet, Loop
+from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Event, EventType, Observation, Target
 from deltakeeper.runtime.targets import unchanged
@@ -83,6 +84,7 @@ class Registry(Generic[E]):
         self.log = log  # the front-end's, so its events read as before
         self.entries: dict[Key, E] = {}
         self.publishing = True  # False: polls still running are not shown (operator paused)
+        self.history: History | None = None  # where each operation is also recorded
         self._uris: dict[Key, str] = {}  # each entry's URI as same_table() spells it
         self._by_uri: dict[str, set[Key]] = {}
         self._duplicates: dict[Key, tuple[str, ...]] = {}
@@ -158,6 +160,8 @@ class Registry(Generic[E]):
             entry.loop.stop()
         self.metrics.forget(*key)
         self.sink.forget(key)
+        if self.history is not None:
+            self.history.forget(key)
         return entry
 
     async def stop(self) -> None:
@@ -176,6 +180,8 @@ class Registry(Generic[E]):
             self.metrics.forget(*key)  # removed, or paused, while its poll ran
             return
         record(self.metrics, target, obs)
+        if self.history is not None:
+            self.history.add(target, obs)
         if not await self.sink.write_status(entry, target, obs):
             self.remove(key)  # deleted while nobody watched (no event came)
             return

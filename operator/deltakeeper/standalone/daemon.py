@@ -13,6 +13,7 @@ from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.runtime import credentials, metrics
+from deltakeeper.runtime.history import History
 from deltakeeper.standalone.status_file import status_file_for
 from deltakeeper.standalone.tables import Standalone
 
@@ -29,6 +30,7 @@ def run(
     summary_s: float,
     compactor: Compactor | None = None,
     default_poll_ms: int | None = None,
+    history: History | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -42,6 +44,7 @@ def run(
         max_concurrent,
         default_poll_ms=default_poll_ms or POLL_INTERVAL_MS,
         compactor=compactor,
+        history=history,
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
     if server is not None:

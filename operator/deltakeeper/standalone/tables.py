@@ -26,6 +26,7 @@ from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
 from deltakeeper.runtime.fleet import Fleet, now_ms
+from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import ConditionStatus, ConditionType, Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 from deltakeeper.runtime.targets import resolve
@@ -61,8 +62,10 @@ class Standalone:
         clock: Callable[[], int] = now_ms,
         default_poll_ms: int = POLL_INTERVAL_MS,
         compactor: Compactor | None = None,
+        history: History | None = None,
     ) -> None:
         self.folder = folder
+        self.history = history  # the operation history, when --history-uri names one
         self.compactor = compactor  # how tables with compaction.enabled run their jobs
         self.status_path = status_path
         self.metrics = registry
@@ -70,6 +73,7 @@ class Standalone:
         self.clock = clock
         self.default_poll_ms = default_poll_ms  # for tables whose spec and policy set none
         self.registry: Registry[FolderTable] = Registry(registry, self, self.target, log)
+        self.registry.history = history
         self.fleet = Fleet(max_concurrent, clock=clock)
         self.policies: list[PolicyResource] = []
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
@@ -271,6 +275,9 @@ class Standalone:
     # -- running ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:
         heartbeat = asyncio.create_task(self.fleet.heartbeat())
+        writing = (
+            None if once or self.history is None else asyncio.create_task(self.history.keep(stop))
+        )
         try:
             if once:
                 return await self._once()
@@ -291,8 +298,12 @@ class Standalone:
             return 0
         finally:
             heartbeat.cancel()
+            if writing is not None:
+                writing.cancel()
             self.lakes.cancel()
             await self.registry.stop()
+            if self.history is not None:  # what the last polls did, too
+                await asyncio.to_thread(self.history.flush)
             for entry in self.tables.values():
                 entry.watcher.compactions.stop()  # no job outlives `run`
             self.flush()

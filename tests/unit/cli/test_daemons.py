@@ -61,10 +61,32 @@ def test_help_says_what_it_is_for_and_its_default(
 
 def test_run_passes_it_to_standalone_mode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(standalone_daemon, "run", lambda *args: seen.append(args[-1]) or 0)
+    monkeypatch.setattr(standalone_daemon, "run", lambda *args, **_: seen.append(args[-1]) or 0)
     assert main(["run", "--manifests", str(tmp_path), "--default-poll-interval", "2m"]) == 0
     assert main(["run", "--manifests", str(tmp_path)]) == 0
     assert seen == [120_000, None]
+
+
+def test_run_writes_the_history_its_flags_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(standalone_daemon, "run", lambda *a, **kw: seen.append(kw["history"]) or 0)
+    flags = ["--history-uri", "s3://lake/history", "--history-option", "aws_region=eu-west-1"]
+    assert main(["run", "--manifests", str(tmp_path), *flags]) == 0
+    assert main(["run", "--manifests", str(tmp_path)]) == 0
+    assert seen[1] is None
+    assert (seen[0].uri, seen[0].storage_options) == (
+        "s3://lake/history",
+        {"aws_region": "eu-west-1"},
+    )
+    assert main(["run", "--manifests", str(tmp_path), "--history-option", "x=1"]) == 2
+    assert "--history-option needs --history-uri" in capsys.readouterr().err
+    bad = ["--history-uri", "s3://lake/history", "--history-option", "sk-secret"]
+    assert main(["run", "--manifests", str(tmp_path), *bad]) == 2
+    err = capsys.readouterr().err
+    assert "--history-option number 1 is not KEY=VALUE" in err and "sk-secret" not in err
+    assert len(seen) == 2
 
 
 def test_standalone_mode_polls_tables_without_an_interval_at_the_default(tmp_path: Path) -> None:
