@@ -34,6 +34,8 @@ def canonical(value: Any) -> Any:
     if hasattr(value, "asDict"):  # a Spark Row (struct)
         value = value.asDict()
     if isinstance(value, dict):
+        if not value:
+            return []  # an empty Arrow map is an empty list: the two cannot be told apart
         return {"map": sorted([str(k), canonical(v)] for k, v in value.items())}
     if isinstance(value, list | tuple):
         if value and all(isinstance(e, tuple) and len(e) == 2 for e in value):
