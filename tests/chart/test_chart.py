@@ -406,3 +406,18 @@ def test_bad_values_are_rejected_by_the_schema(
         check=False,
     )
     assert lint.returncode != 0
+
+
+def test_history_is_off_by_default_and_its_options_come_from_a_secret(
+    chart_tools: dict[str, str], schemas: Path
+) -> None:
+    off = _render(chart_tools, schemas)
+    assert not [a for a in _args(off) if a.startswith("--history")]
+    history = ("--set", "history.uri=s3://lake/_deltakeeper/history")
+    secret = ("--set", "history.storageOptionsSecret=history-store")
+    on = _render(chart_tools, schemas, *history, *secret)
+    assert "--history-uri=s3://lake/_deltakeeper/history" in _args(on)
+    container = _one(on, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    (env,) = [e for e in container["env"] if e["name"] == "DELTAKEEPER_HISTORY_OPTIONS"]
+    assert env["valueFrom"] == {"secretKeyRef": {"name": "history-store", "key": "storageOptions"}}
+    assert _rules(on) == _rules(off)  # the kubelet reads the Secret, not the operator

@@ -111,3 +111,46 @@ def test_run_follows_the_folder_and_stops_cleanly(tmp_path: Path) -> None:
         code = proc.wait(timeout=30)
     assert code == 0, log.read_text()
     assert set(_statuses(folder)) == {"lake/b"}
+
+
+def test_run_records_each_operation_in_the_history_table(tmp_path: Path) -> None:
+    """`--history-uri`: each checkpoint lands as a row of a Delta table that delta-rs reads,
+    flushed every few seconds, and on SIGINT what is left."""
+    from deltalake import DeltaTable
+
+    _table(tmp_path / "a")
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "a.json").write_text(_manifest("a", tmp_path / "a", checkpoint={"interval": 1}))
+    history = tmp_path / "history"
+
+    def rows() -> list[dict[str, Any]]:
+        try:
+            return list(DeltaTable(str(history)).to_pyarrow_table().to_pylist())
+        except Exception:  # not created yet
+            return []
+
+    def checkpointed(version: int) -> bool:
+        done = _statuses(folder).get("lake/a", {}).get("lastMaintenance", {})
+        return done.get("checkpoint", {}).get("version") == version
+
+    argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--metrics-port", "0"]
+    proc = subprocess.Popen([*argv, "--history-uri", str(history)], stderr=subprocess.PIPE)
+    try:
+        _until(rows, 60, "the first rows of the history")
+        commit = json.dumps({"add": add("c.parquet")["add"]}) + "\n"
+        (tmp_path / "a" / "_delta_log" / f"{2:020d}.json").write_text(commit)
+        _until(lambda: checkpointed(2), 60, "a checkpoint at version 2")
+    finally:
+        proc.send_signal(signal.SIGINT)  # at once: the last row is flushed on the way out
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    found = rows()
+    checkpoints = sorted(r["table_version"] for r in found if r["operation"] == "checkpoint")
+    assert checkpoints == [1, 2], found
+    assert {(r["namespace"], r["table"], r["status"]) for r in found} <= {
+        ("lake", "a", "succeeded"),
+        ("lake", "a", "skipped"),
+    }
+    first = next(r for r in found if r["operation"] == "checkpoint")
+    assert dict(first["metrics"])["checkpointBytes"] > 0
