@@ -22,7 +22,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from deltakeeper.standalone import daemon
 
     _configure_logging()
-    jobs = launcher.Limited(flags.spark_launcher(args), args.max_compaction_jobs)
+    jobs = launcher.Limited(
+        flags.spark_launcher(args), args.max_compaction_jobs, args.compaction_cores
+    )
     retry = _interval("--compaction-retry", args.compaction_retry)
     if retry is None:
         retry = policy.COMPACTION_RETRY_MS
@@ -90,6 +92,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
         options.default_poll_interval_ms = poll
     if args.max_compaction_jobs is not None:
         options.max_compaction_jobs = args.max_compaction_jobs
+    if args.compaction_cores is not None:
+        options.compaction_cores = args.compaction_cores
     retry = _interval("--compaction-retry", args.compaction_retry)
     if retry is not None:
         options.compaction_retry_ms = retry

@@ -465,6 +465,7 @@ def _operator_command(sub: Any) -> None:
         help="at most N compaction SparkApplications at once, all tables together "
         "($DELTAKEEPER_MAX_COMPACTION_JOBS, else 1)",
     )
+    _cores_flag(p, "$DELTAKEEPER_COMPACTION_CORES; ")
     _retry_flag(p, "$DELTAKEEPER_COMPACTION_RETRY, else ")
     p.add_argument(
         "--spark-application",
@@ -486,8 +487,20 @@ def _compaction_flags(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="at most N compaction jobs (spark-submit) at once, all tables together (default 1)",
     )
+    _cores_flag(p, "")
     _retry_flag(p, "default ")
     _spark_flags(p)
+
+
+def _cores_flag(p: argparse.ArgumentParser, env: str) -> None:
+    p.add_argument(
+        "--compaction-cores",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="at most N executor cores in compaction jobs at once, all jobs together; the next "
+        f"job goes to the table it helps most ({env}default: no limit but the jobs')",
+    )
 
 
 def _retry_flag(p: argparse.ArgumentParser, default: str) -> None:

@@ -8,7 +8,9 @@ SparkApplication launcher is another with the same shape.
 from __future__ import annotations
 
 import enum
+import functools
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -49,6 +51,11 @@ class JobRequest:
     owner: tuple[str, str] | None = None  # the resource (namespace, name) the job is for
     template: Mapping[str, Any] = field(default_factory=dict)  # the table's SparkApplication
     planned: Planned | None = None  # what the plan rewrites, for a process that adopts the job
+
+    @property
+    def benefit(self) -> float:
+        """What the job is worth against others waiting: the files its plan rewrites."""
+        return float(self.planned.files) if self.planned else 0.0
 
     @property
     def job_id(self) -> str:
@@ -124,25 +131,73 @@ class AtLimit(JobRunning):
     """The daemon runs as many compaction jobs as it may (--max-compaction-jobs)."""
 
 
-class Limited:
-    """A Launcher that runs at most `limit` jobs at once across every table (thread-safe);
-    a job's slot is given back when its end is seen."""
+# A table that keeps asking for a job gets one within this many of its own asks, whatever the
+# benefit of the others; a claim not renewed within CLAIM_STALE_ASKS of its asks (or
+# CLAIM_FIRST_S after a single ask) is forgotten, so a table gone or compacted meanwhile does
+# not hold a slot back.
+STARVATION_ASKS = 4
+CLAIM_STALE_ASKS = 2.5
+CLAIM_FIRST_S = 300.0
 
-    def __init__(self, launcher: Launcher, limit: int) -> None:
+
+@dataclass
+class _Claim:
+    benefit: float
+    first_s: float  # when the table first asked (since its last job)
+    seen_s: float  # when it last asked
+    period_s: float | None = None  # between its last two asks
+
+    def stale(self, now_s: float) -> bool:
+        limit = CLAIM_FIRST_S if self.period_s is None else CLAIM_STALE_ASKS * self.period_s
+        return now_s - self.seen_s > limit
+
+    def overdue(self, now_s: float) -> bool:
+        return self.period_s is not None and now_s - self.first_s > STARVATION_ASKS * self.period_s
+
+
+class Limited:
+    """A Launcher that runs at most `limit` jobs, and at most `cores` executor cores, at once
+    across every table (thread-safe); a job's share is given back when its end is seen.
+
+    When jobs wait for room, the next one goes to the table with the largest benefit among
+    those asking (the files its plan rewrites), not to whichever asks first once room is
+    free; a table that has waited STARVATION_ASKS of its asks goes first (oldest first). Each
+    table asks again at its polls; a refused ask is AtLimit, and the poll moves on."""
+
+    def __init__(
+        self,
+        launcher: Launcher,
+        limit: int,
+        cores: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.launcher = launcher
         self.limit = limit
+        self.cores = cores  # None: no limit on cores
+        self.clock = clock
         self.running = 0
+        self.cores_used = 0
+        self._claims: dict[str, _Claim] = {}
         self._lock = threading.Lock()
 
     def start(self, request: JobRequest) -> Job:
+        need = job_cores(self.launcher, request)
         with self._lock:
-            if self.running >= self.limit:
-                raise AtLimit(f"{self.running} compaction jobs run already (the limit)")
+            key = _claimant(request)
+            self._claim(key, request.benefit)
+            self._check_room(need)
+            ahead = self._order()[: self.limit - self.running]
+            if key not in ahead:
+                raise AtLimit(
+                    f"waiting: {ahead[0]} goes first (a larger benefit, or waiting longer)"
+                )
+            del self._claims[key]
             self.running += 1
+            self.cores_used += need
         try:
-            return _Slot(self.launcher.start(request), self._give)
+            return _Slot(self.launcher.start(request), functools.partial(self._give, need))
         except BaseException:
-            self._give()
+            self._give(need)
             raise
 
     def adopt(
@@ -154,13 +209,69 @@ class Limited:
         found = self.launcher.adopt(owner, deadline_s, since_ms)
         if found is None:
             return None
+        need = job_cores(self.launcher, JobRequest("", found.spec, owner=owner))
         with self._lock:
             self.running += 1
-        return Found(_Slot(found.job, self._give), found.spec, found.started_ms, found.planned)
+            self.cores_used += need
+        give = functools.partial(self._give, need)
+        return Found(_Slot(found.job, give), found.spec, found.started_ms, found.planned)
 
-    def _give(self) -> None:
+    def waiting(self) -> int:
+        """Tables asking for a job now (claims not yet stale)."""
+        with self._lock:
+            self._forget_stale(self.clock())
+            return len(self._claims)
+
+    def _claim(self, key: str, benefit: float) -> None:
+        now = self.clock()
+        self._forget_stale(now)
+        old = self._claims.get(key)
+        if old is None:
+            self._claims[key] = _Claim(benefit, now, now)
+        else:
+            period = now - old.seen_s
+            self._claims[key] = _Claim(benefit, old.first_s, now, period or old.period_s)
+
+    def _check_room(self, need: int) -> None:
+        if self.running >= self.limit:
+            raise AtLimit(f"{self.running} compaction jobs run already (the limit)")
+        # A job larger than the whole budget runs alone, when nothing else runs.
+        if self.cores is not None and self.cores_used and self.cores_used + need > self.cores:
+            raise AtLimit(
+                f"{self.cores_used} of {self.cores} executor cores in use; the job needs {need}"
+            )
+
+    def _order(self) -> list[str]:
+        """Who goes first: the overdue, longest waiting first; then by benefit, largest first
+        (on a tie, who asked first)."""
+        now = self.clock()
+
+        def rank(kc: tuple[str, _Claim]) -> tuple[bool, float, float]:
+            claim = kc[1]
+            if claim.overdue(now):
+                return (False, claim.first_s, 0.0)
+            return (True, -claim.benefit, claim.first_s)
+
+        return [k for k, _ in sorted(self._claims.items(), key=rank)]
+
+    def _forget_stale(self, now: float) -> None:
+        for key in [k for k, c in self._claims.items() if c.stale(now)]:
+            del self._claims[key]
+
+    def _give(self, cores: int) -> None:
         with self._lock:
             self.running -= 1
+            self.cores_used -= cores
+
+
+def job_cores(launcher: Launcher, request: JobRequest) -> int:
+    """The executor cores a job takes: what its launcher says (`cores(request)`), else 1."""
+    cores = getattr(launcher, "cores", None)
+    return max(1, int(cores(request))) if callable(cores) else 1
+
+
+def _claimant(request: JobRequest) -> str:
+    return "/".join(request.owner) if request.owner else request.uri
 
 
 class _Slot:

@@ -12,12 +12,14 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -53,6 +55,19 @@ class SubmitConfig:
     packages: str | None = None  # Maven coordinates; default: delta-spark matching pyspark
     conf: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 3600.0
+
+
+def submit_cores(master: str, conf: Mapping[str, str]) -> int:
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is not None:
+        threads = m.group(1) or "1"
+        return (os.cpu_count() or 1) if threads == "*" else int(threads)
+    try:
+        cores = int(conf.get("spark.executor.cores", "1"))
+        instances = int(conf.get("spark.executor.instances", "2"))
+    except ValueError:
+        return 1
+    return max(1, cores * instances)
 
 
 def spark_submit_path() -> str:
@@ -115,6 +130,11 @@ class SubmitLauncher:
 
     def __init__(self, cfg: SubmitConfig) -> None:
         self.cfg = cfg
+
+    def cores(self, request: JobRequest) -> int:
+        """The executor cores a job takes: local[N] threads (local[*]: this machine's), else
+        spark.executor.cores x spark.executor.instances (Spark's defaults: 1 and 2)."""
+        return submit_cores(self.cfg.master, self.cfg.conf)
 
     def start(self, request: JobRequest) -> SubmitJob:
         try:

@@ -86,7 +86,7 @@ def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
     required = options.spark_application != SPARK_TEMPLATE  # named explicitly
     template = default_template(options.spark_application, required)
     launcher = SparkApplicationLauncher(api_client, template, lookup)
-    limited = Limited(launcher, options.max_compaction_jobs)
+    limited = Limited(launcher, options.max_compaction_jobs, options.compaction_cores)
     return Compactor(limited, wait=False, retry_ms=options.compaction_retry_ms)
 
 

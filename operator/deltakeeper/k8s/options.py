@@ -46,6 +46,14 @@ class Options:
     max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
     # SparkApplications running at once, all tables together.
     max_compaction_jobs: int = int(os.environ.get("DELTAKEEPER_MAX_COMPACTION_JOBS", "1"))
+    # Executor cores in compaction jobs at once, all jobs together (None: no limit).
+    compaction_cores: int | None = field(
+        default_factory=lambda: (
+            int(os.environ["DELTAKEEPER_COMPACTION_CORES"])
+            if os.environ.get("DELTAKEEPER_COMPACTION_CORES")
+            else None
+        )
+    )
     # The operator-wide SparkApplication template (a YAML SparkApplication; the chart mounts
     # one here). Absent at the default path: spark_application.py's defaults alone.
     spark_application: str = field(

@@ -75,6 +75,9 @@ class Owner:
     kind: str = "DeltaTable"
 
 
+DEFAULT_EXECUTOR = {"instances": 1, "cores": 1, "memory": "2g"}
+
+
 def job_name(table: str, job_id: str) -> str:
     """A DNS-1035 label of at most 63 characters, unique per job: `dk-<table>-<hash>`."""
     return names.dns_label(table, job_id, prefix="dk-")
@@ -116,7 +119,7 @@ def spark_application(
             "restartPolicy": {"type": "Never"},
             "timeToLiveSeconds": DEFAULT_TTL_SECONDS,
             "driver": {"cores": 1, "memory": "1g"},
-            "executor": {"instances": 1, "cores": 1, "memory": "2g"},
+            "executor": dict(DEFAULT_EXECUTOR),
         },
         template,
     )
@@ -153,6 +156,20 @@ def spark_application(
         },
         "spec": spec,
     }
+
+
+def executor_cores(template: Mapping[str, Any]) -> int:
+    """The executor cores a SparkApplication of `template` asks for: executor.cores x
+    executor.instances, or x maxExecutors under dynamic allocation (the defaults above)."""
+    executor = {**DEFAULT_EXECUTOR, **dict(template.get("executor") or {})}
+    instances = executor.get("instances") or 1
+    dynamic = template.get("dynamicAllocation") or {}
+    if dynamic.get("enabled"):
+        instances = dynamic.get("maxExecutors") or instances
+    try:
+        return max(1, int(executor.get("cores") or 1) * int(instances))
+    except (TypeError, ValueError):
+        return 1
 
 
 def _labels(owner: Owner, job_id: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import spark_jobs
-from deltakeeper.k8s.spark_application import Owner, spark_application
+from deltakeeper.k8s.spark_application import Owner, executor_cores, spark_application
 from deltakeeper.k8s.spark_jobs import SparkState
 from deltakeeper.resources.spec import merge
 
@@ -78,6 +78,9 @@ class SparkApplicationLauncher:
         self.api = api
         self.template = dict(template)
         self.lookup = lookup
+
+    def cores(self, request: JobRequest) -> int:
+        return executor_cores(merge(self.template, request.template))
 
     def start(self, request: JobRequest) -> SparkApplicationJob:
         """A failed API call is a failed job (Degraded, a Warning, a retry after a backoff)."""

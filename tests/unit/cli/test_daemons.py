@@ -216,3 +216,21 @@ def test_unknown_log_format_is_refused(capsys: pytest.CaptureFixture[str]) -> No
     # Usage errors go through main's one error path (exit 2, JSON with --json).
     assert main(["operator", "--log-format", "yaml"]) == 2
     assert "invalid choice: 'yaml'" in capsys.readouterr().err
+
+
+def test_the_core_budget_comes_from_the_flag_else_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    memos: list[Any] = []
+    monkeypatch.setattr(kopf, "configure", lambda **_: None)
+    monkeypatch.setattr(kopf, "run", lambda **kw: memos.append(kw["memo"]))
+    assert main(["operator", "--compaction-cores", "16"]) == 0
+    monkeypatch.setenv("DELTAKEEPER_COMPACTION_CORES", "8")
+    assert main(["operator"]) == 0
+    monkeypatch.delenv("DELTAKEEPER_COMPACTION_CORES")
+    assert main(["operator"]) == 0
+    assert [m.options.compaction_cores for m in memos] == [16, 8, None]
+    seen: list[Any] = []
+    monkeypatch.setattr(standalone_daemon, "run", lambda *a, **_: seen.append(a[7]) or 0)
+    assert main(["run", "--manifests", str(tmp_path), "--compaction-cores", "4"]) == 0
+    assert seen[0].launcher.cores == 4 and seen[0].launcher.limit == 1

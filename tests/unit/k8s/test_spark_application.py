@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from deltakeeper.k8s.spark_application import JOB_LABEL, TABLE_LABEL, job_name
+from deltakeeper.k8s.spark_application import JOB_LABEL, TABLE_LABEL, executor_cores, job_name
 from tests.support.spark_applications import OWNER, build, check_against_the_crd
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -134,3 +134,10 @@ def test_names_are_dns_1035_labels_of_at_most_63(table: str) -> None:
     name = job_name(table, "job-1")
     assert len(name) <= 63 and DNS_1035.match(name), name
     assert job_name(table, "job-2") != name
+
+
+def test_spark_applications_count_executor_cores() -> None:
+    assert executor_cores({}) == 1
+    assert executor_cores({"executor": {"cores": 2, "instances": 3}}) == 6
+    dynamic = {"executor": {"cores": 2}, "dynamicAllocation": {"enabled": True, "maxExecutors": 5}}
+    assert executor_cores(dynamic) == 10
