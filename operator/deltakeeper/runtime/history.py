@@ -88,7 +88,7 @@ def rows(target: Target, obs: Observation, before: Mapping[str, Any]) -> list[di
     out = []
     start = obs.polled_ms
     for o in obs.outcomes:
-        if o.result not in STATUS:
+        if o.result not in STATUS or _waits(o):
             continue  # a started job: its row comes when it ends
         took = int(o.seconds * 1000)
         if o.operation is Operation.COMPACTION and o.job_id:  # ended now, started `took` ago
@@ -102,6 +102,12 @@ def rows(target: Target, obs: Observation, before: Mapping[str, Any]) -> list[di
             crc = {"bytes": checksum.size_bytes}
             out.append(_row(target, obs, o, end, end, crc, operation="crc"))
     return out
+
+
+def _waits(o: Outcome) -> bool:
+    """A compaction that waits for the job budget, or for a job running elsewhere: asked
+    again at the next poll, so not an operation of its own."""
+    return o.operation is Operation.COMPACTION and o.result is Result.SKIPPED and bool(o.job_id)
 
 
 def _row(

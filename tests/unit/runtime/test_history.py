@@ -112,6 +112,8 @@ def test_a_batch_is_one_commit_and_a_started_job_waits_for_its_end(tmp_path: Pat
         history.add(
             TARGET, obs(T0 + i, Outcome(Operation.CLEANUP, Result.DONE, "", 0.0, deleted_files=i))
         )
+    waiting = Outcome(Operation.COMPACTION, Result.SKIPPED, "at the limit", 0.0, job_id="j0")
+    history.add(TARGET, obs(T0 + 8, waiting))  # asked again next poll: no row
     history.add(
         TARGET,
         obs(T0 + 9, Outcome(Operation.COMPACTION, Result.STARTED, "job j1", 0.0, job_id="j1")),
