@@ -61,13 +61,19 @@ class Fleet:
         self.max_concurrent = max_concurrent
         self._slots: Slots | None = None
         self._queued: set[asyncio.Task[Any]] = set()  # table loops waiting for a slot
-        self._pool = ThreadPoolExecutor(observers + max_concurrent, thread_name_prefix="table")
+        # Polls and maintenance run in pools of their own: a table granted a maintenance slot
+        # starts at once, not behind the polls of thousands of tables queued after a restart.
+        self._pool = ThreadPoolExecutor(observers, thread_name_prefix="table")
+        self._maintenance = ThreadPoolExecutor(max_concurrent, thread_name_prefix="maintain")
         self.running = 0  # maintenance operations in flight (tests and the benchmark read it)
         self.polls = 0
         self.last_tick = time.monotonic()
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _maintaining(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._maintenance, fn, *args)
 
     async def watch(
         self, current: Current, watcher: TableWatcher, sleep: Sleep, publish: Publish
@@ -124,7 +130,8 @@ class Fleet:
         finally:
             self._queued.discard(task)
         self.running += 1
-        work = asyncio.ensure_future(self._off_loop(watcher.maintain, target, obs, self.clock()))
+        maintain = self._maintaining(watcher.maintain, target, obs, self.clock())
+        work = asyncio.ensure_future(maintain)
         work.add_done_callback(lambda _: self._release(slots))
         return await asyncio.shield(work)
 
@@ -149,6 +156,7 @@ class Fleet:
     def close(self) -> None:
         # Maintenance already running finishes (its writes are crash-safe either way).
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._maintenance.shutdown(wait=True, cancel_futures=True)
 
 
 class Loop:
