@@ -6,8 +6,8 @@ commits with no checkpoint, and SICK_REMOVED of those files removed 8 days ago b
 storage (vacuum debt). The healthy ones have HEALTHY_COMMITS commits of one file each, so a
 checkpoint is due. Every table is watched from scratch by the real Fleet and TableWatchers
 with `--max-concurrent` 2, as an operator does after a restart: all of them are due at their
-first poll, so thousands wait for the two slots. Each mode runs in a fresh child over a fresh copy of the lake; the clock stops
-when the last sick table's maintenance has finished.
+first poll, so thousands wait for the two slots. Each mode runs in a fresh child over a fresh
+copy of the lake; the clock stops when the last sick table's maintenance has finished.
 
 - benefit-first: the fleet as it is (runtime/slots.py, runtime/health.py `benefit`);
 - first-come-first-served: the same fleet with every benefit 0, so slots go in arrival order.
