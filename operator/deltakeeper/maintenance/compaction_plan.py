@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltakeeper.compaction.launcher import Planned
 from deltakeeper.delta import features, schema
 from deltakeeper.delta.errors import MissingLogFileError, UnsupportedProtocolError
 from deltakeeper.delta.json_log import read_actions
@@ -413,3 +415,29 @@ def read_back(table: Table, tag: str, versions: list[int]) -> Compacted:
                     counts[index] += 1
                     counts[index + 2] += int(a[kind].get("size") or 0)
     return Compacted(tag, tuple(ours), *counts)
+
+
+def planned_from_spec(snap: Snapshot, spec: Mapping[str, Any]) -> Planned:
+    """The files and bytes a job's input asks it to rewrite, counted again from the table at
+    the job's planned version: the small files of the partitions it compacts and the files with
+    many deleted rows of those it purges. For a job that did not record them (one started by
+    an older deltakeeper, adopted after a restart)."""
+    meta = snap.metadata
+    physical = {v: k for k, v in logical_partition_names(meta).items()}
+    timestamps = timestamp_partitions(meta)
+    settings = CompactionSettings(
+        min_file_size=int(spec.get("minFileSize") or 1),
+        max_deleted_rows_ratio=float(spec.get("maxDeletedRowsRatio") or 0.0),
+    )
+    files = bytes_ = 0
+    for key, small in (("compact", True), ("purge", False)):
+        for values in spec.get(key) or []:
+            named = {physical.get(k, k): v for k, v in values.items() if v is not None}
+            part = only_where(snap.files, named, timestamps)
+            if small:
+                chosen = pc.less(part["size"], settings.small_below)
+            else:
+                chosen = _many_deleted_rows(part, settings.max_deleted_rows_ratio)
+            files += int(pc.sum(pc.cast(chosen, pa.int64())).as_py() or 0)
+            bytes_ += int(pc.sum(pc.if_else(chosen, part["size"], 0)).as_py() or 0)
+    return Planned(files, bytes_)

@@ -9,13 +9,16 @@ backoff that doubles per failure; a success waits the table's minimum interval.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from deltakeeper.compaction.launcher import Adopting, Job, JobState, Planned
+from deltakeeper.delta import schema
+from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.table import Table
-from deltakeeper.maintenance import executor
+from deltakeeper.maintenance import compaction_plan, executor
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations import Operation
@@ -25,6 +28,8 @@ from deltakeeper.maintenance.policy import (
     CompactionSettings,
 )
 from deltakeeper.units import rfc3339
+
+log = logging.getLogger("deltakeeper.jobs")
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ class JobTracker:
             )
             self.last_started_ms = now_ms
 
-    def adopt(self, owner: tuple[str, str], deadline_s: float) -> None:
+    def adopt(self, owner: tuple[str, str], deadline_s: float, table: Table | None = None) -> None:
         """Once: follow the owner's job that an earlier process (a restarted or replaced
         operator) started and left running, instead of ever starting a second; or read back
         one that ended while no process watched it."""
@@ -119,7 +124,7 @@ class JobTracker:
         if found is None:
             return
         spec = found.spec
-        planned = found.planned or Planned(0, 0)  # a job that did not say: unknown, shown as 0
+        planned = found.planned or _planned_again(table, spec)
         self.running = Running(
             found.job,
             found.job.job_id,
@@ -200,3 +205,17 @@ class JobTracker:
 def _ms_of(entry: Mapping[str, Any] | None) -> int | None:
     value = (entry or {}).get("timeMs")
     return value if isinstance(value, int) else None
+
+
+def _planned_again(table: Table | None, spec: Mapping[str, Any]) -> Planned:
+    """What a job that did not record its plan rewrites, counted from the table at its planned
+    version; unknown (0) when that version cannot be read."""
+    version = spec.get("plannedVersion")
+    if table is None or not isinstance(version, int):
+        return Planned(0, 0)
+    try:
+        snap = table.snapshot(version=version, add_cols=(*schema.LEAN_ADD, "stats"))
+        return compaction_plan.planned_from_spec(snap, spec)
+    except DeltaError as e:
+        log.warning("%s: the adopted job's planned files are unknown: %s", table.uri, e)
+        return Planned(0, 0)

@@ -133,7 +133,7 @@ class TableWatcher:
             return
         deadline_ms = target.settings.get("compaction_deadline_ms") or COMPACTION_DEADLINE_MS
         try:
-            self.compactions.adopt(target.key, deadline_ms / 1000)
+            self.compactions.adopt(target.key, deadline_ms / 1000, self._table)
         except Exception as e:
             log.warning(
                 "%s/%s: cannot look for a running compaction job yet (%s)",

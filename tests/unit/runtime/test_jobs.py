@@ -211,13 +211,19 @@ def test_a_table_that_compacts_has_its_compaction_series_at_0_from_its_first_pol
     assert f"deltakeeper_maintenance_runs_total{runs.replace('compaction', 'vacuum')}" in text
 
 
+RECORDED = Planned(3, 300)  # what a job started by this deltakeeper says of its plan
+
+
 class AdoptingLauncher(StandInLauncher):
     """Jobs outlive the process here: one left running is found again (as SparkApplications
     are by their labels)."""
 
-    def __init__(self, left: dict[tuple[str, str], StandIn]) -> None:
+    def __init__(
+        self, left: dict[tuple[str, str], StandIn], planned: Planned | None = RECORDED
+    ) -> None:
         super().__init__()
         self.left = left
+        self.planned = planned
         self.asked: list[tuple[tuple[str, str], float, int | None]] = []
 
     def adopt(
@@ -225,8 +231,10 @@ class AdoptingLauncher(StandInLauncher):
     ) -> Found | None:
         self.asked.append((owner, deadline_s, since_ms))
         job = self.left.get(owner)
-        spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}]} if job else {}
-        return Found(job, spec, T0, Planned(3, 300)) if job else None
+        if job is None:
+            return None
+        spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}], "minFileSize": 1000}
+        return Found(job, spec, T0, self.planned)
 
 
 def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_the_log(
@@ -264,6 +272,21 @@ def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_t
     assert outcome.compacted is not None and outcome.compacted.versions == (v,)
     assert (outcome.compacted.files_removed, outcome.compacted.files_added) == (3, 1)
     assert limited.running == 0
+
+
+def test_a_job_that_did_not_record_its_plan_is_counted_from_the_table(tmp_path: Path) -> None:
+    """An older deltakeeper's SparkApplication has no planned-files annotations: the files its
+    input asks it to rewrite are counted at its planned version (small ones only)."""
+    log = LogBuilder(tmp_path)
+    log.commit(protocol(), metadata(), *(add(f"{i}.parquet") for i in range(3)), add("big", 5000))
+    log.commit(add("later.parquet"))  # after the plan: not the job's
+    table = open_table(str(tmp_path))
+    left = StandIn(request("job-left"))
+    tracker = JobTracker(Compactor(Limited(AdoptingLauncher({("ns", "t"): left}, None), 1)))
+    tracker.adopt(("ns", "t"), 60.0, table)
+    status = tracker.status()
+    assert status is not None
+    assert (status["running"]["files"], status["running"]["bytes"]) == (3, 300)
 
 
 def test_nothing_left_running_means_nothing_adopted(tmp_path: Path) -> None:
