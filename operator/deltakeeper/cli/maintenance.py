@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from deltakeeper.cli import exits, flags, output
-from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta import cleanup, log_compaction, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.table import Table, open_table
@@ -56,6 +56,30 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         output.print_json(report)
     else:
         output.checkpoint_written(result, checksum, args.dry_run)
+    return 0
+
+
+def cmd_compact_log(args: argparse.Namespace) -> int:
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    done = log_compaction.compact_log(table, args.start, args.end, args.dry_run)
+    report = {
+        "operation": "compact-log",
+        "dryRun": args.dry_run,
+        "from": done.start,
+        "to": done.end,
+        "file": done.key,
+        "actions": done.actions,
+        "sizeBytes": done.size_bytes,
+        "written": done.written,
+        "existed": done.existed,
+    }
+    if args.json:
+        output.print_json(report)
+    elif done.existed:
+        print(f"{done.key} exists already: left as it is")
+    else:
+        verb = "would write" if args.dry_run else "wrote"
+        print(f"{verb} {done.key}: {done.actions} actions, {done.size_bytes} bytes")
     return 0
 
 

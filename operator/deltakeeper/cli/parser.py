@@ -87,7 +87,7 @@ def _at_version(p: argparse.ArgumentParser, timestamps: bool) -> None:
 def _command(sub: Any, name: str, family: str, **texts: str | None) -> argparse.ArgumentParser:
     """A command run by `cmd_<name>` of cli/<family>.py; `texts`: its help and description."""
     p: argparse.ArgumentParser = sub.add_parser(name, **texts)
-    p.set_defaults(func=Command(family, name))
+    p.set_defaults(func=Command(family, name.replace("-", "_")))
     return p
 
 
@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     _read_commands(sub)
     _maintenance_commands(sub)
     _maintain_command(sub)
+    _compact_log_command(sub)
     _compact_command(sub)
     _discover_command(sub)
     _run_command(sub)
@@ -244,6 +245,21 @@ def _maintenance_commands(sub: Any) -> None:
     )
     _vacuum_flags(p)
     _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
+
+
+def _compact_log_command(sub: Any) -> None:
+    p = _table_command(
+        sub,
+        "compact-log",
+        "maintenance",
+        "write a log compaction file: commits X..Y reconciled into one (X.Y.compacted.json)",
+        "Readers between checkpoints (Delta Spark, Delta Kernel) may read the one file instead "
+        "of the commits. Only published commits are compacted; an existing file is left alone.",
+    )
+    p.add_argument("--from", dest="start", type=int, required=True, metavar="X")
+    p.add_argument("--to", dest="end", type=int, required=True, metavar="Y")
+    p.add_argument("--dry-run", action="store_true", help="reconcile, write nothing")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 
 def _maintain_command(sub: Any) -> None:
