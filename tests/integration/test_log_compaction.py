@@ -6,6 +6,7 @@ compaction files its checkpoint makes stale."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,13 +32,15 @@ def commit_file(path: Path, version: int) -> Path:
     return path / "_delta_log" / f"{version:020d}.json"
 
 
-def test_spark_reads_through_compaction_files_with_the_same_rows(spark: Any, tmp_path: Path) -> None:
+def test_spark_reads_through_compaction_files_with_the_same_rows(
+    spark: Any, tmp_path: Path
+) -> None:
     path = tmp_path / "t"
     spark.range(0, 10).selectExpr("id", "id % 3 AS g").write.format("delta").save(str(path))
     for i in range(1, 6):  # versions 1-5
-        spark.range(i * 10, i * 10 + 10).selectExpr("id", "id % 3 AS g").write.format(
-            "delta"
-        ).mode("append").save(str(path))
+        spark.range(i * 10, i * 10 + 10).selectExpr("id", "id % 3 AS g").write.format("delta").mode(
+            "append"
+        ).save(str(path))
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 7 = 0")  # 6
     spark.sql(f"UPDATE delta.`{path}` SET g = 9 WHERE id < 5")  # 7
     before = spark_digest(spark, str(path))
@@ -49,16 +52,23 @@ def test_spark_reads_through_compaction_files_with_the_same_rows(spark: Any, tmp
     assert duckdb_digest(str(path)) == before
     assert spark_digest(spark, str(path), 4) == deltars_digest(str(path), 4)  # time travel
 
-    # In a copy, commit 3 (inside both ranges) is damaged: Spark still reads the latest rows,
-    # so it read the compaction file instead; without the files the same copy cannot be read.
-    copy = tmp_path / "copy"
-    shutil.copytree(path, copy)
-    commit_file(copy, 3).write_text('{"add": "damaged"}\n')
-    assert spark_digest(spark, str(copy)) == before
-    for f in (copy / "_delta_log").glob("*.compacted.json"):
+    # Two copies whose commit 3 (inside both ranges) also adds a file that does not exist:
+    # with the compaction files Spark reads the rows as before, so it read them instead of
+    # the commits; without them (a copy Spark never read: its snapshots are cached by path)
+    # it fails on the missing file.
+    ghost = {"path": "ghost.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1}
+    copies = {}
+    for name in ("with", "without"):
+        copies[name] = copy = tmp_path / name
+        shutil.copytree(path, copy)
+        with commit_file(copy, 3).open("a") as f:
+            f.write(json.dumps({"add": ghost | {"dataChange": True}}) + "\n")
+        (copy / "_delta_log" / f".{3:020d}.json.crc").unlink()  # Hadoop's checksum of it
+    for f in (copies["without"] / "_delta_log").glob("*.compacted.json"):
         f.unlink()
-    with pytest.raises(Exception):  # noqa: B017 (Spark raises a Py4J error of its own kind)
-        spark_digest(spark, str(copy))
+    assert spark_digest(spark, str(copies["with"])) == before
+    with pytest.raises(Exception, match=r"ghost\.parquet"):  # a Py4J error of Spark's own kind
+        spark_digest(spark, str(copies["without"]))
 
 
 def test_cleanup_removes_the_compaction_files_its_checkpoint_makes_stale(
