@@ -186,7 +186,10 @@ class Limited:
             key = _claimant(request)
             self._claim(key, request.benefit)
             self._check_room(need)
-            ahead = self._order()[: self.limit - self.running]
+            # Under a core budget only the first may start: another that fits now could take
+            # the cores the first needs.
+            room = 1 if self.cores is not None else self.limit - self.running
+            ahead = self._order()[:room]
             if key not in ahead:
                 raise AtLimit(
                     f"waiting: {ahead[0]} goes first (a larger benefit, or waiting longer)"

@@ -133,8 +133,17 @@ def test_the_core_budget_holds_jobs_back_and_a_large_job_runs_alone() -> None:
     assert not b.ask("c", cores=2) and b.limited.cores_used == 8
     b.end_all()
     assert b.limited.cores_used == 0 and b.limited.running == 0
-    assert b.ask("huge", cores=16)  # more than the whole budget: it runs, alone
+    assert b.ask("huge", 10, cores=16)  # more than the whole budget: it runs, alone
     assert not b.ask("c", cores=2)
+
+
+def test_under_a_core_budget_a_small_job_does_not_take_the_cores_of_a_better_one() -> None:
+    b = Budget(10, cores=8)
+    assert b.ask("busy", 1, cores=4)
+    assert not b.ask("big", 900, cores=8)  # waits for the 4 cores in use
+    assert not b.ask("small", 2, cores=4)  # would fit, but is not first
+    b.end_all()
+    assert b.ask("big", 900, cores=8)
 
 
 def test_job_cores_come_from_the_launcher_else_one() -> None:
