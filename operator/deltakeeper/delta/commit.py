@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -82,14 +82,7 @@ class Change:
 
     def without(self, dropped: set[str]) -> Change:
         kept = tuple(a for a in self.actions if _path(a) not in dropped)
-        return Change(
-            self.operation,
-            kept,
-            self.parameters,
-            self.metrics,
-            self.reads - dropped,
-            self.droppable,
-        )
+        return replace(self, actions=kept, reads=self.reads - dropped)
 
 
 @dataclass(frozen=True)

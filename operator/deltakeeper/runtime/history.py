@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,6 +32,7 @@ from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import effective
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime.fleet import now_ms
 from deltakeeper.runtime.model import Observation, Target
 
 log = logging.getLogger("deltakeeper.history")
@@ -72,6 +72,8 @@ DELTA_SCHEMA: dict[str, Any] = {
         }
     ],
 }
+# The counts of a table kept before and after each operation, by their metric's name.
+COUNTED = {"files": F.FILES, "bytes": F.BYTES, "logFiles": F.LOG_FILES}
 STATUS = {
     Result.DONE: "succeeded",
     Result.FAILED: "failed",
@@ -140,7 +142,7 @@ def _row(
 
 def _metrics(o: Outcome, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for name, field in (("files", F.FILES), ("bytes", F.BYTES), ("logFiles", F.LOG_FILES)):
+    for name, field in COUNTED.items():
         if isinstance(before.get(field), int):
             out[f"{name}Before"] = before[field]
         if isinstance(after.get(field), int) and o.result is Result.DONE:
@@ -166,7 +168,7 @@ class History:
         self,
         uri: str,
         storage_options: Mapping[str, Any] | None = None,
-        clock: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock: Callable[[], int] = now_ms,
         max_rows: int = MAX_ROWS,
     ) -> None:
         self.uri = uri
@@ -187,9 +189,7 @@ class History:
     def add(self, target: Target, obs: Observation) -> None:
         new = rows(target, obs, self._before.get(target.key, {}))
         if obs.counts:
-            self._before[target.key] = {
-                k: obs.counts.get(k) for k in (F.FILES, F.BYTES, F.LOG_FILES)
-            }
+            self._before[target.key] = {k: obs.counts.get(k) for k in COUNTED.values()}
         if not new:
             return
         with self._lock:
