@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,15 @@ def spark_table(spark: Any, path: Path) -> None:
     )
 
 
+def stats_race(spark: Any, path: Path) -> tuple[Any, Any, Change]:
+    """A Spark table, its snapshot, and the stats re-adds of its files planned from it: what a
+    concurrent Spark commit then races."""
+    spark_table(spark, path)
+    table = open_table(str(path))
+    snap = table.snapshot()
+    return table, snap, readd_with_stats(path, snap)
+
+
 def test_appends_race_a_deltars_writer_and_lose_no_row(spark: Any, tmp_path: Path) -> None:
     from deltalake import write_deltalake
 
@@ -106,10 +116,7 @@ def test_appends_race_a_deltars_writer_and_lose_no_row(spark: Any, tmp_path: Pat
 
 def test_a_file_spark_deletes_from_is_not_resurrected(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "t"
-    spark_table(spark, path)
-    table = open_table(str(path))
-    snap = table.snapshot()
-    change = readd_with_stats(path, snap)
+    table, snap, change = stats_race(spark, path)
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 3")  # rewrites the file holding 3
     gone = {a["path"] for a in _removes(path, snap.version + 1)}
     assert len(gone) == 1
@@ -126,11 +133,8 @@ def test_a_file_spark_deletes_from_is_not_resurrected(spark: Any, tmp_path: Path
 
 def test_a_change_that_may_not_drop_files_gives_up_cleanly(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "t"
-    spark_table(spark, path)
-    table = open_table(str(path))
-    snap = table.snapshot()
-    change = readd_with_stats(path, snap)
-    strict = Change(change.operation, change.actions, reads=change.reads, droppable=False)
+    table, snap, change = stats_race(spark, path)
+    strict = replace(change, droppable=False)
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 3")
     with pytest.raises(CommitConflictError, match="a concurrent commit removed"):
         commit(table, snap, strict)
@@ -140,10 +144,7 @@ def test_a_change_that_may_not_drop_files_gives_up_cleanly(spark: Any, tmp_path:
 
 def test_a_spark_metadata_change_makes_it_give_up(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "t"
-    spark_table(spark, path)
-    table = open_table(str(path))
-    snap = table.snapshot()
-    change = readd_with_stats(path, snap)
+    table, snap, change = stats_race(spark, path)
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('team' = 'ingest')")
     with pytest.raises(CommitConflictError, match="changed the table's metadata"):
         commit(table, snap, change)

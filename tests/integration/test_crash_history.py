@@ -20,6 +20,7 @@ import pytest
 from deltakeeper.delta.table import open_table
 from tests.support import faults
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.manifests import table_doc
 from tests.support.rows import deltars_digest, duckdb_digest
 
 pytestmark = pytest.mark.integration
@@ -33,12 +34,7 @@ def lake(root: Path) -> tuple[list[str], Path]:
     b.commit(add("b.parquet"), commit_info())
     folder = root / "manifests"
     folder.mkdir()
-    manifest = {
-        "apiVersion": "deltakeeper.io/v1alpha1",
-        "kind": "DeltaTable",
-        "metadata": {"name": "events", "namespace": "lake"},
-        "spec": {"uri": str(table), "checkpoint": {"interval": 1}},
-    }
+    manifest = table_doc("events", str(table), checkpoint={"interval": 1})
     (folder / "events.json").write_text(json.dumps(manifest))
     history = root / "history"
     return ["run", "--manifests", str(folder), "--once", "--history-uri", str(history)], history

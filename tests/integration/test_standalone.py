@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.manifests import table_doc
 from tests.support.stores import free_port
 
 DELTAKEEPER = Path(sys.executable).parent / "deltakeeper"
@@ -27,15 +28,7 @@ def _table(root: Path) -> None:
 
 
 def _manifest(name: str, uri: Path, **spec: Any) -> str:
-    body = {"uri": f"file://{uri}", "pollInterval": "1s", **spec}
-    return json.dumps(
-        {
-            "apiVersion": "deltakeeper.io/v1alpha1",
-            "kind": "DeltaTable",
-            "metadata": {"name": name, "namespace": "lake"},
-            "spec": body,
-        }
-    )
+    return json.dumps(table_doc(name, f"file://{uri}", pollInterval="1s", **spec))
 
 
 def _until(check: Callable[[], Any], timeout: float, what: str) -> Any:
