@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from deltakeeper.cli import exits, flags, output
-from deltakeeper.delta import cleanup, log_compaction, vacuum
+from deltakeeper.delta import cleanup, compute_stats, log_compaction, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.table import Table, open_table
@@ -81,6 +81,23 @@ def cmd_compact_log(args: argparse.Namespace) -> int:
         verb = "would write" if args.dry_run else "wrote"
         print(f"{verb} {done.key}: {done.actions} actions, {done.size_bytes} bytes")
     return 0
+
+
+def cmd_compute_stats(args: argparse.Namespace) -> int:
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    limits = {
+        k: v
+        for k, v in (("max_data_bytes", args.max_read_bytes), ("batch", args.batch_size))
+        if v is not None
+    }
+    show = None if args.json else output.step_progress("compute-stats", "footers read")
+    run = compute_stats.compute_stats(table, args.dry_run, args.columns, progress=show, **limits)
+    report = {"operation": "compute-stats", "dryRun": args.dry_run, **run.to_json()}
+    if args.json:
+        output.print_json(report)
+    else:
+        output.stats_computed(run, args.dry_run)
+    return 1 if run.unreadable else 0  # the files read were committed; the others need a look
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltakeeper.runtime import credentials
@@ -84,6 +84,37 @@ def warn_damage(snap: SnapshotHeader) -> None:
 
 def progress(operation: str, done: int, total: int) -> None:
     print(f"{operation}: deleted {done}/{total} files", file=sys.stderr, flush=True)
+
+
+def step_progress(operation: str, what: str, every: int = 1000) -> Callable[[int, int], None]:
+    """A progress callback for long work: a line on stderr every `every` items and at the end."""
+
+    def show(done: int, total: int) -> None:
+        if done % every == 0 or done == total:
+            print(f"{operation}: {done}/{total} {what}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def stats_computed(run: Any, dry_run: bool) -> None:
+    """compute-stats: what was found, what was (or would be) committed, what waits."""
+    verb = "would give" if dry_run else "gave"
+    print(
+        f"version {run.version}: {run.missing} of {run.files} files lack statistics; "
+        f"{verb} {run.given} statistics"
+        + (f" in commits {', '.join(map(str, run.commits))}" if run.commits else "")
+    )
+    if run.deletion_vectors:
+        print(f"{run.deletion_vectors} files with deletion vectors left alone")
+    if run.deferred:
+        print(
+            f"{run.deferred} files wait for a later run: reading their columns would pass "
+            "--max-read-bytes"
+        )
+    if run.dropped:
+        print(f"{run.dropped} files were removed by a concurrent commit and left out")
+    for path, error in run.unreadable:
+        warn(f"{path}: not read: {error}")
 
 
 def health_line(h: dict[str, Any]) -> str:

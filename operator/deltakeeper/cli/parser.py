@@ -16,6 +16,7 @@ from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.units import parse_size
 
 
 class Command:
@@ -45,6 +46,13 @@ def _whole(text: str, minimum: int) -> int:
     if value < minimum:
         raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
     return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _positive(text: str) -> int:
@@ -161,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _maintenance_commands(sub)
     _maintain_command(sub)
     _compact_log_command(sub)
+    _compute_stats_command(sub)
     _compact_command(sub)
     _discover_command(sub)
     _run_command(sub)
@@ -259,6 +268,41 @@ def _compact_log_command(sub: Any) -> None:
     p.add_argument("--from", dest="start", type=int, required=True, metavar="X")
     p.add_argument("--to", dest="end", type=int, required=True, metavar="Y")
     p.add_argument("--dry-run", action="store_true", help="reconcile, write nothing")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def _compute_stats_command(sub: Any) -> None:
+    p = _table_command(
+        sub,
+        "compute-stats",
+        "maintenance",
+        "give live files the statistics the table asks for (numRecords, min/max, nullCount)",
+        "Finds live files without statistics, or without them for a column the table now "
+        "indexes (delta.dataSkippingNumIndexedCols, delta.dataSkippingStatsColumns), reads "
+        "their Parquet footers, and re-adds them with statistics as Delta Spark writes them "
+        "(dataChange=false, operation COMPUTE STATS). Files with deletion vectors are left "
+        "alone. Columns a footer cannot describe are read, up to --max-read-bytes a run.",
+    )
+    p.add_argument(
+        "--columns",
+        metavar="COLS",
+        help="collect statistics for these columns (a, b.c, `d.e`), as "
+        "delta.dataSkippingStatsColumns would, instead of the table's setting",
+    )
+    p.add_argument(
+        "--max-read-bytes",
+        type=_size,
+        metavar="SIZE",
+        help="column data read a run where footers lack statistics (default 256Mi); the files "
+        "past it wait for the next run",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        metavar="N",
+        help="files re-added per commit (default 1000)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="compute, commit nothing")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 

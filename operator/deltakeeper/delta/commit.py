@@ -87,12 +87,14 @@ class Change:
 
 @dataclass(frozen=True)
 class Committed:
-    """The version written (None: nothing was left to commit), the attempts it took, and the
-    paths dropped because a concurrent commit removed them."""
+    """The version written (None: nothing was left to commit), the attempts it took, the
+    paths dropped because a concurrent commit removed them, and the commit's timestamp (its
+    in-commit timestamp when the table has them): what a next commit based on it needs."""
 
     version: int | None
     attempts: int
     dropped: tuple[str, ...] = ()
+    timestamp_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def commit(
         info = commit_info(change, base.version, _now(now_ms), ict_floor if ict_floor else None)
         try:
             table.storage.put_if_absent(f"{LOG}/{paths.commit(version)}", _lines(info, change))
-            return Committed(version, attempt, tuple(sorted(dropped)))
+            return Committed(version, attempt, tuple(sorted(dropped)), info["timestamp"])
         except FileExistsError:
             pass
         winners = _winners(table, version)

@@ -1,0 +1,186 @@
+"""COMPUTE STATS: give every live file the statistics the table asks for, as Delta Spark's
+`StatisticsCollection.recompute` does, without Spark.
+
+A file needs statistics when its `stats` are missing, lack `numRecords`, or lack a `nullCount`
+for a column the table now indexes (`dataSkippingNumIndexedCols` or `dataSkippingStatsColumns`
+changed since it was written). Each such file's footer is read with ranged reads (footer only);
+a column the footer cannot describe is read from its column chunks, up to `max_data_bytes` a
+run (the files past it wait for the next run). Files with deletion vectors are left alone:
+their statistics describe rows the vector hides, and Delta Spark does not recompute them.
+
+The files are re-added with `dataChange=false` and their new `stats`, every other field kept,
+through the one commit writer, `batch` files a commit, operation `COMPUTE STATS`. A file a
+concurrent commit removed is dropped from the batch, never resurrected.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from deltakeeper.delta import file_stats, schema
+from deltakeeper.delta.commit import Change, commit
+from deltakeeper.delta.features import require_writable
+from deltakeeper.delta.file_stats import FileStats, StatsSpec
+from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
+from deltakeeper.delta.table import Table
+from deltakeeper.delta.vacuum import candidate_key, table_root
+
+OPERATION = "COMPUTE STATS"
+BATCH = 1000  # files re-added per commit
+MAX_DATA_BYTES = 256 * 2**20  # column chunk bytes read a run where footers cannot say
+READERS = 16  # footers read at once (object-store latency, not CPU, bounds them)
+
+
+@dataclass
+class StatsRun:
+    """What a run found and did."""
+
+    version: int
+    files: int = 0  # live files
+    missing: int = 0  # without the statistics the table asks for
+    given: int = 0  # re-added with statistics (or would be, on a dry run)
+    deletion_vectors: int = 0  # left alone: they carry a deletion vector
+    deferred: int = 0  # left for a later run: their data read would pass the budget
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    data_bytes: int = 0  # column chunk bytes read
+    commits: list[int] = field(default_factory=list)
+    dropped: int = 0  # removed by a concurrent commit before ours landed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "files": self.files,
+            "missingStats": self.missing,
+            "givenStats": self.given,
+            "deletionVectors": self.deletion_vectors,
+            "deferred": self.deferred,
+            "unreadable": [{"path": p, "error": e} for p, e in self.unreadable],
+            "dataBytesRead": self.data_bytes,
+            "commits": self.commits,
+            "dropped": self.dropped,
+        }
+
+
+def spec_of(snap: Snapshot, columns: str | None = None) -> StatsSpec:
+    meta = snap.metadata
+    return file_stats.spec_for(
+        meta.schema_string,
+        meta.configuration,
+        meta.partition_columns,
+        meta.properties.column_mapping_mode,
+        tight_bounds="deletionVectors" in snap.protocol.writer_feature_set(),
+        columns=columns,
+    )
+
+
+def compute_stats(
+    table: Table,
+    dry_run: bool = False,
+    columns: str | None = None,
+    max_data_bytes: int = MAX_DATA_BYTES,
+    batch: int = BATCH,
+    progress: Callable[[int, int], None] | None = None,
+    now_ms: int | None = None,
+) -> StatsRun:
+    """Compute and commit the missing statistics of `table`'s live files."""
+    snap = table.snapshot(add_cols=schema.FULL_ADD)
+    require_writable(snap, "commit")
+    spec = spec_of(snap, columns)
+    run = StatsRun(snap.version, files=snap.num_files)
+    todo = []
+    for add in snap.files.to_pylist():
+        if add.get("deletionVector"):
+            run.deletion_vectors += 1
+        elif not spec.complete(add.get("stats")):
+            todo.append(add)
+    run.missing = len(todo)
+    adds = _computed(table, spec, todo, max_data_bytes, run, progress)
+    run.given = len(adds)
+    if dry_run:
+        return run
+    base: SnapshotHeader = snap
+    for start in range(0, len(adds), batch):
+        chunk = adds[start : start + batch]
+        change = Change(
+            OPERATION,
+            tuple({"add": a} for a in chunk),
+            parameters={"predicate": '["true"]'},
+            metrics={"numFiles": len(chunk)},
+            reads=frozenset(a["path"] for a in chunk),
+            droppable=True,
+        )
+        done = commit(table, base, change, now_ms)
+        run.dropped += len(done.dropped)
+        run.given -= len(done.dropped)
+        if done.version is not None:  # the next batch starts from ours: no race with itself
+            run.commits.append(done.version)
+            base = replace(
+                base, version=done.version, timestamp_ms=done.timestamp_ms or base.timestamp_ms
+            )
+    return run
+
+
+def _computed(
+    table: Table,
+    spec: StatsSpec,
+    todo: list[dict[str, Any]],
+    max_data_bytes: int,
+    run: StatsRun,
+    progress: Callable[[int, int], None] | None,
+) -> list[dict[str, Any]]:
+    """The re-adds, in the log's order; files whose data read would pass the budget wait."""
+    root = table_root(table.storage)
+    lock = threading.Lock()
+    budget = [max_data_bytes]
+    finished = [0]
+
+    def one(add: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            key = candidate_key(add["path"], root)
+            if key is None:
+                raise ValueError("the file lies outside the table's root")
+            pf = pq.ParquetFile(table.storage.open_input(key, add.get("size")))
+            got = file_stats.from_footer(spec, pf)
+            stats = got.stats if got.stats is not None else _with_data(spec, pf, got)
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            with lock:
+                run.unreadable.append((add["path"], str(e)))
+            return None
+        finally:
+            with lock:
+                finished[0] += 1
+                if progress is not None:
+                    progress(finished[0], len(todo))
+        return None if stats is None else _readd(add, file_stats.dumps(stats))
+
+    def _with_data(spec: StatsSpec, pf: pq.ParquetFile, got: FileStats) -> dict[str, Any] | None:
+        with lock:
+            if got.data_bytes > budget[0]:
+                run.deferred += 1
+                return None
+            budget[0] -= got.data_bytes
+            run.data_bytes += got.data_bytes
+        return file_stats.from_data(spec, pf, got)
+
+    with ThreadPoolExecutor(READERS) as pool:
+        results = list(pool.map(one, todo))
+    return [r for r in results if r is not None]
+
+
+def _readd(add: dict[str, Any], stats: str) -> dict[str, Any]:
+    """The add again, every field kept, with its new statistics and no data change."""
+    out: dict[str, Any] = {}
+    for name, value in add.items():
+        if value is None or name == schema.NUM_RECORDS.name:
+            continue
+        out[name] = dict(value) if name in ("partitionValues", "tags") else value
+    out["dataChange"] = False
+    out["stats"] = stats
+    out.setdefault("partitionValues", {})
+    return out
