@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from deltakeeper.cli import exits, flags, output
-from deltakeeper.delta import cleanup, compute_stats, log_compaction, vacuum
+from deltakeeper.delta import cleanup, compute_stats, log_compaction, manifest, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.table import Table, open_table
@@ -98,6 +98,24 @@ def cmd_compute_stats(args: argparse.Namespace) -> int:
     else:
         output.stats_computed(run, args.dry_run)
     return 1 if run.unreadable else 0  # the files read were committed; the others need a look
+
+
+def cmd_manifest(args: argparse.Namespace) -> int:
+    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    run = manifest.generate(table, args.dry_run)
+    if args.json:
+        output.print_json({"operation": "manifest", "dryRun": args.dry_run, **run.to_json()})
+        return 0
+    verb = ("would write", "would delete") if args.dry_run else ("wrote", "deleted")
+    print(
+        f"version {run.version}: {run.files} data files; {verb[0]} {len(run.written)} "
+        f"manifests, {run.unchanged} unchanged, {verb[1]} {len(run.deleted)} stale"
+    )
+    for key in run.written:
+        print(f"  {verb[0]} {key}")
+    for key in run.deleted:
+        print(f"  {verb[1]} {key}")
+    return 0
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:

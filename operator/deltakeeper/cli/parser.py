@@ -170,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     _maintain_command(sub)
     _compact_log_command(sub)
     _compute_stats_command(sub)
+    _manifest_command(sub)
     _compact_command(sub)
     _discover_command(sub)
     _run_command(sub)
@@ -303,6 +304,21 @@ def _compute_stats_command(sub: Any) -> None:
         help="files re-added per commit (default 1000)",
     )
     p.add_argument("--dry-run", action="store_true", help="compute, commit nothing")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def _manifest_command(sub: Any) -> None:
+    p = _table_command(
+        sub,
+        "manifest",
+        "maintenance",
+        "write the table's symlink format manifests (_symlink_format_manifest/) once",
+        "For engines that read Delta through Hive-style manifests (Redshift Spectrum, Presto, "
+        "Athena): one manifest per partition listing its live data files, in Delta Spark's "
+        "layout. Only changed manifests are written (each whole, in one write); those of "
+        "emptied partitions are deleted.",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 

@@ -162,6 +162,10 @@ _WORDING = {
         "; upgrade deltakeeper",
         catalog="its commits",
     ),
+    "manifest": _Wording(
+        "refusing to write symlink manifests: this build does not support ",
+        "; upgrade deltakeeper",
+    ),
     "maintenance": _Wording(
         "this build does not support ",
         "; nothing will be written or deleted (upgrade deltakeeper)",

@@ -33,6 +33,7 @@ ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 CHECKPOINT_PROTECTION = "delta.requireCheckpointProtectionBeforeVersion"
 UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 TARGET_FILE_SIZE = "delta.targetFileSize"
+SYMLINK_MANIFEST = "delta.compatibility.symlinkFormatManifest.enabled"
 
 # Vacuum with a retention below this needs an explicit allowShortRetention (Delta's
 # retentionDurationCheck: 168 hours). Here, not in vacuum.py, so that maintenance.policy can
