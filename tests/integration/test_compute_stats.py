@@ -2,9 +2,8 @@
 Delta Spark computes from the data of the same files, Spark skips files with them, and every
 reader reads the same rows before and after.
 
-The reference for a file is Delta Spark's own statistics for it: Spark reads the file and
-writes it again as a one-file Delta table with the same table properties, collecting
-statistics from the data as `StatisticsCollection` does for every write and for recompute.
+The reference is Delta Spark's own COMPUTE STATS (`StatisticsCollection.recompute`, through
+py4j) on a copy of the table, or the statistics Spark wrote with its files.
 Where deltakeeper differs by design it is asserted too: float and double bounds of files from
 Arrow-family writers are dropped (Delta's skipFloatingPointFromFooter: their footers leave NaN
 out), and Spark computes them.
@@ -19,7 +18,6 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -124,16 +122,17 @@ def parsed(stats: str) -> dict[str, Any]:
     return doc
 
 
-def spark_stats(spark: Any, file: Path, dest: Path, properties: dict[str, str]) -> dict[str, Any]:
-    """Delta Spark's statistics for the rows of `file`: written again by Spark as a one-file
-    Delta table with `properties`, statistics collected from the data."""
-    shutil.rmtree(dest, ignore_errors=True)
-    writer = spark.read.parquet(str(file)).coalesce(1).write.format("delta")
-    for key, value in properties.items():
-        writer = writer.option(key, value)
-    writer.save(str(dest))
-    (add,) = live_adds(dest).values()
-    return parsed(add["stats"])
+def spark_recompute(spark: Any, path: Path) -> dict[str, dict[str, Any]]:
+    """Delta Spark's COMPUTE STATS on the table at `path`; the statistics it committed."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
+    stats = getattr(
+        getattr(jvm.org.apache.spark.sql.delta.stats, "StatisticsCollection$"), "MODULE$"
+    )
+    everything = getattr(stats, "recompute$default$4")()  # Seq(true)
+    every_file = getattr(stats, "recompute$default$5")()
+    stats.recompute(spark._jsparkSession, log, jvm.scala.Option.empty(), everything, every_file)
+    return {p: parsed(a["stats"]) for p, a in live_adds(path).items()}
 
 
 def files_scanned(spark: Any, path: Path, where: str) -> int:
@@ -188,6 +187,7 @@ def test_deltars_files_get_the_statistics_spark_computes(
         writer_properties=small_groups,
     )
     strip_stats(path)
+    shutil.copytree(path, tmp_path / "theirs")
     where = "i64 < 2000000000"  # rows 0 and 1: one file of each partition
     before = files_scanned(spark, path, where)
     rows = agree(spark, path, 1)
@@ -195,12 +195,12 @@ def test_deltars_files_get_the_statistics_spark_computes(
     report = compute(capsys, path)
     assert (report["missingStats"], report["givenStats"], report["commits"]) == (4, 4, [2])
     adds = live_adds(path)
-    assert len(adds) == 4
-    for add in adds.values():
+    sparks = spark_recompute(spark, tmp_path / "theirs")
+    assert len(adds) == 4 and set(sparks) == set(adds)
+    for name, add in adds.items():
         assert add["dataChange"] is False
-        ours = parsed(add["stats"])
-        theirs = spark_stats(spark, path / unquote(add["path"]), tmp_path / "copy", {})
-        assert ours == without_floats(theirs), add["path"]
+        ours, theirs = parsed(add["stats"]), sparks[name]
+        assert ours == without_floats(theirs), name
         for side in ("minValues", "maxValues"):  # Arrow footers: float bounds dropped
             assert set(FLOATS) <= set(theirs[side]) and not set(FLOATS) & set(ours[side])
 
@@ -269,12 +269,12 @@ def test_files_written_before_the_indexed_columns_changed(
     path = tmp_path / "t"
     spark_table(spark, path, {"delta.dataSkippingNumIndexedCols": "1"})
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.dataSkippingNumIndexedCols=32)")
+    shutil.copytree(path, tmp_path / "theirs")
     before = files_scanned(spark, path, "s < 'k'")  # only id has bounds: every file is read
 
     report = compute(capsys, path)
     assert (report["missingStats"], report["givenStats"], report["commits"]) == (3, 3, [2])
-    for add in live_adds(path).values():
-        theirs = spark_stats(spark, path / unquote(add["path"]), tmp_path / "copy", {})
-        assert parsed(add["stats"]) == theirs
+    sparks = spark_recompute(spark, tmp_path / "theirs")
+    assert {p: parsed(a["stats"]) for p, a in live_adds(path).items()} == sparks
     assert (before, files_scanned(spark, path, "s < 'k'")) == (3, 0)
     assert agree(spark, path, 2) == agree(spark, path, 1)
