@@ -217,14 +217,17 @@ def test_deltars_files_get_the_statistics_spark_computes(
 
 
 def spark_table(spark: Any, path: Path, properties: dict[str, str]) -> None:
-    """Three Spark files (parquet-mr footers, INT96 timestamps) with a nested struct."""
+    """Three Spark files (parquet-mr footers, INT96 timestamps, decimals stored as integers)
+    with a nested struct."""
     df = spark.sql(
         """
         SELECT id, id / 3.0D AS f, CAST(id AS FLOAT) / 7 AS g,
                IF(id % 4 = 0, NULL, concat('k', repeat('é', 40), id)) AS s,
                timestamp_micros(1600000000000000 + id * 1001) AS ts,
                named_struct('a', id * 2, 'b', IF(id % 3 = 0, NULL, concat('b', id))) AS st,
-               array(id) AS arr
+               array(id) AS arr,
+               CAST(id / 7 AS DECIMAL(9, 2)) AS dec,
+               date_add(DATE'2020-01-01', CAST(id AS INT)) AS d
         FROM range(0, 30)
         """
     ).repartition(3)
@@ -238,10 +241,10 @@ def spark_table(spark: Any, path: Path, properties: dict[str, str]) -> None:
     "properties",
     [
         {},
-        {"delta.dataSkippingNumIndexedCols": "5"},  # st.a counts as one leaf, st.b is out
+        {"delta.dataSkippingNumIndexedCols": "6"},  # st.a is the sixth leaf, st.b is out
         {"delta.dataSkippingStatsColumns": "st.b, s"},
     ],
-    ids=["default", "five-leaves", "named-columns"],
+    ids=["default", "six-leaves", "named-columns"],
 )
 def test_spark_files_get_back_sparks_own_statistics(
     spark: Any,

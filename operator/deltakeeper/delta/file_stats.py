@@ -300,11 +300,6 @@ def _lookup(columns: Mapping[str, int], dotted: str) -> int | None:
     return lowered.get(dotted.lower())
 
 
-def _lookup_prefix(columns: Mapping[str, int], dotted: str) -> bool:
-    low = dotted.lower() + "."
-    return any(k.lower().startswith(low) for k in columns)
-
-
 def _chunk_bytes(md: pq.FileMetaData, columns: Mapping[str, int], tops: set[str]) -> int:
     wanted = {t.lower() for t in tops}
     total = 0
