@@ -124,6 +124,7 @@ def spark_recompute(spark: Any, uri: str) -> None:
 def committed_stats(emu: Any, uri: str, after: set[str]) -> dict[str, dict[str, Any]]:
     """The stats of the adds in the commits written since `after` (the log's keys before)."""
     base = uri.split("://", 1)[1] + "/_delta_log"
+    emu.fs.invalidate_cache()
     out: dict[str, dict[str, Any]] = {}
     for key in sorted(emu.fs.find(base)):
         name = key.rsplit("/", 1)[-1]
@@ -138,6 +139,7 @@ def committed_stats(emu: Any, uri: str, after: set[str]) -> dict[str, dict[str, 
 
 def log_keys(emu: Any, uri: str) -> set[str]:
     base = uri.split("://", 1)[1]
+    emu.fs.invalidate_cache()
     return {k[len(base) + 1 :] for k in emu.fs.find(base + "/_delta_log")}
 
 
