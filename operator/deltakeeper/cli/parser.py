@@ -301,7 +301,7 @@ def _compute_stats_command(sub: Any) -> None:
         "--batch-size",
         type=_positive,
         metavar="N",
-        help="files re-added per commit (default 1000)",
+        help="files re-added per commit (default 10000)",
     )
     p.add_argument("--dry-run", action="store_true", help="compute, commit nothing")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")

@@ -32,7 +32,9 @@ from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum import candidate_key, table_root
 
 OPERATION = "COMPUTE STATS"
-BATCH = 1000  # files re-added per commit
+# Files re-added per commit: a few MiB of JSON each, so a big table gets a few versions, not
+# hundreds (each new version moves the checkpoint interval on); Delta Spark makes one commit.
+BATCH = 10_000
 MAX_DATA_BYTES = 256 * 2**20  # column chunk bytes read a run where footers cannot say
 READERS = 16  # footers read at once (object-store latency, not CPU, bounds them)
 
