@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from deltakeeper.delta import file_stats, schema
 from deltakeeper.delta.commit import Change, commit
+from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.features import require_writable
 from deltakeeper.delta.file_stats import FileStats, StatsSpec
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
@@ -93,6 +94,12 @@ def compute_stats(
     """Compute and commit the missing statistics of `table`'s live files."""
     snap = table.snapshot(add_cols=schema.FULL_ADD)
     require_writable(snap, "commit")
+    if snap.segment.checkpoint is not None and not snap.metadata.properties.write_stats_as_json:
+        raise InvalidInputError(
+            f"{table.uri}: its checkpoints keep statistics only as stats_parsed "
+            "(delta.checkpoint.writeStatsAsJson=false), which this build does not read back; "
+            "compute-stats would take every file in the checkpoint for one without statistics"
+        )
     spec = spec_of(snap, columns)
     run = StatsRun(snap.version, files=snap.num_files)
     todo = []

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltakeeper.delta.compute_stats import compute_stats
+from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol
 
@@ -115,3 +116,15 @@ def test_an_unreadable_file_is_named_and_the_others_are_committed(
     run = compute_stats(open_table(str(tmp_path)))
     assert run.given == 2 and [p for p, _ in run.unreadable] == ["f1.parquet"]
     assert stats_by_path(tmp_path)["f1.parquet"] is None
+
+
+def test_checkpoints_with_stats_only_parsed_are_refused(tmp_path: Path) -> None:
+    log = table_of(tmp_path, 1)
+    meta = metadata(**{"delta.checkpoint.writeStatsAsJson": "false"})
+    log.commit(commit_info(), meta)
+    table = open_table(str(tmp_path))
+    from deltakeeper.delta.checkpoint import checkpoint_table
+
+    checkpoint_table(table, None, 1_800_000_000_000, 7 * 86_400_000)
+    with pytest.raises(InvalidInputError, match="writeStatsAsJson"):
+        compute_stats(open_table(str(tmp_path)))
