@@ -217,9 +217,15 @@ def report(cmd: str, m: dict[str, Any], files: int, r: dict[str, Any]) -> str:
         f"- Command: `{cmd}`",
         f"- Table (`benchmarks/compute_stats.py`): {files:,} pyarrow files of {ROWS} rows "
         f"(id long, s string, x double), commits of {PER_COMMIT:,} adds without stats; on a "
-        "fresh local MinIO. Delta Spark (s3a, local[2]) runs its COMPUTE STATS "
-        "(`StatisticsCollection.recompute`) first, its commit is removed, then deltakeeper "
-        "runs. Requests: MinIO's own count around each engine.",
+        "fresh local MinIO. "
+        + (
+            "Delta Spark (s3a, local[2]) runs its COMPUTE STATS "
+            "(`StatisticsCollection.recompute`) first, its commit is removed, then deltakeeper "
+            "runs. "
+            if "spark" in r
+            else "deltakeeper only (`--no-spark`). "
+        )
+        + "Requests: MinIO's own count around each engine.",
         "",
         "| engine | time | requests (MinIO) |",
         "|---|---|---|",
