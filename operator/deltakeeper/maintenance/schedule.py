@@ -40,6 +40,15 @@ def next_run_ms(expression: str, after_ms: int) -> int:
     return int(nxt.timestamp() * 1000)
 
 
+def writers_to_plan(
+    wanted: tuple[Operation, ...], last_run_ms: Mapping[str, int], version_changed: bool
+) -> tuple[Operation, ...]:
+    """Of the writers a table asks for (statistics, log compaction files, manifests), those
+    worth planning: each follows the table's changes, so only when it moved on or they never
+    ran."""
+    return tuple(op for op in wanted if version_changed or op not in last_run_ms)
+
+
 def operations_to_plan(
     now_ms: int,
     last_run_ms: Mapping[str, int],

@@ -36,7 +36,7 @@ from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import COMPACTION_DEADLINE_MS, Policy, PolicyError, effective
 from deltakeeper.runtime import conditions, health, status
 from deltakeeper.runtime.credentials import SCRUBBER
@@ -123,7 +123,20 @@ class TableWatcher:
                 self._last = None
                 return self._describe(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
             obs.due = self._with_compaction(obs.due, now_ms)
+            obs.due += schedule.writers_to_plan(self._writers(), self.last_run_ms, changed)
         return obs
+
+    def _writers(self) -> tuple[Operation, ...]:
+        """The writers this table's policy asks for."""
+        pol = self._policy
+        if pol is None:
+            return ()
+        asked = {
+            Operation.STATS: pol.stats_enabled,
+            Operation.LOG_COMPACTION: bool(pol.log_compaction_interval),
+            Operation.MANIFEST: pol.manifest_enabled,
+        }
+        return tuple(op for op in WRITERS if asked[op])
 
     def _adopt(self, target: Target) -> None:
         """Follow a job left running by an earlier operator; if the jobs cannot be listed
