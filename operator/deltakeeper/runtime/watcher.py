@@ -88,6 +88,7 @@ class TableWatcher:
         self._target: Target | None = None
         self._last: Observation | None = None  # the last full observation, for quiet polls
         self._vacuum_info: LastVacuumInfo | None = None  # as our last vacuum left it
+        self._writers_at: dict[str, int] = {}  # the version each writer was last planned at
 
     # -- observe ------------------------------------------------------------------------------
     def observe(self, target: Target, now_ms: int) -> Observation:
@@ -123,7 +124,8 @@ class TableWatcher:
                 self._last = None
                 return self._describe(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
             obs.due = self._with_compaction(obs.due, now_ms)
-            obs.due += schedule.writers_to_plan(self._writers(), self.last_run_ms, changed)
+            version = self._snap.version  # type: ignore[union-attr]
+            obs.due += schedule.writers_to_plan(self._writers(), self._writers_at, version)
         return obs
 
     def _writers(self) -> tuple[Operation, ...]:
@@ -223,6 +225,9 @@ class TableWatcher:
             return obs
         outcomes = self._run(target, table, snap, obs.due, now_ms)
         self._record(outcomes, snap.version, now_ms)
+        for o in outcomes:
+            if o.operation in WRITERS and o.result is not Result.FAILED:
+                self._writers_at[o.operation] = snap.version
         if any(o.result is Result.DONE for o in outcomes):
             read = functools.partial(table.snapshot, add_cols=WATCHED_ADD)
             self._snap, self._counts = self._hold(read), None
