@@ -68,7 +68,8 @@ def compact_log(table: Table, start: int, end: int, dry_run: bool = False) -> Co
             f"{table.uri}: cannot compact commits {start}..{end}: commit {missing[0]} is not "
             "published (or was cleaned up); compact a range of commits the log still has"
         )
-    snap = table.snapshot(version=end)
+    # The protocol at `end` decides; the file actions are not needed (paths only: cheap).
+    snap = table.snapshot(version=end, add_cols=("path",), remove_cols=("path",))
     require_writable(snap, "checkpoint")
     key = f"{LOG}/{paths.compacted(start, end)}"
     lines = reconciled(table, [listing.commits[v].key for v in range(start, end + 1)])

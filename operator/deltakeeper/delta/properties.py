@@ -139,6 +139,11 @@ class TableProperties:
             return None
 
     @property
+    def symlink_manifest(self) -> bool:
+        """Whether Delta keeps symlink format manifests for this table."""
+        return self._word(SYMLINK_MANIFEST, "false") == "true"
+
+    @property
     def column_mapping_mode(self) -> str | None:
         return self.configuration.get(COLUMN_MAPPING_MODE)
 

@@ -24,7 +24,7 @@ from deltakeeper.compaction.launcher import (
     Launcher,
     Planned,
 )
-from deltakeeper.delta import cleanup, crc, vacuum
+from deltakeeper.delta import cleanup, compute_stats, crc, log_compaction, manifest, vacuum
 from deltakeeper.delta.checkpoint import (
     CheckpointResult,
     CheckpointSource,
@@ -77,7 +77,7 @@ class Compactor:
     retry_ms: int = COMPACTION_RETRY_MS  # the wait after a failed job, doubled per failure
 
 
-CHECKPOINT, COMPACTION, CLEANUP, VACUUM = tuple(Operation)
+CHECKPOINT, COMPACTION, CLEANUP, VACUUM, STATS, LOG_COMPACTION, MANIFEST = tuple(Operation)
 
 
 @dataclass
@@ -229,7 +229,14 @@ def _run_step(
             skipped.vacuum = vacuum_run(step.detail, Counter())
         return skipped
     started = time.monotonic()
-    runners = {CHECKPOINT: _checkpoint, CLEANUP: _cleanup, VACUUM: _vacuum}
+    runners = {
+        CHECKPOINT: _checkpoint,
+        CLEANUP: _cleanup,
+        VACUUM: _vacuum,
+        STATS: _stats,
+        LOG_COMPACTION: _log_compaction,
+        MANIFEST: _manifest,
+    }
     try:
         if step.operation is COMPACTION:
             outcome = _compaction(table, plan, step, dry_run, compactor)
@@ -239,6 +246,46 @@ def _run_step(
         outcome = Outcome(step.operation, Result.FAILED, str(e), error=e)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _stats(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | None) -> Outcome:
+    run = compute_stats.compute_stats(table, dry_run, now_ms=plan.now_ms)
+    if run.unreadable:
+        path, why = run.unreadable[0]
+        more = f" (and {len(run.unreadable) - 1} more)" if len(run.unreadable) > 1 else ""
+        return Outcome(STATS, Result.FAILED, f"{path}: not read: {why}{more}")
+    if not run.given:
+        return Outcome(STATS, Result.SKIPPED, f"every file of {run.files} has statistics")
+    verb = "would give" if dry_run else "gave"
+    message = f"{verb} {run.given} of {run.files} files statistics"
+    if run.commits:
+        message += f" in versions {run.commits[0]}..{run.commits[-1]}"
+    if run.deferred:
+        message += f"; {run.deferred} wait for the next run (read budget)"
+    return Outcome(STATS, Result.DRY_RUN if dry_run else Result.DONE, message)
+
+
+def _log_compaction(
+    table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | None
+) -> Outcome:
+    assert step.log_range is not None
+    done = log_compaction.compact_log(table, *step.log_range, dry_run)
+    if done.existed:
+        return Outcome(LOG_COMPACTION, Result.SKIPPED, f"{done.key} exists already")
+    verb = "would write" if dry_run else "wrote"
+    message = f"{verb} {done.key}: {done.actions} actions, {done.size_bytes} bytes"
+    files = [done.key] if dry_run else []
+    return Outcome(LOG_COMPACTION, Result.DRY_RUN if dry_run else Result.DONE, message, files=files)
+
+
+def _manifest(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | None) -> Outcome:
+    run = manifest.generate(table, dry_run)
+    if not run.written and not run.deleted:
+        return Outcome(MANIFEST, Result.SKIPPED, f"{run.unchanged} manifests already current")
+    verb = ("would write", "would delete") if dry_run else ("wrote", "deleted")
+    message = f"{verb[0]} {len(run.written)} manifests, {verb[1]} {len(run.deleted)} stale"
+    files = [*run.written, *run.deleted] if dry_run else []
+    return Outcome(MANIFEST, Result.DRY_RUN if dry_run else Result.DONE, message, files=files)
 
 
 def _checkpoint(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from deltakeeper.delta import cleanup, features, inventory, vacuum, vacuum_lite
+from deltakeeper.delta import cleanup, features, inventory, log_compaction, vacuum, vacuum_lite
 from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.errors import (
     DeltaError,
@@ -32,13 +32,15 @@ from deltakeeper.delta.table import Table, checked_hint
 from deltakeeper.delta.vacuum_info import LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
-# Compaction is a step only where it is enabled (see _compaction).
+# Compaction, statistics, log compaction files and manifests are steps only where they are
+# enabled (see _compaction and _writer).
 OPERATIONS = tuple(Operation)
-CHECKPOINT, COMPACTION, CLEANUP, VACUUM = OPERATIONS
+CHECKPOINT, COMPACTION, CLEANUP, VACUUM = OPERATIONS[:4]
+STATS, LOG_COMPACTION, MANIFEST = WRITERS
 
 
 @dataclass
@@ -62,6 +64,8 @@ class Step:
     source: CheckpointSource | None = field(default=None, repr=False)
     # compaction: the job's input (compaction_plan.job_spec) when due
     job_spec: dict[str, Any] | None = field(default=None, repr=False)
+    # logCompaction: the commits the file reconciles (first, last)
+    log_range: tuple[int, int] | None = None
     # A failure of this step is reported and the steps after it still run (the checkpoint
     # before `compact`'s job: without it the job replays the JSON log, slower but right).
     optional: bool = False
@@ -160,14 +164,52 @@ def plan(
         elif op is CLEANUP:
             writes = any(s.operation is CHECKPOINT and s.due for s in result.steps)
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes, keep))
-        else:
+        elif op is VACUUM:
             found = _VacuumInputs(full_vacuum, storage_options, known)
             result.steps.append(_vacuum(table, snap, policy, now_ms, found))
+        else:
+            wanted = _writer(snap, policy, op)
+            if wanted is not None:
+                result.steps.append(wanted)
     _vacuum_first(table, snap, policy, now_ms, result)
     checkpoint = any(s.operation is CHECKPOINT and s.due for s in result.steps)
     if cleanup_after_checkpoint and checkpoint and CLEANUP not in operations:
         result.steps.append(_cleanup_after_checkpoint(table, snap, policy, now_ms, keep))
     return result
+
+
+def _writer(snap: SnapshotHeader, policy: Policy, op: Operation) -> Step | None:
+    """Statistics, a log compaction file or manifests, where the policy (or, for manifests,
+    the table) asks for them; None where it does not."""
+    if op is STATS:
+        return (
+            Step(STATS, True, "stats.enabled: files without statistics get them")
+            if (policy.stats_enabled)
+            else None
+        )
+    if op is MANIFEST:
+        reason = "delta.compatibility.symlinkFormatManifest.enabled: manifests kept current"
+        return Step(MANIFEST, True, reason) if policy.manifest_enabled else None
+    every = policy.log_compaction_interval
+    if not every:
+        return None
+    cp = snap.segment.checkpoint
+    floor = cp.version if cp is not None else -1
+    found = [
+        r
+        for r in log_compaction.ranges(max(floor, snap.version - every), snap.version, every)
+        if r[0] > floor
+    ]
+    if not found:
+        return Step(
+            LOG_COMPACTION,
+            False,
+            f"no {every} commits past the checkpoint end a range at version {snap.version}",
+        )
+    start, end = found[-1]
+    return Step(
+        LOG_COMPACTION, True, f"commits {start}..{end} (every {every})", log_range=found[-1]
+    )
 
 
 def with_files(table: Table, snap: Snapshot | HeldSnapshot) -> Snapshot:

@@ -137,6 +137,9 @@ class Policy:
     vacuum_mode: Mode = VACUUM_MODE
     vacuum_full_interval_ms: int = VACUUM_FULL_INTERVAL_MS  # AUTO: a FULL vacuum this often
     vacuum_inventory: InventorySettings | None = None
+    stats_enabled: bool = False  # compute-stats as a step (off by default)
+    log_compaction_interval: int | None = None  # a log compaction file every n commits
+    manifest_enabled: bool = False  # the table's delta.compatibility.symlinkFormatManifest
     # For each retention field: spec, policy, flag, table or default (see SOURCES).
     sources: Mapping[str, str] = dataclass_field(default_factory=dict)
 
@@ -182,6 +185,8 @@ SETTINGS = (
     "vacuum_mode",
     "vacuum_full_interval_ms",
     "vacuum_inventory",
+    "stats_enabled",
+    "log_compaction_interval",
     *(f"compaction_{name}" for name in COMPACTION_FIELDS),
     "sources",
 )
@@ -226,6 +231,8 @@ def effective(
     vacuum_mode: Mode | None = None,
     vacuum_full_interval_ms: int | None = None,
     vacuum_inventory: InventorySettings | None = None,
+    stats_enabled: bool | None = None,
+    log_compaction_interval: int | None = None,
     sources: Mapping[str, str] | None = None,
     **compaction: Any,
 ) -> Policy:
@@ -263,6 +270,9 @@ def effective(
         vacuum_mode=vacuum_mode or VACUUM_MODE,
         vacuum_full_interval_ms=vacuum_full_interval_ms or VACUUM_FULL_INTERVAL_MS,
         vacuum_inventory=vacuum_inventory,
+        stats_enabled=bool(stats_enabled),
+        log_compaction_interval=log_compaction_interval,
+        manifest_enabled=props.symlink_manifest,
         sources={key: value[1] for key, value in chosen.items()},
     )
 

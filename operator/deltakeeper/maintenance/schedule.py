@@ -40,6 +40,15 @@ def next_run_ms(expression: str, after_ms: int) -> int:
     return int(nxt.timestamp() * 1000)
 
 
+def writers_to_plan(
+    wanted: tuple[Operation, ...], planned_at: Mapping[str, int], version: int
+) -> tuple[Operation, ...]:
+    """Of the writers a table asks for (statistics, log compaction files, manifests), those
+    worth planning: each follows the table's versions, so each once per version, ours (the
+    statistics' commit) included. `planned_at`: the version each was last planned at."""
+    return tuple(op for op in wanted if planned_at.get(op) != version)
+
+
 def operations_to_plan(
     now_ms: int,
     last_run_ms: Mapping[str, int],

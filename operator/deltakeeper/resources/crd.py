@@ -95,6 +95,25 @@ def policy_fields() -> dict[str, Any]:
                 ),
             }
         ),
+        "stats": _obj(
+            {
+                "enabled": {
+                    "type": "boolean",
+                    "description": "Give live files the statistics the table asks for, as "
+                    "Delta Spark computes them (default false).",
+                },
+            }
+        ),
+        "logCompaction": _obj(
+            {
+                "interval": {
+                    "type": "integer",
+                    "minimum": 2,
+                    "description": "Write a log compaction file every this many commits "
+                    "(default: none).",
+                },
+            }
+        ),
         "compaction": _obj(
             {
                 "enabled": {

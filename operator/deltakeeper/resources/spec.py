@@ -44,7 +44,19 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         out["allow_short_retention"] = _bool("allowShortRetention", short)
     out.update(_vacuum(vacuum))
     out.update(_compaction(spec.get("compaction") or {}))
+    stats = spec.get("stats") or {}
+    if stats.get("enabled") is not None:
+        out["stats_enabled"] = _bool("stats.enabled", stats["enabled"])
+    log = spec.get("logCompaction") or {}
+    if log.get("interval") is not None:
+        out["log_compaction_interval"] = _at_least_two("logCompaction.interval", log["interval"])
     return out
+
+
+def _at_least_two(key: str, value: Any) -> int:
+    if positive(key, value) < 2:
+        raise PolicyError(f"{key}: a log compaction file covers at least 2 commits, got {value}")
+    return int(value)
 
 
 def _vacuum(spec: Mapping[str, Any]) -> dict[str, Any]:

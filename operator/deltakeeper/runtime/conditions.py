@@ -216,6 +216,13 @@ def _done(o: Outcome) -> tuple[Reason, str]:
         )
     if o.operation is Operation.COMPACTION:
         return Reason.COMPACTED, f"job {o.job_id}: {o.message} {took}"
+    writers = {
+        Operation.STATS: Reason.STATS_COMPUTED,
+        Operation.LOG_COMPACTION: Reason.LOG_COMPACTED,
+        Operation.MANIFEST: Reason.MANIFESTS_WRITTEN,
+    }
+    if o.operation in writers:
+        return writers[o.operation], f"{o.message} {took}"
     size = format_bytes(o.deleted_bytes)
     if o.operation is Operation.CLEANUP:
         return Reason.LOG_CLEANED, f"deleted {o.deleted_files} expired log files ({size}) {took}"

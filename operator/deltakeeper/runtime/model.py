@@ -87,6 +87,9 @@ class Reason(enum.StrEnum):
     LOG_CLEANED = "LogCleaned"
     VACUUMED = "Vacuumed"
     VACUUM_DRY_RUN = "VacuumDryRun"
+    STATS_COMPUTED = "StatsComputed"
+    LOG_COMPACTED = "LogCompacted"
+    MANIFESTS_WRITTEN = "ManifestsWritten"
     # DeltaLakes and their tables.
     SCANNED = "Scanned"
     LISTED = "Listed"

@@ -36,7 +36,7 @@ from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor, planner, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import COMPACTION_DEADLINE_MS, Policy, PolicyError, effective
 from deltakeeper.runtime import conditions, health, status
 from deltakeeper.runtime.credentials import SCRUBBER
@@ -88,6 +88,7 @@ class TableWatcher:
         self._target: Target | None = None
         self._last: Observation | None = None  # the last full observation, for quiet polls
         self._vacuum_info: LastVacuumInfo | None = None  # as our last vacuum left it
+        self._writers_at: dict[str, int] = {}  # the version each writer was last planned at
 
     # -- observe ------------------------------------------------------------------------------
     def observe(self, target: Target, now_ms: int) -> Observation:
@@ -123,7 +124,21 @@ class TableWatcher:
                 self._last = None
                 return self._describe(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
             obs.due = self._with_compaction(obs.due, now_ms)
+            version = self._snap.version  # type: ignore[union-attr]
+            obs.due += schedule.writers_to_plan(self._writers(), self._writers_at, version)
         return obs
+
+    def _writers(self) -> tuple[Operation, ...]:
+        """The writers this table's policy asks for."""
+        pol = self._policy
+        if pol is None:
+            return ()
+        asked = {
+            Operation.STATS: pol.stats_enabled,
+            Operation.LOG_COMPACTION: bool(pol.log_compaction_interval),
+            Operation.MANIFEST: pol.manifest_enabled,
+        }
+        return tuple(op for op in WRITERS if asked[op])
 
     def _adopt(self, target: Target) -> None:
         """Follow a job left running by an earlier operator; if the jobs cannot be listed
@@ -210,6 +225,9 @@ class TableWatcher:
             return obs
         outcomes = self._run(target, table, snap, obs.due, now_ms)
         self._record(outcomes, snap.version, now_ms)
+        for o in outcomes:
+            if o.operation in WRITERS and o.result is not Result.FAILED:
+                self._writers_at[o.operation] = snap.version
         if any(o.result is Result.DONE for o in outcomes):
             read = functools.partial(table.snapshot, add_cols=WATCHED_ADD)
             self._snap, self._counts = self._hold(read), None

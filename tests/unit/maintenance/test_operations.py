@@ -7,7 +7,15 @@ from deltakeeper.maintenance.operations import DELETES, Operation
 
 
 def test_a_plan_runs_the_operations_in_their_order() -> None:
-    assert list(Operation) == ["checkpoint", "compaction", "cleanup", "vacuum"]
+    assert list(Operation) == [
+        "checkpoint",
+        "compaction",
+        "cleanup",
+        "vacuum",
+        "stats",
+        "logCompaction",
+        "manifest",
+    ]
     assert tuple(Operation) == planner.OPERATIONS
 
 
