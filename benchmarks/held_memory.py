@@ -86,7 +86,10 @@ def _child(engine: str, table: str, rounds: int) -> int:
         started = time.perf_counter()
         poll(first=True)
         first = time.perf_counter() - started
-        peak, held_first = proc_status_bytes("VmHWM"), proc_status_bytes("VmRSS")
+        # RSS first: the high-water mark read after it is at least that (an engine's own
+        # threads may still be allocating between the two reads).
+        held_first = proc_status_bytes("VmRSS")
+        peak = proc_status_bytes("VmHWM")
         times = []
         for _ in range(rounds):
             _append(Path(table), version() + 1)
