@@ -182,11 +182,8 @@ def _writer(snap: SnapshotHeader, policy: Policy, op: Operation) -> Step | None:
     """Statistics, a log compaction file or manifests, where the policy (or, for manifests,
     the table) asks for them; None where it does not."""
     if op is STATS:
-        return (
-            Step(STATS, True, "stats.enabled: files without statistics get them")
-            if (policy.stats_enabled)
-            else None
-        )
+        reason = "stats.enabled: files without statistics get them"
+        return Step(STATS, True, reason) if policy.stats_enabled else None
     if op is MANIFEST:
         reason = "delta.compatibility.symlinkFormatManifest.enabled: manifests kept current"
         return Step(MANIFEST, True, reason) if policy.manifest_enabled else None
