@@ -110,6 +110,11 @@ def _table_command(
 
 def _maintenance_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
     p.add_argument("--now", metavar="T", help="the current time (epoch ms or ISO-8601), for tests")
+    _report_flags(p, dry_run)
+
+
+def _report_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
+    """--dry-run (what it does instead, in `dry_run`) and --json."""
     p.add_argument("--dry-run", action="store_true", help=dry_run)
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
@@ -268,8 +273,7 @@ def _compact_log_command(sub: Any) -> None:
     )
     p.add_argument("--from", dest="start", type=int, required=True, metavar="X")
     p.add_argument("--to", dest="end", type=int, required=True, metavar="Y")
-    p.add_argument("--dry-run", action="store_true", help="reconcile, write nothing")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _report_flags(p, "reconcile, write nothing")
 
 
 def _compute_stats_command(sub: Any) -> None:
@@ -303,8 +307,7 @@ def _compute_stats_command(sub: Any) -> None:
         metavar="N",
         help="files re-added per commit (default 10000)",
     )
-    p.add_argument("--dry-run", action="store_true", help="compute, commit nothing")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _report_flags(p, "compute, commit nothing")
 
 
 def _manifest_command(sub: Any) -> None:
@@ -318,8 +321,7 @@ def _manifest_command(sub: Any) -> None:
         "layout. Only changed manifests are written (each whole, in one write); those of "
         "emptied partitions are deleted.",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _report_flags(p, "say what would change; write nothing")
 
 
 def _maintain_command(sub: Any) -> None:
