@@ -20,9 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltakeeper.delta.properties import STRING_PREFIX_DEFAULT
 from deltakeeper.delta.storage import Storage
-
-STRING_PREFIX = 32  # Delta's dataSkippingStringPrefixLength
 
 
 def write_file(storage: Storage, rows: pa.Table, now_ms: int) -> dict[str, Any]:
@@ -55,7 +54,7 @@ def stats(rows: pa.Table) -> dict[str, Any]:
             continue
         low, high = pc.min_max(column).values()
         for side, value in (("minValues", low.as_py()), ("maxValues", high.as_py())):
-            if isinstance(value, str) and len(value) > STRING_PREFIX:
+            if isinstance(value, str) and len(value) > STRING_PREFIX_DEFAULT:
                 continue
             out[side][name] = _json_value(value, up=side == "maxValues")
     out["nullCount"] = nulls

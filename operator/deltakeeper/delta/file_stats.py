@@ -44,10 +44,10 @@ from deltakeeper.delta.properties import (
     NUM_INDEXED_COLS_DEFAULT,
     STATS_COLUMNS,
     STRING_PREFIX,
+    STRING_PREFIX_DEFAULT,
 )
 from deltakeeper.delta.types import MIN_MAX_TYPES, field_name, mapping_on, schema_fields
 
-STRING_PREFIX_DEFAULT = 32  # Delta's dataSkippingStringPrefixLength
 ASCII_MAX = "\u007f"
 UTF8_MAX = "\U0010ffff"
 _DECIMAL_PREFIX = "decimal"

@@ -41,6 +41,8 @@ SYMLINK_MANIFEST = "delta.compatibility.symlinkFormatManifest.enabled"
 MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
 # Delta's default for dataSkippingNumIndexedCols.
 NUM_INDEXED_COLS_DEFAULT = 32
+# Delta's default for dataSkippingStringPrefixLength: characters a string bound keeps.
+STRING_PREFIX_DEFAULT = 32
 
 _UNIT_MS = {
     "microsecond": 0.001,
