@@ -178,18 +178,29 @@ def plan(
     return result
 
 
+def asked_writers(policy: Policy) -> tuple[Operation, ...]:
+    """The writers `policy` asks for: statistics and log compaction files by the spec,
+    manifests by the table's property."""
+    asked = {
+        STATS: policy.stats_enabled,
+        LOG_COMPACTION: bool(policy.log_compaction_interval),
+        MANIFEST: policy.manifest_enabled,
+    }
+    return tuple(op for op in WRITERS if asked[op])
+
+
 def _writer(snap: SnapshotHeader, policy: Policy, op: Operation) -> Step | None:
     """Statistics, a log compaction file or manifests, where the policy (or, for manifests,
     the table) asks for them; None where it does not."""
+    if op not in asked_writers(policy):
+        return None
     if op is STATS:
-        reason = "stats.enabled: files without statistics get them"
-        return Step(STATS, True, reason) if policy.stats_enabled else None
+        return Step(STATS, True, "stats.enabled: files without statistics get them")
     if op is MANIFEST:
         reason = "delta.compatibility.symlinkFormatManifest.enabled: manifests kept current"
-        return Step(MANIFEST, True, reason) if policy.manifest_enabled else None
+        return Step(MANIFEST, True, reason)
     every = policy.log_compaction_interval
-    if not every:
-        return None
+    assert every is not None  # asked for
     cp = snap.segment.checkpoint
     floor = cp.version if cp is not None else -1
     found = [

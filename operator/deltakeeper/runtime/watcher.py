@@ -130,15 +130,7 @@ class TableWatcher:
 
     def _writers(self) -> tuple[Operation, ...]:
         """The writers this table's policy asks for."""
-        pol = self._policy
-        if pol is None:
-            return ()
-        asked = {
-            Operation.STATS: pol.stats_enabled,
-            Operation.LOG_COMPACTION: bool(pol.log_compaction_interval),
-            Operation.MANIFEST: pol.manifest_enabled,
-        }
-        return tuple(op for op in WRITERS if asked[op])
+        return planner.asked_writers(self._policy) if self._policy is not None else ()
 
     def _adopt(self, target: Target) -> None:
         """Follow a job left running by an earlier operator; if the jobs cannot be listed
