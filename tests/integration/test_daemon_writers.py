@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltakeeper.delta.table import open_table
-from tests.integration.test_standalone import DELTAKEEPER, _manifest, _statuses, _until
+from tests.integration.test_standalone import DELTAKEEPER, _manifest, _scrape, _statuses, _until
 from tests.support.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from tests.support.stores import free_port
 
 MANIFESTS = "delta.compatibility.symlinkFormatManifest.enabled"
 
@@ -30,6 +31,17 @@ def data_file(root: Path, n: int) -> dict[str, Any]:
 def stats_of(root: Path) -> dict[str, Any]:
     snap = open_table(str(root)).snapshot(add_cols=("path", "stats"))
     return {r["path"]: r["stats"] for r in snap.files.to_pylist()}
+
+
+def written(port: int, operation: str) -> float:
+    """deltakeeper_written_files_total for table t and a writer operation (0 while absent)."""
+    series = (
+        f'deltakeeper_written_files_total{{namespace="lake",table="t",operation="{operation}"}}'
+    )
+    for line in _scrape(port).splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
 
 
 def test_run_gives_statistics_compaction_files_and_manifests(tmp_path: Path) -> None:
@@ -46,12 +58,18 @@ def test_run_gives_statistics_compaction_files_and_manifests(tmp_path: Path) -> 
         entry = _statuses(folder).get("lake/t", {}).get("lastMaintenance", {}).get(op, {})
         return entry if entry.get("result") == "done" else {}
 
-    argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--metrics-port", "0"]
+    port = free_port()
+    argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--metrics-port", str(port)]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
     try:
         _until(lambda: done("stats"), 60, "statistics")
         _until(lambda: done("logCompaction"), 60, "a log compaction file")
         _until(lambda: done("manifest"), 60, "manifests")
+        assert [done(op)["writtenFiles"] for op in ("stats", "logCompaction", "manifest")] == [
+            1,
+            1,
+            1,
+        ]
         log.next_version = 2
         log.commit(commit_info(), data_file(root, 1))  # version 2: a writer without stats
         _until(lambda: all(stats_of(root).values()) and len(stats_of(root)) == 2, 60, "stats")
@@ -60,6 +78,11 @@ def test_run_gives_statistics_compaction_files_and_manifests(tmp_path: Path) -> 
             60,
             "the manifest of two files",
         )
+        _until(lambda: written(port, "stats") == 2.0, 60, "the statistics counted")
+        # One compaction file a pair of commits (0-1, then 2-3 once stats commit 3); one
+        # manifest a poll that changed it (the first, and each after a commit).
+        assert written(port, "logCompaction") >= 1.0
+        assert written(port, "manifest") >= 2.0
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

@@ -59,8 +59,10 @@ def _old_table(root: Path) -> None:
 
 
 def _manifest(name: str, uri: Path, kind: str = "DeltaTable") -> str:
-    """A DeltaTable polled every second, or a DeltaLake scanned every two seconds."""
-    spec = {"pollInterval": "1s"} if kind == "DeltaTable" else {"scanInterval": "2s"}
+    """A DeltaTable polled every second with a log compaction file every 4 commits (the
+    writers panel's series), or a DeltaLake scanned every two seconds."""
+    table = {"pollInterval": "1s", "logCompaction": {"interval": 4}}
+    spec = table if kind == "DeltaTable" else {"scanInterval": "2s"}
     return json.dumps(
         {
             "apiVersion": "deltakeeper.io/v1alpha1",

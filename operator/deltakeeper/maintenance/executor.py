@@ -114,6 +114,7 @@ class Outcome:
     seconds: float = 0.0
     deleted_files: int = 0
     deleted_bytes: int = 0
+    written_files: int = 0  # writers: files given statistics, manifests or compaction files
     checkpoint_version: int | None = None
     files: list[str] = field(default_factory=list)  # what a dry run would write or delete
     repaired: list[int] = field(default_factory=list)  # checkpoint: damaged versions rewritten
@@ -147,6 +148,7 @@ class Outcome:
             "checkpointVersion": self.checkpoint_version,
             "deletedFiles": self.deleted_files,
             "deletedBytes": self.deleted_bytes,
+            "writtenFiles": self.written_files,
             "files": self.files,
             "repairedCheckpoints": self.repaired,
         }
@@ -262,7 +264,8 @@ def _stats(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | No
         message += f" in versions {run.commits[0]}..{run.commits[-1]}"
     if run.deferred:
         message += f"; {run.deferred} wait for the next run (read budget)"
-    return Outcome(STATS, Result.DRY_RUN if dry_run else Result.DONE, message)
+    result = Result.DRY_RUN if dry_run else Result.DONE
+    return Outcome(STATS, result, message, written_files=run.given)
 
 
 def _log_compaction(
@@ -275,7 +278,8 @@ def _log_compaction(
     verb = "would write" if dry_run else "wrote"
     message = f"{verb} {done.key}: {done.actions} actions, {done.size_bytes} bytes"
     files = [done.key] if dry_run else []
-    return Outcome(LOG_COMPACTION, Result.DRY_RUN if dry_run else Result.DONE, message, files=files)
+    result = Result.DRY_RUN if dry_run else Result.DONE
+    return Outcome(LOG_COMPACTION, result, message, written_files=1, files=files)
 
 
 def _manifest(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | None) -> Outcome:
@@ -285,7 +289,8 @@ def _manifest(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress |
     verb = ("would write", "would delete") if dry_run else ("wrote", "deleted")
     message = f"{verb[0]} {len(run.written)} manifests, {verb[1]} {len(run.deleted)} stale"
     files = [*run.written, *run.deleted] if dry_run else []
-    return Outcome(MANIFEST, Result.DRY_RUN if dry_run else Result.DONE, message, files=files)
+    result = Result.DRY_RUN if dry_run else Result.DONE
+    return Outcome(MANIFEST, result, message, written_files=len(run.written), files=files)
 
 
 def _checkpoint(

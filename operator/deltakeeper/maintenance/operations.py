@@ -19,7 +19,9 @@ class Operation(enum.StrEnum):
     MANIFEST = "manifest"
 
 
-# Steps of a plan only where the policy (or, for manifests, the table) asks for them.
+# Steps of a plan only where the policy (or, for manifests, the table) asks for them. Each
+# counts what it wrote (Outcome.written_files): files given statistics, log compaction files,
+# manifests.
 WRITERS = (Operation.STATS, Operation.LOG_COMPACTION, Operation.MANIFEST)
 
 

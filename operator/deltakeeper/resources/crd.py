@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import SOURCES
 from deltakeeper.resources.status_fields import COUNTS
 from deltakeeper.resources.status_fields import StatusField as F
@@ -240,7 +240,10 @@ def _table_status() -> dict[str, Any]:
     }
     compacted = _obj({**run["properties"], **rewritten, "jobId": {"type": "string"}})
     vacuumed = _obj({**run["properties"], **_vacuum_run(count)})
+    written = {"writtenFiles": {**count, "description": "Files given statistics or written."}}
+    writer = _obj({**run["properties"], **written})
     special = {Operation.COMPACTION: compacted, Operation.VACUUM: vacuumed}
+    special |= {op: writer for op in WRITERS}
     runs = {str(op): special.get(op, run) for op in Operation}
     counts = {f: nullable_count if f is F.LAST_CHECKPOINT_VERSION else count for f in COUNTS}
     fields = {

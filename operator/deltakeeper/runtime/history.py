@@ -29,7 +29,7 @@ from deltakeeper.delta.storage.retries import safe_uri
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.executor import Outcome, Result
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import effective
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.fleet import now_ms
@@ -149,6 +149,8 @@ def _metrics(o: Outcome, before: Mapping[str, Any], after: Mapping[str, Any]) ->
             out[f"{name}After"] = after[field]
     if o.deleted_files or o.operation in (Operation.CLEANUP, Operation.VACUUM):
         out |= {"deletedFiles": o.deleted_files, "deletedBytes": o.deleted_bytes}
+    if o.operation in WRITERS:
+        out["writtenFiles"] = o.written_files
     if o.written is not None:
         out |= {"checkpointBytes": o.written.size_bytes, "checkpointActions": o.written.rows}
     if o.vacuum is not None:

@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance.executor import Result
-from deltakeeper.maintenance.operations import DELETES, Operation
+from deltakeeper.maintenance.operations import DELETES, WRITERS, Operation
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.health import Health
@@ -105,6 +105,12 @@ _DELETED_BYTES = (
     "deltakeeper_deleted_bytes_total",
     "counter",
     "Bytes deleted, by kind (log, data)",
+)
+_WRITTEN = (
+    "deltakeeper_written_files_total",
+    "counter",
+    "Files the writer steps wrote, by operation (stats: data files given statistics, "
+    "logCompaction: log compaction files, manifest: symlink manifests)",
 )
 _CONDITION = (
     "deltakeeper_table_condition",
@@ -203,6 +209,7 @@ class _Table:
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
     durations: dict[str, _Duration] = field(default_factory=dict)
     deleted: dict[str, list[int]] = field(default_factory=dict)  # kind -> [files, bytes]
+    written: dict[str, int] = field(default_factory=dict)  # writer operation -> files
     conditions: dict[str, int] = field(default_factory=dict)  # type -> 1 (True) or 0 (False)
     compaction: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
@@ -244,6 +251,7 @@ Family = tuple[tuple[str, str, str], Iterator[Sample]]  # (name, type, help), sa
 # compacting: 17 runs, 4 histograms and the gauge's 3 states. A table maintained for a while
 # has most of them anyway (every look counts as a run): about 9 more for a healthy one.
 _KINDS = {kind: (("kind", kind),) for kind in DELETES.values()}  # log, data -> labels
+_WRITER_LABELS = {str(op): (("operation", str(op)),) for op in WRITERS}
 _RESULTS = (Result.DONE, Result.SKIPPED, Result.REFUSED, Result.FAILED)
 
 
@@ -320,6 +328,10 @@ class Metrics:
         counts = self._of(namespace, table).deleted.setdefault(kind, [0, 0])
         counts[0] += files
         counts[1] += nbytes
+
+    def written(self, namespace: str, table: str, operation: str, files: int) -> None:
+        t = self._of(namespace, table)
+        t.written[operation] = t.written.get(operation, 0) + files
 
     def requests(self, namespace: str, table: str, counts: Mapping[str, int]) -> None:
         t = self._of(namespace, table)
@@ -419,6 +431,10 @@ class Metrics:
         yield _DURATION, (s for t in tables for s in _histogram(t))
         for index, family in ((0, _DELETED_FILES), (1, _DELETED_BYTES)):
             yield family, (s for t in tables for s in _deleted(t, index))
+        yield (
+            _WRITTEN,
+            ((t, "", _WRITER_LABELS[op], n) for t in tables for op, n in list(t.written.items())),
+        )
         yield (
             _COMPACTION,
             (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from deltakeeper.maintenance.executor import Result
-from deltakeeper.maintenance.operations import DELETES
+from deltakeeper.maintenance.operations import DELETES, WRITERS
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.fleet import Fleet, Loop
 from deltakeeper.runtime.history import History
@@ -210,3 +210,5 @@ def record(metrics: Metrics, target: Target, obs: Observation) -> None:
         kind = DELETES.get(o.operation)
         if kind is not None and o.result is Result.DONE:
             metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)
+        if o.operation in WRITERS and o.result is Result.DONE:
+            metrics.written(ns, name, o.operation, o.written_files)

@@ -324,6 +324,7 @@ class TableWatcher:
                 "message": o.message,
                 **_rewritten(o),
                 **_vacuumed(o, previous, now_ms),
+                **({"writtenFiles": o.written_files} if o.operation in WRITERS else {}),
             }
 
     # -- describe -----------------------------------------------------------------------------

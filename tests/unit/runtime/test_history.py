@@ -185,3 +185,14 @@ def test_every_result_has_a_status(tmp_path: Path, result: Result) -> None:
     (row,) = deltars(tmp_path / "h")
     assert row["status"] == ("failed" if result is Result.REFUSED else "skipped")
     assert row["reason"] == "why"
+
+
+def test_a_writer_row_counts_what_it_wrote(tmp_path: Path) -> None:
+    history = History(str(tmp_path / "h"), clock=lambda: T0)
+    gave = Outcome(Operation.STATS, Result.DONE, "gave 7 of 9 files statistics", written_files=7)
+    history.add(TARGET, obs(T0, gave))
+    history.add(TARGET, obs(T0 + 1, Outcome(Operation.CLEANUP, Result.DONE, "", 0.0)))
+    assert history.flush() == 2
+    metrics = {r["operation"]: dict(r["metrics"]) for r in deltars(tmp_path / "h")}
+    assert metrics["stats"]["writtenFiles"] == 7
+    assert "writtenFiles" not in metrics["cleanup"]

@@ -102,6 +102,15 @@ def test_maintenance_deleted_and_request_counters() -> None:
     assert value(m, "deltakeeper_deleted_bytes_total", kind="data") == 350
     assert value(m, "deltakeeper_deleted_bytes_total", kind="log") == 1000
 
+    written = "deltakeeper_written_files_total"
+    assert value(m, written, operation="stats") is None  # only a table's writers have them
+    m.written("ns", "t", "stats", 10_000)
+    m.written("ns", "t", "stats", 5)
+    m.written("ns", "t", "manifest", 3)
+    assert value(m, written, operation="stats") == 10_005
+    assert value(m, written, operation="manifest") == 3
+    assert value(m, written, operation="logCompaction") is None
+
     m.requests("ns", "t", Counter({"list": 1, "read": 0}))
     m.requests("ns", "t", {"list": 2, "delete": 1})
     req = "deltakeeper_storage_requests_total"
@@ -250,6 +259,7 @@ def _fill(m: Metrics, table: str) -> None:
     m.checkpoint_written("ns", table, 1)
     m.maintenance("ns", table, "cleanup", "done", 0.1)
     m.deleted("ns", table, "log", 1, 10)
+    m.written("ns", table, "logCompaction", 1)
     m.requests("ns", table, {"list": 1})
     m.compaction_jobs("ns", table, {"RUNNING": 1, "COMPLETED": 0, "FAILED": 0})
     m.conditions("ns", table, {"Ready": "True"})
