@@ -4,13 +4,13 @@ the data), on MinIO.
 
 The table: `--files` Parquet files of 20 rows each (`id` long, ascending across files, `s`
 string, `x` double; written by pyarrow), added by commits of 10,000 adds with no `stats`;
-uploaded once to a fresh local MinIO. Delta Spark (s3a, local[2]) recomputes first; its commit
-is then removed (the data files are untouched: both engines only re-add), and deltakeeper runs
-on the same table. Requests are MinIO's own count around each engine; deltakeeper's own count
-too. A filtered query (`id < 100`: the rows of 5 files) is planned by Delta Spark before and
-after (`inputFiles()`: the files its data skipping keeps, no data read). The statistics of
-both engines are compared file by file (float bounds aside: deltakeeper drops them for Arrow
-writers, as Delta's skipFloatingPointFromFooter does).
+uploaded once to a fresh local MinIO. Delta Spark (s3a, local[2], a 6 GiB driver) recomputes
+first; its commit is then removed (the data files are untouched: both engines only re-add),
+and deltakeeper runs on the same table. Requests are MinIO's own count around each engine;
+deltakeeper's own count too. A filtered query (`id < 100`: the rows of 5 files) is planned by
+Delta Spark before and after (`inputFiles()`: the files its data skipping keeps, no data
+read). The statistics of both engines are compared file by file (float bounds aside:
+deltakeeper drops them for Arrow writers, as Delta's skipFloatingPointFromFooter does).
 
     python -m benchmarks.compute_stats                   # 100,000 files
     python -m benchmarks.compute_stats --files 2000 --no-write
@@ -34,6 +34,7 @@ from benchmarks.vacuum import files_below, minio_requests, spark_session, start_
 ROWS = 20
 PER_COMMIT = 10_000
 WHERE = "id < 100"
+SPARK_MEMORY = "6g"  # Spark's recompute of 100,000 files lost a 2 GiB driver
 SCHEMA = {
     "type": "struct",
     "fields": [
@@ -163,7 +164,7 @@ def measure(src: Path, spark_too: bool) -> dict[str, Any]:
             upload(emu, src, uri, sorted(files_below(src, log=True)))
             print(f"uploaded in {time.perf_counter() - started:.0f} s", flush=True)
             s3a = uri.replace("s3://", "s3a://", 1)
-            spark = spark_session(emu.storage_options)
+            spark = spark_session(emu.storage_options, SPARK_MEMORY)
             out["planned_before"] = planned_files(spark, s3a)
             baseline = log_keys(emu, uri)
             if spark_too:
@@ -219,9 +220,9 @@ def report(cmd: str, m: dict[str, Any], files: int, r: dict[str, Any]) -> str:
         f"(id long, s string, x double), commits of {PER_COMMIT:,} adds without stats; on a "
         "fresh local MinIO. "
         + (
-            "Delta Spark (s3a, local[2]) runs its COMPUTE STATS "
-            "(`StatisticsCollection.recompute`) first, its commit is removed, then deltakeeper "
-            "runs. "
+            f"Delta Spark (s3a, local[2], spark.driver.memory={SPARK_MEMORY}) runs its "
+            "COMPUTE STATS (`StatisticsCollection.recompute`) first, its commit is removed, "
+            "then deltakeeper runs. "
             if "spark" in r
             else "deltakeeper only (`--no-spark`). "
         )

@@ -246,9 +246,10 @@ def spark(uri: str, options: dict[str, Any], mode: str) -> dict[str, Any]:
     return {"ok": True, "seconds": t1 - t0}
 
 
-def spark_session(options: dict[str, Any]) -> Any:
+def spark_session(options: dict[str, Any], memory: str = "2g") -> Any:
     """The test suite's local[2] session; on MinIO with the s3a connector, its address and keys
-    (tests/support/compaction.s3a_jars: Delta's jars and hadoop-aws)."""
+    (tests/support/compaction.s3a_jars: Delta's jars and hadoop-aws), and a driver of
+    `memory`."""
     from tests.support import spark as spark_support
 
     if not options:
@@ -274,7 +275,7 @@ def spark_session(options: dict[str, Any]) -> Any:
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", memory)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
