@@ -4,8 +4,8 @@ Secrets created through the API, tables on MinIO (S3) and local disk written by 
 The operator's scenarios: status and checkpoints while a writer runs, metrics, edits that
 take effect and bump observedGeneration, semantic errors as False conditions and Warning
 events with no writes, storage going away and coming back, the API server going away, a kill
-mid-maintenance, two replicas, suspend, deletion, namespace scoping, and no secret anywhere it
-should not be.
+mid-maintenance, two replicas (and the one operation history both append to), suspend,
+deletion, namespace scoping, and no secret anywhere it should not be.
 """
 
 from __future__ import annotations
@@ -468,9 +468,11 @@ def test_two_replicas_only_one_acts(
     k.create(
         "pair", {"uri": f"file://{table}", "pollInterval": "1s", "checkpoint": {"interval": 1}}
     )
-    a = operator_factory("--namespace", "pair")
+    history = tmp_path / "history"  # both replicas append to it: only the acting one may
+    args = ("--namespace", "pair", "--history-uri", f"file://{history}")
+    a = operator_factory(*args)
     _until(lambda: k.status("pair").get("version") == 0, 60, "a status")
-    b = operator_factory("--namespace", "pair")
+    b = operator_factory(*args)
     time.sleep(5)  # the peering settles: the replica with the lower priority pauses
     for n in range(1, 4):
         _append(str(table), n)
@@ -503,6 +505,17 @@ def test_two_replicas_only_one_acts(
         "the Checkpointed event of the replica that took over",
     )
     assert "poll failed" not in idle.log_text() and "cannot post" not in idle.log_text()
+    idle.stop(signal.SIGTERM)  # flushes its last rows
+    rows = DeltaTable(str(history)).to_pyarrow_table().to_pylist()
+    checkpoints = [
+        r["table_version"]
+        for r in rows
+        if r["operation"] == "checkpoint" and r["status"] == "succeeded"
+    ]
+    assert {3, 4} <= set(checkpoints), rows
+    assert len(checkpoints) == len(set(checkpoints)), f"a checkpoint recorded twice: {checkpoints}"
+    keys = [(r["operation"], r["status"], r["table_version"], r["start_time"]) for r in rows]
+    assert len(keys) == len(set(keys)), "no row written by both replicas"
 
 
 def test_suspend_delete_and_namespace_scope(

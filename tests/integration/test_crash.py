@@ -127,10 +127,24 @@ def prepare_maintain(path: Path, name: str) -> list[str]:
     return ["--now", str(NOW), "--deleted-file-retention", "7d", *cut, "--checkpoint-interval", "1"]
 
 
+def prepare_compute_stats(path: Path, name: str) -> list[str]:
+    """Strip every add's statistics (a writer that kept none); three commits of re-adds."""
+    for f in (path / "_delta_log").glob("*.json"):
+        lines = [json.loads(line) for line in f.read_text().splitlines()]
+        for a in lines:
+            a.get("add", {}).pop("stats", None)
+        f.write_text("".join(json.dumps(a) + "\n" for a in lines))
+        (f.parent / f".{f.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old
+    return ["--batch-size", "4"]
+
+
 @dataclass(frozen=True)
 class Operation:
     name: str  # the CLI command
     prepare: Callable[[Path, str], list[str]]  # give the command work; returns its flags
+    # It commits versions of its own: a crashed state may hold some of them, and reads the
+    # same files and rows at any of them.
+    commits: bool = False
 
 
 OPERATIONS = {
@@ -140,6 +154,7 @@ OPERATIONS = {
     "vacuum": Operation("vacuum", prepare_vacuum),
     "vacuum-lite": Operation("vacuum", prepare_vacuum_lite),
     "maintain": Operation("maintain", prepare_maintain),
+    "compute-stats": Operation("compute-stats", prepare_compute_stats, commits=True),
 }
 
 CORPUS_TABLES = (
@@ -158,6 +173,7 @@ SCENARIOS = [
     ("vacuum-lite", "dv"),  # LITE: removed files and deletion-vector files, _last_vacuum_info
     ("vacuum-lite", "cdf-table"),  # LITE: change data files in partition folders
     ("maintain", "dv"),  # checkpoint, log cleanup and vacuum in one run
+    ("compute-stats", "cdf-table"),  # 9 live files given statistics by 3 commits (the writer)
 ]
 
 
@@ -173,8 +189,18 @@ def fingerprint(path: Path) -> dict[str, tuple[int, str]]:
             if m := TMP.match(key):
                 key = f"{m[1] or ''}.{m[2]}.*.tmp"
             assert key not in out, f"two temp files for one target: {key}"
-            out[key] = (f.stat().st_size, hashlib.sha1(f.read_bytes()).hexdigest())
+            out[key] = (f.stat().st_size, hashlib.sha1(_content(key, f)).hexdigest())
     return out
+
+
+def _content(key: str, f: Path) -> bytes:
+    """A file's bytes; a commit's without its commitInfo, which says when and by which
+    transaction it was written, and so differs between two runs that commit the same."""
+    data = f.read_bytes()
+    name = paths.parse(key.rpartition("/")[2])
+    if key.startswith("_delta_log/") and name is not None and name.kind is paths.Kind.COMMIT:
+        return b"\n".join(line for line in data.split(b"\n") if b'"commitInfo"' not in line)
+    return data
 
 
 def changed(a: dict, b: dict) -> set[str]:
@@ -240,6 +266,8 @@ class Scenario:
     baseline: dict = field(default_factory=dict)
     final: dict = field(default_factory=dict)  # fingerprint after an uninterrupted run
     kept_versions: set[int] = field(default_factory=set)
+    final_version: int = 0  # the latest after an uninterrupted run
+    added_versions: set[int] = field(default_factory=set)  # what an uninterrupted run commits
     read: dict = field(default_factory=dict)  # fingerprint -> checked already
     for_spark: list[Path] = field(default_factory=list)
     diverged: dict = field(default_factory=dict)  # kill point -> what its rerun left different
@@ -261,8 +289,14 @@ class Scenario:
         key = frozenset(fp.items())
         if key in self.read:
             return
-        assert read_latest(path, self.tally) == self.baseline, label
-        lost = self.kept_versions - set(table_versions(str(path)))
+        got = read_latest(path, self.tally)
+        if self.op.commits:  # the files and rows as before, at the version before or after
+            versions = range(self.baseline["version"], self.final_version + 1)
+            assert got["version"] in versions, f"{label}: version {got['version']}"
+            got["version"] = self.baseline["version"]
+        assert got == self.baseline, label
+        # (a command that commits keeps the versions before it; a crash may precede its own)
+        lost = self.kept_versions - self.added_versions - set(table_versions(str(path)))
         assert not lost, f"{label}: versions the finished command keeps are unreadable: {lost}"
         self.read[key] = label
         if spark:
@@ -300,6 +334,8 @@ def run_scenario(op: Operation, src: Path, name: str, tmp_path: Path, tally) -> 
     assert steps, f"{op.name} on {name} does nothing: the scenario would test nothing"
     s.final = fingerprint(full)
     s.kept_versions = set(table_versions(str(full)))
+    s.final_version = max(s.kept_versions)
+    s.added_versions = set(range(s.baseline["version"] + 1, s.final_version + 1))
     s.check_state(full, "uninterrupted")
 
     prev = fingerprint(prepared)

@@ -1,7 +1,8 @@
 """Log compaction files as Delta Spark, delta-rs and DuckDB meet them: a Spark table with
 appends, a DELETE and an UPDATE after its last checkpoint gets `x.y.compacted.json` files from
 `deltakeeper compact-log`; every reader reads the same rows as before, Spark reads through the
-compaction file (proved by damaging a commit it covers in a copy), and cleanup removes the
+compaction file (proved by damaging a commit it covers in a copy), deltakeeper's reader
+(which reads the commits) finds the same files, and cleanup removes the
 compaction files its checkpoint makes stale."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from deltakeeper.cli import main
+from deltakeeper.delta.table import open_table
 from tests.support.rows import deltars_digest, duckdb_digest, spark_digest
 from tests.support.spark import spark_session
 
@@ -32,6 +34,12 @@ def commit_file(path: Path, version: int) -> Path:
     return path / "_delta_log" / f"{version:020d}.json"
 
 
+def live_files(path: Path, version: int | None = None) -> list[tuple[str, int]]:
+    """deltakeeper's reader: the live files and their sizes at a version."""
+    snap = open_table(str(path)).snapshot(version, add_cols=("path", "size"))
+    return sorted((r["path"], r["size"]) for r in snap.files.to_pylist())
+
+
 def test_spark_reads_through_compaction_files_with_the_same_rows(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -45,12 +53,14 @@ def test_spark_reads_through_compaction_files_with_the_same_rows(
     spark.sql(f"UPDATE delta.`{path}` SET g = 9 WHERE id < 5")  # 7
     before = spark_digest(spark, str(path))
     assert before == deltars_digest(str(path)) == duckdb_digest(str(path))
+    ours = {v: live_files(path, v) for v in (None, 4)}
 
     assert main(["compact-log", str(path), "--from", "1", "--to", "7"]) == 0
     assert main(["compact-log", str(path), "--from", "2", "--to", "4"]) == 0
     assert spark_digest(spark, str(path)) == deltars_digest(str(path)) == before
     assert duckdb_digest(str(path)) == before
     assert spark_digest(spark, str(path), 4) == deltars_digest(str(path), 4)  # time travel
+    assert {v: live_files(path, v) for v in (None, 4)} == ours  # deltakeeper's reader too
 
     # Two copies whose commit 3 (inside both ranges) also adds a file that does not exist:
     # with the compaction files Spark reads the rows as before, so it read them instead of
