@@ -9,10 +9,12 @@ a fresh copy, kill the command there, and check that
 - the kill landed where it was asked (the table differs from the previous kill point exactly by
   step k), so a hook that killed nothing or the wrong thing fails here;
 - deltakeeper, delta-rs, DuckDB and Delta Spark read the latest version exactly as before the
-  command: same version, live files and rows, and no version that the finished command keeps
-  became unreadable;
+  command: same version, live files and rows (a command that commits, compute-stats, may have
+  moved the version: the files and rows are the same), and no version that the finished
+  command keeps became unreadable;
 - deltakeeper's next run of the same command exits 0, leaves exactly what an uninterrupted run
-  leaves (leftover temp files aside), and the readers still agree.
+  leaves (leftover temp files aside; a commit compared without its commitInfo, which says
+  when it was written), and the readers still agree.
 
 Identical crash states (a kill after step k is a kill before step k + 1) are read once. Delta
 Spark reads every distinct crashed state of a scenario and the finished table, in one session at
