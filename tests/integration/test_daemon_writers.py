@@ -79,6 +79,12 @@ def test_run_gives_statistics_compaction_files_and_manifests(tmp_path: Path) -> 
             "the manifest of two files",
         )
         _until(lambda: written(port, "stats") == 2.0, 60, "the statistics counted")
+        # The second run read only the commits after the first left every file with stats.
+        _until(lambda: "3..3" in done("stats").get("message", ""), 60, "stats at 3")
+        assert (
+            done("stats")["message"]
+            == "gave 1 of the 1 files added since 1 statistics in versions 3..3"
+        )
         # One compaction file a pair of commits (0-1, then 2-3 once stats commit 3); one
         # manifest a poll that changed it (the first, and each after a commit).
         assert written(port, "logCompaction") >= 1.0

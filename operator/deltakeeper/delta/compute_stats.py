@@ -11,6 +11,10 @@ their statistics describe rows the vector hides, and Delta Spark does not recomp
 The files are re-added with `dataChange=false` and their new `stats`, every other field kept,
 through the one commit writer, `batch` files a commit, operation `COMPUTE STATS`. A file a
 concurrent commit removed is dropped from the batch, never resurrected.
+
+A watcher that knows every live file had its statistics at some version passes it (`since`)
+with the snapshot header it holds: then only the adds of the commits after it are looked at,
+so a busy big table does not load every file's statistics at each new version.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import file_stats, schema
+from deltakeeper.delta import file_stats, json_log, schema
 from deltakeeper.delta.commit import Change, commit
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.features import require_writable
@@ -45,7 +49,8 @@ class StatsRun:
     """What a run found and did."""
 
     version: int
-    files: int = 0  # live files
+    files: int = 0  # live files (with `since`: the live files the later commits added)
+    since: int | None = None  # only the commits after this version were looked at
     missing: int = 0  # without the statistics the table asks for
     given: int = 0  # re-added with statistics (or would be, on a dry run)
     deletion_vectors: int = 0  # left alone: they carry a deletion vector
@@ -58,6 +63,7 @@ class StatsRun:
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
+            "since": self.since,
             "files": self.files,
             "missingStats": self.missing,
             "givenStats": self.given,
@@ -70,7 +76,39 @@ class StatsRun:
         }
 
 
-def spec_of(snap: Snapshot, columns: str | None = None) -> StatsSpec:
+def _require_json_stats(snap: Snapshot) -> None:
+    if snap.segment.checkpoint is not None and not snap.metadata.properties.write_stats_as_json:
+        raise InvalidInputError(
+            f"{snap.uri}: its checkpoints keep statistics only as stats_parsed "
+            "(delta.checkpoint.writeStatsAsJson=false), which this build does not read back; "
+            "compute-stats would take every file in the checkpoint for one without statistics"
+        )
+
+
+def _added_since(table: Table, base: SnapshotHeader, since: int) -> list[dict[str, Any]] | None:
+    """The adds of the commits after `since` up to `base` that are still live at `base`, in
+    the log's order; None when every live file must be looked at: a commit in between is
+    gone, or one changed the metadata or protocol (the columns to index, tight bounds)."""
+    if since > base.version:
+        return None
+    listing = table.list_log(since + 1)
+    live: dict[str, dict[str, Any]] = {}
+    for version in range(since + 1, base.version + 1):
+        entry = listing.commits.get(version)
+        if entry is None:
+            return None
+        for _, action in json_log.read_actions(table.storage, entry.key):
+            if "metaData" in action or "protocol" in action:
+                return None
+            if "add" in action:
+                live.pop(action["add"]["path"], None)  # re-added: the newest add counts
+                live[action["add"]["path"]] = action["add"]
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    return list(live.values())
+
+
+def spec_of(snap: SnapshotHeader, columns: str | None = None) -> StatsSpec:
     meta = snap.metadata
     return file_stats.spec_for(
         meta.schema_string,
@@ -90,20 +128,24 @@ def compute_stats(
     batch: int = BATCH,
     progress: Callable[[int, int], None] | None = None,
     now_ms: int | None = None,
+    base: SnapshotHeader | None = None,
+    since: int | None = None,
 ) -> StatsRun:
-    """Compute and commit the missing statistics of `table`'s live files."""
-    snap = table.snapshot(add_cols=schema.FULL_ADD)
-    require_writable(snap, "commit")
-    if snap.segment.checkpoint is not None and not snap.metadata.properties.write_stats_as_json:
-        raise InvalidInputError(
-            f"{table.uri}: its checkpoints keep statistics only as stats_parsed "
-            "(delta.checkpoint.writeStatsAsJson=false), which this build does not read back; "
-            "compute-stats would take every file in the checkpoint for one without statistics"
-        )
+    """Compute and commit the missing statistics of `table`'s live files; with `base` and
+    `since`, of the live files that the commits after `since`, up to `base`, added."""
+    recent = _added_since(table, base, since) if base is not None and since is not None else None
+    if base is not None and recent is not None:
+        require_writable(base, "commit")
+        snap: SnapshotHeader = base
+        run = StatsRun(base.version, files=len(recent), since=since)
+    else:
+        full = table.snapshot(add_cols=schema.FULL_ADD)
+        require_writable(full, "commit")
+        _require_json_stats(full)
+        snap, run, recent = full, StatsRun(full.version, files=full.num_files), None
     spec = spec_of(snap, columns)
-    run = StatsRun(snap.version, files=snap.num_files)
     todo = []
-    for add in snap.files.to_pylist():
+    for add in recent if recent is not None else full.files.to_pylist():
         if add.get("deletionVector"):
             run.deletion_vectors += 1
         elif not spec.complete(add.get("stats")):
@@ -113,7 +155,7 @@ def compute_stats(
     run.given = len(adds)
     if dry_run:
         return run
-    base: SnapshotHeader = snap
+    at: SnapshotHeader = snap
     for start in range(0, len(adds), batch):
         chunk = adds[start : start + batch]
         change = Change(
@@ -124,13 +166,13 @@ def compute_stats(
             reads=frozenset(a["path"] for a in chunk),
             droppable=True,
         )
-        done = commit(table, base, change, now_ms)
+        done = commit(table, at, change, now_ms)
         run.dropped += len(done.dropped)
         run.given -= len(done.dropped)
         if done.version is not None:  # the next batch starts from ours: no race with itself
             run.commits.append(done.version)
-            base = replace(
-                base, version=done.version, timestamp_ms=done.timestamp_ms or base.timestamp_ms
+            at = replace(
+                at, version=done.version, timestamp_ms=done.timestamp_ms or at.timestamp_ms
             )
     return run
 

@@ -124,6 +124,7 @@ class Outcome:
     checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
     deleted_folders: int = 0  # vacuum
     vacuum: VacuumRun | None = None  # vacuum: its mode, candidates and requests
+    stats: compute_stats.StatsRun | None = field(default=None, repr=False)  # stats: its run
     job: Job | None = field(default=None, repr=False)  # compaction started, not waited for
     job_id: str | None = None  # compaction
     job_result: dict[str, Any] | None = None  # compaction: the job's own JSON line
@@ -251,21 +252,28 @@ def _run_step(
 
 
 def _stats(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | None) -> Outcome:
-    run = compute_stats.compute_stats(table, dry_run, now_ms=plan.now_ms)
+    run = compute_stats.compute_stats(
+        table, dry_run, now_ms=plan.now_ms, base=step.base, since=step.stats_since
+    )
     if run.unreadable:
         path, why = run.unreadable[0]
         more = f" (and {len(run.unreadable) - 1} more)" if len(run.unreadable) > 1 else ""
-        return Outcome(STATS, Result.FAILED, f"{path}: not read: {why}{more}")
+        return Outcome(STATS, Result.FAILED, f"{path}: not read: {why}{more}", stats=run)
     if not run.given:
-        return Outcome(STATS, Result.SKIPPED, f"every file of {run.files} has statistics")
+        files = (
+            f"{run.files} files" if run.since is None else f"{run.files} added since {run.since}"
+        )
+        return Outcome(STATS, Result.SKIPPED, f"every file of {files} has statistics", stats=run)
     verb = "would give" if dry_run else "gave"
     message = f"{verb} {run.given} of {run.files} files statistics"
+    if run.since is not None:
+        message = f"{verb} {run.given} of the {run.files} files added since {run.since} statistics"
     if run.commits:
         message += f" in versions {run.commits[0]}..{run.commits[-1]}"
     if run.deferred:
         message += f"; {run.deferred} wait for the next run (read budget)"
     result = Result.DRY_RUN if dry_run else Result.DONE
-    return Outcome(STATS, result, message, written_files=run.given)
+    return Outcome(STATS, result, message, written_files=run.given, stats=run)
 
 
 def _log_compaction(

@@ -66,6 +66,10 @@ class Step:
     job_spec: dict[str, Any] | None = field(default=None, repr=False)
     # logCompaction: the commits the file reconciles (first, last)
     log_range: tuple[int, int] | None = None
+    # stats: a version at which every live file had its statistics (a watcher's last complete
+    # run); only the commits after it, up to `base` (the plan's snapshot), are looked at.
+    stats_since: int | None = None
+    base: SnapshotHeader | None = field(default=None, repr=False)
     # A failure of this step is reported and the steps after it still run (the checkpoint
     # before `compact`'s job: without it the job replays the JSON log, slower but right).
     optional: bool = False
@@ -134,6 +138,7 @@ def plan(
     full_vacuum: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     known: LastVacuumInfo | None = None,
+    stats_since: int | None = None,
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor). A
     watcher's held snapshot, without file actions, serves every step: compaction reads the
@@ -148,7 +153,8 @@ def plan(
     `_last_vacuum_info` records, unless a vacuum in this plan moves N first; then the vacuum
     runs before it. `full_vacuum`: why an AUTO vacuum is FULL this time (the daemon's
     fullInterval); `storage_options` open an INVENTORY vacuum's report; `known`: what a
-    watcher knows `_last_vacuum_info` holds, from its own last vacuum (else it is read)."""
+    watcher knows `_last_vacuum_info` holds, from its own last vacuum (else it is read);
+    `stats_since`: a version at which every live file had its statistics (Step.stats_since)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
     result.refusal = features.refusal(snap.protocol, "maintenance")
     if result.refusal:
@@ -168,7 +174,7 @@ def plan(
             found = _VacuumInputs(full_vacuum, storage_options, known)
             result.steps.append(_vacuum(table, snap, policy, now_ms, found))
         else:
-            wanted = _writer(snap, policy, op)
+            wanted = _writer(snap, policy, op, stats_since)
             if wanted is not None:
                 result.steps.append(wanted)
     _vacuum_first(table, snap, policy, now_ms, result)
@@ -189,13 +195,16 @@ def asked_writers(policy: Policy) -> tuple[Operation, ...]:
     return tuple(op for op in WRITERS if asked[op])
 
 
-def _writer(snap: SnapshotHeader, policy: Policy, op: Operation) -> Step | None:
+def _writer(
+    snap: SnapshotHeader, policy: Policy, op: Operation, stats_since: int | None = None
+) -> Step | None:
     """Statistics, a log compaction file or manifests, where the policy (or, for manifests,
     the table) asks for them; None where it does not."""
     if op not in asked_writers(policy):
         return None
     if op is STATS:
-        return Step(STATS, True, "stats.enabled: files without statistics get them")
+        reason = "stats.enabled: files without statistics get them"
+        return Step(STATS, True, reason, stats_since=stats_since, base=snap)
     if op is MANIFEST:
         reason = "delta.compatibility.symlinkFormatManifest.enabled: manifests kept current"
         return Step(MANIFEST, True, reason)

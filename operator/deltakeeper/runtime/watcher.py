@@ -89,6 +89,9 @@ class TableWatcher:
         self._last: Observation | None = None  # the last full observation, for quiet polls
         self._vacuum_info: LastVacuumInfo | None = None  # as our last vacuum left it
         self._writers_at: dict[str, int] = {}  # the version each writer was last planned at
+        # A version at which every live file had its statistics, as our last statistics run
+        # found (the next reads only the commits after it); None: the next looks at all.
+        self._stats_complete_at: int | None = None
 
     # -- observe ------------------------------------------------------------------------------
     def observe(self, target: Target, now_ms: int) -> Observation:
@@ -189,7 +192,7 @@ class TableWatcher:
         opened = (target.uri, repr(sorted(target.storage_options.items())))
         if self._table is None or self._opened != opened:
             self._table, self._snap, self._opened = None, None, None
-            self._vacuum_info = None
+            self._vacuum_info = self._stats_complete_at = None
             self._table = open_table(target.uri, dict(target.storage_options))
             self._opened = opened
             self._requests_seen = Counter()
@@ -220,6 +223,8 @@ class TableWatcher:
         for o in outcomes:
             if o.operation in WRITERS and o.result is not Result.FAILED:
                 self._writers_at[o.operation] = snap.version
+            if o.operation is Operation.STATS:
+                self._stats_complete_at = _stats_complete_at(o)
         if any(o.result is Result.DONE for o in outcomes):
             read = functools.partial(table.snapshot, add_cols=WATCHED_ADD)
             self._snap, self._counts = self._hold(read), None
@@ -261,6 +266,7 @@ class TableWatcher:
                 full_vacuum=planner.full_vacuum_due(self._policy, self._last_full_ms(), now_ms),
                 storage_options=target.storage_options,
                 known=self._vacuum_info,
+                stats_since=self._stats_complete_at,
             )
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
@@ -462,6 +468,15 @@ def _vacuumed(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str,
         "requests": dict(sorted(run.requests.items())),
         **({"lastFull": last_full} if last_full else {}),
     }
+
+
+def _stats_complete_at(o: Outcome) -> int | None:
+    """The version at which a statistics run left every live file with its statistics, or
+    None: it failed, left files for later (read budget), or was a dry run."""
+    run = o.stats
+    if run is None or o.result not in (Result.DONE, Result.SKIPPED):
+        return None
+    return run.version if not (run.deferred or run.unreadable) else None
 
 
 def _rewritten(o: Outcome) -> dict[str, Any]:

@@ -14,7 +14,15 @@ import pytest
 from deltakeeper.delta.compute_stats import compute_stats
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.table import open_table
-from tests.support.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol
+from tests.support.logbuilder import (
+    LogBuilder,
+    add,
+    commit_info,
+    dv,
+    metadata,
+    protocol,
+    remove,
+)
 
 DV_PROTOCOL = protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"])
 
@@ -128,3 +136,41 @@ def test_checkpoints_with_stats_only_parsed_are_refused(tmp_path: Path) -> None:
     checkpoint_table(table, None, 1_800_000_000_000, 7 * 86_400_000)
     with pytest.raises(InvalidInputError, match="writeStatsAsJson"):
         compute_stats(open_table(str(tmp_path)))
+
+
+def new_file(root: Path, i: int) -> dict[str, Any]:
+    pq.write_table(
+        pa.table({"id": pa.array([i], pa.int64()), "day": [f"d{i}"]}), root / f"f{i}.parquet"
+    )
+    return add(f"f{i}.parquet", size=(root / f"f{i}.parquet").stat().st_size)
+
+
+def test_since_a_complete_version_only_the_later_commits_are_read(tmp_path: Path) -> None:
+    log = table_of(tmp_path, 3)
+    first = compute_stats(open_table(str(tmp_path)), now_ms=1_800_000_000_000)
+    assert (first.given, first.commits, first.since) == (3, [1], None)
+    log.next_version = 2
+    log.commit(commit_info(), new_file(tmp_path, 3), new_file(tmp_path, 4))  # 2
+    log.commit(commit_info(), remove("f4.parquet"), new_file(tmp_path, 5))  # 3
+    table = open_table(str(tmp_path))
+    header = table.snapshot()
+    table.storage.requests.clear()
+    run = compute_stats(table, base=header, since=1, now_ms=1_800_000_000_000)
+    # f3 and f5, the live adds of commits 2 and 3; f4 was removed; f0-f2 are not looked at
+    assert (run.since, run.files, run.missing, run.given, run.commits) == (1, 2, 2, 2, [4])
+    assert table.storage.requests["read"] == 2 + 2  # two commits, two footers
+    assert all(stats_by_path(tmp_path)[f"f{i}.parquet"] for i in (0, 1, 2, 3, 5))
+
+
+def test_since_falls_back_to_every_file_when_the_commits_cannot_say(tmp_path: Path) -> None:
+    log = table_of(tmp_path, 2)
+    log.commit(commit_info(), new_file(tmp_path, 2))  # 1
+    log.commit(commit_info(), metadata(**{"delta.dataSkippingNumIndexedCols": "1"}))  # 2
+    table = open_table(str(tmp_path))
+    header = table.snapshot()
+    run = compute_stats(table, base=header, since=0, dry_run=True)
+    assert (run.since, run.files, run.missing) == (None, 3, 3)  # the metadata changed
+    run = compute_stats(table, base=header, since=1, dry_run=True)  # commit 2: metadata only
+    assert (run.since, run.files, run.missing) == (None, 3, 3)
+    run = compute_stats(table, base=header, since=5, dry_run=True)  # a version past the base
+    assert (run.since, run.files) == (None, 3)
