@@ -67,6 +67,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo.background = [
         asyncio.create_task(memo.fleet.heartbeat()),
         asyncio.create_task(memo.tables.follow_peering()),
+        asyncio.create_task(memo.tables.registry.watch_stalls()),
     ]
     memo.history = None
     if options.history_uri:

@@ -129,6 +129,18 @@ def degraded(target: Target, last_maintenance: Mapping[str, Mapping[str, Any]]) 
     return Condition(DEGRADED, FALSE, Reason.AS_EXPECTED, "no maintenance problems")
 
 
+def stalled(conditions: list[Condition], since_ms: int, interval_s: float) -> list[Condition]:
+    """`conditions` with Degraded saying that no poll has finished for `since_ms`: a table
+    whose loop is stuck (a store that hangs, an overloaded daemon, a long maintenance)."""
+    message = (
+        f"no poll has finished for {since_ms // 1000} s (poll interval {interval_s:g} s): a "
+        "store that does not answer, a long maintenance run, or more tables than the daemon "
+        "keeps up with; the other conditions are as of the last poll"
+    )
+    mark = Condition(DEGRADED, TRUE, Reason.POLLS_STALLED, message)
+    return [mark if c.type is DEGRADED else c for c in conditions]
+
+
 _UNREACHABLE = "check the endpoint, network and credentials"
 _UPGRADE = "upgrade deltakeeper to maintain this table"
 _REASONS = (

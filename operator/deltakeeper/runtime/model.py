@@ -79,6 +79,7 @@ class Reason(enum.StrEnum):
     MAINTENANCE_REFUSED = "MaintenanceRefused"
     DUPLICATE_URI = "DuplicateUri"
     POLICY_WARNING = "PolicyWarning"
+    POLLS_STALLED = "PollsStalled"  # no poll finished in STALL_INTERVALS poll intervals
     # Events of maintenance done.
     CHECKPOINTED = "Checkpointed"
     CHECKPOINT_REPAIRED = "CheckpointRepaired"

@@ -4,13 +4,21 @@ recorded (or dropped, for a table gone), then status and events to the front-end
 
 Shared by the operator and standalone mode; only their sources (watch events, a folder) and
 sinks (the status subresource and Kubernetes Events, a status file) differ.
+
+A quiet table's status is written about once an hour (status.REFRESH_S), so `lastPoll` alone
+cannot show a table whose polls stopped. `watch_stalls` does: a table with no poll published
+for STALL_INTERVALS of its poll intervals gets Degraded=True, reason PollsStalled (status,
+metric and a Warning event), until its next poll. One heap of deadlines, not a scan of every
+table each tick.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
+import heapq
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -19,14 +27,18 @@ from typing import Generic, Protocol, TypeVar
 from deltakeeper.maintenance.executor import Result
 from deltakeeper.maintenance.operations import DELETES, WRITERS
 from deltakeeper.resources.manifests import TableResource
-from deltakeeper.runtime.fleet import Fleet, Loop
+from deltakeeper.runtime import conditions
+from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import Event, EventType, Observation, Target
+from deltakeeper.runtime.model import Event, EventType, Observation, Reason, Target
 from deltakeeper.runtime.targets import unchanged
 from deltakeeper.runtime.watcher import TableWatcher
 
 Key = tuple[str, str]
+# A table whose last poll was published this many poll intervals ago has stalled.
+STALL_INTERVALS = 2
+STALL_CHECK_S = 1.0
 
 
 def same_table(uri: str) -> str:
@@ -38,6 +50,20 @@ def same_table(uri: str) -> str:
     return uri.rstrip("/") or uri
 
 
+@dataclass(slots=True)
+class Shown:
+    """The last observation a table's loop published, and when."""
+
+    target: Target
+    obs: Observation
+    at_ms: int
+    stalled: bool = False  # shown as stalled since
+
+    @property
+    def stalls_at_ms(self) -> int:
+        return self.at_ms + int(STALL_INTERVALS * self.target.poll_interval_s * 1000)
+
+
 @dataclass
 class Entry:
     """A watched table: its resource as last seen, its loop, and the Target resolved from it."""
@@ -45,6 +71,8 @@ class Entry:
     resource: TableResource
     loop: Loop | None = None
     cached: tuple[Sequence[object], Target] | None = None
+    shown: Shown | None = None  # the last poll published, for the stall watch
+    queued: bool = False  # it has a deadline in the registry's heap (one at most)
 
     def target(self, inputs: Sequence[object], make: Callable[[], Target]) -> Target:
         """The cached Target while `inputs` are the same objects, else `make()`'s; resolving
@@ -77,8 +105,16 @@ Resolve = Callable[[Key, E], Awaitable[Target]]
 
 
 class Registry(Generic[E]):
-    def __init__(self, metrics: Metrics, sink: Sink[E], resolve: Resolve[E], log: logging.Logger):
+    def __init__(
+        self,
+        metrics: Metrics,
+        sink: Sink[E],
+        resolve: Resolve[E],
+        log: logging.Logger,
+        clock: Callable[[], int] = now_ms,
+    ):
         self.metrics = metrics
+        self.clock = clock
         self.sink = sink
         self.resolve = resolve
         self.log = log  # the front-end's, so its events read as before
@@ -88,6 +124,9 @@ class Registry(Generic[E]):
         self._uris: dict[Key, str] = {}  # each entry's URI as same_table() spells it
         self._by_uri: dict[str, set[Key]] = {}
         self._duplicates: dict[Key, tuple[str, ...]] = {}
+        self._deadlines: list[tuple[int, Key]] = []  # (stalls at ms, key), a heap
+        self._in_flight: set[Key] = set()  # tables whose publish is under way
+        self._stall_writes: dict[Key, asyncio.Event] = {}  # set once the write is done
 
     def add(self, key: Key, entry: E) -> None:
         """Know a table (its loop is started separately)."""
@@ -182,13 +221,77 @@ class Registry(Generic[E]):
         record(self.metrics, target, obs)
         if self.history is not None:
             self.history.add(target, obs)
-        if not await self.sink.write_status(entry, target, obs):
-            self.remove(key)  # deleted while nobody watched (no event came)
-            return
-        for event in obs.events:
+        stall_write = self._stall_writes.get(key)
+        if stall_write is not None:
+            await stall_write.wait()  # then ours, the newer, lands last
+        self._in_flight.add(key)
+        try:
+            if not await self.sink.write_status(entry, target, obs):
+                self.remove(key)  # deleted while nobody watched (no event came)
+                return
+        finally:
+            self._in_flight.discard(key)
+        self._shown(entry, target, obs)
+        self._post(entry, key, obs.events)
+
+    def _post(self, entry: E, key: Key, events: Sequence[Event]) -> None:
+        for event in events:
             self.sink.post_event(entry, event)
             level = logging.WARNING if event.type is EventType.WARNING else logging.INFO
             self.log.log(level, "%s/%s: %s: %s", *key, event.reason, event.message)
+
+    def _shown(self, entry: E, target: Target, obs: Observation) -> None:
+        """Remember the poll just published; its table's deadline moves with it."""
+        if entry.shown is not None and entry.shown.stalled:
+            self.log.info("%s/%s: polls resumed", *target.key)
+        entry.shown = Shown(target, obs, self.clock())
+        if not entry.queued:
+            heapq.heappush(self._deadlines, (entry.shown.stalls_at_ms, target.key))
+            entry.queued = True
+
+    async def watch_stalls(self, every_s: float = STALL_CHECK_S) -> None:
+        """Mark the tables whose polls stopped, until cancelled."""
+        while True:
+            await asyncio.sleep(every_s)
+            await self.check_stalls()
+
+    async def check_stalls(self) -> list[Key]:
+        """Show every table whose last poll is older than its stall deadline as stalled;
+        returns them. A table polled since its deadline was queued is queued again."""
+        now, found = self.clock(), []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, key = heapq.heappop(self._deadlines)
+            entry = self.entries.get(key)
+            if entry is None:
+                continue
+            entry.queued = False
+            shown = entry.shown
+            if shown is None or shown.stalled or not self.publishing:
+                continue  # its next publish queues it again
+            if shown.stalls_at_ms > now or key in self._in_flight:
+                later = max(shown.stalls_at_ms, now + 1)
+                heapq.heappush(self._deadlines, (later, key))
+                entry.queued = True
+                continue
+            shown.stalled = True
+            found.append(key)
+            await self._show_stalled(entry, shown, now)
+        return found
+
+    async def _show_stalled(self, entry: E, shown: Shown, now: int) -> None:
+        interval = shown.target.poll_interval_s
+        marked = conditions.stalled(shown.obs.conditions, now - shown.at_ms, interval)
+        obs = dataclasses.replace(shown.obs, conditions=marked, events=[], outcomes=[])
+        key = shown.target.key
+        self.metrics.conditions(*key, {c.type: c.status for c in marked})
+        done = self._stall_writes[key] = asyncio.Event()
+        try:
+            await self.sink.write_status(entry, shown.target, obs)
+        finally:
+            done.set()
+            del self._stall_writes[key]
+        stalled = next(c for c in marked if c.reason is Reason.POLLS_STALLED)
+        self._post(entry, key, [Event(EventType.WARNING, Reason.POLLS_STALLED, stalled.message)])
 
 
 def record(metrics: Metrics, target: Target, obs: Observation) -> None:

@@ -275,6 +275,7 @@ class Standalone:
     # -- running ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:
         heartbeat = asyncio.create_task(self.fleet.heartbeat())
+        stalls = None if once else asyncio.create_task(self.registry.watch_stalls())
         writing = (
             None if once or self.history is None else asyncio.create_task(self.history.keep(stop))
         )
@@ -298,6 +299,8 @@ class Standalone:
             return 0
         finally:
             heartbeat.cancel()
+            if stalls is not None:
+                stalls.cancel()
             if writing is not None:
                 writing.cancel()
             self.lakes.cancel()

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import Event, Observation, Target
+from deltakeeper.runtime.model import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Event,
+    Observation,
+    Reason,
+    Target,
+)
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 
 
@@ -81,3 +90,85 @@ def test_a_table_without_uri_names_no_other() -> None:
     a = add(r, "lake", "a", "")
     b = add(r, "lake", "b", "")
     assert r.duplicates(a) == r.duplicates(b) == ()
+
+
+class RecordingSink(NoSink):
+    def __init__(self) -> None:
+        self.statuses: list[Observation] = []
+        self.events: list[Event] = []
+
+    async def write_status(self, entry: Entry, target: Target, obs: Observation) -> bool:
+        self.statuses.append(obs)
+        return True
+
+    def post_event(self, entry: Entry, event: Event) -> None:
+        self.events.append(event)
+
+
+def degraded(obs: Observation) -> tuple[str, str]:
+    (c,) = [c for c in obs.conditions if c.type is ConditionType.DEGRADED]
+    return c.status, c.reason
+
+
+def test_a_table_whose_polls_stop_is_degraded_within_two_intervals_until_it_polls() -> None:
+    sink, now = RecordingSink(), [1_000_000]
+    metrics = Metrics()
+    r = Registry(metrics, sink, no_resolve, logging.getLogger("test"), clock=lambda: now[0])
+    key = add(r, "ns", "t", "/t")
+    target = Target("ns", "t", "/t", poll_interval_s=30)
+    fine = Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, Reason.AS_EXPECTED, "ok")
+    ready = Condition(ConditionType.READY, ConditionStatus.TRUE, Reason.WATCHING, "ok")
+    obs = Observation(now[0], [ready, fine])
+
+    async def scenario() -> None:
+        await r.publish(target, obs)
+        for _ in range(5):  # polls every 30 s: never stalled
+            now[0] += 30_000
+            assert await r.check_stalls() == []
+            await r.publish(target, obs)
+        now[0] += 59_999
+        assert await r.check_stalls() == []
+        now[0] += 1
+        assert await r.check_stalls() == [key]  # 60 s: two intervals without a poll
+        assert await r.check_stalls() == []  # shown once
+        now[0] += 600_000
+        assert await r.check_stalls() == []  # still stalled: not shown again
+        await r.publish(target, obs)  # polls again
+        now[0] += 60_000
+        assert await r.check_stalls() == [key]  # and can stall again
+
+    asyncio.run(scenario())
+    shown = sink.statuses[6]
+    assert degraded(shown) == ("True", "PollsStalled")
+    assert "no poll has finished for 60 s (poll interval 30 s)" in shown.conditions[1].message
+    assert shown.conditions[0] == ready  # the others as of the last poll
+    assert [degraded(o) for o in sink.statuses[5:9]] == [
+        ("False", "AsExpected"),
+        ("True", "PollsStalled"),
+        ("False", "AsExpected"),
+        ("True", "PollsStalled"),
+    ]
+    assert [e.reason for e in sink.events] == ["PollsStalled", "PollsStalled"]
+    assert (
+        metrics.registry.get_sample_value(
+            "deltakeeper_table_condition",
+            {"namespace": "ns", "table": "t", "condition": "Degraded"},
+        )
+        == 1.0
+    )
+
+
+def test_a_removed_table_is_never_shown_stalled() -> None:
+    sink, now = RecordingSink(), [0]
+    r = Registry(Metrics(), sink, no_resolve, logging.getLogger("test"), clock=lambda: now[0])
+    key = add(r, "ns", "t", "/t")
+    target = Target("ns", "t", "/t", poll_interval_s=1)
+
+    async def scenario() -> None:
+        await r.publish(target, Observation(0, []))
+        r.remove(key)
+        now[0] += 10_000
+        assert await r.check_stalls() == []
+
+    asyncio.run(scenario())
+    assert len(sink.statuses) == 1
