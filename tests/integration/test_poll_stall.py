@@ -1,8 +1,9 @@
 """A table whose polls stop shows it (ARCHITECTURE: a quiet table's status is written about
 once an hour, so `lastPoll` cannot): `deltakeeper run` watches a table on a MinIO of its own,
 which is then frozen (SIGSTOP: connections open, no answer, as a hung store behaves). Within
-two poll intervals the table is Degraded (PollsStalled) in the status and the metrics; once
-MinIO answers again, the next poll clears it."""
+two poll intervals (here the 30 s floor: it polls every second) the table is Degraded
+(PollsStalled) in the status and the metrics; once MinIO answers again, the next poll clears
+it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -53,7 +55,9 @@ def test_a_table_whose_store_hangs_is_degraded_until_it_answers(
             assert f"{series} 0.0" in _scrape(port)
             os.kill(emu.process.pid, signal.SIGSTOP)
             frozen = True
-            _until(lambda: degraded(folder) == ("True", "PollsStalled"), 10, "a stalled table")
+            frozen_at = time.monotonic()
+            _until(lambda: degraded(folder) == ("True", "PollsStalled"), 45, "a stalled table")
+            assert time.monotonic() - frozen_at >= 29  # not before the floor
             assert f"{series} 1.0" in _scrape(port)
             entry = _statuses(folder)["lake/t"]
             ready = [c for c in entry["conditions"] if c["type"] == "Ready"]

@@ -7,9 +7,9 @@ sinks (the status subresource and Kubernetes Events, a status file) differ.
 
 A quiet table's status is written about once an hour (status.REFRESH_S), so `lastPoll` alone
 cannot show a table whose polls stopped. `watch_stalls` does: a table with no poll published
-for STALL_INTERVALS of its poll intervals gets Degraded=True, reason PollsStalled (status,
-metric and a Warning event), until its next poll. One heap of deadlines, not a scan of every
-table each tick.
+for STALL_INTERVALS of its poll intervals (STALL_MIN_S at least) gets Degraded=True, reason
+PollsStalled (status, metric and a Warning event), until its next poll. One heap of
+deadlines, not a scan of every table each tick.
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ from deltakeeper.runtime.targets import unchanged
 from deltakeeper.runtime.watcher import TableWatcher
 
 Key = tuple[str, str]
-# A table whose last poll was published this many poll intervals ago has stalled.
+# A table whose last poll was published this many poll intervals ago has stalled, and never
+# sooner than STALL_MIN_S: with an interval of a few seconds, a poll with maintenance may well
+# take two of them on a busy machine without being stuck.
 STALL_INTERVALS = 2
+STALL_MIN_S = 30
 STALL_CHECK_S = 1.0
 
 
@@ -61,7 +64,8 @@ class Shown:
 
     @property
     def stalls_at_ms(self) -> int:
-        return self.at_ms + int(STALL_INTERVALS * self.target.poll_interval_s * 1000)
+        stall_s = max(STALL_INTERVALS * self.target.poll_interval_s, STALL_MIN_S)
+        return self.at_ms + int(stall_s * 1000)
 
 
 @dataclass

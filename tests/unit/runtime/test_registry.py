@@ -158,6 +158,24 @@ def test_a_table_whose_polls_stop_is_degraded_within_two_intervals_until_it_poll
     )
 
 
+def test_a_short_interval_stalls_after_the_floor_not_two_intervals() -> None:
+    sink, now = RecordingSink(), [0]
+    r = Registry(Metrics(), sink, no_resolve, logging.getLogger("test"), clock=lambda: now[0])
+    key = add(r, "ns", "t", "/t")
+    target = Target("ns", "t", "/t", poll_interval_s=1)
+    fine = Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, Reason.AS_EXPECTED, "ok")
+
+    async def scenario() -> list[list[Key]]:
+        await r.publish(target, Observation(0, [fine]))
+        found = []
+        for at in (2_000, 29_999, 30_000):
+            now[0] = at
+            found.append(await r.check_stalls())
+        return found
+
+    assert asyncio.run(scenario()) == [[], [], [key]]
+
+
 def test_a_removed_table_is_never_shown_stalled() -> None:
     sink, now = RecordingSink(), [0]
     r = Registry(Metrics(), sink, no_resolve, logging.getLogger("test"), clock=lambda: now[0])
@@ -167,7 +185,7 @@ def test_a_removed_table_is_never_shown_stalled() -> None:
     async def scenario() -> None:
         await r.publish(target, Observation(0, []))
         r.remove(key)
-        now[0] += 10_000
+        now[0] += 100_000
         assert await r.check_stalls() == []
 
     asyncio.run(scenario())
