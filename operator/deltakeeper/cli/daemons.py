@@ -39,6 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         executor.Compactor(jobs, wait=args.once, retry_ms=retry),
         _interval("--default-poll-interval", args.default_poll_interval),
         history=_history(args),
+        memory_budget=_memory_budget(args.memory_budget),
     )
 
 
@@ -79,6 +80,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
     from deltakeeper.k8s.spark_launcher import default_template
 
     options = Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
+    if args.memory_budget is not None:
+        options.memory_budget = _memory_budget(args.memory_budget)
     if args.discovery:
         options.discovery = True
     if options.discovery:
@@ -113,6 +116,16 @@ def cmd_operator(args: argparse.Namespace) -> int:
         memo=kopf.Memo(options=options),
     )
     return 0
+
+
+def _memory_budget(text: str | None) -> int | None:
+    """--memory-budget: a size, `none`, or (absent) the container's limit less a margin."""
+    from deltakeeper.maintenance import memory
+
+    try:
+        return memory.default_budget() if text is None else memory.parse_budget(text)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"--{e}") from None
 
 
 def _history(args: argparse.Namespace) -> Any:

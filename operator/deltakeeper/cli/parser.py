@@ -616,6 +616,15 @@ def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: s
         help="at most N tables under maintenance at once (default 2)",
     )
     p.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="memory for maintenance steps, all tables together (e.g. 2Gi, or none): a table "
+        "whose step is estimated to need more waits until that much is free, and one that "
+        "would not fit at all is refused with both figures instead of running out of memory "
+        "(default: the container's memory limit less a quarter, at least 256Mi; none outside "
+        "a limited container)",
+    )
+    p.add_argument(
         "--default-poll-interval",
         metavar="DURATION",
         help="poll a table this often when neither its spec nor its policy sets pollInterval "

@@ -61,7 +61,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, options.namespaces)
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
-    memo.fleet = Fleet(max_concurrent=options.max_concurrent)
+    memo.fleet = Fleet(max_concurrent=options.max_concurrent, memory_budget=options.memory_budget)
     launcher = functools.partial(_compactor, memo.api, options)
     memo.tables = Tables(memo.api, memo.secrets, memo.metrics, options, memo.fleet, launcher)
     memo.background = [

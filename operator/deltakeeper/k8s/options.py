@@ -12,6 +12,7 @@ from typing import Any
 
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.storage_options import normalize_options
+from deltakeeper.maintenance import memory
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_MS,
     METRICS_BIND_ADDRESS,
@@ -44,6 +45,8 @@ class Options:
         )
     )
     max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
+    # Bytes for maintenance steps, all tables together (maintenance/memory.py); None: none.
+    memory_budget: int | None = field(default_factory=memory.budget_from_env)
     # SparkApplications running at once, all tables together.
     max_compaction_jobs: int = int(os.environ.get("DELTAKEEPER_MAX_COMPACTION_JOBS", "1"))
     # Executor cores in compaction jobs at once, all jobs together (None: no limit).

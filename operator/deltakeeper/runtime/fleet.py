@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
+import functools
 import logging
 import random
 import time
@@ -19,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from deltakeeper.maintenance import memory
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
@@ -56,9 +60,11 @@ class Fleet:
         max_concurrent: int = 2,
         observers: int = 8,
         clock: Callable[[], int] = now_ms,
+        memory_budget: int | None = None,
     ) -> None:
         self.clock = clock
         self.max_concurrent = max_concurrent
+        self.memory_budget = memory_budget  # bytes for maintenance steps; None: no budget
         self._slots: Slots | None = None
         self._queued: set[asyncio.Task[Any]] = set()  # table loops waiting for a slot
         # Polls and maintenance run in pools of their own: a table granted a maintenance slot
@@ -117,27 +123,43 @@ class Fleet:
         """Run `obs.due` in a slot, given benefit first (slots.py). While the table waits for
         a slot, its loop's stop cancels the wait (a deleted table, or thousands queued at
         shutdown, run nothing more); once started, the maintenance thread runs to its end and
-        keeps its slot until then, even if this poll is cancelled."""
+        keeps its slot until then, even if this poll is cancelled. With a memory budget the slot
+        also holds the steps' estimate; a step estimated above the whole budget is refused."""
         if self._slots is None:
-            self._slots = Slots(self.max_concurrent)
+            self._slots = Slots(self.max_concurrent, memory=self.memory_budget)
         slots, task = self._slots, asyncio.current_task()
         assert task is not None  # a coroutine always runs in a task
+        needs = _needs(obs)
+        refused = self._too_big(needs)
+        if refused:
+            obs = dataclasses.replace(obs, due=tuple(op for op in obs.due if op not in refused))
+        run = functools.partial(watcher.maintain, refused=refused) if refused else watcher.maintain
+        if refused and not obs.due:  # nothing left to run: no slot needed to say so
+            return await self._off_loop(run, target, obs, self.clock())
+        need = memory.largest(n for op, n in needs.items() if op not in refused)
         files = obs.counts.get(F.FILES) or 0
         gain = health.benefit(obs.health, obs.due, files)
         self._queued.add(task)
         try:
-            await slots.acquire(gain, STARVATION_INTERVALS * target.poll_interval_s)
+            await slots.acquire(gain, STARVATION_INTERVALS * target.poll_interval_s, need)
         finally:
             self._queued.discard(task)
         self.running += 1
-        maintain = self._maintaining(watcher.maintain, target, obs, self.clock())
+        maintain = self._maintaining(run, target, obs, self.clock())
         work = asyncio.ensure_future(maintain)
-        work.add_done_callback(lambda _: self._release(slots))
+        work.add_done_callback(lambda _: self._release(slots, need))
         return await asyncio.shield(work)
 
-    def _release(self, slots: Slots) -> None:
+    def _too_big(self, needs: dict[Operation, int]) -> dict[Operation, str]:
+        """The steps that would not fit the whole budget, each with why."""
+        budget = self.memory_budget
+        if budget is None:
+            return {}
+        return {op: memory.refusal(op, n, budget) for op, n in needs.items() if n > budget}
+
+    def _release(self, slots: Slots, need: int) -> None:
         self.running -= 1
-        slots.release()
+        slots.release(need)
 
     def give_up(self, task: asyncio.Task[Any]) -> None:
         """Cancel `task` if it is waiting for a maintenance slot (and only then)."""
@@ -157,6 +179,15 @@ class Fleet:
         # Maintenance already running finishes (its writes are crash-safe either way).
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._maintenance.shutdown(wait=True, cancel_futures=True)
+
+
+def _needs(obs: Observation) -> dict[Operation, int]:
+    """Each due step's memory estimate, from what the poll counted."""
+    counts = obs.counts
+    files, tombstones = counts.get(F.FILES) or 0, counts.get(F.TOMBSTONES) or 0
+    log_files = counts.get(F.LOG_FILES) or 0
+    checkpointed = counts.get(F.LAST_CHECKPOINT_VERSION) is not None
+    return {op: memory.estimate(op, files, tombstones, log_files, checkpointed) for op in obs.due}
 
 
 class Loop:

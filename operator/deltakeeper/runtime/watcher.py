@@ -213,12 +213,21 @@ class TableWatcher:
         return True
 
     # -- maintain -----------------------------------------------------------------------------
-    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
-        """Plan the operations `obs.due` and run what is due; returns a fresh observation."""
+    def maintain(
+        self,
+        target: Target,
+        obs: Observation,
+        now_ms: int,
+        refused: Mapping[Operation, str] | None = None,
+    ) -> Observation:
+        """Plan the operations `obs.due` and run what is due; returns a fresh observation.
+        `refused`: steps the fleet will not run (too big for its memory budget), and why."""
         table, snap = self._table, self._snap
-        if not obs.due or table is None or snap is None:
+        if not (obs.due or refused) or table is None or snap is None:
             return obs
-        outcomes = self._run(target, table, snap, obs.due, now_ms)
+        outcomes = [Outcome(op, Result.REFUSED, why) for op, why in (refused or {}).items()]
+        if obs.due:
+            outcomes += self._run(target, table, snap, obs.due, now_ms)
         self._record(outcomes, snap.version, now_ms)
         for o in outcomes:
             if o.operation in WRITERS and o.result is not Result.FAILED:

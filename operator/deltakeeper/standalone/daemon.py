@@ -31,6 +31,7 @@ def run(
     compactor: Compactor | None = None,
     default_poll_ms: int | None = None,
     history: History | None = None,
+    memory_budget: int | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -45,6 +46,7 @@ def run(
         default_poll_ms=default_poll_ms or POLL_INTERVAL_MS,
         compactor=compactor,
         history=history,
+        memory_budget=memory_budget,
     )
     server = None if once else metrics.serve(registry, metrics_port, host, daemon.fleet.healthy)
     if server is not None:

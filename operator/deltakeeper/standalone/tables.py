@@ -63,6 +63,7 @@ class Standalone:
         default_poll_ms: int = POLL_INTERVAL_MS,
         compactor: Compactor | None = None,
         history: History | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         self.folder = folder
         self.history = history  # the operation history, when --history-uri names one
@@ -74,7 +75,7 @@ class Standalone:
         self.default_poll_ms = default_poll_ms  # for tables whose spec and policy set none
         self.registry: Registry[FolderTable] = Registry(registry, self, self.target, log)
         self.registry.history = history
-        self.fleet = Fleet(max_concurrent, clock=clock)
+        self.fleet = Fleet(max_concurrent, clock=clock, memory_budget=memory_budget)
         self.policies: list[PolicyResource] = []
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
         stored = status_file.read(status_path)

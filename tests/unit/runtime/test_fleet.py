@@ -461,3 +461,35 @@ def test_the_slot_goes_to_the_sick_tables_before_the_healthy_ones(tmp_path: Path
     # The first found the slot free; the three sick ones follow it, whenever they asked
     # (first come, first served they would be 5th, 10th and 15th).
     assert max(started.index(n) for n in ("t04", "t09", "t14")) <= 3, started
+
+
+def test_a_step_too_big_for_the_memory_budget_is_refused_and_the_others_run(
+    tmp_path: Path,
+) -> None:
+    from deltakeeper.maintenance import memory
+    from deltakeeper.maintenance.operations import Operation
+
+    small_table(tmp_path, commits=12)  # a checkpoint due; 12 files, 13 log files
+    # Room for cleanup and vacuum on this table, not for a checkpoint.
+    budget = memory.estimate(Operation.VACUUM, 12, 0, 13, False) + 1
+    published = Published()
+
+    async def go() -> Observation:
+        fleet = Fleet(memory_budget=budget)
+        try:
+            return await fleet.poll_once(
+                Target("ns", "t", str(tmp_path)), TableWatcher(0), published
+            )
+        finally:
+            fleet.close()
+
+    obs = asyncio.run(go())
+    results = {str(o.operation): str(o.result) for o in obs.outcomes}
+    assert results["checkpoint"] == "refused" and results["vacuum"] in ("done", "skipped")
+    refused = next(o for o in obs.outcomes if o.operation is Operation.CHECKPOINT)
+    assert "checkpoint needs about 32.0 MiB" in refused.message and "budget is 32.0 MiB" in (
+        refused.message
+    )
+    assert not list((tmp_path / "_delta_log").glob("*.checkpoint.parquet"))  # nothing written
+    degraded = next(c for c in obs.conditions if str(c.type) == "Degraded")
+    assert (str(degraded.status), str(degraded.reason)) == ("True", "MaintenanceRefused")

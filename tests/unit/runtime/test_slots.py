@@ -88,3 +88,41 @@ def test_free_slots_are_taken_at_once_and_a_cancelled_wait_takes_none() -> None:
         assert slots.free == 1
 
     asyncio.run(go())
+
+
+def test_with_a_memory_budget_the_big_table_waits_for_room_and_the_small_ones_behind_it() -> None:
+    MIB = 2**20
+
+    async def go() -> list[str]:
+        slots, order = Slots(3, memory=1000 * MIB), []
+        await slots.acquire(0, 60, need=600 * MIB)  # a step running
+        assert slots.memory == 400 * MIB
+
+        async def table(who: str, benefit: float, need: int) -> None:
+            await slots.acquire(benefit, 60, need)
+            order.append(who)
+            await asyncio.sleep(0)
+            slots.release(need)
+
+        big = asyncio.create_task(table("big", 100, 900 * MIB))
+        small = asyncio.create_task(table("small", 1, 10 * MIB))
+        await asyncio.sleep(0)
+        # Two slots free, but the big table, first by benefit, needs 900 MiB: both wait.
+        assert (slots.waiting, order) == (2, [])
+        slots.release(600 * MIB)
+        await asyncio.gather(big, small)
+        assert slots.memory == 1000 * MIB and slots.free == 3  # all given back
+        return order
+
+    assert asyncio.run(go()) == ["big", "small"]
+
+
+def test_without_a_budget_need_is_ignored() -> None:
+    async def go() -> None:
+        slots = Slots(1)
+        await slots.acquire(0, 60, need=10**15)
+        assert slots.memory is None
+        slots.release(10**15)
+        assert slots.free == 1
+
+    asyncio.run(go())

@@ -1,0 +1,53 @@
+"""maintenance/memory.py: each step's memory estimate and the daemon's budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.maintenance import memory
+from deltakeeper.maintenance.operations import Operation
+
+MIB = 2**20
+
+
+def test_estimates_grow_with_what_each_step_holds() -> None:
+    cp = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, checkpointed=True)
+    assert cp == memory.BASE_BYTES + 1200 * 1_000_000  # about 1.15 GiB, as measured
+    from_json = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, checkpointed=False)
+    assert from_json > cp  # a replay of JSON commits holds more
+    # cleanup and log compaction follow the log, not the files
+    cleanup = memory.estimate(Operation.CLEANUP, 1_000_000, 0, 100, checkpointed=True)
+    assert cleanup == memory.BASE_BYTES + 512 * 100
+    assert memory.estimate(Operation.VACUUM, 10, 5, 3, True) == memory.BASE_BYTES + 640 * 15
+    assert memory.largest([1, 5, 3]) == 5 and memory.largest([]) == 0
+
+
+def test_the_default_budget_is_the_containers_limit_less_a_margin(tmp_path: Path) -> None:
+    assert memory.default_budget(4096 * MIB) == 3072 * MIB  # a quarter
+    assert memory.default_budget(512 * MIB) == 256 * MIB  # at least 256 MiB kept back
+    v2, v1 = tmp_path / "memory.max", tmp_path / "limit_in_bytes"
+    assert memory.container_limit([v2, v1]) is None  # neither file: no container limit
+    v1.write_text("9223372036854771712\n")  # cgroup v1's "unlimited"
+    assert memory.container_limit([v2, v1]) is None
+    v2.write_text("max\n")
+    assert memory.container_limit([v2, v1]) is None
+    v2.write_text(f"{1024 * MIB}\n")
+    assert memory.container_limit([v2, v1]) == 1024 * MIB
+
+
+def test_budgets_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert memory.parse_budget("2Gi") == 2048 * MIB
+    assert memory.parse_budget("none") is None
+    with pytest.raises(InvalidInputError, match="memory budget: 'lots' is not a size"):
+        memory.parse_budget("lots")
+    monkeypatch.setenv("DELTAKEEPER_MEMORY_BUDGET", "512Mi")
+    assert memory.budget_from_env() == 512 * MIB
+
+
+def test_a_refusal_names_both_figures() -> None:
+    text = memory.refusal(Operation.CHECKPOINT, 1200 * MIB, 768 * MIB)
+    assert text.startswith("checkpoint needs about 1.2 GiB and the memory budget is 768.0 MiB")
+    assert "--memory-budget" in text
