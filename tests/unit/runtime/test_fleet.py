@@ -244,7 +244,11 @@ class Tracked(TableWatcher):
 
 
 def _run_tables(
-    tmp_path: Path, max_concurrent: int, tracker: Tracker, once: bool = False
+    tmp_path: Path,
+    max_concurrent: int,
+    tracker: Tracker,
+    once: bool = False,
+    memory_budget: int | None = None,
 ) -> list[Any]:
     """Four tables polled once each, in watch loops or (`once`) by poll_once directly."""
     published = Published()
@@ -254,7 +258,7 @@ def _run_tables(
         targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}"), poll_interval_s=0.01))
 
     async def go() -> None:
-        fleet = Fleet(max_concurrent=max_concurrent)
+        fleet = Fleet(max_concurrent=max_concurrent, memory_budget=memory_budget)
         tracker.fleet = fleet
 
         def stop_after_one_poll(name: str) -> Any:
@@ -292,6 +296,18 @@ def test_max_concurrent_1_never_runs_two_maintenances_at_once(tmp_path: Path) ->
     seen = _run_tables(tmp_path / "once", 1, tracker, once=True)
     assert len(seen) == 8 and all(status_of(obs)["version"] == 2 for _, obs in seen)
     assert tracker.most == 1
+
+
+def test_a_budget_with_room_for_one_table_runs_them_one_at_a_time(tmp_path: Path) -> None:
+    from deltakeeper.maintenance import memory
+
+    # Two slots, but room for one table's steps at a time (each estimated at 32 MiB and a
+    # little): they queue instead of overlapping, and every table is still maintained.
+    tracker = Tracker(hold_s=1.0, wait_for_peer=True)
+    seen = _run_tables(tmp_path, 2, tracker, memory_budget=memory.BASE_BYTES * 3 // 2)
+    assert tracker.most == 1
+    assert sorted(t.name for t, _ in seen) == ["t0", "t0", "t1", "t1", "t2", "t2", "t3", "t3"]
+    assert all(o.result != "refused" for _, obs in seen for o in obs.outcomes)
 
 
 def test_max_concurrent_2_does_run_two_at_once(tmp_path: Path) -> None:
