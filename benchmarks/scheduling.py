@@ -124,6 +124,7 @@ async def _watch(mode: str, spec: dict[str, Any]) -> dict[str, Any]:
 
     if mode == "first-come-first-served":
         fleet_module.health.benefit = lambda *_: 0.0  # type: ignore[assignment]
+        fleet_module.health.first_poll_benefit = lambda *_: 0.0  # type: ignore[assignment]
     sick = set(spec["sick"])
     options = spec["options"]
     stop = asyncio.Event()

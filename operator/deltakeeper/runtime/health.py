@@ -334,3 +334,10 @@ def benefit(h: Health | None, due: Iterable[Operation], files: int) -> float:
     if Operation.COMPACTION in ops:
         gain += detail[Component.SMALL_FILES]["removable"] * FILE_BYTES
     return gain / (1 + files / COST_FILES)
+
+
+def first_poll_benefit(commit_bytes: int) -> float:
+    """Which tables a daemon polls first after it starts: those with the most commit bytes
+    past their newest checkpoint (one listing says it, before any commit is read). A long log
+    without a checkpoint is what sick tables have, and what their maintenance saves."""
+    return float(commit_bytes)

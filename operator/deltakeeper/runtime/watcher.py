@@ -131,6 +131,19 @@ class TableWatcher:
             obs.due += schedule.writers_to_plan(self._writers(), self._writers_at, version)
         return obs
 
+    def peek(self, target: Target) -> int:
+        """Before the first poll: the bytes of the commits after the table's newest
+        checkpoint, from its hint and one listing (0 when that cannot be had: the poll will
+        say why). The fleet polls the tables with the most first."""
+        if target.problem is not None:
+            return 0
+        try:
+            listing, _ = self._open(target, False).listing_for(None)
+        except Exception:
+            return 0
+        checkpoint = max(listing.checkpoints, default=-1)
+        return sum(e.info.size for v, e in listing.commits.items() if v > checkpoint)
+
     def _writers(self) -> tuple[Operation, ...]:
         """The writers this table's policy asks for."""
         return planner.asked_writers(self._policy) if self._policy is not None else ()

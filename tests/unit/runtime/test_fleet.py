@@ -509,3 +509,42 @@ def test_a_step_too_big_for_the_memory_budget_is_refused_and_the_others_run(
     assert not list((tmp_path / "_delta_log").glob("*.checkpoint.parquet"))  # nothing written
     degraded = next(c for c in obs.conditions if str(c.type) == "Degraded")
     assert (str(degraded.status), str(degraded.reason)) == ("True", "MaintenanceRefused")
+
+
+def test_first_polls_go_longest_log_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltakeeper.runtime import fleet as fleet_module
+
+    monkeypatch.setattr(fleet_module, "FIRST_POLLS", 1)  # one at a time: the order shows
+    order: list[str] = []
+
+    class Recorded(TableWatcher):
+        def observe(self, target: Target, now_ms: int) -> Observation:
+            order.append(target.name)
+            if len(order) == 1:
+                time.sleep(0.3)  # the others have peeked and wait for their turn meanwhile
+            return super().observe(target, now_ms)
+
+    targets = []
+    for i in range(6):
+        small_table(tmp_path / f"t{i}", commits=40 if i == 4 else 2)  # t4: the long log
+        targets.append(Target("ns", f"t{i}", str(tmp_path / f"t{i}"), poll_interval_s=60))
+    published = Published()
+
+    async def go() -> None:
+        fleet = Fleet()
+
+        def once(name: str) -> Any:
+            async def sleep(seconds: float) -> bool:
+                return any(t.name == name for t, _ in published.seen)
+
+            return sleep
+
+        try:
+            loops = [fleet.watch(fixed(t), Recorded(0), once(t.name), published) for t in targets]
+            await asyncio.wait_for(asyncio.gather(*loops), 30)
+        finally:
+            fleet.close()
+
+    asyncio.run(go())
+    assert sorted(order) == [f"t{i}" for i in range(6)]
+    assert order.index("t4") <= 1  # the first to ask may go at once; then the longest log
