@@ -41,7 +41,7 @@ Sleep = Callable[[float], Awaitable[bool]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 # A due table waits at most this many of its poll intervals before it goes first, whatever
-# the benefit of the others (longest-waiting first among those past it).
+# the benefit of the others (the one whose bound ended first among those past it).
 STARVATION_INTERVALS = 4
 # First polls at once. After a start every table is due; fewer first polls at once leave the
 # maintenance threads the CPU to fix the sick tables they found first (benchmarks/scheduling:
