@@ -123,7 +123,7 @@ def _memory_budget(text: str | None) -> int | None:
     from deltakeeper.maintenance import memory
 
     try:
-        return memory.default_budget() if text is None else memory.parse_budget(text)
+        return memory.budget(text)
     except InvalidInputError as e:
         raise InvalidInputError(f"--{e}") from None
 

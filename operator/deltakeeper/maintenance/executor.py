@@ -259,15 +259,13 @@ def _stats(table: Table, plan: Plan, step: Step, dry_run: bool, _: Progress | No
         path, why = run.unreadable[0]
         more = f" (and {len(run.unreadable) - 1} more)" if len(run.unreadable) > 1 else ""
         return Outcome(STATS, Result.FAILED, f"{path}: not read: {why}{more}", stats=run)
-    if not run.given:
-        files = (
-            f"{run.files} files" if run.since is None else f"{run.files} added since {run.since}"
-        )
-        return Outcome(STATS, Result.SKIPPED, f"every file of {files} has statistics", stats=run)
-    verb = "would give" if dry_run else "gave"
-    message = f"{verb} {run.given} of {run.files} files statistics"
+    looked = f"{run.files} files"
     if run.since is not None:
-        message = f"{verb} {run.given} of the {run.files} files added since {run.since} statistics"
+        looked = f"the {looked} added since {run.since}"
+    if not run.given:
+        return Outcome(STATS, Result.SKIPPED, f"every file of {looked} has statistics", stats=run)
+    verb = "would give" if dry_run else "gave"
+    message = f"{verb} {run.given} of {looked} statistics"
     if run.commits:
         message += f" in versions {run.commits[0]}..{run.commits[-1]}"
     if run.deferred:

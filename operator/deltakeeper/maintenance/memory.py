@@ -87,12 +87,13 @@ def default_budget(limit: int | None = None) -> int | None:
 
 def budget_from_env() -> int | None:
     """DELTAKEEPER_MEMORY_BUDGET (a size, or "none"), else the default."""
-    text = os.environ.get("DELTAKEEPER_MEMORY_BUDGET", "").strip()
-    return parse_budget(text) if text else default_budget()
+    return budget(os.environ.get("DELTAKEEPER_MEMORY_BUDGET", "").strip() or None)
 
 
-def parse_budget(text: str) -> int | None:
-    """A budget as users write it: a size (2Gi), or `none`."""
+def budget(text: str | None) -> int | None:
+    """A budget as users write it: a size (2Gi) or `none`; the default when not given."""
+    if text is None:
+        return default_budget()
     if text.strip().lower() == "none":
         return None
     try:

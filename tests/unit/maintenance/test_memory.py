@@ -39,10 +39,10 @@ def test_the_default_budget_is_the_containers_limit_less_a_margin(tmp_path: Path
 
 
 def test_budgets_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert memory.parse_budget("2Gi") == 2048 * MIB
-    assert memory.parse_budget("none") is None
+    assert memory.budget("2Gi") == 2048 * MIB
+    assert memory.budget("none") is None
     with pytest.raises(InvalidInputError, match="memory budget: 'lots' is not a size"):
-        memory.parse_budget("lots")
+        memory.budget("lots")
     monkeypatch.setenv("DELTAKEEPER_MEMORY_BUDGET", "512Mi")
     assert memory.budget_from_env() == 512 * MIB
 
