@@ -64,7 +64,7 @@ class FileCounts:
         keys = key_hashes(adds)
         has_dv = pc.is_valid(adds["deletionVector"]) if adds.num_rows else pa.array([], pa.bool_())
         numbers, partitions = _numbered(partition_names(adds), partitions)
-        return cls(
+        return cls._of(
             pa.table(
                 {
                     "key": keys,
@@ -92,6 +92,12 @@ class FileCounts:
             partitions,
         )
 
+    @classmethod
+    def _of(
+        cls, files: pa.Table, dv_files: pa.Table, tombstones: pa.Table, partitions: pa.Array
+    ) -> FileCounts:
+        return cls(_held(files), _held(dv_files), _held(tombstones), partitions)
+
     def updated(self, adds: pa.Table, removes: pa.Table) -> FileCounts:
         """These counts after commits whose reconciled actions are `adds` and `removes`: every
         key they name drops out, then their adds are live files and their removes tombstones."""
@@ -106,7 +112,7 @@ class FileCounts:
             # Each update adds a chunk; a copy into one now and then keeps them few.
             return table.combine_chunks() if table["key"].num_chunks > _MAX_CHUNKS else table
 
-        return FileCounts(
+        return FileCounts._of(
             merged(self.files, new.files),
             merged(self.dv_files, new.dv_files),
             merged(self.tombstones, new.tombstones),
@@ -129,6 +135,17 @@ def _numbered(names: pa.Array, known: pa.Array | None) -> tuple[pa.Array, pa.Arr
         known = pa.concat_arrays([known, new])
         numbers = pc.index_in(names, value_set=known)
     return numbers, known
+
+
+# One empty table per schema, shared: most tables have no deletion vectors, and many no
+# tombstones; an empty Arrow table of its own costs a watched table about 2.7 KiB.
+_EMPTY: dict[pa.Schema, pa.Table] = {}
+
+
+def _held(table: pa.Table) -> pa.Table:
+    if table.num_rows:
+        return table
+    return _EMPTY.setdefault(table.schema, table)
 
 
 def _none() -> pa.Array:
