@@ -148,9 +148,10 @@ class Shape:
         return QUICK_CONF if self.quick else SPARK_CONF
 
 
-# Files of about 114 KiB, 500 per partition (56 MiB): each partition compacts into 8 MiB files and
-# a last one above the 4 MiB minFileSize, so (B) finds only the new files small. The same for
-# the quick shape's 2.4 MiB partitions and its 660 KiB target.
+# Files of about 114 KiB, 500 per partition (56 MiB): each partition compacts into seven 8 MiB
+# files and a small eighth (the three files the bins leave over), which (B) rewrites with the new
+# files where they land. The quick shape's 2.4 MiB partitions and 660 KiB target leave no small
+# file, so its (B) rewrites exactly the new files.
 FULL = Shape(10_000, 20, 2_500, 8 * MIB, 200, 4)
 QUICK = Shape(200, 2, 500, 660 * KIB, 100, 2, quick=True)
 
