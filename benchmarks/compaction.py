@@ -234,10 +234,13 @@ def _write_files(root: Path, shape: Shape, numbers: range, parts: int) -> list[d
         return list(pool.map(lambda i: _write_file(root, shape, i, i % parts), numbers))
 
 
-def _commit(log: Path, version: int, operation: str, actions: list[dict[str, Any]]) -> None:
+def _commit_text(version: int, operation: str, actions: list[dict[str, Any]]) -> str:
     info = {"commitInfo": {"timestamp": T0_MS + version, "operation": operation}}
-    lines = [json.dumps(info), *(json.dumps(a) for a in actions)]
-    (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+    return "\n".join([json.dumps(info), *(json.dumps(a) for a in actions)]) + "\n"
+
+
+def _commit(log: Path, version: int, operation: str, actions: list[dict[str, Any]]) -> None:
+    (log / f"{version:020d}.json").write_text(_commit_text(version, operation, actions))
 
 
 def generate(shape: Shape, out: Path) -> dict[str, Any]:
@@ -308,11 +311,6 @@ def _next_version(keys: list[str]) -> int:
     return 1 + max(int(k.rsplit("/", 1)[-1][:20]) for k in keys if k.endswith(".json"))
 
 
-def _commit_text(version: int, operation: str, actions: list[dict[str, Any]]) -> str:
-    info = {"commitInfo": {"timestamp": T0_MS + version, "operation": operation}}
-    return "\n".join([json.dumps(info), *(json.dumps(a) for a in actions)]) + "\n"
-
-
 class Local:
     """The engines' tables on the local disk: data files hard linked (no engine modifies one),
     the log copied."""
@@ -337,8 +335,7 @@ class Local:
             _link(str(new / a["path"]), str(table / a["path"]))
         log = table / "_delta_log"
         version = _next_version([p.name for p in log.iterdir()])
-        text = _commit_text(version, "WRITE", [{"add": a} for a in adds])
-        (log / f"{version:020d}.json").write_text(text)
+        _commit(log, version, "WRITE", [{"add": a} for a in adds])
 
     def deltars(self) -> dict[str, str] | None:
         return None
@@ -393,14 +390,10 @@ class MinIO:
         self.emu.fs.pipe(f"{base}/_delta_log/{version:020d}.json", text.encode())
 
     def deltars(self) -> dict[str, str]:
-        return {
-            "AWS_ENDPOINT_URL": self.options["endpoint_url"],
-            "AWS_ACCESS_KEY_ID": self.options["key"],
-            "AWS_SECRET_ACCESS_KEY": self.options["secret"],
-            "AWS_REGION": "us-east-1",
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_S3_ALLOW_UNSAFE_RENAME": "true",  # one writer per copy
-        }
+        from benchmarks.vacuum import deltars_options
+
+        # delta-rs's compact commits too: one writer per copy, no lock needed
+        return {**deltars_options(self.options), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
 
     def duckdb(self, con: Any) -> None:
         import duckdb_extension_httpfs
@@ -424,19 +417,10 @@ class MinIO:
         return args
 
     def spark(self, uri: str) -> tuple[str, dict[str, str], Path]:
+        from benchmarks.vacuum import s3a_settings
         from tests.support.compaction import s3a_jars
 
-        hadoop = {
-            "fs.s3a.endpoint": self.options["endpoint_url"],
-            "fs.s3a.access.key": self.options["key"],
-            "fs.s3a.secret.key": self.options["secret"],
-            "fs.s3a.path.style.access": "true",
-            "fs.s3a.connection.ssl.enabled": "false",
-            "fs.s3a.aws.credentials.provider": (
-                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-            ),
-        }
-        conf = {f"spark.hadoop.{k}": v for k, v in hadoop.items()}
+        conf = {f"spark.hadoop.{k}": v for k, v in s3a_settings(self.options).items()}
         return uri.replace("s3://", "s3a://", 1), conf, s3a_jars()
 
     def requests(self) -> Counter[str]:

@@ -246,6 +246,18 @@ def spark(uri: str, options: dict[str, Any], mode: str) -> dict[str, Any]:
     return {"ok": True, "seconds": t1 - t0}
 
 
+def s3a_settings(options: dict[str, Any]) -> dict[str, str]:
+    """Hadoop's s3a settings for a MinIO's storage options (address, keys, plain HTTP)."""
+    return {
+        "fs.s3a.endpoint": options["endpoint_url"],
+        "fs.s3a.access.key": options["key"],
+        "fs.s3a.secret.key": options["secret"],
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    }
+
+
 def spark_session(options: dict[str, Any], memory: str = "2g") -> Any:
     """The test suite's local[2] session; on MinIO with the s3a connector, its address and keys
     (tests/support/compaction.s3a_jars: Delta's jars and hadoop-aws), and a driver of
@@ -258,14 +270,7 @@ def spark_session(options: dict[str, Any], memory: str = "2g") -> Any:
 
     jdir = s3a_jars()
     jars = [str(jdir / n) for n in (jdir / "jars.txt").read_text().split()]
-    hadoop = {
-        "fs.s3a.endpoint": options["endpoint_url"],
-        "fs.s3a.access.key": options["key"],
-        "fs.s3a.secret.key": options["secret"],
-        "fs.s3a.path.style.access": "true",
-        "fs.s3a.connection.ssl.enabled": "false",
-        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-    }
+    hadoop = s3a_settings(options)
     from pyspark.sql import SparkSession
 
     builder = (
