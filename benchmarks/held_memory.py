@@ -86,10 +86,10 @@ def _child(engine: str, table: str, rounds: int) -> int:
         started = time.perf_counter()
         poll(first=True)
         first = time.perf_counter() - started
-        # RSS first: the high-water mark read after it is at least that (an engine's own
-        # threads may still be allocating between the two reads).
         held_first = proc_status_bytes("VmRSS")
-        peak = proc_status_bytes("VmHWM")
+        # The kernel's high-water mark lags the RSS counters it is kept from (and an engine's
+        # threads may free pages between the two reads): the peak is at least what was seen.
+        peak = max(proc_status_bytes("VmHWM"), held_first)
         times = []
         for _ in range(rounds):
             _append(Path(table), version() + 1)
