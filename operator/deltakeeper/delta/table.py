@@ -42,9 +42,10 @@ from deltakeeper.delta.snapshot import (
     SnapshotHeader,
     in_commit_timestamps,
 )
-from deltakeeper.delta.storage import Storage, open_storage
+from deltakeeper.delta.storage import FileInfo, Storage, open_storage
 
 LOG = paths.LOG_DIR
+KEEP_LISTING_FILES = 64  # the longest listing Table.list_log keeps for the next poll
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,10 @@ class Table:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.uri = storage.uri
+        # The last listing grouped: (where it started, what the store returned, the grouping).
+        # A quiet poll gets the same files again, and grouping them again is most of the CPU
+        # a poll spends outside the request (benchmarks/quiet_poll.py).
+        self._grouped: tuple[str, list[FileInfo], Listing] | None = None
 
     # -- log discovery ------------------------------------------------------------------------
     def read_hint(self) -> Hint:
@@ -93,7 +98,15 @@ class Table:
     def list_log(self, from_version: int | None = None) -> Listing:
         """List `_delta_log` from `from_version` (inclusive) on, or all of it."""
         start = f"{LOG}/{paths.version_prefix(from_version)}" if from_version else ""
-        return group(self.storage.list_from(LOG, start))
+        infos = self.storage.list_from(LOG, start)
+        last = self._grouped
+        if last is not None and last[0] == start and last[1] == infos:
+            return last[2]  # nothing grouped is ever changed in place
+        listing = group(infos)
+        # Only a poll's short listing is kept: a whole log's could be large and is rarely
+        # asked for twice.
+        self._grouped = (start, infos, listing) if len(infos) <= KEEP_LISTING_FILES else None
+        return listing
 
     def listing_for(self, version: int | None) -> tuple[Listing, Hint]:
         """The cheapest listing that still holds the segment for `version` (latest when None)."""

@@ -95,6 +95,36 @@ def test_update_costs_one_listing_when_quiet_and_k_plus_one_with_k_commits(tmp_p
     assert live(newer) == live(open_table(str(tmp_path)).snapshot())
 
 
+def test_a_quiet_poll_reuses_the_last_grouping_and_a_changed_listing_is_grouped_again(
+    tmp_path, monkeypatch
+):
+    from deltakeeper.delta import table as table_module
+
+    calls = []
+    real = table_module.group
+    monkeypatch.setattr(table_module, "group", lambda infos: calls.append(1) or real(infos))
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a", 1))
+    b.commit(add("a2", 1))
+    table = open_table(str(tmp_path))
+    snap = table.snapshot()
+    first = table.list_log(snap.version)
+    assert table.list_log(snap.version) is first and table.update(snap) is snap
+    assert len(calls) == 2  # the snapshot's own listing, then the one kept
+    # The tip rewritten under the same name (another size): grouped again, and read afresh.
+    tip = tmp_path / "_delta_log" / "00000000000000000001.json"
+    tip.write_bytes(tip.read_bytes() + b"\n")
+    assert table.list_log(snap.version) is not first
+    assert table.update(snap) is not snap
+    b.commit(add("b", 2))
+    assert table.update(snap).version == 2
+    # A whole log longer than a poll's listing is not kept.
+    for n in range(table_module.KEEP_LISTING_FILES):
+        b.commit(add(f"c{n}", 3))
+    whole = table.list_log()
+    assert table.list_log() is not whole and table.list_log() == whole
+
+
 # -- time travel by timestamp --------------------------------------------------------------------
 
 
