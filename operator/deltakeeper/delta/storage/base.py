@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
+import itertools
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -116,11 +117,14 @@ class Storage(ABC):
             if start_after > folder:
                 return []  # every key in the folder sorts before it
             start_after = ""
-        found = {f.key: f for f in self._list_from(folder, start_after)}
-        return sorted(
-            (f for k, f in found.items() if k > start_after and k != folder),
-            key=lambda f: f.key,
-        )
+        found = [
+            f
+            for f in self._list_from(folder, start_after)
+            if f.key > start_after and f.key != folder
+        ]
+        if all(a.key < b.key for a, b in itertools.pairwise(found)):
+            return found  # an object store's listing: in key order, each key once
+        return sorted({f.key: f for f in found}.values(), key=lambda f: f.key)  # the last wins
 
     def list_lazily(self, prefix: str) -> Iterator[FileInfo]:
         """Direct children of folder `prefix` (files and sub-folders, as `list_from` gives

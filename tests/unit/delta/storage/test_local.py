@@ -105,3 +105,23 @@ def test_local_open_input_is_counted_and_missing_is_file_not_found(tmp_path):
     assert dict(s.requests) == {"read": 1}
     with pytest.raises(FileNotFoundError):
         s.open_input("missing.parquet")
+
+
+def test_list_from_sorts_and_keeps_the_last_of_a_key_a_store_gave_twice(tmp_path, monkeypatch):
+    from deltakeeper.delta.storage import FileInfo
+
+    s = LocalStorage(str(tmp_path), str(tmp_path))
+    given = [
+        FileInfo("_delta_log/2.json", 1, 0),
+        FileInfo("_delta_log/1.json", 1, 0),
+        FileInfo("_delta_log/0.json", 1, 0),  # before start_after: left out
+        FileInfo("_delta_log/2.json", 2, 0),  # a page asked again: the later answer wins
+    ]
+    monkeypatch.setattr(s, "_list_from", lambda folder, start_after: given)
+    got = s.list_from("_delta_log", "_delta_log/0.json")
+    assert [(f.key, f.size) for f in got] == [("_delta_log/1.json", 1), ("_delta_log/2.json", 2)]
+    monkeypatch.setattr(s, "_list_from", lambda folder, start_after: given[1:3][::-1])
+    assert [f.key for f in s.list_from("_delta_log", "")] == [
+        "_delta_log/0.json",
+        "_delta_log/1.json",
+    ]
