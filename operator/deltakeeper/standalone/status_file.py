@@ -31,7 +31,9 @@ def read(path: Path) -> dict[str, Any]:
 def write(path: Path, body: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
+    # Compact: json's C encoder does not indent, and the Python one was the daemon's largest
+    # Python cost after the listings (py-spy, 500 tables); `deltakeeper status` prints it.
+    tmp.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")))
     os.replace(tmp, path)
 
 

@@ -84,6 +84,7 @@ class Standalone:
         self._good: dict[str, list[Any]] = {}  # file -> its last documents that loaded
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
+        self._flushed_ms = 0  # when the status file was last written (the clock's ms)
         self.lakes = Lakes(registry, clock, self._secret, self._scanned, stored.get("lakes", {}))
         self._manifest_tables: dict[Key, TableResource] = {}
         self._origin: dict[Key, tuple[FolderLake, str]] = {}  # lake tables: lake and path
@@ -247,8 +248,12 @@ class Standalone:
         new = status.build(target, obs, old, self.clock(), found)
         if origin is not None:
             new["discovery"] = origin[0].discovery(origin[1])
+        shown = {k: v for k, v in old.items() if k != SPEC_DIGEST}
+        # As the operator's status writes: a poll that only moved lastPoll does not rewrite
+        # the file (the whole fleet's, every RELOAD_S); a refresh an hour still shows it.
+        if status.worth_writing(shown, new, self.clock(), self._flushed_ms):
+            self._dirty = True
         self.statuses[name] = {**new, SPEC_DIGEST: old.get(SPEC_DIGEST)}
-        self._dirty = True
         return True
 
     def post_event(self, entry: FolderTable, event: Event) -> None:
@@ -264,6 +269,7 @@ class Standalone:
         if not self._dirty:
             return
         self._dirty = False
+        self._flushed_ms = self.clock()
         body = {
             "updated": self.clock(),
             "folder": str(self.folder),

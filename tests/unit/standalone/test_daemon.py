@@ -5,13 +5,19 @@ A table that is not Ready makes the exit code 1; a changed manifest is a new obs
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deltakeeper.cli import main
+from deltakeeper.runtime import status
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.standalone import tables as standalone
+from tests.support.logbuilder import add
 from tests.support.tables import small_table
 
 
@@ -46,3 +52,48 @@ def test_run_once_writes_every_status_and_a_changed_spec_is_a_new_generation(
     assert json.loads(out)["default/good"]["observedGeneration"] == 2
     shutil.rmtree(folder / ".deltakeeper")
     assert main(["status", "--manifests", str(folder)]) == 2
+
+
+def test_a_poll_that_only_moves_last_poll_leaves_the_status_file_alone_for_an_hour(
+    tmp_path: Path,
+) -> None:
+    table = small_table(tmp_path / "t")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
+        f"metadata: {{name: t}}\nspec: {{uri: 'file://{tmp_path / 't'}'}}\n"
+    )
+    now = [1_900_000_000_000]
+    daemon = standalone.Standalone(folder, folder / "status.json", Metrics(), clock=lambda: now[0])
+    key = ("default", "t")
+
+    async def poll(at_ms: int) -> None:
+        now[0] = at_ms
+        entry = daemon.tables[key]
+        target = await daemon.target(key, entry)
+        await daemon.write_status(entry, target, entry.watcher.observe(target, at_ms))
+
+    def written() -> dict[str, Any]:
+        return json.loads((folder / "status.json").read_text())["tables"]["default/t"]
+
+    try:
+        assert daemon.reload()
+        start = now[0]
+        asyncio.run(poll(start))
+        daemon.flush()
+        first = written()
+        asyncio.run(poll(start + 30_000))  # quiet: only lastPoll moved
+        daemon.flush()
+        assert written() == first
+        assert daemon.statuses["default/t"]["lastPoll"] != first["lastPoll"]
+        table.commit(add("new", 1))  # the log moved: written at once
+        asyncio.run(poll(start + 60_000))
+        daemon.flush()
+        assert written()["version"] == first["version"] + 1
+        moved = written()
+        asyncio.run(poll(start + 60_000 + status.REFRESH_S * 1000))  # quiet, an hour on
+        daemon.flush()
+        assert written()["lastPoll"] != moved["lastPoll"]
+    finally:
+        daemon.fleet.close()
