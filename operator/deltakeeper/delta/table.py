@@ -80,8 +80,8 @@ class Table:
         self.storage = storage
         self.uri = storage.uri
         # The last listing grouped: (where it started, what the store returned, the grouping).
-        # A quiet poll gets the same files again, and grouping them again is most of the CPU
-        # a poll spends outside the request (benchmarks/quiet_poll.py).
+        # A quiet poll gets the same files again, and grouping them again was a large share of
+        # the CPU a poll spends outside the request (benchmarks/quiet_poll.py).
         self._grouped: tuple[str, list[FileInfo], Listing] | None = None
 
     # -- log discovery ------------------------------------------------------------------------
