@@ -234,6 +234,10 @@ class Tables:
         if self.writes_failing:
             log.info("DeltaTable status writes work again")
             self.writes_failing = False
+            # A write that timed out while the server was away may still land, after this
+            # one, with an older status: every table (this one too) writes again next poll.
+            self.written.clear()
+            return None if there else there
         return there
 
     def post_event(self, entry: ClusterTable, event: Event) -> None:

@@ -255,9 +255,12 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
         assert calls == ["a", "b"]
         answer[0] = True  # back
         clock[0] += k8s_tables.WRITE_BACKOFF_S
-        await publish("a")
+        await publish("a")  # written, but a write that timed out may still land after it
         await publish("b")
         assert calls == ["a", "b", "a", "b"]
+        assert set(tables.written) == {("ns", "b")}
+        await publish("a")  # so it is written again at its next poll
+        assert calls == ["a", "b", "a", "b", "a"]
         assert set(tables.written) == {("ns", "a"), ("ns", "b")}
         answer[0] = False  # deleted while nobody watched: dropped
         tables.written.clear()
