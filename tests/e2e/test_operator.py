@@ -399,8 +399,8 @@ def test_api_server_away_maintenance_goes_on(
     finally:
         kube_cluster.apiserver.send_signal(signal.SIGCONT)
     try:
-        _until(lambda: k.status("apiaway").get("version") == 4, 150, "the status, API server back")
-    except AssertionError as e:  # rare on a loaded CI machine: say what the operator did
+        _until(lambda: k.status("apiaway").get("version") == 4, 90, "the status, API server back")
+    except AssertionError as e:  # say what the operator did
         lines = [line for line in op.log_text().splitlines() if "DEBUG" not in line]
         raise AssertionError(
             f"{e}; status {k.status('apiaway')}; log:\n" + "\n".join(lines[-40:])
