@@ -237,7 +237,7 @@ class Tables:
             # A write that timed out while the server was away may still land, after this
             # one, with an older status: every table (this one too) writes again next poll.
             self.written.clear()
-            return None if there else there
+            return None if there else False  # None: written, and written again next poll
         return there
 
     def post_event(self, entry: ClusterTable, event: Event) -> None:

@@ -245,13 +245,14 @@ class Standalone:
         old = self.statuses.get(name, {})
         origin = self._origin.get(target.key)
         found = [table_found(origin[0].name, origin[1], True)] if origin is not None else []
-        new = status.build(target, obs, old, self.clock(), found)
+        now = self.clock()
+        new = status.build(target, obs, old, now, found)
         if origin is not None:
             new["discovery"] = origin[0].discovery(origin[1])
         shown = {k: v for k, v in old.items() if k != SPEC_DIGEST}
         # As the operator's status writes: a poll that only moved lastPoll does not rewrite
         # the file (the whole fleet's, every RELOAD_S); a refresh an hour still shows it.
-        if status.worth_writing(shown, new, self.clock(), self._flushed_ms):
+        if status.worth_writing(shown, new, now, self._flushed_ms):
             self._dirty = True
         self.statuses[name] = {**new, SPEC_DIGEST: old.get(SPEC_DIGEST)}
         return True
@@ -271,7 +272,7 @@ class Standalone:
         self._dirty = False
         self._flushed_ms = self.clock()
         body = {
-            "updated": self.clock(),
+            "updated": self._flushed_ms,
             "folder": str(self.folder),
             "tables": self.statuses,
             "lakes": self.lakes.statuses,
