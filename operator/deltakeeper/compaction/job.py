@@ -1,4 +1,5 @@
-"""The compaction job: run by spark-submit, it compacts the partitions a plan names.
+"""The Spark job: run by spark-submit, it compacts the partitions a plan names, or (for a
+table too big for deltakeeper's memory budget) writes a checkpoint or vacuums with Delta Spark.
 
 It imports nothing but PySpark, delta-spark and the standard library, so it runs in a plain
 Spark image. deltakeeper plans, this file executes: the spec (one JSON object, from
@@ -9,6 +10,11 @@ goes into the commit's `userMetadata`, so the result can be read back from the l
 Spec keys:
   jobId            required; written to commitInfo.userMetadata
   table            required; a path or URI Spark reads (s3a://, abfss://, gs://, file:/...)
+  operation        optional: compaction (default), checkpoint (Delta Spark's own checkpoint of
+                   the latest version, in the layout the table asks for, then `_last_checkpoint`
+                   and Delta's own expired-log cleanup, as a writer's checkpoint does) or vacuum
+                   (Delta Spark's VACUUM with `retentionHours`; `allowShortRetention` turns off
+                   its retention check, as deltakeeper's own flag does)
   compact          list of partitions to bin-pack: {logical column: serialized value or null};
                    [{}] on an unpartitioned table means the whole table
   purge            list of partitions to rewrite without their deleted rows (same form)
@@ -41,6 +47,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 MARK = "deltakeeperCompaction"
+OPERATIONS = ("compaction", "checkpoint", "vacuum")
 
 # Spark conf keys of Delta's OPTIMIZE, by spec key.
 OPTIMIZE_CONF = {
@@ -50,6 +57,13 @@ OPTIMIZE_CONF = {
     "maxDeletedRowsRatio": "spark.databricks.delta.optimize.maxDeletedRowsRatio",
 }
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Delta swallows a failed checkpoint (a writer's commit must not fail for it); a job that only
+# checkpoints must fail instead.
+CHECKPOINT_THROWS_CONF = "spark.databricks.delta.checkpoint.exceptionThrowing.enabled"
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Delta 4 ignores VACUUM's RETAIN hours (but 0) and takes the table's property; deltakeeper's
+# retention (never below that property) must hold, so the job's argument counts.
+RETENTION_IGNORED_CONF = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 # Spark conf keys the job tunes from the spec, by spec key; a value the Spark conf has wins.
 TUNING_CONF = {"snapshotPartitions": "spark.databricks.delta.snapshotPartitions"}
 
@@ -116,6 +130,14 @@ def load_spec(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("jobId", "table"):
         if not isinstance(spec.get(key), str) or not spec[key]:
             raise SpecError(f"spec.{key} must be a non-empty string")
+    operation = spec.setdefault("operation", "compaction")
+    if operation not in OPERATIONS:
+        raise SpecError(f"spec.operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")
+    hours = spec.get("retentionHours")
+    if operation == "vacuum" and (
+        isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours < 0
+    ):
+        raise SpecError("spec.retentionHours must be a number of hours >= 0 for a vacuum")
     for key in ("compact", "purge"):
         groups = spec.setdefault(key, [])
         if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
@@ -227,7 +249,8 @@ def tuning(spec: dict[str, Any], configured: Callable[[str], str | None]) -> dic
 def _session(spec: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(f"deltakeeper-compaction-{spec['jobId']}")
+    name = f"deltakeeper-{spec.get('operation') or 'compaction'}-{spec['jobId']}"
+    builder = SparkSession.builder.appName(name)
     # Partition values of timestamps are serialized in UTC; compare them in UTC.
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     spark = builder.getOrCreate()
@@ -316,7 +339,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     began = time.monotonic()
     spark, tuned = _session(spec)
     session_seconds = round(time.monotonic() - began, 3)
+    timing = {"sessionSeconds": session_seconds, "tunedConf": tuned}
+    if spec["operation"] == "checkpoint":
+        return {**timing, **_checkpoint(spark, spec["table"])}
     table = DeltaTable.forPath(spark, spec["table"])
+    if spec["operation"] == "vacuum":
+        return {**timing, **_vacuum(spark, table, spec)}
     start = start_version(spec, lambda: _latest_version(table))
     types = partition_types(spec, lambda: _spark_partition_types(table))
     if spec["compact"]:
@@ -342,6 +370,40 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "filesAdded": _metric(commits, "numAddedFiles"),
         "bytesRemoved": _metric(commits, "numRemovedBytes"),
         "bytesAdded": _metric(commits, "numAddedBytes"),
+    }
+
+
+def _checkpoint(spark: Any, path: str) -> dict[str, Any]:
+    """Delta Spark's checkpoint of the latest version (DeltaLog.checkpoint: the layout the
+    table's properties ask for, `_last_checkpoint`, then Delta's expired-log cleanup)."""
+    jvm = spark._jvm
+    spark.conf.set(CHECKPOINT_THROWS_CONF, "true")
+    none = jvm.scala.Option.empty()
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    snapshot = log.update(False, none, none)
+    version = int(snapshot.version())
+    if version < 0:
+        raise SpecError(f"{path} is not a Delta table (no commits)")
+    log.checkpoint(snapshot, none)
+    return {"result": "done", "checkpointVersion": version, "commits": []}
+
+
+def _vacuum(spark: Any, table: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Delta Spark's VACUUM. Its VACUUM START/END commits (where Delta logs them on this
+    store) carry the counts; without them the counts are unknown (null)."""
+    spark.conf.set(RETENTION_IGNORED_CONF, "false")
+    if spec.get("allowShortRetention"):
+        spark.conf.set(RETENTION_CHECK_CONF, "false")
+    start = _latest_version(table)
+    table.vacuum(float(spec["retentionHours"]))
+    commits = _our_commits(table, spec["jobId"], start)
+    ended = [c for c in commits if c["operation"] == "VACUUM END"]
+    return {
+        "result": "done",
+        "startVersion": start,
+        "commits": commits,
+        "filesDeleted": _metric(ended, "numDeletedFiles") if ended else None,
+        "directoriesVacuumed": _metric(ended, "numVacuumedDirectories") if ended else None,
     }
 
 

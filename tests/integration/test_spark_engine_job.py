@@ -1,0 +1,109 @@
+"""The Spark job's checkpoint and vacuum (issue 26: Spark for what does not fit), under a real
+spark-submit on tables delta-rs wrote. delta-rs and deltakeeper read the checkpoint Delta Spark
+wrote; a vacuum deletes exactly the unreferenced file past its retention."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from deltakeeper.delta import last_checkpoint
+from deltakeeper.delta.table import open_table
+from tests.support.compaction import spark_submit
+from tests.support.rows import deltars_digest
+
+pytestmark = pytest.mark.spark
+
+
+def appends(path: Path, n: int) -> None:
+    from deltalake import write_deltalake
+
+    for i in range(n):
+        batch = pa.table({"id": pa.array([i], pa.int64()), "s": pa.array([f"r{i}"])})
+        write_deltalake(str(path), batch, mode="append")
+
+
+def test_checkpoint_job_writes_delta_sparks_checkpoint_that_every_reader_takes(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "t"
+    appends(table, 4)  # versions 0..3, no checkpoint
+    before = deltars_digest(str(table), 3)
+
+    code, out, err = spark_submit(
+        {"jobId": "dk-cp-1", "table": str(table), "operation": "checkpoint"}
+    )
+
+    assert code == 0, err
+    assert out["result"] == "done" and out["checkpointVersion"] == 3, out
+    log = table / "_delta_log"
+    assert sorted(p.name for p in log.glob("*.checkpoint*.parquet")) == [
+        "00000000000000000003.checkpoint.parquet"
+    ]
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 3
+    assert last_checkpoint.parse((log / "_last_checkpoint").read_bytes()).version == 3
+    snap = open_table(str(table)).snapshot()
+    assert (snap.version, snap.num_files) == (3, 4)
+    assert deltars_digest(str(table), 3) == before
+
+
+def test_checkpoint_job_on_a_folder_without_a_log_fails_saying_so(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code, out, _ = spark_submit(
+        {"jobId": "dk-cp-2", "table": str(tmp_path / "empty"), "operation": "checkpoint"}
+    )
+    assert code == 1 and out["result"] == "failed"
+    assert "not a Delta table" in out["message"], out
+
+
+def test_vacuum_job_deletes_the_unreferenced_file_past_retention_and_no_other(
+    tmp_path: Path,
+) -> None:
+    from deltalake import DeltaTable
+
+    table = tmp_path / "t"
+    appends(table, 2)
+    DeltaTable(str(table)).delete("id = 0")  # the file of row 0 is now a tombstone
+    gone = tmp_path / "t" / "orphan.parquet"
+    gone.write_bytes(b"not referenced")
+    old = time.time() - 3 * 3600
+    os.utime(gone, (old, old))
+    live = {Path(u).name for u in DeltaTable(str(table)).file_uris()}
+    # Removed by the delete just now: its tombstone keeps it, however old the file is.
+    removed = [p for p in table.glob("*.parquet") if p.name not in live and p != gone]
+    for p in removed:
+        os.utime(p, (old, old))
+
+    spec = {
+        "jobId": "dk-vac-1",
+        "table": str(table),
+        "operation": "vacuum",
+        "retentionHours": 1,
+        "allowShortRetention": True,
+    }
+    code, out, err = spark_submit(spec)
+
+    assert code == 0, err
+    assert out["result"] == "done", out
+    assert not gone.exists()
+    assert removed and all(p.exists() for p in removed)
+    assert {p.name for p in table.glob("*.parquet")} == live | {p.name for p in removed}
+    ended = [c for c in out["commits"] if c["operation"] == "VACUUM END"]
+    assert ended and out["filesDeleted"] == 1, out
+    assert deltars_digest(str(table), None) == deltars_digest(str(table), 2)
+
+
+def test_vacuum_job_under_the_tables_retention_is_refused_without_allow_short(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "t"
+    appends(table, 1)
+    spec = {"jobId": "dk-vac-2", "table": str(table), "operation": "vacuum", "retentionHours": 1}
+    code, out, _ = spark_submit(spec)
+    assert code == 1 and out["result"] == "failed", out
+    assert "retention" in out["message"].lower()
