@@ -26,7 +26,10 @@ def test_a_checkpoint_too_big_for_the_budget_is_refused_naming_both(tmp_path: Pa
     small_table(tmp_path / "t", commits=12)  # 12 files and no checkpoint: one is due
     folder = tmp_path / "manifests"
     folder.mkdir()
-    doc = table_doc("t", f"file://{tmp_path / 't'}", checkpoint={"interval": 10})
+    # engine local: with auto, this machine's spark-submit would take the checkpoint
+    # (test_spark_engine_job.py).
+    checkpoint = {"interval": 10, "engine": "local"}
+    doc = table_doc("t", f"file://{tmp_path / 't'}", checkpoint=checkpoint)
     (folder / "t.json").write_text(json.dumps(doc))
     # 32 MiB and 16 KiB: past every step's 32 MiB base, a vacuum of 12 files (640 bytes each)
     # and a cleanup of 13 log files fit, a checkpoint of 12 files from JSON (2 KiB each) not.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +15,9 @@ import pytest
 
 from deltakeeper.delta import last_checkpoint
 from deltakeeper.delta.table import open_table
-from tests.support.compaction import spark_submit
+from tests.integration.test_standalone import DELTAKEEPER, _statuses
+from tests.support.compaction import cli_spark_flags, spark_submit
+from tests.support.manifests import table_doc
 from tests.support.rows import deltars_digest
 
 pytestmark = pytest.mark.spark
@@ -107,3 +110,46 @@ def test_vacuum_job_under_the_tables_retention_is_refused_without_allow_short(
     code, out, _ = spark_submit(spec)
     assert code == 1 and out["result"] == "failed", out
     assert "retention" in out["message"].lower()
+
+
+def test_run_hands_a_checkpoint_over_the_memory_budget_to_spark(tmp_path: Path) -> None:
+    """`deltakeeper run --once` with a budget too small for the checkpoint: with a Spark launcher
+    it runs as Delta Spark's checkpoint (engine auto), and the status says so and why; with
+    engine local it is refused as before."""
+    table = tmp_path / "t"
+    appends(table, 12)  # 12 commits, no checkpoint: due at interval 10
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    doc = table_doc("t", f"file://{table}", checkpoint={"interval": 10}, vacuum={"enabled": False})
+    (folder / "t.json").write_text(json.dumps(doc))
+    argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--once"]
+    argv += ["--memory-budget", "32784Ki", *cli_spark_flags()]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    entry = _statuses(folder)["lake/t"]["lastMaintenance"]["checkpoint"]
+    assert (entry["result"], entry["engine"], entry["version"]) == ("done", "spark", 11), entry
+    assert "Delta Spark wrote the checkpoint at version 11" in entry["message"]
+    assert "too big for the memory budget here: checkpoint needs about" in entry["message"]
+    assert (table / "_delta_log" / "00000000000000000011.checkpoint.parquet").exists()
+    from deltalake import DeltaTable
+
+    assert DeltaTable(str(table)).version() == 11
+    assert deltars_digest(str(table), 11)[0] == 12  # delta-rs reads every row through it
+    assert open_table(str(table)).snapshot().num_files == 12
+
+    local = table_doc(
+        "t",
+        f"file://{table}",
+        checkpoint={"interval": 10, "engine": "local"},
+        vacuum={"enabled": False},
+    )
+    appends(table, 10)  # 10 more commits: the next checkpoint is due
+    (folder / "t.json").write_text(json.dumps(local))
+    refused = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    entry = _statuses(folder)["lake/t"]["lastMaintenance"]["checkpoint"]
+    assert entry["result"] == "refused" and "engine" not in entry, entry
+    assert "MaintenanceRefused: checkpoint:" in refused.stderr
+    assert not (table / "_delta_log" / "00000000000000000021.checkpoint.parquet").exists()

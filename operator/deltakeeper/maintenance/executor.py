@@ -40,7 +40,7 @@ from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.planner import Plan, Step
-from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, Policy
 from deltakeeper.units import format_bytes
 
 Progress = Callable[[str, int, int], None]  # operation, done, total
@@ -450,6 +450,83 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
         f"rewrote {back.files_removed} files ({format_bytes(back.bytes_removed)}) as "
         f"{back.files_added} ({format_bytes(back.bytes_added)}) at version {back.versions[-1]}"
     )
+    return out
+
+
+def spark_step(
+    table: Table,
+    operation: Operation,
+    policy: Policy,
+    compactor: Compactor,
+    job: tuple[str, int],
+    reason: str,
+    dry_run: bool = False,
+) -> Outcome:
+    """Run a checkpoint or a vacuum as a Spark job (Delta Spark's own) through the compaction
+    launcher; `job` is its id and the version it was decided at. Waited for when the caller
+    waits (the CLI, `run --once`), else handed back running."""
+    tag, version = job
+    spec: dict[str, Any] = {"jobId": tag, "operation": str(operation), "plannedVersion": version}
+    if operation is VACUUM:
+        spec["retentionHours"] = policy.deleted_file_retention_ms / 3_600_000
+        spec["allowShortRetention"] = policy.allow_short_retention
+    if dry_run:
+        return Outcome(
+            operation, Result.DRY_RUN, f"would run Spark job {tag}: {reason}", job_id=tag
+        )
+    settings = policy.compaction
+    request = JobRequest(
+        table.uri,
+        spec,
+        compactor.storage_options,
+        settings.deadline_ms / 1000,
+        compactor.owner,
+        settings.spark_application,
+    )
+    try:
+        started = compactor.launcher.start(request)
+    except JobRunning as e:
+        return Outcome(operation, Result.SKIPPED, str(e), job_id=tag)
+    if not compactor.wait:
+        message = f"started Spark job {tag}: {reason}"
+        return Outcome(operation, Result.STARTED, message, job=started, job_id=tag)
+    outcome = spark_outcome(table, operation, tag, started.wait(), version)
+    outcome.message += f"; {reason}"
+    return outcome
+
+
+def spark_outcome(
+    table: Table, operation: Operation, tag: str, result: JobResult, planned_version: int
+) -> Outcome:
+    """A finished Spark checkpoint or vacuum (spec.checkpoint.engine, spec.vacuum.engine) as an
+    Outcome: a checkpoint is believed once `_last_checkpoint` names its version or a later one
+    (the version it was decided at, when the launcher cannot see the job's output)."""
+    out = Outcome(operation, Result.FAILED, "", job_id=tag, job_result=result.result)
+    if not result.ok:
+        out.message, out.error = f"Spark job {tag}: {result.error}", JobFailed(result.error)
+        return out
+    out.result = Result.DONE
+    if operation is CHECKPOINT:
+        reported = result.result.get("checkpointVersion")
+        version = int(reported) if reported is not None else planned_version
+        hint = table.read_hint().checkpoint
+        if hint is None or hint.version < version:
+            found = "none" if hint is None else hint.version
+            out.result = Result.FAILED
+            out.message = (
+                f"Spark job {tag} ended, but _last_checkpoint names {found}, "
+                f"not version {version} or later"
+            )
+            out.error = JobFailed(out.message)
+            return out
+        # A SparkApplication's output is not seen: the version is the one the log names.
+        out.checkpoint_version = version = version if reported is not None else hint.version
+        out.message = f"Delta Spark wrote the checkpoint at version {version} (Spark job {tag})"
+        return out
+    deleted = result.result.get("filesDeleted")
+    out.deleted_files = int(deleted or 0)
+    counted = f"deleted {deleted} files" if deleted is not None else "ran (no counts logged)"
+    out.message = f"Delta Spark's VACUUM {counted} (Spark job {tag})"
     return out
 
 

@@ -2,8 +2,9 @@
 knows (the table's live files, tombstones and log files), and the daemon's budget for them.
 
 The fleet runs a table's due steps only when their estimate fits what the budget has left
-(runtime/slots.py); a step whose estimate exceeds the whole budget is refused with both
-numbers, never started to be killed by the kernel. The figures per action come from
+(runtime/slots.py); a step whose estimate exceeds the whole budget runs as a Spark job (a
+checkpoint or vacuum whose engine allows it) or is refused with both numbers, never started
+to be killed by the kernel. The figures per action come from
 BENCHMARKS.md's 1,000,000-file runs (peak RSS over the actions the step held): an
 incremental checkpoint about 1.1 KiB an action, a checkpoint replayed from JSON commits about
 2 KiB, a snapshot with statistics for compaction planning or statistics about 1.5 KiB, a vacuum's
@@ -102,9 +103,16 @@ def budget(text: str | None) -> int | None:
         raise InvalidInputError(f"memory budget: {e}") from None
 
 
-def refusal(operation: Operation, need: int, budget: int) -> str:
+def over_budget(operation: Operation, need: int, budget: int) -> str:
     return (
         f"{operation} needs about {format_bytes(need)} and the memory budget is "
-        f"{format_bytes(budget)}: raise --memory-budget (and the container's memory limit), "
-        "or maintain this table apart (deltakeeper on a bigger machine, or Spark)"
+        f"{format_bytes(budget)}"
     )
+
+
+# What a refused step's message goes on to say.
+REFUSAL_HINT = (
+    ": raise --memory-budget (and the container's memory limit), maintain this table apart "
+    "(deltakeeper on a bigger machine), or let Spark run it (checkpoint and vacuum: engine "
+    "auto or spark, with a Spark launcher configured)"
+)

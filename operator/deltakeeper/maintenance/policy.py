@@ -9,6 +9,7 @@ below Delta's default); else Delta's default. `Policy.sources` says which of the
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -91,6 +92,14 @@ class PolicyError(ValueError):
     pass
 
 
+class Engine(enum.StrEnum):
+    """What runs a table's checkpoint or vacuum (spec.checkpoint.engine, spec.vacuum.engine)."""
+
+    AUTO = "auto"  # deltakeeper, or a Spark job when the step does not fit the memory budget
+    LOCAL = "local"  # deltakeeper only: a step too big for the budget is refused
+    SPARK = "spark"  # always a Spark job (Delta Spark's checkpoint or VACUUM)
+
+
 @dataclass(frozen=True)
 class CompactionSettings:
     """What the compaction planner and the daemon's job tracking read."""
@@ -140,6 +149,8 @@ class Policy:
     stats_enabled: bool = False  # compute-stats as a step (off by default)
     log_compaction_interval: int | None = None  # a log compaction file every n commits
     manifest_enabled: bool = False  # the table's delta.compatibility.symlinkFormatManifest
+    checkpoint_engine: Engine = Engine.AUTO
+    vacuum_engine: Engine = Engine.AUTO
     # For each retention field: spec, policy, flag, table or default (see SOURCES).
     sources: Mapping[str, str] = dataclass_field(default_factory=dict)
 
@@ -187,6 +198,8 @@ SETTINGS = (
     "vacuum_inventory",
     "stats_enabled",
     "log_compaction_interval",
+    "checkpoint_engine",
+    "vacuum_engine",
     *(f"compaction_{name}" for name in COMPACTION_FIELDS),
     "sources",
 )
@@ -233,6 +246,8 @@ def effective(
     vacuum_inventory: InventorySettings | None = None,
     stats_enabled: bool | None = None,
     log_compaction_interval: int | None = None,
+    checkpoint_engine: Engine | None = None,
+    vacuum_engine: Engine | None = None,
     sources: Mapping[str, str] | None = None,
     **compaction: Any,
 ) -> Policy:
@@ -273,6 +288,8 @@ def effective(
         stats_enabled=bool(stats_enabled),
         log_compaction_interval=log_compaction_interval,
         manifest_enabled=props.symlink_manifest,
+        checkpoint_engine=Engine(checkpoint_engine or Engine.AUTO),
+        vacuum_engine=Engine(vacuum_engine or Engine.AUTO),
         sources={key: value[1] for key, value in chosen.items()},
     )
 

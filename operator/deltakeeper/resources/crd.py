@@ -6,7 +6,7 @@ from typing import Any
 
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance.operations import WRITERS, Operation
-from deltakeeper.maintenance.policy import SOURCES
+from deltakeeper.maintenance.policy import SOURCES, Engine
 from deltakeeper.resources.status_fields import COUNTS
 from deltakeeper.resources.status_fields import StatusField as F
 
@@ -44,6 +44,16 @@ def _obj(properties: dict[str, Any], description: str = "", **extra: Any) -> dic
     return out
 
 
+def _engine(step: str) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "enum": [str(e) for e in Engine],
+        "description": f"What runs the {step}: auto (default): deltakeeper, or a Spark job "
+        "(Delta Spark, through the compaction launcher) when it does not fit the memory "
+        "budget; local: deltakeeper only (refused over budget); spark: always a Spark job.",
+    }
+
+
 def policy_fields() -> dict[str, Any]:
     """The fields a DeltaTable and a DeltaMaintenancePolicy both carry."""
     return {
@@ -58,6 +68,7 @@ def policy_fields() -> dict[str, Any]:
                 "interval": _int("Checkpoint once this many commits passed (default 10)."),
                 "partSize": _int("Actions per checkpoint part; unset: one file."),
                 "writeChecksum": {"type": "boolean", "description": "Also write N.crc."},
+                "engine": _engine("checkpoint"),
             }
         ),
         "vacuum": _obj(
@@ -77,6 +88,7 @@ def policy_fields() -> dict[str, Any]:
                     "lite, and full every fullInterval or when Delta refuses lite.",
                 },
                 "fullInterval": _str(DURATION, "auto: a full vacuum this often (default 7d)."),
+                "engine": _engine("vacuum"),
                 "inventory": _obj(
                     {
                         "uri": _str(

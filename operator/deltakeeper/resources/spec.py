@@ -13,7 +13,7 @@ from typing import Any
 
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
-from deltakeeper.maintenance.policy import PolicyError, positive
+from deltakeeper.maintenance.policy import Engine, PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.units import parse_duration_ms, parse_size
@@ -36,6 +36,8 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         out["checkpoint_part_size"] = positive("checkpoint.partSize", checkpoint["partSize"])
     if checkpoint.get("writeChecksum") is not None:
         out["write_checksum"] = _bool("checkpoint.writeChecksum", checkpoint["writeChecksum"])
+    if checkpoint.get("engine") is not None:
+        out["checkpoint_engine"] = _choice("checkpoint.engine", checkpoint["engine"], Engine)
     vacuum = spec.get("vacuum") or {}
     if vacuum.get("enabled") is not None:
         out["vacuum_enabled"] = _bool("vacuum.enabled", vacuum["enabled"])
@@ -43,6 +45,8 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     if short is not None:
         out["allow_short_retention"] = _bool("allowShortRetention", short)
     out.update(_vacuum(vacuum))
+    if vacuum.get("engine") is not None:
+        out["vacuum_engine"] = _choice("vacuum.engine", vacuum["engine"], Engine)
     out.update(_compaction(spec.get("compaction") or {}))
     stats = spec.get("stats") or {}
     if stats.get("enabled") is not None:

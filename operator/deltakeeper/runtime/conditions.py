@@ -204,7 +204,9 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
         if o.result is Result.STARTED:
-            events.append(Event(NORMAL, Reason.COMPACTION_STARTED, o.message))
+            compacting = o.operation is Operation.COMPACTION
+            started = Reason.COMPACTION_STARTED if compacting else Reason.SPARK_JOB_STARTED
+            events.append(Event(NORMAL, started, f"{o.operation}: {o.message}"))
         if o.result is Result.DONE and o.repaired:
             events.append(Event(WARNING, Reason.CHECKPOINT_REPAIRED, o.message))
         if o.result is Result.DONE:
@@ -221,6 +223,9 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
 
 def _done(o: Outcome) -> tuple[Reason, str]:
     took = f"in {o.seconds:.1f}s"
+    if o.job_id is not None and o.operation in (Operation.CHECKPOINT, Operation.VACUUM):
+        reason = Reason.CHECKPOINTED if o.operation is Operation.CHECKPOINT else Reason.VACUUMED
+        return reason, f"{o.message} {took}"  # a Spark job's: it names the engine and why
     if o.operation is Operation.CHECKPOINT:
         return (
             Reason.CHECKPOINTED,

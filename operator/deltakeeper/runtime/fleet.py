@@ -177,7 +177,7 @@ class Fleet:
         budget = self.memory_budget
         if budget is None:
             return {}
-        return {op: memory.refusal(op, n, budget) for op, n in needs.items() if n > budget}
+        return {op: memory.over_budget(op, n, budget) for op, n in needs.items() if n > budget}
 
     def _release(self, slots: Slots, need: int) -> None:
         self.running -= 1

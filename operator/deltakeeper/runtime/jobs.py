@@ -1,4 +1,5 @@
-"""One table's compaction job between polls, in the daemon.
+"""One table's Spark job between polls, in the daemon: a compaction, or a checkpoint or vacuum
+that runs on Spark (spec.checkpoint.engine, spec.vacuum.engine). A table has one at a time.
 
 The executor launches a job and hands it back running (the daemon never waits for one: other
 tables keep polling). Each later poll of the table looks at it once, without blocking; when it
@@ -41,9 +42,12 @@ class Running:
     partitions: int
     files: int
     bytes: int
+    operation: Operation = Operation.COMPACTION
+    reason: str = ""  # a checkpoint or vacuum: why it runs on Spark
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "operation": str(self.operation),
             "jobId": self.job_id,
             "started": rfc3339(self.started_ms),
             "plannedVersion": self.planned_version,
@@ -110,6 +114,20 @@ class JobTracker:
             )
             self.last_started_ms = now_ms
 
+    def free(self, now_ms: int) -> bool:
+        """Whether a Spark checkpoint or vacuum may start: no job runs, past any backoff."""
+        if self.compactor is None or self.running is not None:
+            return False
+        return self.next_attempt_ms is None or now_ms >= self.next_attempt_ms
+
+    def started(self, outcome: Outcome, version: int, reason: str, now_ms: int) -> None:
+        """A Spark checkpoint or vacuum handed back running (Result.STARTED)."""
+        if outcome.result is not Result.STARTED or outcome.job is None:
+            return
+        job_id = str(outcome.job_id)
+        op = outcome.operation
+        self.running = Running(outcome.job, job_id, now_ms, version, 0, 0, 0, op, reason)
+
     def adopt(self, owner: tuple[str, str], deadline_s: float, table: Table | None = None) -> None:
         """Once: follow the owner's job that an earlier process (a restarted or replaced
         operator) started and left running, instead of ever starting a second; or read back
@@ -124,7 +142,9 @@ class JobTracker:
         if found is None:
             return
         spec = found.spec
-        planned = found.planned or _planned_again(table, spec)
+        operation = Operation(spec.get("operation") or Operation.COMPACTION)
+        compacting = operation is Operation.COMPACTION
+        planned = (found.planned or _planned_again(table, spec)) if compacting else Planned(0, 0)
         self.running = Running(
             found.job,
             found.job.job_id,
@@ -133,6 +153,7 @@ class JobTracker:
             len(spec.get("compact") or []) + len(spec.get("purge") or []),
             planned.files,
             planned.bytes,
+            operation,
         )
         self.last_started_ms = found.started_ms
 
@@ -145,11 +166,17 @@ class JobTracker:
         if result is None:
             return None
         self.running = None
+        op = running.operation
         try:
-            outcome = executor.job_outcome(table, running.job_id, result)
+            if op is Operation.COMPACTION:
+                outcome = executor.job_outcome(table, running.job_id, result)
+            else:
+                planned = running.planned_version
+                outcome = executor.spark_outcome(table, op, running.job_id, result, planned)
+                outcome.message += f"; {running.reason}" if running.reason else ""
         except Exception as e:  # the job ended; reading its commits back did not work
-            message = f"job {running.job_id} ended, but its commits could not be read: {e}"
-            outcome = Outcome(Operation.COMPACTION, Result.FAILED, message, job_id=running.job_id)
+            message = f"job {running.job_id} ended, but its result could not be read: {e}"
+            outcome = Outcome(op, Result.FAILED, message, job_id=running.job_id)
         outcome.seconds = max(0.0, (now_ms - running.started_ms) / 1000)
         self._ended(outcome, now_ms)
         return outcome
@@ -164,6 +191,8 @@ class JobTracker:
             self.planned_version = None  # retried even if the table did not move
         else:
             self.failures, self.next_attempt_ms = 0, None
+        if outcome.operation is not Operation.COMPACTION:
+            return  # its own step's status says how it ended
         state = JobState.COMPLETED if outcome.result is Result.DONE else JobState.FAILED
         self.last = {
             "jobId": outcome.job_id,
@@ -194,11 +223,12 @@ class JobTracker:
         every state at 0 before the first job where compaction is `enabled` (the series exist
         from the start); none for a table that has had no job here and cannot have one."""
         can = enabled and self.compactor is not None
-        if self.running is None and self.last is None and not can:
+        compacting = self.running is not None and self.running.operation is Operation.COMPACTION
+        if not compacting and self.last is None and not can:
             return {}
         last = self.last["result"] if self.last else None
         out = {str(state): int(state == last) for state in (JobState.COMPLETED, JobState.FAILED)}
-        out[str(JobState.RUNNING)] = int(self.running is not None)
+        out[str(JobState.RUNNING)] = int(compacting)
         return out
 
 

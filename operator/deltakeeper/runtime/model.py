@@ -84,6 +84,7 @@ class Reason(enum.StrEnum):
     CHECKPOINTED = "Checkpointed"
     CHECKPOINT_REPAIRED = "CheckpointRepaired"
     COMPACTION_STARTED = "CompactionStarted"
+    SPARK_JOB_STARTED = "SparkJobStarted"  # a checkpoint or vacuum on Spark
     COMPACTED = "Compacted"
     LOG_CLEANED = "LogCleaned"
     VACUUMED = "Vacuumed"

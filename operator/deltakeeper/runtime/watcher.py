@@ -26,18 +26,24 @@ from typing import Any
 import pyarrow as pa
 
 from deltakeeper.delta import schema
-from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import log_listing, summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
-from deltakeeper.maintenance import executor, planner, schedule
-from deltakeeper.maintenance.compaction_plan import CompactionPlan
+from deltakeeper.maintenance import executor, memory, planner, schedule
+from deltakeeper.maintenance.compaction_plan import CompactionPlan, job_id
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations import WRITERS, Operation
-from deltakeeper.maintenance.policy import COMPACTION_DEADLINE_MS, Policy, PolicyError, effective
+from deltakeeper.maintenance.policy import (
+    COMPACTION_DEADLINE_MS,
+    Engine,
+    Policy,
+    PolicyError,
+    effective,
+)
 from deltakeeper.runtime import conditions, health, status
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.health import Health
@@ -238,9 +244,14 @@ class TableWatcher:
         table, snap = self._table, self._snap
         if not (obs.due or refused) or table is None or snap is None:
             return obs
-        outcomes = [Outcome(op, Result.REFUSED, why) for op, why in (refused or {}).items()]
-        if obs.due:
-            outcomes += self._run(target, table, snap, obs.due, now_ms)
+        on_spark = self._on_spark(target, obs.due, refused or {})
+        refused = {op: why for op, why in (refused or {}).items() if op not in on_spark}
+        due = tuple(op for op in obs.due if op not in on_spark)
+        hint = memory.REFUSAL_HINT
+        outcomes = [Outcome(op, Result.REFUSED, why + hint) for op, why in refused.items()]
+        outcomes += [self._spark(target, table, op, why, now_ms) for op, why in on_spark.items()]
+        if due:
+            outcomes += self._run(target, table, snap, due, now_ms)
         self._record(outcomes, snap.version, now_ms)
         for o in outcomes:
             if o.operation in WRITERS and o.result is not Result.FAILED:
@@ -255,6 +266,49 @@ class TableWatcher:
         if isinstance(self._snap, HeldSnapshot):  # what planning and writing read is gone
             _give_back()
         return described
+
+    def _on_spark(
+        self, target: Target, due: tuple[Operation, ...], too_big: Mapping[Operation, str]
+    ) -> dict[Operation, str]:
+        """The checkpoint and vacuum to run as Spark jobs, each with why: its engine says
+        spark, or auto and it does not fit the memory budget. Only where a launcher is."""
+        policy = self._policy
+        if policy is None or self.compactions.compactor is None:
+            return {}
+        engines = {CHECKPOINT: policy.checkpoint_engine, VACUUM: policy.vacuum_engine}
+        out: dict[Operation, str] = {}
+        for op, engine in engines.items():
+            if engine is Engine.SPARK and (op in due or op in too_big):
+                out[op] = f"{op}.engine is spark"
+            elif engine is Engine.AUTO and op in too_big:
+                out[op] = f"too big for the memory budget here: {too_big[op]}"
+        return out
+
+    def _spark(self, target: Target, table: Table, op: Operation, why: str, now_ms: int) -> Outcome:
+        """Start (or, for `run --once`, run) the step as a Spark job: one per table at a time."""
+        tracker, snap, policy = self.compactions, self._snap, self._policy
+        assert snap is not None and policy is not None and tracker.compactor is not None
+        if not tracker.free(now_ms):
+            running = tracker.running
+            busy = f"job {running.job_id} runs" if running else "backing off after a failure"
+            return Outcome(op, Result.SKIPPED, f"waits for the table's Spark job ({busy})")
+        tag = job_id(snap.metadata.id, now_ms)
+        dry = op is VACUUM and target.vacuum_dry_run
+        try:
+            compactor = self._compactor(target)
+            assert compactor is not None
+            outcome = executor.spark_step(
+                table, op, policy, compactor, (tag, snap.version), why, dry
+            )
+        except InvalidInputError as e:  # no Spark here (no spark-submit, no Java)
+            message = SCRUBBER.scrub(f"{why}, and Spark cannot run it here: {e}")
+            return Outcome(op, Result.REFUSED, message, error=e)
+        except Exception as e:  # it could not start (the API server, a bad template)
+            message = SCRUBBER.scrub(f"Spark job {tag} could not start: {type(e).__name__}: {e}")
+            return Outcome(op, Result.FAILED, message)
+        tracker.started(outcome, snap.version, why, now_ms)
+        outcome.message = SCRUBBER.scrub(outcome.message)
+        return outcome
 
     def _hold(self, read: Callable[[], Snapshot]) -> Snapshot | HeldSnapshot:
         """What to keep of the snapshot `read` returns until the next poll: all of it, or for a
@@ -351,6 +405,7 @@ class TableWatcher:
                 "seconds": round(o.seconds, 3),
                 "message": o.message,
                 **_rewritten(o),
+                **_on_spark(o),
                 **_vacuumed(o, previous, now_ms),
                 **({"writtenFiles": o.written_files} if o.operation in WRITERS else {}),
             }
@@ -499,6 +554,13 @@ def _stats_complete_at(o: Outcome) -> int | None:
     if run is None or o.result not in (Result.DONE, Result.SKIPPED):
         return None
     return run.version if not (run.deferred or run.unreadable) else None
+
+
+def _on_spark(o: Outcome) -> dict[str, Any]:
+    """A checkpoint or vacuum a Spark job ran: which engine, which job."""
+    if o.job_id is None or o.operation not in (CHECKPOINT, VACUUM):
+        return {}
+    return {"engine": "spark", "jobId": o.job_id}
 
 
 def _rewritten(o: Outcome) -> dict[str, Any]:

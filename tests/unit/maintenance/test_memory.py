@@ -48,6 +48,6 @@ def test_budgets_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_refusal_names_both_figures() -> None:
-    text = memory.refusal(Operation.CHECKPOINT, 1200 * MIB, 768 * MIB)
-    assert text.startswith("checkpoint needs about 1.2 GiB and the memory budget is 768.0 MiB")
-    assert "--memory-budget" in text
+    text = memory.over_budget(Operation.CHECKPOINT, 1200 * MIB, 768 * MIB)
+    assert text == "checkpoint needs about 1.2 GiB and the memory budget is 768.0 MiB"
+    assert "--memory-budget" in memory.REFUSAL_HINT and "Spark" in memory.REFUSAL_HINT

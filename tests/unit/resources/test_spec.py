@@ -43,11 +43,24 @@ def test_spec_settings_parse_the_manifest_fields():
         ({"vacuum": {"fullInterval": "weekly"}}, "vacuum.fullInterval"),
         ({"vacuum": {"inventory": "s3://x"}}, "vacuum.inventory: expected {uri, format}"),
         ({"vacuum": {"inventory": {"uri": "s3://x", "format": "orc"}}}, "vacuum.inventory.format"),
+        (
+            {"checkpoint": {"engine": "flink"}},
+            "checkpoint.engine: expected one of auto, local, spark",
+        ),
+        ({"vacuum": {"engine": "Spark"}}, "vacuum.engine: expected one of auto, local, spark"),
     ],
 )
 def test_bad_spec_settings_name_the_field(spec, message):
     with pytest.raises(PolicyError, match=re.escape(message)):
         from_spec(spec)
+
+
+def test_spec_engines_become_settings() -> None:
+    got = from_spec({"checkpoint": {"engine": "spark"}, "vacuum": {"engine": "local"}})
+    assert got == {"checkpoint_engine": "spark", "vacuum_engine": "local"}
+    pol = effective({}, **got)
+    assert (pol.checkpoint_engine, pol.vacuum_engine) == (policy.Engine.SPARK, policy.Engine.LOCAL)
+    assert effective({}).checkpoint_engine is policy.Engine.AUTO
 
 
 def test_spec_vacuum_modes_become_settings() -> None:

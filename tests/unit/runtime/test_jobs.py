@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from deltakeeper.compaction.launcher import AtLimit, Found, Limited, Planned
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, CompactionSettings
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.metrics import Metrics
@@ -298,3 +300,171 @@ def test_nothing_left_running_means_nothing_adopted(tmp_path: Path) -> None:
     plain = JobTracker(Compactor(StandInLauncher()))  # spark-submit: nothing outlives us
     plain.adopt(("ns", "t"), 60.0)
     assert plain.adopted and plain.status() is None
+
+
+def checkpoint_due(tmp_path: Path) -> LogBuilder:
+    """A table with 12 commits and no checkpoint: a checkpoint is due."""
+    log = LogBuilder(tmp_path)
+    log.commit(protocol(), metadata(), add("0.parquet"))
+    for i in range(1, 12):
+        log.commit(add(f"{i}.parquet"))
+    return log
+
+
+def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_job(tmp_path: Path) -> None:
+    from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+
+    checkpoint_due(tmp_path)
+    launcher = StandInLauncher()
+    watcher = TableWatcher(T0, compactor=Compactor(launcher, wait=False))
+    settings = {"checkpoint_engine": "spark", "vacuum_enabled": False}
+    target = Target("lake", "t", str(tmp_path), settings=settings)
+    obs = watcher.observe(target, T0)
+    assert "checkpoint" in obs.due
+
+    started = watcher.maintain(target, obs, T0)
+    [job] = launcher.jobs
+    assert job.request.spec["operation"] == "checkpoint"
+    assert job.request.spec["plannedVersion"] == 11
+    assert not list((tmp_path / "_delta_log").glob("*.checkpoint.parquet"))  # not written here
+    [event] = [e for e in started.events if e.reason == "SparkJobStarted"]
+    assert "checkpoint.engine is spark" in event.message
+    running = status_of(started)["compaction"]["running"]
+    assert (running["operation"], running["jobId"]) == ("checkpoint", job.job_id)
+    assert started.compaction_jobs.get("RUNNING", 0) == 0  # not a compaction job
+    again = watcher.observe(target, T0 + 1000)
+    waiting = watcher.maintain(target, again, T0 + 1000)
+    assert len(launcher.jobs) == 1  # one Spark job per table at a time
+    assert "checkpoint" not in status_of(waiting)["lastMaintenance"]
+
+    table = open_table(str(tmp_path))  # Delta Spark's part, played by our own writer
+    write_checkpoint(table, load_for_checkpoint(table), T0, 7 * 86_400_000)
+    job.end(0, {"result": "done", "checkpointVersion": 11})
+    done = watcher.observe(target, T0 + 30_000)
+    [outcome] = done.outcomes
+    assert outcome.result is Result.DONE and outcome.checkpoint_version == 11
+    entry = status_of(done)["lastMaintenance"]["checkpoint"]
+    assert (entry["engine"], entry["jobId"], entry["version"]) == ("spark", job.job_id, 11)
+    assert "Delta Spark wrote the checkpoint at version 11" in entry["message"]
+    assert "checkpoint.engine is spark" in entry["message"]
+    [event] = [e for e in done.events if e.reason == "Checkpointed"]
+    assert "Delta Spark" in event.message
+
+
+def test_a_spark_checkpoint_that_last_checkpoint_does_not_name_failed(tmp_path: Path) -> None:
+    checkpoint_due(tmp_path)
+    launcher = StandInLauncher()
+    watcher = TableWatcher(T0, compactor=Compactor(launcher, wait=False))
+    target = Target("lake", "t", str(tmp_path), settings={"checkpoint_engine": "spark"})
+    watcher.maintain(target, watcher.observe(target, T0), T0)
+    [job] = launcher.jobs
+    job.end(0, {"result": "done", "checkpointVersion": 11})  # but nothing was written
+    done = watcher.observe(target, T0 + 30_000)
+    entry = status_of(done)["lastMaintenance"]["checkpoint"]
+    assert entry["result"] == "failed" and "_last_checkpoint names none" in entry["message"]
+    # Backed off: no second job at the next poll.
+    watcher.maintain(target, watcher.observe(target, T0 + 31_000), T0 + 31_000)
+    assert len(launcher.jobs) == 1
+
+
+@pytest.mark.parametrize(
+    ("engine", "launcher", "expected"),
+    [
+        ("auto", True, "started"),  # too big: Spark
+        ("local", True, "refused"),  # too big, and Spark not allowed
+        ("auto", False, "refused"),  # too big, no launcher here
+    ],
+)
+def test_a_step_over_the_memory_budget_goes_to_spark_where_its_engine_allows(
+    tmp_path: Path, engine: str, launcher: bool, expected: str
+) -> None:
+    checkpoint_due(tmp_path)
+    stand_in = StandInLauncher()
+    compactor = Compactor(stand_in, wait=False) if launcher else None
+    watcher = TableWatcher(T0, compactor=compactor)
+    target = Target("lake", "t", str(tmp_path), settings={"checkpoint_engine": engine})
+    obs = watcher.observe(target, T0)
+    too_big = {Operation.CHECKPOINT: "checkpoint needs about 2 GiB and the memory budget is 1 GiB"}
+    obs = replace(obs, due=tuple(op for op in obs.due if op != "checkpoint"))
+    after = watcher.maintain(target, obs, T0, refused=too_big)
+    if expected == "started":
+        [job] = stand_in.jobs
+        assert job.request.spec["operation"] == "checkpoint"
+        [event] = [e for e in after.events if e.reason == "SparkJobStarted"]
+        assert "too big for the memory budget here: checkpoint needs about 2 GiB" in event.message
+        assert "checkpoint" not in status_of(after)["lastMaintenance"]
+        return
+    assert not stand_in.jobs
+    entry = status_of(after)["lastMaintenance"]["checkpoint"]
+    assert entry["result"] == "refused"
+    assert entry["message"].startswith("checkpoint needs about 2 GiB and the memory budget is")
+    assert "--memory-budget" in entry["message"] and "Spark" in entry["message"]
+
+
+def test_a_vacuum_on_spark_carries_the_policys_retention(tmp_path: Path) -> None:
+    LogBuilder(tmp_path).commit(protocol(), metadata(), add("a.parquet"))
+    launcher = StandInLauncher()
+    watcher = TableWatcher(T0, compactor=Compactor(launcher, wait=False))
+    settings = {"vacuum_engine": "spark", "deleted_file_retention_ms": 10 * 86_400_000}
+    target = Target("lake", "t", str(tmp_path), settings=settings)
+    obs = watcher.observe(target, T0)
+    assert "vacuum" in obs.due
+    watcher.maintain(target, obs, T0)
+    [job] = launcher.jobs
+    spec = job.request.spec
+    assert (spec["operation"], spec["retentionHours"], spec["allowShortRetention"]) == (
+        "vacuum",
+        240,
+        False,
+    )
+    job.end(0, {"result": "done", "filesDeleted": 3, "commits": []})
+    done = watcher.observe(target, T0 + 5000)
+    entry = status_of(done)["lastMaintenance"]["vacuum"]
+    assert (entry["result"], entry["deletedFiles"], entry["engine"]) == ("done", 3, "spark")
+    assert "Delta Spark's VACUUM deleted 3 files" in entry["message"]
+
+
+def test_an_adopted_spark_checkpoint_is_read_back_as_a_checkpoint(tmp_path: Path) -> None:
+    from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
+
+    checkpoint_due(tmp_path)
+    table = open_table(str(tmp_path))
+    left = StandIn(request("job-cp"))
+
+    class Left(AdoptingLauncher):
+        def adopt(self, owner: tuple[str, str], deadline_s: float, since_ms: int | None) -> Found:
+            spec = {"jobId": "job-cp", "operation": "checkpoint", "plannedVersion": 11}
+            return Found(left, spec, T0, None)
+
+    tracker = JobTracker(Compactor(Left({})))
+    tracker.adopt(("ns", "t"), 60.0, table)
+    status = tracker.status()
+    assert status is not None and status["running"]["operation"] == "checkpoint"
+    write_checkpoint(table, load_for_checkpoint(table), T0, 7 * 86_400_000)
+    left.end(0, {"result": "done"})  # a SparkApplication: its output line is not seen
+    outcome = tracker.check(table, T0 + 1000)
+    assert outcome is not None and outcome.operation is Operation.CHECKPOINT
+    assert outcome.result is Result.DONE and outcome.checkpoint_version == 11
+    assert tracker.status() is None or tracker.status()["last"] is None  # not a compaction
+
+
+def test_a_step_for_spark_where_spark_cannot_run_is_refused_naming_the_budget(
+    tmp_path: Path,
+) -> None:
+    from deltakeeper.delta.errors import InvalidInputError
+
+    class NoSpark(StandInLauncher):
+        def start(self, request: Any) -> StandIn:
+            raise InvalidInputError("spark-submit not found: pip install 'deltakeeper[spark]'")
+
+    checkpoint_due(tmp_path)
+    watcher = TableWatcher(T0, compactor=Compactor(NoSpark(), wait=False))
+    target = Target("lake", "t", str(tmp_path))
+    obs = watcher.observe(target, T0)
+    obs = replace(obs, due=tuple(op for op in obs.due if op != "checkpoint"))
+    too_big = {Operation.CHECKPOINT: "checkpoint needs about 2 GiB and the memory budget is 1 GiB"}
+    after = watcher.maintain(target, obs, T0, refused=too_big)
+    entry = status_of(after)["lastMaintenance"]["checkpoint"]
+    assert entry["result"] == "refused", entry
+    assert "checkpoint needs about 2 GiB and the memory budget is 1 GiB" in entry["message"]
+    assert "Spark cannot run it here: spark-submit not found" in entry["message"]
