@@ -342,3 +342,39 @@ def test_a_restarted_operator_adopts_the_running_job_and_launches_no_second(
     assert (done["filesRemoved"], done["filesAdded"]) == (12, 2)
     k.wait_event("adopted", "Normal", "Compacted")
     assert k.status("adopted")["files"] == 2
+
+
+def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_application(
+    mod: Module, tmp_path: Path
+) -> None:
+    """Issue 26: the operator hands the checkpoint to Delta Spark as a SparkApplication (the
+    path a table too big for its memory budget takes), and reads the result back from the log."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "wide"
+    for i in range(12):  # versions 0..11, no checkpoint: one is due at interval 10
+        write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    spec = {
+        "uri": f"file://{path}",
+        "pollInterval": "1s",
+        "checkpoint": {"interval": 10, "engine": "spark"},
+        "vacuum": {"enabled": False},
+    }
+    mod.k.create("wide", spec)
+
+    def checkpointed() -> dict[str, Any] | None:
+        entry = (mod.k.status("wide").get("lastMaintenance") or {}).get("checkpoint")
+        return entry if entry and entry.get("result") in ("done", "failed") else None
+
+    entry = until(checkpointed, JOB_S, "wide's Spark checkpoint")
+    assert (entry["result"], entry.get("engine"), entry["version"]) == ("done", "spark", 11), entry
+    assert "Delta Spark wrote the checkpoint at version 11" in entry["message"]
+    running = mod.k.status("wide").get("compaction") or {}
+    assert running.get("running") is None  # the job ended
+    [app] = mod.apps("wide")
+    assert json.loads(app["spec"]["arguments"][1])["operation"] == "checkpoint"
+    assert entry["jobId"] == app["metadata"]["labels"][JOB_LABEL]
+    started = mod.k.wait_event("wide", "Normal", "SparkJobStarted")
+    assert "checkpoint.engine is spark" in started.message
+    assert (path / "_delta_log" / "00000000000000000011.checkpoint.parquet").exists()
+    assert DeltaTable(str(path)).version() == 11 and deltars_digest(str(path))[0] == 12

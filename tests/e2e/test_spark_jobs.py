@@ -130,3 +130,37 @@ def test_the_crd_rejects_what_the_spark_operator_would_not_run(cluster: KubeClus
     with pytest.raises(client.ApiException) as e:
         spark_jobs.create(api, app)
     assert e.value.status == 422 and "Perl" in e.value.body
+
+
+def test_a_checkpoint_job_runs_as_a_spark_application_and_is_read_back(
+    cluster: KubeCluster, tmp_path: Path
+) -> None:
+    """Issue 26: Delta Spark's checkpoint as the operator starts it for a table too big for its
+    memory budget (or with checkpoint.engine spark); the outcome comes from the log, as the
+    operator's launcher cannot see the job's output."""
+    from deltakeeper.compaction.launcher import JobResult
+    from deltakeeper.maintenance.executor import Result, spark_outcome
+    from deltakeeper.maintenance.operations import Operation
+
+    api = cluster.api_client()
+    table = tmp_path / "big"
+    small_file_table(table)  # versions 0..3, no checkpoint
+    app = app_for(table, "big", "dk-e2e-cp", {"operation": "checkpoint", "plannedVersion": 3})
+
+    with stand_in(api, NS):
+        spark_jobs.create(api, app)
+        job = wait_finished(api, "big")
+
+    assert job.state is SparkState.COMPLETED, job.error_message
+    assert (table / "_delta_log" / "00000000000000000003.checkpoint.parquet").exists()
+    outcome = spark_outcome(
+        open_table(str(table)),
+        Operation.CHECKPOINT,
+        "dk-e2e-cp",
+        JobResult(0, {"result": "done"}, ""),
+        3,
+    )
+    assert outcome.result is Result.DONE and outcome.checkpoint_version == 3, outcome.message
+    from deltalake import DeltaTable
+
+    assert DeltaTable(str(table)).version() == 3

@@ -272,6 +272,12 @@ def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -
     return Step(CLEANUP, True, "asked for", detail)
 
 
+def checkpoint_due(table: Table, snap: SnapshotHeader, policy: Policy) -> bool:
+    """Whether a plan would write a checkpoint (or repair one): the interval is reached, the
+    hint is behind, or a checkpoint is damaged."""
+    return bool(snap.damaged_checkpoints) or _regular_checkpoint(table, snap, policy).due
+
+
 def _checkpoint(table: Table, snap: SnapshotHeader, policy: Policy, now_ms: int) -> Step:
     step = _regular_checkpoint(table, snap, policy)
     damaged = sorted({d.version for d in snap.damaged_checkpoints})

@@ -251,10 +251,19 @@ def _table_status() -> dict[str, Any]:
         "bytesAdded": count,
     }
     compacted = _obj({**run["properties"], **rewritten, "jobId": {"type": "string"}})
-    vacuumed = _obj({**run["properties"], **_vacuum_run(count)})
+    on_spark = {
+        "engine": {"type": "string", "description": "spark: Delta Spark ran it, as a Spark job."},
+        "jobId": {"type": "string"},
+    }
+    vacuumed = _obj({**run["properties"], **_vacuum_run(count), **on_spark})
+    checkpointed = _obj({**run["properties"], **on_spark})
     written = {"writtenFiles": {**count, "description": "Files given statistics or written."}}
     writer = _obj({**run["properties"], **written})
-    special = {Operation.COMPACTION: compacted, Operation.VACUUM: vacuumed}
+    special = {
+        Operation.COMPACTION: compacted,
+        Operation.VACUUM: vacuumed,
+        Operation.CHECKPOINT: checkpointed,
+    }
     special |= {op: writer for op in WRITERS}
     runs = {str(op): special.get(op, run) for op in Operation}
     counts = {f: nullable_count if f is F.LAST_CHECKPOINT_VERSION else count for f in COUNTS}
@@ -317,6 +326,10 @@ def _compaction_status(count: dict[str, Any]) -> dict[str, Any]:
     date = {"type": "string", "format": "date-time"}
     running = _obj(
         {
+            "operation": {
+                "type": "string",
+                "description": "compaction, or a checkpoint or vacuum run on Spark.",
+            },
             "jobId": {"type": "string"},
             "started": date,
             "plannedVersion": count,

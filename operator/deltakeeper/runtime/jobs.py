@@ -70,6 +70,7 @@ class JobTracker:
         self.planned_version: int | None = None  # the version last planned at
         self.planned_ms: int | None = None
         self.adopted = False  # looked for a job an earlier process left running
+        self.had_job = False  # a Spark job ran here: the status block stays (running: null)
 
     def due(self, now_ms: int, settings: CompactionSettings, version: int) -> bool:
         """Whether to plan compaction on this poll: enabled, no job running, past the backoff
@@ -126,6 +127,7 @@ class JobTracker:
             return
         job_id = str(outcome.job_id)
         op = outcome.operation
+        self.had_job = True
         self.running = Running(outcome.job, job_id, now_ms, version, 0, 0, 0, op, reason)
 
     def adopt(self, owner: tuple[str, str], deadline_s: float, table: Table | None = None) -> None:
@@ -155,6 +157,7 @@ class JobTracker:
             planned.bytes,
             operation,
         )
+        self.had_job = True
         self.last_started_ms = found.started_ms
 
     def check(self, table: Table, now_ms: int) -> Outcome | None:
@@ -209,7 +212,7 @@ class JobTracker:
 
     def status(self) -> dict[str, Any] | None:
         """The status block: None for a table that never had a job here."""
-        if self.running is None and self.last is None:
+        if self.running is None and self.last is None and not self.had_job:
             return None
         return {
             "running": self.running.to_json() if self.running else None,

@@ -244,8 +244,16 @@ class TableWatcher:
         table, snap = self._table, self._snap
         if not (obs.due or refused) or table is None or snap is None:
             return obs
-        on_spark = self._on_spark(target, obs.due, refused or {})
-        refused = {op: why for op, why in (refused or {}).items() if op not in on_spark}
+        refused = dict(refused or {})
+        spark_checkpoint = (
+            self._policy is not None and self._policy.checkpoint_engine is Engine.SPARK
+        )
+        if (CHECKPOINT in refused or spark_checkpoint) and not self._checkpoint_due(table):
+            # Looked at because the log moved, but not due: nothing to refuse or hand over.
+            refused.pop(CHECKPOINT, None)
+            obs = replace(obs, due=tuple(op for op in obs.due if op is not CHECKPOINT))
+        on_spark = self._on_spark(target, obs.due, refused)
+        refused = {op: why for op, why in refused.items() if op not in on_spark}
         due = tuple(op for op in obs.due if op not in on_spark)
         hint = memory.REFUSAL_HINT
         outcomes = [Outcome(op, Result.REFUSED, why + hint) for op, why in refused.items()]
@@ -266,6 +274,15 @@ class TableWatcher:
         if isinstance(self._snap, HeldSnapshot):  # what planning and writing read is gone
             _give_back()
         return described
+
+    def _checkpoint_due(self, table: Table) -> bool:
+        snap, policy = self._snap, self._policy
+        if snap is None or policy is None:
+            return True
+        try:
+            return planner.checkpoint_due(table, snap, policy)
+        except Exception:  # the plan says why; it runs as before
+            return True
 
     def _on_spark(
         self, target: Target, due: tuple[Operation, ...], too_big: Mapping[Operation, str]

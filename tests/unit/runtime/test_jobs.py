@@ -314,7 +314,7 @@ def checkpoint_due(tmp_path: Path) -> LogBuilder:
 def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_job(tmp_path: Path) -> None:
     from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 
-    checkpoint_due(tmp_path)
+    log = checkpoint_due(tmp_path)
     launcher = StandInLauncher()
     watcher = TableWatcher(T0, compactor=Compactor(launcher, wait=False))
     settings = {"checkpoint_engine": "spark", "vacuum_enabled": False}
@@ -349,6 +349,11 @@ def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_job(tmp_path: Path) 
     assert "checkpoint.engine is spark" in entry["message"]
     [event] = [e for e in done.events if e.reason == "Checkpointed"]
     assert "Delta Spark" in event.message
+    # A commit after it: looked at, but 1 commit is not the interval: no second job.
+    log.commit(add("12.parquet"))
+    later = watcher.observe(target, T0 + 40_000)
+    watcher.maintain(target, later, T0 + 40_000)
+    assert len(launcher.jobs) == 1
 
 
 def test_a_spark_checkpoint_that_last_checkpoint_does_not_name_failed(tmp_path: Path) -> None:
@@ -445,7 +450,8 @@ def test_an_adopted_spark_checkpoint_is_read_back_as_a_checkpoint(tmp_path: Path
     outcome = tracker.check(table, T0 + 1000)
     assert outcome is not None and outcome.operation is Operation.CHECKPOINT
     assert outcome.result is Result.DONE and outcome.checkpoint_version == 11
-    assert tracker.status() is None or tracker.status()["last"] is None  # not a compaction
+    block = tracker.status()
+    assert block is not None and block["running"] is None and block["last"] is None
 
 
 def test_a_step_for_spark_where_spark_cannot_run_is_refused_naming_the_budget(
