@@ -186,7 +186,7 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
         schemas,
         *("--set", "watchNamespaces={lake,lake2}"),
         *("--set", "maxConcurrent=5,metrics.port=9200,replicaCount=3"),
-        *("--set", "operator.defaultPollInterval=2m"),
+        *("--set", "operator.defaultPollInterval=2m,operator.memoryBudget=1536Mi"),
     )
     assert not _kinds(docs, "ClusterRole") and not _kinds(docs, "ClusterRoleBinding")
     assert not _kinds(docs, "ClusterKopfPeering")
@@ -194,7 +194,7 @@ def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide(
     assert "--namespace=lake" in args and "--namespace=lake2" in args
     assert "--all-namespaces" not in args
     assert {"--max-concurrent=5", "--metrics-port=9200"} <= set(args)
-    assert "--default-poll-interval=2m" in args
+    assert "--default-poll-interval=2m" in args and "--memory-budget=1536Mi" in args
     assert _one(docs, "Deployment")["spec"]["replicas"] == 3
     roles = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in _kinds(docs, "Role")}
     bindings = {
@@ -381,6 +381,8 @@ def test_kubeconform_rejects_what_the_api_server_would(
         ({"operator": {"defaultPollInterval": "1m30s"}}, "defaultPollInterval"),
         ({"operator": {"defaultPollInterval": 30}}, "defaultPollInterval"),
         ({"operator": {"pollInterval": "1m"}}, "pollInterval"),
+        ({"operator": {"memoryBudget": "lots"}}, "memoryBudget"),
+        ({"operator": {"memoryBudget": 512}}, "memoryBudget"),
         ({"logFormat": "yaml"}, "logFormat"),
         ({"metrics": {"port": 70000}}, "port"),
         ({"serviceMonitor": {"enabled": "yes"}}, "enabled"),
