@@ -153,3 +153,27 @@ def test_run_hands_a_checkpoint_over_the_memory_budget_to_spark(tmp_path: Path) 
     assert entry["result"] == "refused" and "engine" not in entry, entry
     assert "MaintenanceRefused: checkpoint:" in refused.stderr
     assert not (table / "_delta_log" / "00000000000000000021.checkpoint.parquet").exists()
+
+
+def test_maintain_engine_spark_checkpoints_and_vacuums_with_delta_spark(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    appends(table, 11)  # versions 0..10: a checkpoint is due
+    orphan = table / "orphan.parquet"
+    orphan.write_bytes(b"not referenced")
+    old = time.time() - 9 * 86400
+    os.utime(orphan, (old, old))
+    argv = [str(DELTAKEEPER), "maintain", str(table), "--engine", "spark", "--json"]
+    argv += ["--only", "checkpoint,vacuum", *cli_spark_flags()]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    steps = {s["operation"]: s for s in report["results"]}
+    assert steps["checkpoint"]["result"] == "done", steps
+    assert "Delta Spark wrote the checkpoint at version 10" in steps["checkpoint"]["message"]
+    assert steps["vacuum"]["result"] == "done" and steps["vacuum"]["deletedFiles"] == 1, steps
+    assert (table / "_delta_log" / "00000000000000000010.checkpoint.parquet").exists()
+    assert not orphan.exists()
+    assert deltars_digest(str(table))[0] == 11

@@ -68,6 +68,9 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "allow_short_retention": given.get("allow_short_retention") or None,
         "write_checksum": given.get("write_checksum") or None,
         "checkpoint_part_size": given.get("part_size"),
+        # maintain --engine: what runs its checkpoint and vacuum
+        "checkpoint_engine": given.get("engine"),
+        "vacuum_engine": given.get("engine"),
         **vacuum_settings(given),
         # --only compaction asks for it as --compact does
         "compaction_enabled": given.get("compact") or Operation.COMPACTION in only or None,

@@ -356,6 +356,13 @@ def _maintain_command(sub: Any) -> None:
         help="also compact small files (after the checkpoint), running the job with "
         "spark-submit to its end; the planner's defaults as for `compact`",
     )
+    p.add_argument(
+        "--engine",
+        choices=[str(e) for e in policy.Engine],
+        help="what runs the checkpoint and the vacuum: spark runs Delta Spark's own checkpoint "
+        "and VACUUM with spark-submit (the --master, --jars-dir and --spark-conf below), for a "
+        "table too big for this machine; local or auto (default): deltakeeper",
+    )
     _spark_flags(p)
     _checkpoint_flags(p, "--checkpoint-part-size")
     p.add_argument(

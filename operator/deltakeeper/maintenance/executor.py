@@ -40,7 +40,7 @@ from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.planner import Plan, Step
-from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, Policy
+from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
 from deltakeeper.units import format_bytes
 
 Progress = Callable[[str, int, int], None]  # operation, done, total
@@ -138,6 +138,8 @@ class Outcome:
             out["jobId"] = self.job_id
             out["job"] = self.job_result
             out["compacted"] = self.compacted.to_json() if self.compacted else None
+        elif self.job_id is not None:  # a checkpoint or vacuum Delta Spark ran
+            out.update(engine="spark", jobId=self.job_id, job=self.job_result)
         return out
 
     def _json(self) -> dict[str, Any]:
@@ -232,6 +234,10 @@ def _run_step(
             skipped.vacuum = vacuum_run(step.detail, Counter())
         return skipped
     started = time.monotonic()
+    if step.spark is not None:
+        outcome = _on_spark(table, plan, step, dry_run, compactor)
+        outcome.seconds = time.monotonic() - started
+        return outcome
     runners = {
         CHECKPOINT: _checkpoint,
         CLEANUP: _cleanup,
@@ -453,27 +459,21 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
     return out
 
 
-def spark_step(
-    table: Table,
-    operation: Operation,
-    policy: Policy,
-    compactor: Compactor,
-    job: tuple[str, int],
-    reason: str,
-    dry_run: bool = False,
+def _on_spark(
+    table: Table, plan: Plan, step: Step, dry_run: bool, compactor: Compactor | None
 ) -> Outcome:
-    """Run a checkpoint or a vacuum as a Spark job (Delta Spark's own) through the compaction
-    launcher; `job` is its id and the version it was decided at. Waited for when the caller
-    waits (the CLI, `run --once`), else handed back running."""
-    tag, version = job
-    spec: dict[str, Any] = {"jobId": tag, "operation": str(operation), "plannedVersion": version}
-    if operation is VACUUM:
-        spec["retentionHours"] = policy.deleted_file_retention_ms / 3_600_000
-        spec["allowShortRetention"] = policy.allow_short_retention
+    """A checkpoint or vacuum as a Spark job (Delta Spark's own) through the compaction
+    launcher: waited for when the caller waits (the CLI, `run --once`), else handed back
+    running for the daemon to follow."""
+    operation, reason, spec = step.operation, str(step.spark), step.job_spec
+    assert spec is not None
+    tag, policy = str(spec["jobId"]), plan.policy
     if dry_run:
         return Outcome(
             operation, Result.DRY_RUN, f"would run Spark job {tag}: {reason}", job_id=tag
         )
+    if compactor is None:
+        raise InvalidInputError(f"{reason}, but no Spark launcher is configured here")
     settings = policy.compaction
     request = JobRequest(
         table.uri,
@@ -487,10 +487,13 @@ def spark_step(
         started = compactor.launcher.start(request)
     except JobRunning as e:
         return Outcome(operation, Result.SKIPPED, str(e), job_id=tag)
+    except InvalidInputError as e:  # no Spark here: no spark-submit, no Java
+        message = f"{reason}, and Spark cannot run it here: {e}"
+        return Outcome(operation, Result.REFUSED, message, error=e)
     if not compactor.wait:
         message = f"started Spark job {tag}: {reason}"
         return Outcome(operation, Result.STARTED, message, job=started, job_id=tag)
-    outcome = spark_outcome(table, operation, tag, started.wait(), version)
+    outcome = spark_outcome(table, operation, tag, started.wait(), plan.version)
     outcome.message += f"; {reason}"
     return outcome
 

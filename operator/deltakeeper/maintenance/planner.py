@@ -9,7 +9,7 @@ vacuumable later, and cleanup never touches data files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from deltakeeper.delta.vacuum_info import LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import WRITERS, Operation
-from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
+from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Engine, Policy
 from deltakeeper.units import format_bytes, format_ms
 
 # Compaction, statistics, log compaction files and manifests are steps only where they are
@@ -62,7 +62,8 @@ class Step:
     # checkpoint: the source a front-end opened already (to read the table's policy); else the
     # executor opens one.
     source: CheckpointSource | None = field(default=None, repr=False)
-    # compaction: the job's input (compaction_plan.job_spec) when due
+    # compaction: the job's input (compaction_plan.job_spec) when due; a Spark checkpoint's
+    # or vacuum's (_spark_spec)
     job_spec: dict[str, Any] | None = field(default=None, repr=False)
     # logCompaction: the commits the file reconciles (first, last)
     log_range: tuple[int, int] | None = None
@@ -77,6 +78,8 @@ class Step:
     # between, and is planned only then (`plan_later`); not reported when that one is not done.
     after: Operation | None = None
     plan_later: Callable[[], Step] | None = field(default=None, repr=False)
+    # checkpoint, vacuum: why Delta Spark runs it, as a Spark job (None: deltakeeper does)
+    spark: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -139,6 +142,7 @@ def plan(
     storage_options: Mapping[str, Any] | None = None,
     known: LastVacuumInfo | None = None,
     stats_since: int | None = None,
+    on_spark: Mapping[Operation, str] | None = None,
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor). A
     watcher's held snapshot, without file actions, serves every step: compaction reads the
@@ -154,7 +158,8 @@ def plan(
     runs before it. `full_vacuum`: why an AUTO vacuum is FULL this time (the daemon's
     fullInterval); `storage_options` open an INVENTORY vacuum's report; `known`: what a
     watcher knows `_last_vacuum_info` holds, from its own last vacuum (else it is read);
-    `stats_since`: a version at which every live file had its statistics (Step.stats_since)."""
+    `stats_since`: a version at which every live file had its statistics (Step.stats_since);
+    `on_spark`: the checkpoint and vacuum a Spark job runs, and why (`spark_steps`)."""
     result = Plan(table.uri, snap.version, now_ms, policy)
     result.refusal = features.refusal(snap.protocol, "maintenance")
     if result.refusal:
@@ -163,7 +168,11 @@ def plan(
     keep = _lite_floor(table, policy) if CLEANUP in operations else None
     for op in operations:
         if op is CHECKPOINT:
-            result.steps.append(_checkpoint(table, snap, policy, now_ms))
+            step = _checkpoint(table, snap, policy, now_ms)
+            why = (on_spark or {}).get(op)
+            if why and step.due:
+                step = replace(step, spark=why, job_spec=_spark_spec(snap, policy, op, now_ms))
+            result.steps.append(step)
         elif op is COMPACTION:
             if policy.compaction.enabled:
                 result.steps.append(_compaction(table, with_files(table, snap), policy, now_ms))
@@ -171,6 +180,12 @@ def plan(
             writes = any(s.operation is CHECKPOINT and s.due for s in result.steps)
             result.steps.append(_cleanup(table, snap, policy, now_ms, writes, keep))
         elif op is VACUUM:
+            why = (on_spark or {}).get(op)
+            if why and policy.vacuum_enabled:  # Delta Spark lists and decides: nothing here
+                spec = _spark_spec(snap, policy, op, now_ms)
+                reason = f"Delta Spark's VACUUM: {why}"
+                result.steps.append(Step(VACUUM, True, reason, spark=why, job_spec=spec))
+                continue
             found = _VacuumInputs(full_vacuum, storage_options, known)
             result.steps.append(_vacuum(table, snap, policy, now_ms, found))
         else:
@@ -270,6 +285,36 @@ def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -
     keep = _lite_floor(table, policy)
     detail = cleanup.plan_table_cleanup(table, snap, policy.log_retention_ms, now_ms, None, keep)
     return Step(CLEANUP, True, "asked for", detail)
+
+
+def _spark_spec(snap: SnapshotHeader, policy: Policy, op: Operation, now_ms: int) -> dict[str, Any]:
+    """The Spark job's input for a checkpoint or vacuum (compaction/job.py)."""
+    spec: dict[str, Any] = {
+        "jobId": compaction_plan.job_id(snap.metadata.id, now_ms),
+        "operation": str(op),
+        "plannedVersion": snap.version,
+    }
+    if op is VACUUM:  # deltakeeper's retention, never below the table's property
+        spec["retentionHours"] = policy.deleted_file_retention_ms / 3_600_000
+        spec["allowShortRetention"] = policy.allow_short_retention
+    return spec
+
+
+def spark_steps(
+    policy: Policy, operations: Iterable[Operation], too_big: Mapping[Operation, str]
+) -> dict[Operation, str]:
+    """Of `operations`, the checkpoint and vacuum a Spark job runs, each with why: its engine
+    says spark, or auto and its estimate does not fit the memory budget (`too_big`: the step
+    and what it needs against the budget). For callers that have a Spark launcher."""
+    engines = {CHECKPOINT: policy.checkpoint_engine, VACUUM: policy.vacuum_engine}
+    out: dict[Operation, str] = {}
+    for op in operations:
+        engine = engines.get(op)
+        if engine is Engine.SPARK:
+            out[op] = f"{op}.engine is spark"
+        elif engine is Engine.AUTO and op in too_big:
+            out[op] = f"too big for the memory budget here: {too_big[op]}"
+    return out
 
 
 def checkpoint_due(table: Table, snap: SnapshotHeader, policy: Policy) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltakeeper.delta import schema
-from deltakeeper.delta.errors import DeltaError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import log_listing, summarize
@@ -34,12 +34,11 @@ from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor, memory, planner, schedule
-from deltakeeper.maintenance.compaction_plan import CompactionPlan, job_id
+from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import (
     COMPACTION_DEADLINE_MS,
-    Engine,
     Policy,
     PolicyError,
     effective,
@@ -245,21 +244,29 @@ class TableWatcher:
         if not (obs.due or refused) or table is None or snap is None:
             return obs
         refused = dict(refused or {})
-        spark_checkpoint = (
-            self._policy is not None and self._policy.checkpoint_engine is Engine.SPARK
-        )
-        if (CHECKPOINT in refused or spark_checkpoint) and not self._checkpoint_due(table):
-            # Looked at because the log moved, but not due: nothing to refuse or hand over.
-            refused.pop(CHECKPOINT, None)
-            obs = replace(obs, due=tuple(op for op in obs.due if op is not CHECKPOINT))
-        on_spark = self._on_spark(target, obs.due, refused)
-        refused = {op: why for op, why in refused.items() if op not in on_spark}
-        due = tuple(op for op in obs.due if op not in on_spark)
+        if CHECKPOINT in refused and not self._checkpoint_due(table):
+            refused.pop(CHECKPOINT)  # looked at because the log moved, but not due
+        spark = self._spark_steps((*obs.due, *refused), refused)
         hint = memory.REFUSAL_HINT
-        outcomes = [Outcome(op, Result.REFUSED, why + hint) for op, why in refused.items()]
-        outcomes += [self._spark(target, table, op, why, now_ms) for op, why in on_spark.items()]
-        if due:
-            outcomes += self._run(target, table, snap, due, now_ms)
+        outcomes = [
+            Outcome(op, Result.REFUSED, why + hint)
+            for op, why in refused.items()
+            if op not in spark
+        ]
+        if spark and not self.compactions.free(now_ms):  # one Spark job per table at a time
+            running = self.compactions.running
+            busy = f"job {running.job_id} runs" if running else "backing off after a failure"
+            outcomes += [
+                Outcome(op, Result.SKIPPED, f"waits for the table's Spark job ({busy})")
+                for op in spark
+            ]
+            wanted = {op for op in obs.due if op not in spark}
+            spark = {}
+        else:
+            wanted = {*obs.due, *spark}
+        ops = tuple(op for op in Operation if op in wanted)
+        if ops:
+            outcomes += self._run(target, table, snap, ops, now_ms, spark)
         self._record(outcomes, snap.version, now_ms)
         for o in outcomes:
             if o.operation in WRITERS and o.result is not Result.FAILED:
@@ -284,48 +291,14 @@ class TableWatcher:
         except Exception:  # the plan says why; it runs as before
             return True
 
-    def _on_spark(
-        self, target: Target, due: tuple[Operation, ...], too_big: Mapping[Operation, str]
+    def _spark_steps(
+        self, ops: tuple[Operation, ...], too_big: Mapping[Operation, str]
     ) -> dict[Operation, str]:
-        """The checkpoint and vacuum to run as Spark jobs, each with why: its engine says
-        spark, or auto and it does not fit the memory budget. Only where a launcher is."""
-        policy = self._policy
-        if policy is None or self.compactions.compactor is None:
+        """The checkpoint and vacuum Spark runs (planner.spark_steps), where it can: this daemon
+        has a launcher."""
+        if self._policy is None or self.compactions.compactor is None:
             return {}
-        engines = {CHECKPOINT: policy.checkpoint_engine, VACUUM: policy.vacuum_engine}
-        out: dict[Operation, str] = {}
-        for op, engine in engines.items():
-            if engine is Engine.SPARK and (op in due or op in too_big):
-                out[op] = f"{op}.engine is spark"
-            elif engine is Engine.AUTO and op in too_big:
-                out[op] = f"too big for the memory budget here: {too_big[op]}"
-        return out
-
-    def _spark(self, target: Target, table: Table, op: Operation, why: str, now_ms: int) -> Outcome:
-        """Start (or, for `run --once`, run) the step as a Spark job: one per table at a time."""
-        tracker, snap, policy = self.compactions, self._snap, self._policy
-        assert snap is not None and policy is not None and tracker.compactor is not None
-        if not tracker.free(now_ms):
-            running = tracker.running
-            busy = f"job {running.job_id} runs" if running else "backing off after a failure"
-            return Outcome(op, Result.SKIPPED, f"waits for the table's Spark job ({busy})")
-        tag = job_id(snap.metadata.id, now_ms)
-        dry = op is VACUUM and target.vacuum_dry_run
-        try:
-            compactor = self._compactor(target)
-            assert compactor is not None
-            outcome = executor.spark_step(
-                table, op, policy, compactor, (tag, snap.version), why, dry
-            )
-        except InvalidInputError as e:  # no Spark here (no spark-submit, no Java)
-            message = SCRUBBER.scrub(f"{why}, and Spark cannot run it here: {e}")
-            return Outcome(op, Result.REFUSED, message, error=e)
-        except Exception as e:  # it could not start (the API server, a bad template)
-            message = SCRUBBER.scrub(f"Spark job {tag} could not start: {type(e).__name__}: {e}")
-            return Outcome(op, Result.FAILED, message)
-        tracker.started(outcome, snap.version, why, now_ms)
-        outcome.message = SCRUBBER.scrub(outcome.message)
-        return outcome
+        return planner.spark_steps(self._policy, ops, too_big)
 
     def _hold(self, read: Callable[[], Snapshot]) -> Snapshot | HeldSnapshot:
         """What to keep of the snapshot `read` returns until the next poll: all of it, or for a
@@ -346,6 +319,7 @@ class TableWatcher:
         snap: Snapshot | HeldSnapshot,
         ops: tuple[Operation, ...],
         now_ms: int,
+        spark: Mapping[Operation, str] | None = None,
     ) -> list[Outcome]:
         try:
             assert self._policy is not None  # set by the observe() that found `ops` due
@@ -360,6 +334,7 @@ class TableWatcher:
                 storage_options=target.storage_options,
                 known=self._vacuum_info,
                 stats_since=self._stats_complete_at,
+                on_spark=spark,
             )
         except Exception as e:  # reported as failed steps, never raised
             message = SCRUBBER.scrub(f"{type(e).__name__}: {e}")
@@ -393,6 +368,12 @@ class TableWatcher:
         return replace(shared, storage_options=dict(target.storage_options), owner=target.key)
 
     def _track(self, plan: planner.Plan, outcomes: list[Outcome], now_ms: int) -> None:
+        for on_spark in plan.steps:
+            if on_spark.spark is None:
+                continue
+            out = next((o for o in outcomes if o.operation is on_spark.operation), None)
+            if out is not None:
+                self.compactions.started(out, plan.version, on_spark.spark, now_ms)
         step = next((s for s in plan.steps if s.operation is COMPACTION), None)
         outcome = next((o for o in outcomes if o.operation is COMPACTION), None)
         if step is None or outcome is None:
