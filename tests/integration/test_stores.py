@@ -339,6 +339,9 @@ def test_an_upload_replaces_the_key_only_when_committed(
             assert s.requests["put"] == (4 if commit else 2), dict(s.requests)
         if target.name != "local":  # what the store counted agrees
             assert (served(target, request)() - before)["put"] == s.requests["put"]
+        if target.name == "local":  # written aside and renamed over it: no temp file stays
+            assert [f.key for f in s.list_from("_delta_log/", "")] == [key]
+            assert s.requests["put"] == (1 if commit else 0), dict(s.requests)
     if target.name == "minio":
         minio: stores.Emulator = request.getfixturevalue("minio")
         assert not minio.fs.call_s3("list_multipart_uploads", Bucket=minio.bucket).get("Uploads")

@@ -179,6 +179,33 @@ def install(kill_at: int, when: str, journal: str) -> None:
     Storage.overwrite = faulty_overwrite  # type: ignore[method-assign]
     Storage.put_if_absent = faulty_put_if_absent  # type: ignore[method-assign]
     Storage.delete_many = faulty_delete_many  # type: ignore[method-assign]
+    _hook_local_uploads(hook)
+
+
+def _hook_local_uploads(hook: _Hook) -> None:
+    """The local disk's streamed upload (a checkpoint) renames its temp file over the key at
+    commit without going through `overwrite`: its commit is one "overwrite" step. Before: as
+    if killed before the upload opened; torn: the temp file holds half the bytes and is never
+    renamed."""
+    from deltakeeper.delta.storage import local
+
+    commit = local._LocalUpload.commit
+
+    def faulty_commit(self: Any) -> None:
+        if hook.n + 1 == hook.kill_at and hook.when == "before":
+            # Killed before the upload began: no storage mutation lies between its opening and
+            # its commit, so the table is as a kill then leaves it (torn covers the temp file).
+            self.abort()
+        kill_after = hook.step("overwrite", self.key, self.size)
+        if kill_after and hook.when == "torn":
+            self.file.flush()
+            os.truncate(self.tmp, self.size // 2)
+            _die()
+        commit(self)
+        if kill_after:
+            _die()
+
+    local._LocalUpload.commit = faulty_commit  # type: ignore[method-assign]
 
 
 def _main(spec_file: str, journal: str) -> int:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import uuid
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import StorageUnreachableError
-from deltakeeper.delta.storage.base import FileInfo, Storage
+from deltakeeper.delta.storage.base import FileInfo, Storage, Upload
 
 
 class LocalStorage(Storage):
@@ -102,16 +104,23 @@ class LocalStorage(Storage):
             return None
         return FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
 
-    def _write_temp(self, key: str, data: bytes) -> str:
+    def _temp_path(self, key: str) -> str:
         final = self._path(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         name = paths.temp_name(os.path.basename(final), uuid.uuid4().hex)
-        tmp = os.path.join(os.path.dirname(final), name)
+        return os.path.join(os.path.dirname(final), name)
+
+    def _write_temp(self, key: str, data: bytes) -> str:
+        tmp = self._temp_path(key)
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         return tmp
+
+    def _open_upload(self, key: str) -> Upload:
+        with self._writable(key):
+            return _LocalUpload(self, key)
 
     def _put_if_absent(self, key: str, data: bytes) -> None:
         # Write aside, then hard-link into place: link(2) refuses an existing name atomically,
@@ -161,6 +170,41 @@ class LocalStorage(Storage):
                 f"cannot write {self.uri}/{key}: {e.strerror or 'permission denied'}; "
                 "deltakeeper needs write access to the table (read-only mount or permissions?)"
             ) from e
+
+
+class _LocalUpload(Upload):
+    """Written to a temporary file beside the key and renamed over it at commit, as an
+    overwrite is: a checkpoint of hundreds of MiB is never held in memory (twice, as bytes)."""
+
+    def __init__(self, storage: LocalStorage, key: str) -> None:
+        super().__init__()
+        self.storage, self.key = storage, key
+        self.tmp = storage._temp_path(key)
+        self.file: io.BufferedWriter | None = open(self.tmp, "wb")  # noqa: SIM115
+
+    def _write(self, data: Any) -> None:
+        assert self.file is not None, "the upload was committed or aborted"
+        with self.storage._writable(self.key):
+            self.file.write(data)
+
+    def commit(self) -> None:
+        assert self.file is not None, "the upload was committed or aborted"
+        storage = self.storage
+        storage.requests["put"] += 1
+        with storage._writable(self.key):
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            self.file = None
+            storage._drop_hadoop_checksum(self.key)
+            os.replace(self.tmp, storage._path(self.key))
+
+    def abort(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
 
 
 def _stat(entry: os.DirEntry[str] | str) -> os.stat_result | None:
