@@ -24,7 +24,7 @@ from deltakeeper.units import format_bytes, parse_size
 BASE_BYTES = 32 * 2**20  # any step: readers, writers and buffers
 # Bytes per action held (live files and tombstones; log files for cleanup), by step.
 PER_ACTION = {
-    Operation.CHECKPOINT: 1200,
+    Operation.CHECKPOINT: 384,  # streamed from the newest checkpoint
     Operation.COMPACTION: 1536,
     Operation.CLEANUP: 512,  # a log file
     Operation.VACUUM: 640,
@@ -32,7 +32,7 @@ PER_ACTION = {
     Operation.LOG_COMPACTION: 4096,  # a commit it reconciles
     Operation.MANIFEST: 512,
 }
-CHECKPOINT_FROM_JSON = 2048  # a checkpoint with no earlier one to start from
+CHECKPOINT_LOADED = 2048  # a checkpoint of every file loaded: no earlier one, or N.crc
 # The budget left to the daemon itself when it comes from the container's limit: its tables'
 # watchers, the event loop, metrics.
 MARGIN_FRACTION = 0.25
@@ -46,14 +46,14 @@ UNLIMITED = 2**60  # cgroup v1 says "no limit" with a number near 2**63
 
 
 def estimate(
-    operation: Operation, files: int, tombstones: int, log_files: int, checkpointed: bool
+    operation: Operation, files: int, tombstones: int, log_files: int, streamed: bool
 ) -> int:
-    """Bytes `operation` may take on a table with these counts (`checkpointed`: the table has
-    a checkpoint to start from)."""
+    """Bytes `operation` may take on a table with these counts (`streamed`: a checkpoint
+    streams the newest one, not every file loaded)."""
     per = PER_ACTION[operation]
     held = files + tombstones
-    if operation is Operation.CHECKPOINT and not checkpointed:
-        per = CHECKPOINT_FROM_JSON
+    if operation is Operation.CHECKPOINT and not streamed:
+        per = CHECKPOINT_LOADED
     if operation in (Operation.CLEANUP, Operation.LOG_COMPACTION):
         held = log_files  # they read the log's listing, or some of its commits
     return BASE_BYTES + per * held

@@ -208,8 +208,9 @@ def _needs(obs: Observation) -> dict[Operation, int]:
     counts = obs.counts
     files, tombstones = counts.get(F.FILES) or 0, counts.get(F.TOMBSTONES) or 0
     log_files = counts.get(F.LOG_FILES) or 0
-    checkpointed = counts.get(F.LAST_CHECKPOINT_VERSION) is not None
-    return {op: memory.estimate(op, files, tombstones, log_files, checkpointed) for op in obs.due}
+    # A checkpoint streams the newest checkpoint, unless there is none or it needs every file.
+    streamed = counts.get(F.LAST_CHECKPOINT_VERSION) is not None and not obs.checkpoint_loads_all
+    return {op: memory.estimate(op, files, tombstones, log_files, streamed) for op in obs.due}
 
 
 class Loop:

@@ -437,6 +437,7 @@ class TableWatcher:
             if self._policy is not None:
                 obs.retention = self._policy.retention_json()
                 obs.health = self._health(now_ms)
+                obs.checkpoint_loads_all = self._policy.write_checksum  # N.crc needs every file
             cp = self._snap.segment.checkpoint
             obs.checkpoint_written_ms = cp.files[0].info.mtime_ms if cp else None
         obs.requests = self._new_requests()  # the counts' reads included
