@@ -253,13 +253,8 @@ class TableWatcher:
             for op, why in refused.items()
             if op not in spark
         ]
-        if spark and not self.compactions.free(now_ms):  # one Spark job per table at a time
-            running = self.compactions.running
-            busy = f"job {running.job_id} runs" if running else "backing off after a failure"
-            outcomes += [
-                Outcome(op, Result.SKIPPED, f"waits for the table's Spark job ({busy})")
-                for op in spark
-            ]
+        if spark and not self.compactions.free(now_ms):
+            # One Spark job per table at a time: these wait, and are looked at next poll.
             wanted = {op for op in obs.due if op not in spark}
             spark = {}
         else:
@@ -385,6 +380,8 @@ class TableWatcher:
         for o in outcomes:
             if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
                 continue  # a started job is recorded when it ends
+            if o.result is Result.SKIPPED and _on_spark(o):
+                continue  # a Spark job runs for the table elsewhere: looked at next poll
             op = str(o.operation)
             if o.result is Result.FAILED:
                 self.last_run_ms.pop(op, None)  # retried at the next poll

@@ -336,6 +336,7 @@ def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_job(tmp_path: Path) 
     waiting = watcher.maintain(target, again, T0 + 1000)
     assert len(launcher.jobs) == 1  # one Spark job per table at a time
     assert "checkpoint" not in status_of(waiting)["lastMaintenance"]
+    assert "checkpoint" not in watcher.last_run_ms  # it waits: looked at again next poll
 
     table = open_table(str(tmp_path))  # Delta Spark's part, played by our own writer
     write_checkpoint(table, load_for_checkpoint(table), T0, 7 * 86_400_000)
