@@ -290,7 +290,8 @@ def _forced_cleanup(table: Table, snap: Snapshot, policy: Policy, now_ms: int) -
 def _spark_spec(snap: SnapshotHeader, policy: Policy, op: Operation, now_ms: int) -> dict[str, Any]:
     """The Spark job's input for a checkpoint or vacuum (compaction/job.py)."""
     spec: dict[str, Any] = {
-        "jobId": compaction_plan.job_id(snap.metadata.id, now_ms),
+        # One plan may run both on Spark: each its own id (and SparkApplication name).
+        "jobId": f"{compaction_plan.job_id(snap.metadata.id, now_ms)}-{op}",
         "operation": str(op),
         "plannedVersion": snap.version,
     }

@@ -423,6 +423,7 @@ def test_a_vacuum_on_spark_carries_the_policys_retention(tmp_path: Path) -> None
         240,
         False,
     )
+    assert spec["jobId"].endswith("-vacuum")  # a checkpoint planned with it: "-checkpoint"
     job.end(0, {"result": "done", "filesDeleted": 3, "commits": []})
     done = watcher.observe(target, T0 + 5000)
     entry = status_of(done)["lastMaintenance"]["vacuum"]
