@@ -135,11 +135,14 @@ class Table:
         timestamp_ms: int | None = None,
         add_cols: tuple[str, ...] = schema.LEAN_ADD,
         remove_cols: tuple[str, ...] = schema.LEAN_REMOVE,
+        listing: Listing | None = None,
     ) -> Snapshot:
+        """`listing`: one `listing_for(version)` just made, used for the first attempt."""
         if timestamp_ms is not None:
             version = self.version_at(timestamp_ms)
         for attempt in (1, 2):
-            listing, _ = self.listing_for(version)
+            if listing is None or attempt == 2:
+                listing, _ = self.listing_for(version)
             try:
                 return self._read_past_damage(listing, version, add_cols, remove_cols)
             except MissingLogFileError:

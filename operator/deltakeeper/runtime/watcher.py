@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from deltakeeper.delta import schema
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
-from deltakeeper.delta.held import HeldSnapshot, update_held
+from deltakeeper.delta.held import HeldSnapshot, read_streamed, update_held
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import log_listing, summarize
 from deltakeeper.delta.table import Table, open_table
@@ -220,7 +220,7 @@ class TableWatcher:
         """Update the snapshot when the log moved on (reading only new commits when it can);
         True when it did (or on the first poll)."""
         if self._snap is None:
-            self._snap = self._hold(functools.partial(table.snapshot, add_cols=WATCHED_ADD))
+            self._snap = self._read(table)
         elif not table.moved_on(self._snap):
             return False
         elif isinstance(self._snap, HeldSnapshot):
@@ -269,8 +269,7 @@ class TableWatcher:
             if o.operation is Operation.STATS:
                 self._stats_complete_at = _stats_complete_at(o)
         if any(o.result is Result.DONE for o in outcomes):
-            read = functools.partial(table.snapshot, add_cols=WATCHED_ADD)
-            self._snap, self._counts = self._hold(read), None
+            self._snap, self._counts = self._read(table), None
         # `obs` was published already: its requests are not counted again.
         described = self._describe(target, now_ms, outcomes=outcomes)
         if isinstance(self._snap, HeldSnapshot):  # what planning and writing read is gone
@@ -294,6 +293,20 @@ class TableWatcher:
         if self._policy is None or self.compactions.compactor is None:
             return {}
         return planner.spark_steps(self._policy, ops, too_big)
+
+    def _read(self, table: Table) -> Snapshot | HeldSnapshot:
+        """The newest snapshot read afresh. A table whose checkpoint, as `_last_checkpoint`
+        says, holds more actions than are kept between polls is counted from it a batch at a
+        time (delta/held.py), never loaded whole; the rest is read and then held."""
+        listing, hint = table.listing_for(None)
+        size = hint.checkpoint.size if hint.checkpoint is not None else None
+        if size is not None and size > self.hold_file_actions:
+            streamed = read_streamed(table, listing)
+            if streamed is not None:
+                _give_back()  # what the batches took, before maintenance needs it
+                return streamed
+        read = functools.partial(table.snapshot, add_cols=WATCHED_ADD, listing=listing)
+        return self._hold(read)
 
     def _hold(self, read: Callable[[], Snapshot]) -> Snapshot | HeldSnapshot:
         """What to keep of the snapshot `read` returns until the next poll: all of it, or for a
