@@ -20,8 +20,8 @@ import pytest
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.held import HELD_ADD, HELD_REMOVE, HeldSnapshot, read_held, read_streamed
-from deltakeeper.delta.table import open_table
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import open_table
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.watcher import TableWatcher
 from tests.conftest import CORPUS
