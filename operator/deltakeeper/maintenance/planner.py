@@ -296,7 +296,8 @@ def _spark_spec(snap: SnapshotHeader, policy: Policy, op: Operation, now_ms: int
         "plannedVersion": snap.version,
     }
     if op is VACUUM:  # deltakeeper's retention, never below the table's property
-        spec["retentionHours"] = policy.deleted_file_retention_ms / 3_600_000
+        # Delta rounds RETAIN to whole hours: rounded up here, so it never keeps less.
+        spec["retentionHours"] = -(-policy.deleted_file_retention_ms // 3_600_000)
         spec["allowShortRetention"] = policy.allow_short_retention
     return spec
 
