@@ -8,7 +8,7 @@ sidecar action's `path` is a URI-encoded name or path, always in `_delta_log/_si
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -260,6 +260,18 @@ class Header:
 
     files: list[PartFile]  # the checkpoint's own parquet files, then its sidecars
     actions: Actions  # its protocol, metaData, txns and domains
+
+
+def after_header(old: Header, newer: Actions) -> Actions:
+    """The actions of the commits after a checkpoint, with what they leave unset (protocol,
+    metadata, and the txns and domains they do not name) taken from the checkpoint's header."""
+    return replace(
+        newer,
+        protocol=newer.protocol or old.actions.protocol,
+        metadata=newer.metadata or old.actions.metadata,
+        txns={**old.actions.txns, **newer.txns},
+        domains={**old.actions.domains, **newer.domains},
+    )
 
 
 def read_header(storage: Storage, cp: Checkpoint) -> Header | None:

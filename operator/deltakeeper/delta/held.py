@@ -302,14 +302,7 @@ def read_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
         counts = _counted_rows(table, old.files)
     except CorruptLogError:  # MissingLogFileError included
         return None
-    actions = replace(
-        newer,
-        protocol=newer.protocol or old.actions.protocol,
-        metadata=newer.metadata or old.actions.metadata,
-        txns={**old.actions.txns, **newer.txns},
-        domains={**old.actions.domains, **newer.domains},
-    )
-    header = table.header(segment, actions)
+    header = table.header(segment, checkpoint_reader.after_header(old, newer))
     return HeldSnapshot.of(header, counts.updated(newer.adds, newer.removes))
 
 

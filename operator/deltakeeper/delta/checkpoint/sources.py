@@ -184,15 +184,9 @@ def incremental_source(table: Table, version: int | None = None) -> CheckpointSo
         newer = replay(table.storage, commits, schema.FULL_ADD, schema.FULL_REMOVE)
     except CorruptLogError:  # MissingLogFileError included
         return None
-    header = replace(
-        newer,
-        protocol=newer.protocol or old.actions.protocol,
-        metadata=newer.metadata or old.actions.metadata,
-        txns={**old.actions.txns, **newer.txns},
-        domains={**old.actions.domains, **newer.domains},
-    )
+    header = table.header(segment, checkpoint_reader.after_header(old, newer))
     incremental = _Incremental(table, old.files, newer.adds, newer.removes)
-    return CheckpointSource(table, table.header(segment, header), incremental)
+    return CheckpointSource(table, header, incremental)
 
 
 _KEY_ADD = ("path", "deletionVector")
