@@ -33,6 +33,9 @@ from deltakeeper.runtime.watcher import TableWatcher
 log = logging.getLogger("deltakeeper.operator")
 PEERING_CHECK_S = 3.0
 WRITE_BACKOFF_S = 10.0  # after a status write failed
+# After writes work again, a write sent while the server hung may still land, late and older:
+# for this long every poll writes its table's status again, so the newest lands last.
+REWRITE_AFTER_OUTAGE_S = 60.0
 
 
 @dataclass(kw_only=True)
@@ -69,6 +72,7 @@ class Tables:
         self.written: dict[Key, tuple[dict[str, Any], int]] = {}
         self.writes_failing = False
         self.writes_resume = 0.0  # time.monotonic() before which no status is written
+        self.rewrite_until = 0.0  # time.monotonic() before which no write is taken as final
         self.events_failing = False
         # A condition another part says about a table (a DeltaLake: TableFound), written with
         # the watcher's: a status merge patch replaces the whole list of conditions.
@@ -210,7 +214,7 @@ class Tables:
         if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
             return True
         there = await self._write_status(target, new)
-        if there:
+        if there and time.monotonic() >= self.rewrite_until:
             self.written[key] = (new, now)
         return there is not False
 
@@ -234,10 +238,8 @@ class Tables:
         if self.writes_failing:
             log.info("DeltaTable status writes work again")
             self.writes_failing = False
-            # A write that timed out while the server was away may still land, after this
-            # one, with an older status: every table (this one too) writes again next poll.
+            self.rewrite_until = time.monotonic() + REWRITE_AFTER_OUTAGE_S
             self.written.clear()
-            return None if there else False  # None: written, and written again next poll
         return there
 
     def post_event(self, entry: ClusterTable, event: Event) -> None:
