@@ -148,7 +148,8 @@ def test_run_hands_a_checkpoint_over_the_memory_budget_to_spark(tmp_path: Path) 
     )
     appends(table, 10)  # 10 more commits: the next checkpoint is due
     (folder / "t.json").write_text(json.dumps(local))
-    # Streamed from the checkpoint at 11 now: 384 bytes a file; 8 KiB over the base is short.
+    # Streamed from the checkpoint at 11 now: 1.5 KiB a row at least; 8 KiB over the base is
+    # short.
     argv[argv.index("32784Ki")] = "32776Ki"
     refused = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     entry = _statuses(folder)["lake/t"]["lastMaintenance"]["checkpoint"]

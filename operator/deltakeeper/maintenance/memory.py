@@ -4,11 +4,9 @@ knows (the table's live files, tombstones and log files), and the daemon's budge
 The fleet runs a table's due steps only when their estimate fits what the budget has left
 (runtime/slots.py); a step whose estimate exceeds the whole budget runs as a Spark job (a
 checkpoint or vacuum whose engine allows it) or is refused with both numbers, never started
-to be killed by the kernel. The figures per action come from
-BENCHMARKS.md's 1,000,000-file runs (peak RSS over the actions the step held): an
-incremental checkpoint about 1.1 KiB an action, a checkpoint replayed from JSON commits about
-2 KiB, a snapshot with statistics for compaction planning or statistics about 1.5 KiB, a vacuum's
-listing and references about 0.6 KiB a file. They are rounded up, not fitted.
+to be killed by the kernel. The figures per action (PER_ACTION) come from BENCHMARKS.md's
+1,000,000-file runs (peak RSS over the actions the step held), rounded up, not fitted;
+docs/health.md says what each step's peak depends on.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from deltakeeper.units import format_bytes, parse_size
 BASE_BYTES = 32 * 2**20  # any step: readers, writers and buffers
 # Bytes per action held (live files and tombstones; log files for cleanup), by step.
 PER_ACTION = {
-    Operation.CHECKPOINT: 384,  # streamed from the newest checkpoint
+    Operation.CHECKPOINT: 2048,  # every file loaded: no checkpoint to stream, or N.crc
     Operation.COMPACTION: 1536,
     Operation.CLEANUP: 512,  # a log file
     Operation.VACUUM: 640,
@@ -32,7 +30,14 @@ PER_ACTION = {
     Operation.LOG_COMPACTION: 4096,  # a commit it reconciles
     Operation.MANIFEST: 512,
 }
-CHECKPOINT_LOADED = 2048  # a checkpoint of every file loaded: no earlier one, or N.crc
+# A checkpoint streamed from the newest one holds a bounded number of its rows at a time
+# (batches read ahead, a row group being written): its peak does not grow with the table.
+# 131,072 rows of 1.5 KiB: 100,000 and 1,000,000-file synthetic checkpoints (about 180 bytes a
+# row on disk) peaked 172 and 183 MiB above the process. Wider rows (statistics of many
+# columns) cost more: a row is taken as at least EXPANSION times its share of the file.
+STREAMED_ROWS = 131_072
+STREAMED_ROW_BYTES = 1536
+EXPANSION = 8
 # The budget left to the daemon itself when it comes from the container's limit: its tables'
 # watchers, the event loop, metrics.
 MARGIN_FRACTION = 0.25
@@ -46,14 +51,22 @@ UNLIMITED = 2**60  # cgroup v1 says "no limit" with a number near 2**63
 
 
 def estimate(
-    operation: Operation, files: int, tombstones: int, log_files: int, streamed: bool
+    operation: Operation,
+    files: int,
+    tombstones: int,
+    log_files: int,
+    streamed: bool,
+    checkpoint_bytes: int | None = None,
 ) -> int:
     """Bytes `operation` may take on a table with these counts (`streamed`: a checkpoint
-    streams the newest one, not every file loaded)."""
+    streams the newest one, of `checkpoint_bytes` when known, not every file loaded)."""
     per = PER_ACTION[operation]
     held = files + tombstones
-    if operation is Operation.CHECKPOINT and not streamed:
-        per = CHECKPOINT_LOADED
+    if operation is Operation.CHECKPOINT and streamed:
+        row = STREAMED_ROW_BYTES
+        if checkpoint_bytes:
+            row = max(row, EXPANSION * checkpoint_bytes // max(held, 1))
+        return BASE_BYTES + min(held, STREAMED_ROWS) * row
     if operation in (Operation.CLEANUP, Operation.LOG_COMPACTION):
         held = log_files  # they read the log's listing, or some of its commits
     return BASE_BYTES + per * held

@@ -210,7 +210,11 @@ def _needs(obs: Observation) -> dict[Operation, int]:
     log_files = counts.get(F.LOG_FILES) or 0
     # A checkpoint streams the newest checkpoint, unless there is none or it needs every file.
     streamed = counts.get(F.LAST_CHECKPOINT_VERSION) is not None and not obs.checkpoint_loads_all
-    return {op: memory.estimate(op, files, tombstones, log_files, streamed) for op in obs.due}
+    checkpoint = obs.checkpoint_bytes if streamed else None
+    return {
+        op: memory.estimate(op, files, tombstones, log_files, streamed, checkpoint)
+        for op in obs.due
+    }
 
 
 class Loop:

@@ -176,6 +176,7 @@ class Observation:
     last_maintenance: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     compaction: Mapping[str, Any] | None = None  # the job tracker's status, where it compacts
     checkpoint_written_ms: int | None = None
+    checkpoint_bytes: int | None = None  # the newest checkpoint's files, as listed
     checkpoint_loads_all: bool = False  # the checkpoint step loads every file (writeChecksum)
     due: tuple[Operation, ...] = ()  # operations worth planning now; `maintain` runs them
     compaction_jobs: dict[str, int] = field(default_factory=dict)  # state -> jobs

@@ -450,6 +450,7 @@ class TableWatcher:
                 obs.checkpoint_loads_all = self._policy.write_checksum  # N.crc needs every file
             cp = self._snap.segment.checkpoint
             obs.checkpoint_written_ms = cp.files[0].info.mtime_ms if cp else None
+            obs.checkpoint_bytes = sum(f.info.size for f in cp.files) if cp else None
         obs.requests = self._new_requests()  # the counts' reads included
         self._last = obs if problem is None and error is None else None
         return obs

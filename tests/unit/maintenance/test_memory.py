@@ -14,9 +14,15 @@ MIB = 2**20
 
 
 def test_estimates_grow_with_what_each_step_holds() -> None:
+    # A streamed checkpoint holds a bounded number of rows at a time, whatever the table's size
     cp = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, streamed=True)
-    # about 398 MiB: the streamed checkpoint peaked 324-362 MiB above the process before it
-    assert cp == memory.BASE_BYTES + 384 * 1_000_000
+    assert cp == memory.BASE_BYTES + 131_072 * 1536  # 224 MiB
+    assert memory.estimate(Operation.CHECKPOINT, 10_000_000, 0, 20, True) == cp
+    small = memory.estimate(Operation.CHECKPOINT, 1_000, 10, 20, streamed=True)
+    assert small == memory.BASE_BYTES + 1_010 * 1536
+    # rows wider than 1.5 KiB decoded (statistics of many columns): 8 times their file share
+    wide = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, True, 2_000_000_000)
+    assert wide == memory.BASE_BYTES + 131_072 * 16_000
     loaded = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, streamed=False)
     assert loaded == memory.BASE_BYTES + 2048 * 1_000_000  # every file in memory holds more
     # cleanup and log compaction follow the log, not the files

@@ -18,7 +18,7 @@ from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 CHECKPOINT_REMOVE = tuple(c for c in schema.FULL_REMOVE if c not in ("stats", "tags"))
 
 
-BATCH_ROWS = 65_536  # rows per record batch handed to a layout
+BATCH_ROWS = 16_384  # rows per record batch handed to a layout (memory: a few are in flight)
 
 
 HeaderRow = tuple[str, dict[str, Any]]

@@ -79,7 +79,7 @@ class Layout(enum.StrEnum):
 V2_PART_SIZE = 50_000  # Delta Spark's sidecar size when checkpoint.partSize is not set
 
 
-ROW_GROUP_ROWS = 65_536  # row groups cut by count alone, so bytes depend only on the rows
+ROW_GROUP_ROWS = 32_768  # row groups cut by count alone, so bytes depend only on the rows
 
 
 def num_parts(content: Content, part_size: int) -> int:
