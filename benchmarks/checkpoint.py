@@ -4,6 +4,10 @@ Scenarios (issue 3):
 - incremental: a 1,000,000-file table with a classic checkpoint and 10 commits after it;
   checkpoint the latest version.
 - full: 10,000 JSON commits (1,000,000 live files), no checkpoint; checkpoint the latest version.
+- incremental-10m, full-10m (issue 26; only when named): the same at 10,000,000 files, for
+  deltakeeper within a 512 MiB memory budget and Delta Spark, which deltakeeper hands a full
+  checkpoint that does not fit (`deltakeeper-spark`: `deltakeeper maintain --engine spark`,
+  spark-submit with deltakeeper's job). delta-rs would need more memory than this machine has.
 
 Every run copies the log into a fresh folder first, so each engine checkpoints its own copy of
 the same log (a checkpoint left by an earlier run would change the work). Each engine runs in a
@@ -18,13 +22,17 @@ table at that version with every live file. A run that fails this check has no v
     python -m benchmarks.checkpoint                        # both scenarios, writes BENCHMARKS.md
     python -m benchmarks.checkpoint --scenarios full --engines deltakeeper,delta-rs
     python -m benchmarks.checkpoint --quick                # 10k files, 1k commits; prints only
+    python -m benchmarks.checkpoint --scenarios incremental-10m,full-10m \
+        --engines deltakeeper,deltakeeper-spark --repeats 1
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -44,7 +52,8 @@ from benchmarks.harness import (
 )
 from benchmarks.synth import TOMBSTONE_RETENTION_MS, Params, cache_dir, ensure
 
-ENGINES = ("deltakeeper", "deltakeeper-json", "delta-rs", "spark")
+ENGINES = ("deltakeeper", "deltakeeper-json", "delta-rs", "spark", "deltakeeper-spark")
+DEFAULT_ENGINES = ENGINES[:4]
 PEER = "delta-rs"
 SCENARIOS = {
     "incremental": Params(files=1_000_000, commits=10_000, commits_after_checkpoint=10),
@@ -53,6 +62,14 @@ SCENARIOS = {
     ),
     "full": Params(files=1_000_000, commits=10_000, checkpoint=False),
 }
+LARGE = {  # run only when named
+    "incremental-10m": Params(files=10_000_000, commits=10_000, commits_after_checkpoint=10),
+    "full-10m": Params(files=10_000_000, commits=10_000, checkpoint=False),
+}
+BUDGET_MIB = 512  # issue 26: the 10,000,000-file incremental checkpoint fits this, locally
+# Above this many files the checkpoint is read back by deltakeeper's streamed count only: a
+# full snapshot (deltakeeper's or delta-rs's) would not fit this machine's memory.
+STREAMED_CHECK_FILES = 2_000_000
 QUICK = {
     "incremental": Params(files=10_000, commits=1_000, commits_after_checkpoint=10),
     "incremental-parsed": Params(
@@ -62,6 +79,13 @@ QUICK = {
 }
 # Issue 3's targets, as (max time ratio, max peak RSS ratio) against delta-rs.
 TARGETS = {"incremental": (0.5, 1.0), "incremental-parsed": (0.5, 1.0), "full": (1.0, None)}
+TITLES = {
+    "incremental": "checkpoint + {after} commits",
+    "incremental-parsed": "checkpoint with stats_parsed + {after} commits",
+    "full": "{commits:,} JSON commits, no checkpoint",
+    "incremental-10m": "checkpoint + {after} commits",
+    "full-10m": "{commits:,} JSON commits, no checkpoint",
+}
 # Issue 14's: writing stats_parsed costs at most this much time over not writing it.
 STRUCT_COST = 1.5
 METHOD = {
@@ -73,6 +97,9 @@ METHOD = {
     "delta-rs": "dt = DeltaTable(path); dt.create_checkpoint()",
     "spark": "DeltaLog.forTable(spark, path).checkpoint() in a local[2] session "
     "(driver JVM, default JIT and GC, spark.driver.memory=6g)",
+    "deltakeeper-spark": "deltakeeper maintain PATH --engine spark --only checkpoint --master "
+    "local[2] --spark-conf spark.driver.memory=6g (spark-submit of deltakeeper's job: Delta "
+    "Spark's DeltaLog.checkpoint; the time includes the JVM's start, the peak is the JVM's)",
 }
 SPARK_MEMORY = "6g"
 TIMEOUT_S = 1800  # per run; a run that takes longer is reported as not measured
@@ -180,11 +207,36 @@ def _spark(path: str) -> dict[str, Any]:
     }
 
 
+def _deltakeeper_spark(path: str) -> dict[str, Any]:
+    from tests.support.spark import ensure_spark
+
+    cmd = [sys.executable, "-m", "deltakeeper", "maintain", path, "--engine", "spark"]
+    cmd += ["--only", "checkpoint", "--master", "local[2]", "--jars-dir", str(ensure_spark())]
+    cmd += ["--spark-conf", f"spark.driver.memory={SPARK_MEMORY}", "--json"]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    from deltakeeper.delta.table import open_table
+
+    return {
+        "seconds": seconds,
+        "load_seconds": 0.0,
+        "version": open_table(path).latest_version(),
+        "rss_after_import": 0,
+        # Every descendant waited for: the deltakeeper CLI and spark-submit's JVM (the largest).
+        "peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+    }
+
+
 def _child(engine: str, path: str, now_ms: int) -> int:
     try:
         if engine == "deltakeeper-json":
             _json_only()
-        if engine.startswith("deltakeeper"):
+        if engine == "deltakeeper-spark":
+            report = _deltakeeper_spark(path)
+        elif engine.startswith("deltakeeper"):
             report = _deltakeeper(path, now_ms)
         elif engine == "delta-rs":
             report = _deltars(path)
@@ -242,15 +294,20 @@ def verify(table: Path, version: int, files: int) -> dict[str, Any]:
     size = sum(p.stat().st_size for p in parts)
     hint = json.loads((log / "_last_checkpoint").read_text())
     cut_to_checkpoint(log, version)
-    snap = open_table(str(table)).snapshot()
-    dt = DeltaTable(str(table))
-    answers = {
-        "_last_checkpoint": hint.get("version"),
-        "deltakeeper": (snap.version, snap.num_files),
-        "delta-rs": (dt.version(), dt.get_add_actions().num_rows),
-    }
-    expected = {"_last_checkpoint": version, "deltakeeper": (version, files)}
-    expected["delta-rs"] = (version, files)
+    answers: dict[str, Any] = {"_last_checkpoint": hint.get("version")}
+    expected: dict[str, Any] = {"_last_checkpoint": version, "deltakeeper": (version, files)}
+    if files > STREAMED_CHECK_FILES:
+        from deltakeeper.delta.held import read_streamed
+
+        t = open_table(str(table))
+        held = read_streamed(t, t.listing_for(None)[0])
+        answers["deltakeeper"] = (held.version, held.num_files) if held else None
+    else:
+        snap = open_table(str(table)).snapshot()
+        dt = DeltaTable(str(table))
+        answers["deltakeeper"] = (snap.version, snap.num_files)
+        answers["delta-rs"] = (dt.version(), dt.get_add_actions().num_rows)
+        expected["delta-rs"] = (version, files)
     wrong = {k: v for k, v in answers.items() if v != expected[k]}
     error = f"checkpoint read back wrong: {wrong}, expected {expected}" if wrong else ""
     return {"verified": not wrong, "error": error, "cp_rows": rows, "cp_bytes": size}
@@ -342,6 +399,8 @@ def ratios(results: dict) -> dict[str, tuple[float, float]]:
 
 
 def target_line(scenario: str, results: dict) -> str:
+    if scenario in LARGE:
+        return budget_line(scenario, results)
     max_time, max_rss = TARGETS[scenario]
     r = ratios(results).get("deltakeeper")
     want = f"time <= {max_time}x delta-rs" + (
@@ -351,6 +410,18 @@ def target_line(scenario: str, results: dict) -> str:
         return f"- Target ({want}): **not measured**"
     met = r[0] <= max_time and (max_rss is None or r[1] <= max_rss)
     return f"- Target ({want}): **{'met' if met else 'NOT met'}**"
+
+
+def budget_line(scenario: str, results: dict) -> str:
+    """Issue 26's: the 10,000,000-file incremental checkpoint within the budget, locally."""
+    ours = results.get("deltakeeper")
+    if scenario != "incremental-10m":
+        return "- The full checkpoint does not fit a small budget: deltakeeper hands it to Spark"
+    if not (ours and ours["ok"]):
+        return f"- Target (deltakeeper's peak RSS <= {BUDGET_MIB} MiB): **not measured**"
+    peak = ours["peak_rss"] / MIB
+    met = "met" if peak <= BUDGET_MIB else "NOT met"
+    return f"- Target (deltakeeper's peak RSS <= {BUDGET_MIB} MiB): {peak:,.0f} MiB, **{met}**"
 
 
 def table_lines(scenario: str, results: dict) -> list[str]:
@@ -363,7 +434,7 @@ def table_lines(scenario: str, results: dict) -> list[str]:
         if not s["ok"]:
             lines.append(f"| {engine} | not measured: {s['error']} | | | | |")
             continue
-        jvm = " (JVM)" if engine == "spark" else ""
+        jvm = " (JVM)" if engine in ("spark", "deltakeeper-spark") else ""
         lines.append(
             f"| {engine} | {s['seconds']:.2f} s ({s['min']:.2f}-{s['max']:.2f}) "
             f"| {s['load_seconds']:.2f} s | {s['peak_rss'] / MIB:,.0f} MiB{jvm} "
@@ -378,7 +449,8 @@ def table_lines(scenario: str, results: dict) -> list[str]:
                 f"- **{engine} / {PEER}: time {r[engine][0]:.2f}x, peak RSS {r[engine][1]:.2f}x**"
             )
     lines.append(target_line(scenario, results))
-    lines.append(struct_cost_line(results))
+    if scenario not in LARGE:
+        lines.append(struct_cost_line(results))
     return lines
 
 
@@ -417,12 +489,7 @@ def report(
         if ck
         else f"{info['json_commits']:,} JSON commits, no checkpoint"
     )
-    title = {
-        "incremental": f"checkpoint + {params.commits_after_checkpoint} commits",
-        "incremental-parsed": f"checkpoint with stats_parsed + {params.commits_after_checkpoint} "
-        "commits",
-        "full": f"{params.commits:,} JSON commits, no checkpoint",
-    }[scenario]
+    title = TITLES[scenario].format(after=params.commits_after_checkpoint, commits=params.commits)
     out = [
         f"## Checkpoint write ({scenario}): {params.files:,} files, {title}",
         "",
@@ -453,8 +520,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--child"]:
         return _child(argv[1], argv[2], int(argv[3]))
     ap = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint", description=__doc__)
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"of {tuple(SCENARIOS | LARGE)}"
+    )
+    ap.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help=f"of {ENGINES}")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--spark-repeats", type=int, help="fewer Spark runs (it takes minutes)")
     ap.add_argument("--quick", action="store_true", help="10k files, 1k commits; no BENCHMARKS.md")
@@ -464,14 +533,15 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     engines = [e for e in a.engines.split(",") if e]
     scenarios = [s for s in a.scenarios.split(",") if s]
-    if unknown := (set(engines) - set(ENGINES)) | (set(scenarios) - set(SCENARIOS)):
-        ap.error(f"unknown {sorted(unknown)}; engines {ENGINES}, scenarios {tuple(SCENARIOS)}")
+    known = SCENARIOS | LARGE
+    if unknown := (set(engines) - set(ENGINES)) | (set(scenarios) - set(known)):
+        ap.error(f"unknown {sorted(unknown)}; engines {ENGINES}, scenarios {tuple(known)}")
     now_ms = int(time.time() * 1000)  # the clock delta-rs and Spark use for tombstones
     m = machine()
     cmd = "python -m benchmarks.checkpoint" + "".join(f" {x}" for x in argv)
     failed = []
     for scenario in scenarios:
-        params = (QUICK if a.quick else SCENARIOS)[scenario]
+        params = (QUICK if a.quick else known)[scenario]
         info, results = measure(scenario, params, engines, a.repeats, now_ms, a.spark_repeats)
         text = report(scenario, cmd, m, params, info, results, a.repeats, a.spark_repeats)
         print("\n" + text, flush=True)

@@ -41,6 +41,9 @@ from deltakeeper.delta.table import Table, extended
 HELD_ADD = ("path", "size", "partitionValues", "deletionVector", "numRecords")
 HELD_REMOVE = ("path", "deletionTimestamp", "size", "deletionVector")
 _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
+# Checkpoint rows counted at a time: 32,768 took a 1,000,000-file first read's peak from 359
+# to 231 MiB (131,072 a batch) for 8% more time.
+_COUNT_ROWS = 32_768
 _MAX_CHUNKS = 32
 
 
@@ -314,7 +317,7 @@ def _counted_rows(table: Table, files: list[checkpoint_reader.PartFile]) -> File
     for part in files:
         pf = checkpoint_reader.open_parquet(table.storage, part.key, part.size)
         columns = checkpoint_reader.file_columns(pf, HELD_ADD, HELD_REMOVE)
-        for rows in checkpoint_reader.batches(table.storage, part.key, pf, columns):
+        for rows in checkpoint_reader.batches(table.storage, part.key, pf, columns, _COUNT_ROWS):
             adds = checkpoint_reader.file_actions(rows, "add", HELD_ADD, add_schema)
             removes = checkpoint_reader.file_actions(rows, "remove", HELD_REMOVE, remove_schema)
             piece = FileCounts.of(adds, removes, partitions)
