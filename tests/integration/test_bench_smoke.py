@@ -7,6 +7,7 @@ MinIO), and the table still reads at its version.
 Vacuum: on a small local table, LITE deletes the removed files as delta-rs does, FULL and
 INVENTORY the strays too, and a quiet LITE costs one listing, as a poll does.
 Held memory: every engine watches its copy of a 20,000-file log to the last new commit.
+Memory budget: both daemons checkpoint the big table and see every new commit; delta-rs loads all.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from benchmarks import checkpoint, cleanup, compaction, held_memory, vacuum
+from benchmarks import checkpoint, cleanup, compaction, held_memory, memory_budget, vacuum
 from benchmarks.harness import machine
 
 pytestmark = pytest.mark.integration
@@ -122,3 +123,17 @@ def test_held_memory_quick_reports_every_engine_at_the_version_it_reached():
         assert r["held_after_rounds"] > 0 and r["peak_rss"] >= r["held_after_first"], (engine, r)
     text, verdict = held_memory.report(result)
     assert "more than an empty one" in text and verdict["held_vs_delta_rs"] > 0
+
+
+@pytest.mark.spark
+def test_memory_budget_quick_runs_the_daemon_to_its_checkpoint_and_past_the_commits():
+    """Both daemons poll every table, write the big table's checkpoint and see every new
+    commit; delta-rs loads every table; the report judges the budgeted run."""
+    results = memory_budget.run(files=20_000, small=20, rounds=2)
+    for name, r in results.items():
+        assert r["ok"], (name, r)
+        assert r["peak_first_pass"] >= r["held_after_rounds"] > 0, (name, r)
+    for name in ("deltakeeper --memory-budget 512Mi", "deltakeeper --memory-budget none"):
+        assert results[name]["checkpoint"] == "done", results[name]
+    text, verdict = memory_budget.report(results)
+    assert "target <= 600 MiB" in text and verdict["held_vs_delta_rs"] > 0
