@@ -118,9 +118,9 @@ def test_a_big_table_and_small_ones_under_a_low_budget(tmp_path: Path) -> None:
         spec = {"pollInterval": "2s", "vacuum": {"engine": "local"}}
         docs.append(table_doc(name, f"file://{lake / name}", **spec))
     (folder / "tables.yaml").write_text(yaml.safe_dump_all(docs))
-    # checkpoint, streamed: 32 MiB + 131,072 rows x 1.5 KiB = 224 MiB, fits; vacuum (640 B an
-    # action) 276 MiB does not; the checkpoint and any small step (32 MiB at least) do not fit
-    # together.
+    # checkpoint, streamed: 32 MiB + 131,072 rows x 1.5 KiB + 16 B x 400,000 = 230 MiB, fits;
+    # vacuum (640 B an action) 276 MiB does not; the checkpoint and any small step (32 MiB at
+    # least) do not fit together.
     limit = 512 * 2**20
     budget = memory.default_budget(limit)
     assert budget == 256 * 2**20

@@ -31,12 +31,14 @@ PER_ACTION = {
     Operation.MANIFEST: 512,
 }
 # A checkpoint streamed from the newest one holds a bounded number of its rows at a time
-# (batches read ahead, a row group being written): its peak does not grow with the table.
-# 131,072 rows of 1.5 KiB: 100,000 and 1,000,000-file synthetic checkpoints (about 180 bytes a
-# row on disk) peaked 172 and 183 MiB above the process. Wider rows (statistics of many
-# columns) cost more: a row is taken as at least EXPANSION times its share of the file.
+# (batches read ahead, a row group being written), 131,072 rows of 1.5 KiB at most, and a
+# little per row besides (16 bytes: found, not explained). Synthetic checkpoints of about 180
+# bytes a row on disk peaked 172, 183 and 304 MiB above the process at 100,000, 1,000,000 and
+# 10,000,000 files. Wider rows (statistics of many columns) cost more: a row is taken as at
+# least EXPANSION times its share of the file.
 STREAMED_ROWS = 131_072
 STREAMED_ROW_BYTES = 1536
+STREAMED_PER_ACTION = 16
 EXPANSION = 8
 # The budget left to the daemon itself when it comes from the container's limit: its tables'
 # watchers, the event loop, metrics.
@@ -66,7 +68,7 @@ def estimate(
         row = STREAMED_ROW_BYTES
         if checkpoint_bytes:
             row = max(row, EXPANSION * checkpoint_bytes // max(held, 1))
-        return BASE_BYTES + min(held, STREAMED_ROWS) * row
+        return BASE_BYTES + min(held, STREAMED_ROWS) * row + STREAMED_PER_ACTION * held
     if operation in (Operation.CLEANUP, Operation.LOG_COMPACTION):
         held = log_files  # they read the log's listing, or some of its commits
     return BASE_BYTES + per * held
