@@ -9,8 +9,9 @@ from deltakeeper.runtime import watcher
 
 @pytest.fixture(params=["full", "held"])
 def holding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with every snapshot held with its file actions, then with none (as a
-    table above watcher.HOLD_FILE_ACTIONS is held): the outcomes must not differ."""
-    if request.param == "held":
-        monkeypatch.setattr(watcher, "HOLD_FILE_ACTIONS", -1)
+    """Run the test with every snapshot held with its file actions (as before
+    watcher.HOLD_FILE_ACTIONS was 0), then with none, even an empty table's: the outcomes must
+    not differ."""
+    held = request.param == "held"
+    monkeypatch.setattr(watcher, "HOLD_FILE_ACTIONS", -1 if held else 10**12)
     return str(request.param)
