@@ -41,7 +41,7 @@ from benchmarks.harness import (
     run_child,
     write_section,
 )
-from benchmarks.synth import Params, ensure
+from benchmarks.synth import Params, append_commit, ensure
 
 ENGINES = ("empty", "deltakeeper", "deltakeeper-full", "delta-rs")
 COMMIT_FILES = 10
@@ -59,26 +59,6 @@ PEER = "delta-rs"
 MARKER = "held-memory"
 
 
-def _commit(version: int) -> bytes:
-    """Commit `version`: ten new files in one partition."""
-    lines = [{"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}]
-    for n in range(COMMIT_FILES):
-        path = f"date=2030-01-01/region=eu/part-{version:08d}-{n:02d}.parquet"
-        add = {
-            "path": path,
-            "partitionValues": {"date": "2030-01-01", "region": "eu"},
-            "size": 4096 + n,
-            "modificationTime": int(time.time() * 1000),
-            "dataChange": True,
-        }
-        lines.append({"add": add})
-    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
-
-
-def _append(table: Path, version: int) -> None:
-    (table / "_delta_log" / f"{version:020d}.json").write_bytes(_commit(version))
-
-
 def _child(engine: str, table: str, rounds: int) -> int:
     try:
         poll, version = _engine(engine, table)
@@ -92,7 +72,7 @@ def _child(engine: str, table: str, rounds: int) -> int:
         peak = max(proc_status_bytes("VmHWM"), held_first)
         times = []
         for _ in range(rounds):
-            _append(Path(table), version() + 1)
+            append_commit(Path(table), version() + 1, COMMIT_FILES)
             started = time.perf_counter()
             poll(first=False)
             times.append(time.perf_counter() - started)

@@ -19,10 +19,10 @@ commit) is what a delta-rs based watcher would hold.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -44,7 +44,8 @@ from benchmarks.harness import (
     run_child,
     write_section,
 )
-from benchmarks.synth import Params, ensure
+from benchmarks.synth import Params, append_commit, ensure
+from tests.support.waiting import stop, until
 
 MARKER = "memory-budget"
 BUDGET = "512Mi"
@@ -52,31 +53,14 @@ POLL_S = 15
 COMMIT_FILES = 10
 TARGET_PEAK_MIB = 600
 TARGET_HELD_MIB = 300
-
-
-def _commit(version: int) -> bytes:
-    """Commit `version` of the big table: ten new files in one partition."""
-    now = int(time.time() * 1000)
-    lines: list[dict[str, Any]] = [{"commitInfo": {"timestamp": now, "operation": "WRITE"}}]
-    for n in range(COMMIT_FILES):
-        add = {
-            "path": f"date=2030-01-01/region=eu/part-{version:08d}-{n:02d}.parquet",
-            "partitionValues": {"date": "2030-01-01", "region": "eu"},
-            "size": 4096 + n,
-            "modificationTime": now,
-            "dataChange": True,
-        }
-        lines.append({"add": add})
-    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
-
-
-def _latest(table: Path) -> int:
-    return max(int(p.name[:20]) for p in (table / "_delta_log").glob("*.json"))
+# The status file of a thousand tables is read once a second, not more: parsing it costs CPU.
+wait = functools.partial(until, every=1.0)
 
 
 def _append(table: Path) -> int:
-    version = _latest(table) + 1
-    (table / "_delta_log" / f"{version:020d}.json").write_bytes(_commit(version))
+    """A new commit of ten files on `table`; its version."""
+    version = max(int(p.name[:20]) for p in (table / "_delta_log").glob("*.json")) + 1
+    append_commit(table, version, COMMIT_FILES)
     return version
 
 
@@ -141,14 +125,6 @@ def _finished(entry: dict[str, Any] | None) -> bool:
     return entry is not None and entry.get("result") is not None
 
 
-def _until(check: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(1.0)
-
-
 def _daemon(budget: str, files: int, small: int, rounds: int) -> dict[str, Any]:
     from tests.support.spark import ensure_spark
 
@@ -172,11 +148,7 @@ def _daemon(budget: str, files: int, small: int, rounds: int) -> dict[str, Any]:
             tail = log.read_text(errors="replace").splitlines()[-15:]
             return {"ok": False, "error": f"{type(e).__name__}: {e}", "log": tail}
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc, 60)
             sampler.stop()
 
 
@@ -198,13 +170,13 @@ def _watch(
         found = _statuses(status_file)
         return len(found) == tables and all(s.get("lastPoll") for s in found.values())
 
-    _until(all_polled, 1800, "every table polled")
+    wait(all_polled, 1800, "every table polled")
     polled_s = time.monotonic() - started
 
     def step(op: str) -> dict[str, Any] | None:
         return (big_status().get("lastMaintenance") or {}).get(op)
 
-    _until(lambda: _finished(step("checkpoint")), 1800, "the big table's checkpoint")
+    wait(lambda: _finished(step("checkpoint")), 1800, "the big table's checkpoint")
     checkpoint_s = time.monotonic() - started
 
     def vacuum_settled() -> bool:
@@ -215,13 +187,13 @@ def _watch(
         running = (big_status().get("compaction") or {}).get("running")
         return not running and time.monotonic() - started > checkpoint_s + 2 * POLL_S
 
-    _until(vacuum_settled, 1800, "the big table's vacuum")
+    wait(vacuum_settled, 1800, "the big table's vacuum")
     first_s = time.monotonic() - started
     peak_first = sampler.peak
     done = big_status()["lastMaintenance"]
     for _ in range(rounds):
         version = _append(big)
-        _until(lambda v=version: big_status().get("version") == v, POLL_S * 4, f"version {version}")
+        wait(lambda v=version: big_status().get("version") == v, POLL_S * 4, f"version {version}")
     time.sleep(2)  # what one poll's work left behind is given back
     return {
         "ok": True,

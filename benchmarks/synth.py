@@ -582,6 +582,24 @@ def write_checkpoint(params: Params, p: Plan, log: Path) -> dict:
 
 
 # -- whole tables --------------------------------------------------------------------------------
+def append_commit(table: Path, version: int, files: int = 10) -> None:
+    """Write commit `version` of `table`: `files` new files in one partition, stamped now (what
+    the memory benchmarks commit between polls)."""
+    now = int(time.time() * 1000)
+    lines: list[dict] = [{"commitInfo": {"timestamp": now, "operation": "WRITE"}}]
+    for n in range(files):
+        add = {
+            "path": f"date=2030-01-01/region=eu/part-{version:08d}-{n:02d}.parquet",
+            "partitionValues": {"date": "2030-01-01", "region": "eu"},
+            "size": 4096 + n,
+            "modificationTime": now,
+            "dataChange": True,
+        }
+        lines.append({"add": add})
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    (table / "_delta_log" / f"{version:020d}.json").write_bytes(body)
+
+
 def generate(params: Params, out: Path) -> dict:
     """Write the table to `out` (which must not exist) through a temp dir and a rename."""
     started = time.perf_counter()

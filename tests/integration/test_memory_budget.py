@@ -21,6 +21,7 @@ import yaml
 from deltalake import DeltaTable
 
 from benchmarks import synth
+from benchmarks.harness import proc_status_bytes
 from deltakeeper.maintenance import memory
 from tests.integration.test_standalone import DELTAKEEPER, _statuses
 from tests.support.manifests import table_doc
@@ -71,13 +72,6 @@ def test_a_budget_that_is_not_a_size_is_exit_2(tmp_path: Path) -> None:
     done = run_once(tmp_path, "lots")
     assert done.returncode == 2
     assert "--memory budget: 'lots' is not a size" in done.stderr
-
-
-def _rss(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    raise KeyError(key)
 
 
 def _requests(port: int) -> dict[str, float]:
@@ -133,7 +127,7 @@ def test_a_big_table_and_small_ones_under_a_low_budget(tmp_path: Path) -> None:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()[1][-3000:]
-            peak = max(peak, _rss(proc.pid, "VmHWM"))
+            peak = max(peak, proc_status_bytes("VmHWM", proc.pid))
             done = _statuses(folder).get("lake/big", {}).get("lastMaintenance", {})
             if "checkpoint" in done and "vacuum" in done:
                 requests = _requests(port)
@@ -145,7 +139,7 @@ def test_a_big_table_and_small_ones_under_a_low_budget(tmp_path: Path) -> None:
         else:
             raise AssertionError(f"not settled: {requests} {_statuses(folder).get('lake/big')}")
         time.sleep(6)  # idle: quiet polls only
-        idle = _rss(proc.pid, "VmRSS")
+        idle = proc_status_bytes("VmRSS", proc.pid)
         statuses = _statuses(folder)
     finally:
         proc.send_signal(signal.SIGTERM)
