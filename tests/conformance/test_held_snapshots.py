@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from deltakeeper.delta import paths
+from deltakeeper.delta import held, paths
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.held import HELD_ADD, HELD_REMOVE, HeldSnapshot, read_held, read_streamed
 from deltakeeper.delta.snapshot import Snapshot
@@ -149,3 +149,41 @@ def test_counts_streamed_from_a_checkpoint_equal_the_loaded_ones(
         assert streamed.record_counts() == full.record_counts(), (name, version)
         compared += 1
     tally["held snapshots streamed from a checkpoint equal to loaded ones"] += compared
+
+
+@pytest.mark.parametrize("name", _tables())
+def test_counts_from_runs_of_commits_equal_the_loaded_ones(
+    name: str, tmp_path: Path, tally, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log without a checkpoint counted two commits at a time (a long log's first read:
+    delta/held.py's read_commits_streamed) counts what loading the snapshot counts, at every
+    version before the table's first checkpoint."""
+    monkeypatch.setattr(held, "_COUNT_COMMITS", 2)
+    src, dst = CORPUS / name, tmp_path / name
+    (dst / "_delta_log").mkdir(parents=True)
+    compared = 0
+    for version, files in _steps(src / "_delta_log"):
+        _copy(files, src, dst)
+        table = open_table(f"file://{dst}")
+        try:
+            full = HeldSnapshot.counted(table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE))
+        except DeltaError:
+            continue
+        listing, _ = table.listing_for(None)
+        runs = held.read_commits_streamed(table, listing)
+        if runs is None:
+            if full.segment.checkpoint is not None:
+                break  # from here on the checkpoint streams (the test above)
+            continue  # two commits or fewer: loaded whole
+        assert runs.version == full.version and runs.segment == full.segment, (name, version)
+        assert runs.metadata == full.metadata and runs.protocol == full.protocol
+        assert runs.txns == full.txns and runs.timestamp_ms == full.timestamp_ms
+        for part in ("files", "dv_files", "tombstones"):
+            got, want = getattr(runs.counts, part), getattr(full.counts, part)
+            if part == "files":
+                got, want = got.drop_columns(["partition"]), want.drop_columns(["partition"])
+            assert _sorted(got) == _sorted(want), (name, version, part)
+        assert runs.small_files(1 << 20) == full.small_files(1 << 20), (name, version)
+        assert runs.record_counts() == full.record_counts(), (name, version)
+        compared += 1
+    tally["held snapshots counted from runs of commits equal to loaded ones"] += compared

@@ -10,6 +10,7 @@ from deltakeeper.cli import exits, flags, output
 from deltakeeper.delta import cleanup, compute_stats, log_compaction, manifest, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta.held import read_held
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
@@ -198,7 +199,9 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     now = flags.now(args)
     options = flags.storage_options(args.storage_option)
     table = open_table(args.uri, options)
-    snap = table.snapshot()
+    # With Spark running the checkpoint and vacuum, nothing here needs the file actions: the
+    # table is counted a batch at a time (one too big to load can be handed to Spark).
+    snap = read_held(table) if getattr(args, "engine", None) == "spark" else table.snapshot()
     output.warn_damage(snap)
     pol = flags.policy_for(args.uri, snap.metadata.configuration, flags.settings(args))
     ops = flags.operations(args.only)

@@ -44,6 +44,9 @@ _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
 # Checkpoint rows counted at a time: 32,768 took a 1,000,000-file first read's peak from 359
 # to 231 MiB (131,072 a batch) for 8% more time.
 _COUNT_ROWS = 32_768
+# A log without a checkpoint is counted this many commits at a time: a table of millions of
+# files from JSON commits alone never has its file actions in memory together.
+_COUNT_COMMITS = 1_000
 _MAX_CHUNKS = 32
 
 
@@ -281,9 +284,10 @@ def read_held(table: Table) -> HeldSnapshot:
     """The newest snapshot, held: read with only the columns the counts need. From a parquet
     checkpoint it is counted a batch at a time and the commits after it applied as an update,
     so the checkpoint's file actions are never in memory together (a million-file table's
-    first read peaked near 800 MiB loaded whole)."""
+    first read peaked near 800 MiB loaded whole); without one, a long log of commits is
+    counted a run of commits at a time."""
     listing, _ = table.listing_for(None)
-    streamed = read_streamed(table, listing)
+    streamed = read_streamed(table, listing) or read_commits_streamed(table, listing)
     if streamed is not None:
         return streamed
     read = table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE, listing=listing)
@@ -307,6 +311,29 @@ def read_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
         return None
     header = table.header(segment, checkpoint_reader.after_header(old, newer))
     return HeldSnapshot.of(header, counts.updated(newer.adds, newer.removes))
+
+
+def read_commits_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
+    """The newest snapshot in `listing`, which has no checkpoint, counted from its commits
+    _COUNT_COMMITS at a time (each run applied to the counts as an update); None when it has a
+    checkpoint or fewer commits (read whole then)."""
+    segment = segment_for(listing, table.uri, None)
+    if segment.checkpoint is not None or len(segment.commits) <= _COUNT_COMMITS:
+        return None
+    held: HeldSnapshot | None = None
+    for lo in range(0, len(segment.commits), _COUNT_COMMITS):
+        commits = segment.commits[lo : lo + _COUNT_COMMITS]
+        run = LogSegment(commits[-1].name.version, None, commits, commits[-1])
+        actions = replay(table.storage, run, HELD_ADD, HELD_REMOVE)
+        header = table.header(run, actions, previous=held)
+        counts = (
+            FileCounts.of(actions.adds, actions.removes)
+            if held is None
+            else held.counts.updated(actions.adds, actions.removes)
+        )
+        held = HeldSnapshot.of(header, counts)
+    assert held is not None
+    return replace(held, segment=segment)
 
 
 def _counted_rows(table: Table, files: list[checkpoint_reader.PartFile]) -> FileCounts:

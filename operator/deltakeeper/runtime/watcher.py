@@ -27,7 +27,12 @@ import pyarrow as pa
 
 from deltakeeper.delta import schema
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
-from deltakeeper.delta.held import HeldSnapshot, read_streamed, update_held
+from deltakeeper.delta.held import (
+    HeldSnapshot,
+    read_commits_streamed,
+    read_streamed,
+    update_held,
+)
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import log_listing, summarize
 from deltakeeper.delta.table import Table, open_table
@@ -310,6 +315,12 @@ class TableWatcher:
                 if _big(streamed):  # what the batches took, before maintenance needs it
                     _give_back()
                 return streamed
+        if self.hold_file_actions <= BIG_TABLE_ACTIONS:  # held as counts: a long log in runs
+            counted = read_commits_streamed(table, listing)
+            if counted is not None:
+                if _big(counted):
+                    _give_back()
+                return counted
         read = functools.partial(table.snapshot, add_cols=WATCHED_ADD, listing=listing)
         return self._hold(read)
 

@@ -621,3 +621,26 @@ def test_a_held_table_reads_its_file_actions_only_for_a_vacuum_with_candidates(
     # batch at a time (more actions than are held): no snapshot load.
     assert loads == [12]
     assert isinstance(w._snap, HeldSnapshot) and status_of(done)["files"] == 11
+
+
+def test_a_long_log_without_a_checkpoint_is_counted_in_runs_of_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table with no checkpoint and more commits than are counted at a time is read as
+    counts, a run of commits at a time (never loaded whole), and reports what a load would."""
+    from deltakeeper.delta import held
+
+    monkeypatch.setattr(held, "_COUNT_COMMITS", 4)
+    dated_table(tmp_path, 9)
+    b = LogBuilder(tmp_path)
+    b.next_version = 9
+    b.commit(remove("f2.parquet", ts=START + 9 * DAY), mtime_ms=START + 9 * DAY)
+    loads = snapshot_reads(monkeypatch)
+    target = Target("ns", "t", str(tmp_path))
+    w = TableWatcher(START + 10 * DAY, hold_file_actions=0)
+    obs = w.observe(target, START + 10 * DAY)
+    assert loads == []  # counted, not loaded
+    assert isinstance(w._snap, HeldSnapshot) and w._snap.version == 9
+    assert status_of(obs)["files"] == 8 and status_of(obs)["tombstones"] == 1
+    full = TableWatcher(START + 10 * DAY, hold_file_actions=10**12)
+    assert status_of(full.observe(target, START + 10 * DAY)) == status_of(obs)
