@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta import checkpoint_reader, schema
 from deltakeeper.delta.errors import CorruptLogError
-from deltakeeper.delta.log import Listing, LogSegment, segment_for
-from deltakeeper.delta.reconcile import key_column
+from deltakeeper.delta.log import Listing, LogEntry, LogSegment, segment_for
+from deltakeeper.delta.reconcile import Actions, key_column
 from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import (
     RecordCounts,
@@ -44,9 +44,10 @@ _CHUNK = 65_536  # keys turned into Python strings at a time, to hash them
 # Checkpoint rows counted at a time: 32,768 took a 1,000,000-file first read's peak from 359
 # to 231 MiB (131,072 a batch) for 8% more time.
 _COUNT_ROWS = 32_768
-# A log without a checkpoint is counted this many commits at a time: a table of millions of
-# files from JSON commits alone never has its file actions in memory together.
-_COUNT_COMMITS = 1_000
+# A log without a checkpoint is counted a run of commits at a time, up to this many bytes of
+# JSON (at least one commit): a table of millions of files from JSON commits alone never has
+# its file actions in memory together.
+_COUNT_BYTES = 32 * 2**20
 _MAX_CHUNKS = 32
 
 
@@ -314,26 +315,60 @@ def read_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
 
 
 def read_commits_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
-    """The newest snapshot in `listing`, which has no checkpoint, counted from its commits
-    _COUNT_COMMITS at a time (each run applied to the counts as an update); None when it has a
-    checkpoint or fewer commits (read whole then)."""
+    """The newest snapshot in `listing`, which has no checkpoint, counted from its commits a
+    run of up to _COUNT_BYTES at a time (each run applied to the counts as an update); None
+    when it has a checkpoint or its commits are fewer bytes (read whole then)."""
     segment = segment_for(listing, table.uri, None)
-    if segment.checkpoint is not None or len(segment.commits) <= _COUNT_COMMITS:
+    if segment.checkpoint is not None:
         return None
-    held: HeldSnapshot | None = None
-    for lo in range(0, len(segment.commits), _COUNT_COMMITS):
-        commits = segment.commits[lo : lo + _COUNT_COMMITS]
+    runs = _runs(segment.commits)
+    if len(runs) < 2:
+        return None
+    counts: FileCounts | None = None
+    table_actions: Actions | None = None  # the runs' non-file actions, newest winning
+    for commits in runs:
         run = LogSegment(commits[-1].name.version, None, commits, commits[-1])
         actions = replay(table.storage, run, HELD_ADD, HELD_REMOVE)
-        header = table.header(run, actions, previous=held)
         counts = (
             FileCounts.of(actions.adds, actions.removes)
-            if held is None
-            else held.counts.updated(actions.adds, actions.removes)
+            if counts is None
+            else counts.updated(actions.adds, actions.removes)
         )
-        held = HeldSnapshot.of(header, counts)
-    assert held is not None
-    return replace(held, segment=segment)
+        table_actions = _newer(table_actions, actions)
+    assert counts is not None and table_actions is not None
+    # Checked once, at the newest version: an older run may lack what a newer one adds.
+    return HeldSnapshot.of(table.header(segment, table_actions), counts)
+
+
+def _newer(older: Actions | None, newer: Actions) -> Actions:
+    """The table-level actions of two runs of commits, one after the other (no file actions)."""
+    empty = newer.adds.schema.empty_table(), newer.removes.schema.empty_table()
+    if older is None:
+        return Actions(
+            *empty, newer.protocol, newer.metadata, newer.txns, newer.domains, newer.commit_info
+        )
+    return Actions(
+        *empty,
+        newer.protocol or older.protocol,
+        newer.metadata or older.metadata,
+        {**older.txns, **newer.txns},
+        {**older.domains, **newer.domains},
+        newer.commit_info,
+    )
+
+
+def _runs(commits: tuple[LogEntry, ...]) -> list[tuple[LogEntry, ...]]:
+    """`commits` cut into runs of up to _COUNT_BYTES (a bigger commit is a run alone)."""
+    runs: list[tuple[LogEntry, ...]] = []
+    start, size = 0, 0
+    for n, entry in enumerate(commits):
+        if n > start and size + entry.info.size > _COUNT_BYTES:
+            runs.append(commits[start:n])
+            start, size = n, 0
+        size += entry.info.size
+    if start < len(commits):
+        runs.append(commits[start:])
+    return runs
 
 
 def _counted_rows(table: Table, files: list[checkpoint_reader.PartFile]) -> FileCounts:

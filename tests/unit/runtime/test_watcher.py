@@ -630,7 +630,7 @@ def test_a_long_log_without_a_checkpoint_is_counted_in_runs_of_commits(
     counts, a run of commits at a time (never loaded whole), and reports what a load would."""
     from deltakeeper.delta import held
 
-    monkeypatch.setattr(held, "_COUNT_COMMITS", 4)
+    monkeypatch.setattr(held, "_COUNT_BYTES", 512)
     dated_table(tmp_path, 9)
     b = LogBuilder(tmp_path)
     b.next_version = 9
