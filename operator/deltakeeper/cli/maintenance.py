@@ -10,7 +10,8 @@ from deltakeeper.cli import exits, flags, output
 from deltakeeper.delta import cleanup, compute_stats, log_compaction, manifest, vacuum
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import UnsupportedProtocolError
-from deltakeeper.delta.held import read_held
+from deltakeeper.delta.held import read_header, read_held
+from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
@@ -199,12 +200,10 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     now = flags.now(args)
     options = flags.storage_options(args.storage_option)
     table = open_table(args.uri, options)
-    # With Spark running the checkpoint and vacuum, nothing here needs the file actions: the
-    # table is counted a batch at a time (one too big to load can be handed to Spark).
-    snap = read_held(table) if getattr(args, "engine", None) == "spark" else table.snapshot()
+    ops = flags.operations(args.only)
+    snap = _read_for(table, ops, getattr(args, "engine", None) == "spark")
     output.warn_damage(snap)
     pol = flags.policy_for(args.uri, snap.metadata.configuration, flags.settings(args))
-    ops = flags.operations(args.only)
     spark = planner.spark_steps(pol, ops, {})  # no budget here: only --engine spark
     plan = planner.plan(table, snap, pol, now, ops, storage_options=options, on_spark=spark)
     if plan.refusal:
@@ -219,6 +218,17 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     else:
         output.maintained(report, args.dry_run)
     return max((exits.exit_code(o.error) for o in report.outcomes), default=exits.OK)
+
+
+def _read_for(table: Table, ops: tuple[Operation, ...], on_spark: bool) -> SnapshotHeader:
+    """The snapshot `ops` need. With Spark running the checkpoint and vacuum nothing here needs
+    the file actions: Spark's steps alone plan from the header (a table too big to load is
+    handed over in seconds), others from a table counted a batch at a time."""
+    if not on_spark:
+        return table.snapshot()
+    if set(ops) <= set(planner.SPARK_OPERATIONS):
+        return read_header(table)
+    return read_held(table)
 
 
 def _run_one(

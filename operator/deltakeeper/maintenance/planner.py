@@ -132,7 +132,7 @@ class Plan:
 
 def plan(
     table: Table,
-    snap: Snapshot | HeldSnapshot,
+    snap: Snapshot | HeldSnapshot | SnapshotHeader,
     policy: Policy,
     now_ms: int,
     operations: tuple[Operation, ...] = OPERATIONS,
@@ -147,6 +147,7 @@ def plan(
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor). A
     watcher's held snapshot, without file actions, serves every step: compaction reads the
     file actions at its version, a vacuum only when it has candidates to check against them.
+    A bare header (read for the steps a Spark job runs) serves those; any other is loaded.
 
     A new checkpoint is what lets cleanup drop the commits before it, so cleanup asked for
     with a due checkpoint is planned as it will be once the checkpoint is written. A watch
@@ -187,7 +188,7 @@ def plan(
                 result.steps.append(Step(VACUUM, True, reason, spark=why, job_spec=spec))
                 continue
             found = _VacuumInputs(full_vacuum, storage_options, known)
-            result.steps.append(_vacuum(table, snap, policy, now_ms, found))
+            result.steps.append(_vacuum(table, _counted(table, snap), policy, now_ms, found))
         else:
             wanted = _writer(snap, policy, op, stats_since)
             if wanted is not None:
@@ -244,11 +245,16 @@ def _writer(
     )
 
 
-def with_files(table: Table, snap: Snapshot | HeldSnapshot) -> Snapshot:
+def with_files(table: Table, snap: SnapshotHeader) -> Snapshot:
     """`snap` with its file actions: itself, or read at its version for a header."""
     if isinstance(snap, Snapshot):
         return snap
     return table.snapshot(version=snap.version)
+
+
+def _counted(table: Table, snap: SnapshotHeader) -> Snapshot | HeldSnapshot:
+    """`snap` with its files or their counts: a bare header (read for Spark's steps) loaded."""
+    return snap if isinstance(snap, (Snapshot, HeldSnapshot)) else with_files(table, snap)
 
 
 def forced(
@@ -300,6 +306,10 @@ def _spark_spec(snap: SnapshotHeader, policy: Policy, op: Operation, now_ms: int
         spec["retentionHours"] = -(-policy.deleted_file_retention_ms // 3_600_000)
         spec["allowShortRetention"] = policy.allow_short_retention
     return spec
+
+
+# The steps a Spark job can run (Delta Spark's checkpoint() and VACUUM).
+SPARK_OPERATIONS = (CHECKPOINT, VACUUM)
 
 
 def spark_steps(

@@ -1,8 +1,10 @@
-"""delta/json_log.py: a bad line of a commit is a CorruptLogError that names the file and line."""
+"""delta/json_log.py: a bad line of a commit is a CorruptLogError that names the file and line;
+table_action_lines reads a commit's table-level actions without parsing its file actions."""
 
 import pytest
 
 from deltakeeper.delta.errors import CorruptLogError
+from deltakeeper.delta.json_log import table_action_lines
 from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import LogBuilder, metadata, protocol
 
@@ -13,3 +15,30 @@ def test_a_line_that_is_not_json_names_its_file_and_line(tmp_path):
     b.raw("00000000000000000001.json", '{"add": {"path": "x", "size": 1}}\n{"add": oops}\n')
     with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json: line 2"):
         open_table(str(tmp_path)).snapshot()
+
+
+def _table_actions(tmp_path, text: str) -> list[tuple[str, object]]:
+    storage = open_table(str(tmp_path)).storage
+    (tmp_path / "_delta_log").mkdir(exist_ok=True)
+    (tmp_path / "_delta_log" / "00000000000000000000.json").write_text(text)
+    return list(table_action_lines(storage, "_delta_log/00000000000000000000.json"))
+
+
+def test_table_action_lines_skip_file_actions_unparsed_and_keep_the_rest(tmp_path):
+    text = "\n".join(
+        [
+            '{"protocol": {"minReaderVersion": 1}}',
+            '{"add": not json at all, skipped unparsed}',
+            '{"remove": neither}',
+            '{ "add": {"path": "spaced", "size": 1}}',  # parsed, then left out
+            '{"txn": {"appId": "a", "version": 3}}',
+            "",
+        ]
+    )
+    got = _table_actions(tmp_path, text)
+    assert got == [("protocol", {"minReaderVersion": 1}), ("txn", {"appId": "a", "version": 3})]
+
+
+def test_table_action_lines_name_a_bad_table_level_line(tmp_path):
+    with pytest.raises(CorruptLogError, match=r"00000000000000000000\.json: line 2"):
+        _table_actions(tmp_path, '{"add": {}}\n{"metaData": oops}\n')
