@@ -296,13 +296,26 @@ def read_held(table: Table) -> HeldSnapshot:
 
 
 def read_header(table: Table) -> SnapshotHeader:
-    """The newest snapshot for planning work another engine (Spark) does: without a checkpoint,
-    its header alone, from the commits' table-level actions (their file actions not parsed: a
-    log of 10,000,000 files read whole or counted took minutes); with one, read_held."""
+    """The newest snapshot's header alone, for planning work another engine (Spark) does: the
+    checkpoint's non-file rows and the commits' table-level actions, their file actions not
+    parsed (a 10,000,000-file log counted took minutes). A checkpoint that cannot give its
+    header so (JSON with files inline, damaged) is read as read_held reads it."""
     listing, _ = table.listing_for(None)
     segment = segment_for(listing, table.uri, None)
-    if segment.checkpoint is not None:
+    actions = _table_actions(table, segment)
+    if segment.checkpoint is None:
+        return table.header(segment, actions)
+    try:
+        old = checkpoint_reader.read_header(table.storage, segment.checkpoint)
+    except CorruptLogError:  # MissingLogFileError included
+        old = None
+    if old is None:
         return read_held(table)
+    return table.header(segment, checkpoint_reader.after_header(old, actions))
+
+
+def _table_actions(table: Table, segment: LogSegment) -> Actions:
+    """The table-level actions of `segment`'s commits (those after its checkpoint)."""
     add, remove = schema.add_schema(HELD_ADD), schema.remove_schema(HELD_REMOVE)
     actions = Actions(add.empty_table(), remove.empty_table())
     for entry in reversed(segment.commits):  # newest first: the first one seen wins
@@ -311,7 +324,7 @@ def read_header(table: Table) -> SnapshotHeader:
                 actions.take(kind, body)
             elif entry.name.version == segment.version:
                 actions.commit_info = actions.commit_info or body
-    return table.header(segment, actions)
+    return actions
 
 
 def read_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
