@@ -606,13 +606,23 @@ def coerce_rows(lines: Sequence[str | None], t: pa.StructType) -> pa.StructArray
 def coerce_row(line: str, t: pa.StructType) -> dict[str, Any] | None:
     """One stats JSON string as a row of `t`, fields that do not fit set to None."""
     try:
-        value = json.loads(line, parse_float=Decimal)
+        value = json.loads(line, parse_float=_json_number)
     except (ValueError, RecursionError):  # RecursionError: nested too deep for the decoder
         return None
     if not isinstance(value, dict):
         return None
     row: dict[str, Any] = coerce(value, t)
     return row
+
+
+def _json_number(text: str) -> Decimal | float:
+    """A JSON number with a fraction or an exponent, exactly; one whose exponent is beyond
+    what Decimal holds (1e2345678901234567890) as a float, infinity or zero, as the native
+    parser reads it (such a number fits no integer or decimal field)."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return float(text)
 
 
 def _checked_row(row: dict[str, Any] | None, t: pa.StructType) -> dict[str, Any] | None:

@@ -88,6 +88,7 @@ EDGE_NUMBERS = [
     "3.5e38", "1e-50", "12345678901234567890123456789012345678",
     "123456789012345678901234567890123456789", "1" + "0" * 305, "2e2", "2E+2", "200e-2",
     "0e99", "5e-1", "NaN", "Infinity", "-Infinity", "1.7976931348623157e308", "4.9e-324",
+    "1e2345678901234567890123456789012345678", "-0e99999999999999999999", "1e-99999999999999999999",
 ]  # fmt: skip
 EDGE_STRINGS = [
     "", " ", "NaN", "Infinity", "-Infinity", "nan", "1.5", " 1.5", "1_000", "1e3", "+1.5",
@@ -227,6 +228,11 @@ def test_native_matches_coerce_row(lines):
         '{"numRecords": 1.}',
         '{"numRecords": -}',
         '{"s": "tab\there"}',
+        # exponents beyond what Decimal holds: infinity or zero in a float, null elsewhere
+        '{"numRecords": 1e2345678901234567890123456789012345678}',
+        '{"minValues": {"d": -1e99999999999999999999, "f": 0e99999999999999999999, "l": 1e-99999'
+        '999999999999999, "dec": 1e99999999999999999999, "st": {"in": {"x": 1e9999999999999999'
+        "9999}}}}",
     ],
 )
 def test_native_matches_coerce_row_on_edges(line):
