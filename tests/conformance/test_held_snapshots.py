@@ -28,7 +28,7 @@ from deltakeeper.delta.held import (
     read_streamed,
 )
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.table import open_table
+from deltakeeper.delta.table import Table, open_table
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.watcher import TableWatcher
 from tests.conftest import CORPUS
@@ -158,6 +158,21 @@ def test_counts_streamed_from_a_checkpoint_equal_the_loaded_ones(
     tally["held snapshots streamed from a checkpoint equal to loaded ones"] += compared
 
 
+def _loaded_steps(name: str, tmp_path: Path) -> Iterator[tuple[int, Table, Snapshot]]:
+    """Corpus table `name` copied a version at a time: each version, the table, and its
+    snapshot loaded with the held columns (a version that does not load is passed over)."""
+    src, dst = CORPUS / name, tmp_path / name
+    (dst / "_delta_log").mkdir(parents=True)
+    for version, files in _steps(src / "_delta_log"):
+        _copy(files, src, dst)
+        table = open_table(f"file://{dst}")
+        try:
+            loaded = table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE)
+        except DeltaError:
+            continue
+        yield version, table, loaded
+
+
 @pytest.mark.parametrize("name", _tables())
 def test_counts_from_runs_of_commits_equal_the_loaded_ones(
     name: str, tmp_path: Path, tally, monkeypatch: pytest.MonkeyPatch
@@ -166,16 +181,9 @@ def test_counts_from_runs_of_commits_equal_the_loaded_ones(
     delta/held.py's read_commits_streamed) counts what loading the snapshot counts, at every
     version before the table's first checkpoint."""
     monkeypatch.setattr(held, "_COUNT_BYTES", 1)  # a commit a run
-    src, dst = CORPUS / name, tmp_path / name
-    (dst / "_delta_log").mkdir(parents=True)
     compared = 0
-    for version, files in _steps(src / "_delta_log"):
-        _copy(files, src, dst)
-        table = open_table(f"file://{dst}")
-        try:
-            full = HeldSnapshot.counted(table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE))
-        except DeltaError:
-            continue
+    for version, table, loaded in _loaded_steps(name, tmp_path):
+        full = HeldSnapshot.counted(loaded)
         listing, _ = table.listing_for(None)
         runs = held.read_commits_streamed(table, listing)
         if runs is None:
@@ -200,16 +208,8 @@ def test_counts_from_runs_of_commits_equal_the_loaded_ones(
 def test_the_header_for_spark_equals_the_loaded_one(name: str, tmp_path: Path, tally) -> None:
     """read_header (what `maintain --engine spark` plans from, its commits' file actions left
     unparsed) has the loaded snapshot's header at every version of the table."""
-    src, dst = CORPUS / name, tmp_path / name
-    (dst / "_delta_log").mkdir(parents=True)
     compared = 0
-    for version, files in _steps(src / "_delta_log"):
-        _copy(files, src, dst)
-        table = open_table(f"file://{dst}")
-        try:
-            full = table.snapshot(add_cols=HELD_ADD, remove_cols=HELD_REMOVE)
-        except DeltaError:
-            continue
+    for version, table, full in _loaded_steps(name, tmp_path):
         header = read_header(table)
         assert header.header_fields() == full.header_fields(), (name, version)
         compared += 1
