@@ -21,6 +21,7 @@ left, and deltakeeper and delta-rs must read the table at version 100,000 with e
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import sys
 import tempfile
@@ -47,10 +48,35 @@ def start_minio(workdir: Path) -> Any:
 
 
 def upload(emu: Any, table: Path, prefix: str, names: list[str]) -> None:
+    """PUT `names` from the table's log under `prefix` (bucket/path), 64 at a time, through
+    obstore directly (not deltakeeper's storage; s3fs took 986 s for 100,000 files)."""
+    import obstore
+    from obstore.store import S3Store
+
+    bucket, _, root = prefix.partition("/")
+    o = emu.storage_options
+    store = S3Store(
+        bucket,
+        endpoint=o["endpoint_url"],
+        access_key_id=o["key"],
+        secret_access_key=o["secret"],
+        region="us-east-1",
+        client_options={"allow_http": True},
+    )
     log = table / "_delta_log"
-    for start in range(0, len(names), 2000):
-        chunk = {f"{prefix}/_delta_log/{n}": (log / n).read_bytes() for n in names[start:][:2000]}
-        emu.fs.pipe(chunk, batch_size=64)
+
+    async def put_all() -> None:
+        gate = asyncio.Semaphore(64)
+
+        async def put(name: str) -> None:
+            async with gate:
+                await obstore.put_async(
+                    store, f"{root}/_delta_log/{name}", (log / name).read_bytes()
+                )
+
+        await asyncio.gather(*(put(n) for n in names))
+
+    asyncio.run(put_all())
 
 
 def upload_log(emu: Any, table: Path, uri: str, version: int) -> float:

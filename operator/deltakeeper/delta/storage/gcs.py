@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from deltakeeper.delta.storage.objects import ObjectStorage
 
 
@@ -16,21 +14,9 @@ class GcsStorage(ObjectStorage):
     PAGE = 1000
     DELETE_THREADS = 10
 
-    def _delete_many(self, keys: list[str]) -> int:
-        if len(keys) < 2:
-            return sum(self._delete_one(k) for k in keys)
-        with ThreadPoolExecutor(min(self.DELETE_THREADS, len(keys))) as pool:
-            forks = [self.fork() for _ in range(min(self.DELETE_THREADS, len(keys)))]
-            chunks = [keys[i :: len(forks)] for i in range(len(forks))]
-            done = sum(pool.map(lambda f, ks: sum(f._delete_one(k) for k in ks), forks, chunks))
-        for fork in forks:
-            self.requests.update(fork.requests)
-        return done
-
-    def _delete_one(self, key: str) -> int:
-        """1 when deleted, 0 when it was not there (not an error)."""
+    def _delete_batch(self, keys: list[str]) -> int:
+        """One key: 1 when deleted, 0 when it was not there (not an error)."""
         try:
-            self._delete_batch([key])
+            return super()._delete_batch(keys)
         except FileNotFoundError:
             return 0
-        return 1

@@ -20,6 +20,7 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -100,6 +101,7 @@ class ObjectStorage(Storage):
     KIND = ""
     PAGE = 1000  # keys in a listing page: what the store answers when not asked for another
     DELETE_BATCH = 1  # keys per delete request
+    DELETE_THREADS = 4  # delete requests in flight (a batch each)
     PART_BYTES = 8 << 20  # a streamed upload's parts (S3 takes none below 5 MiB but the last)
     MULTIPART_CREATE = 1  # requests to start a multipart upload (Azure needs none)
 
@@ -258,10 +260,36 @@ class ObjectStorage(Storage):
         return StreamedUpload(self, key)
 
     def _delete_many(self, keys: list[str]) -> int:
-        deleted = 0
-        for i in range(0, len(keys), self.DELETE_BATCH):
-            deleted += self._delete_batch(keys[i : i + self.DELETE_BATCH])
-        return deleted
+        """Batches of DELETE_BATCH keys, DELETE_THREADS requests in flight, sent in key order:
+        a failure stops what is not sent yet, so what is left is the newest keys and at most
+        DELETE_THREADS batches partly deleted."""
+        size = self.DELETE_BATCH
+        batches = [keys[i : i + size] for i in range(0, len(keys), size)]
+        threads = min(self.DELETE_THREADS, len(batches))
+        if threads < 2:
+            return sum(self._delete_batch(b) for b in batches)
+        mine, failed = threading.local(), threading.Event()
+        forks: list[ObjectStorage] = []
+
+        def delete(batch: list[str]) -> int:
+            if failed.is_set():
+                return 0  # an earlier batch failed: its error is raised, nothing more is sent
+            if not hasattr(mine, "fork"):
+                mine.fork = self.fork()
+                forks.append(mine.fork)  # list.append is atomic
+            try:
+                return int(mine.fork._delete_batch(batch))
+            except BaseException:
+                failed.set()
+                raise
+
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="delete")
+        try:
+            return sum(pool.map(delete, batches))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for fork in forks:
+                self.requests.update(fork.requests)
 
     def _delete_batch(self, keys: list[str]) -> int:
         """One batch request; a missing key is not an error (S3 reports it deleted)."""

@@ -5,12 +5,16 @@ A parquet read fetches only the footer and the columns it reads."""
 from __future__ import annotations
 
 import io
+import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from deltakeeper.delta.storage import RangedFile
 from deltakeeper.delta.storage.objects import RANGE_BUFFER_BYTES, RANGE_REQUEST_BYTES
+from deltakeeper.delta.storage.s3 import S3Storage
 
 
 def _parquet(rows: int) -> bytes:
@@ -47,3 +51,45 @@ def test_a_long_read_is_split_into_bounded_requests():
     assert reader.read(9 << 20) == data[100 : 100 + (9 << 20)]
     assert max(end - start for start, end in fetched) <= RANGE_REQUEST_BYTES
     assert len(fetched) == 3
+
+
+class _Batches(S3Storage):
+    """S3Storage whose delete requests are recorded (and the fourth fails) instead of sent."""
+
+    DELETE_BATCH = 10
+    DELETE_THREADS = 2
+
+    def __init__(self) -> None:
+        super().__init__("s3://b/t", "b", "t", {"endpoint_url": "http://127.0.0.1:9"})
+        self.sent: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def _delete_batch(self, keys: list[str]) -> int:
+        self.requests["delete"] += 1  # on a fork: its own counter
+        with self.lock:
+            self.sent.append(keys)
+        if keys[0] == "k030":
+            raise OSError("refused")
+        time.sleep(0.01)
+        return len(keys)
+
+
+def test_deletes_go_in_key_order_a_few_batches_at_once_and_stop_at_a_failure():
+    s = _Batches()
+    keys = [f"k{i:03d}" for i in range(100)]
+    with pytest.raises(OSError, match="refused"):
+        s.delete_many(keys)
+    firsts = [batch[0] for batch in s.sent]
+    assert sorted(firsts[:3]) == ["k000", "k010", "k020"]
+    assert "k030" in firsts
+    # Two at once: when k030 failed at most one more batch had been sent; none after it.
+    assert len(s.sent) <= 5 and "k090" not in firsts
+    assert s.requests["delete"] == len(s.sent)  # the forks' counts come back
+
+
+def test_deletes_in_parallel_count_every_request():
+    s = _Batches()
+    keys = [f"x{i:03d}" for i in range(95)]
+    assert s.delete_many(keys) == 95
+    assert sorted(k for batch in s.sent for k in batch) == keys
+    assert s.requests["delete"] == 10
