@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -86,4 +87,10 @@ def format_bytes(n: int) -> str:
 
 def rfc3339(ms: int) -> str:
     """Kubernetes' date-time: whole seconds, UTC."""
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339(ms // 1000)
+
+
+@functools.lru_cache(maxsize=8)
+def _rfc3339(seconds: int) -> str:
+    # Every status a poll builds stamps the current second, a few times: strftime once.
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

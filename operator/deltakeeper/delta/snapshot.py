@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,9 +132,9 @@ class SnapshotHeader:
     def unsupported_reader_features(self) -> list[str]:
         return unsupported_reader(self.protocol)
 
-    @property
+    @functools.cached_property
     def unsupported_features(self) -> list[str]:
-        """Everything that stops deltakeeper from writing to this table."""
+        """Everything that stops deltakeeper from writing to this table (asked every poll)."""
         return unsupported_writer(self.protocol)
 
 

@@ -26,6 +26,7 @@ Bands: healthy >= 80, fair >= 50, poor below.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,7 +119,12 @@ class Health:
         return low.component if low.score < 100 else None
 
     def status(self) -> dict[str, Any]:
-        """The status's `health`: compact, one write per change of a score."""
+        """The status's `health`: compact, one write per change of a score. The same dict
+        every call (a quiet table's polls rebuild its status from the same Health)."""
+        return self._status
+
+    @functools.cached_property
+    def _status(self) -> dict[str, Any]:
         return {
             "score": self.score,
             "band": str(self.band),
