@@ -425,6 +425,11 @@ def main() -> None:
     ap.add_argument("--poll", type=int, default=30, help="pollInterval in seconds")
     ap.add_argument("--samples", type=int, default=20, help="tables for commit-to-status")
     ap.add_argument("--no-write", action="store_true", help="print, do not touch BENCHMARKS.md")
+    ap.add_argument(
+        "--section",
+        default="operator",
+        help="BENCHMARKS.md section to (re)write (default operator; e.g. operator-minio)",
+    )
     args = ap.parse_args()
     m = machine()
     started = provenance()
@@ -436,7 +441,7 @@ def main() -> None:
     text = section(reports, m, started)
     print(text)
     if not args.no_write:
-        write_section(REPO / "BENCHMARKS.md", "bench", "operator", text)
+        write_section(REPO / "BENCHMARKS.md", "bench", args.section, text)
 
 
 if __name__ == "__main__":
