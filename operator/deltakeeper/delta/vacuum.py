@@ -91,7 +91,9 @@ from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_lite import Named, Window
 from deltakeeper.delta.vacuum_modes import Mode
 
-DELETE_BATCH = 1000  # keys per delete_many call, one progress report each
+# Keys per delete_many call, one progress report each: four S3 DeleteObjects of 1,000, which
+# an object store sends at once (ObjectStorage.DELETE_THREADS).
+DELETE_BATCH = 4000
 
 VACUUM_ADD = ("path", "deletionVector")
 VACUUM_REMOVE = ("path", "deletionTimestamp", "deletionVector")
