@@ -249,12 +249,12 @@ class Standalone:
         new = status.build(target, obs, old, now, found)
         if origin is not None:
             new["discovery"] = origin[0].discovery(origin[1])
-        shown = {k: v for k, v in old.items() if k != SPEC_DIGEST}
+        new[SPEC_DIGEST] = old.get(SPEC_DIGEST)  # kept with it (no copies: this runs a poll)
         # As the operator's status writes: a poll that only moved lastPoll does not rewrite
         # the file (the whole fleet's, every RELOAD_S); a refresh an hour still shows it.
-        if status.worth_writing(shown, new, now, self._flushed_ms):
+        if status.worth_writing(old, new, now, self._flushed_ms):
             self._dirty = True
-        self.statuses[name] = {**new, SPEC_DIGEST: old.get(SPEC_DIGEST)}
+        self.statuses[name] = new
         return True
 
     def post_event(self, entry: FolderTable, event: Event) -> None:
