@@ -69,6 +69,7 @@ bench: setup
 # on MinIO; about an hour.
 bench-maintenance: test-deps
 	$(PY) -m benchmarks.checkpoint --spark-repeats 1
+	$(PY) -m benchmarks.checkpoint_minio
 	$(PY) -m benchmarks.cleanup
 
 # One operator against 1,000 DeltaTables on a real API server (CPU, memory, commit-to-status

@@ -6,6 +6,8 @@ Cleanup: 1,000 expired commits on a fresh MinIO go in one delete request (counte
 MinIO), and the table still reads at its version.
 Vacuum: on a small local table, LITE deletes the removed files as delta-rs does, FULL and
 INVENTORY the strays too, and a quiet LITE costs one listing, as a poll does.
+Checkpoint on MinIO: the same log checkpointed on the local disk and on MinIO, twice each (the
+MinIO copy put back between runs).
 Held memory: every engine watches its copy of a 20,000-file log to the last new commit.
 Memory budget: both daemons checkpoint the big table and see every new commit; delta-rs loads all.
 """
@@ -16,7 +18,15 @@ import time
 
 import pytest
 
-from benchmarks import checkpoint, cleanup, compaction, held_memory, memory_budget, vacuum
+from benchmarks import (
+    checkpoint,
+    checkpoint_minio,
+    cleanup,
+    compaction,
+    held_memory,
+    memory_budget,
+    vacuum,
+)
 from benchmarks.harness import machine
 
 pytestmark = pytest.mark.integration
@@ -49,6 +59,18 @@ def test_cleanup_quick_deletes_1000_files_in_one_request():
     assert r["requests"]["execute"] == {"delete": 1}
     assert r["server_requests"].get("delete") == 1  # one DeleteObjects of 1,000 keys
     assert r["answers"] == {"deltakeeper": (1000, 1000), "delta-rs": (1000, 1000)}
+
+
+def test_checkpoint_minio_quick_checkpoints_each_store_twice_at_the_right_version():
+    result = checkpoint_minio.measure(quick=True, repeats=2)
+    version = result["params"].version
+    for store, runs in result["runs"].items():
+        assert [r.get("ok") for r in runs] == [True, True], (store, runs)
+        assert [r["version"] for r in runs] == [version, version], (store, runs)
+        assert all(r["seconds"] > 0 and r["peak_rss"] > 0 for r in runs), (store, runs)
+    assert all(r["requests"].get("read", 0) > 0 for r in result["runs"]["minio"])
+    text = checkpoint_minio.report("cmd", machine(), result)
+    assert "MinIO / local disk: time" in text
 
 
 @pytest.mark.spark
