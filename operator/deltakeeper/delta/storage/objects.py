@@ -20,7 +20,7 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -107,6 +107,7 @@ class ObjectStorage(Storage):
 
     def __init__(self, uri: str, bucket: str, root: str, options: Mapping[str, Any]) -> None:
         super().__init__(uri)
+        self._counting = threading.Lock()
         self.bucket = bucket
         self.root = root.strip("/")
         try:
@@ -134,7 +135,8 @@ class ObjectStorage(Storage):
         """One request through `with_retries`, counting every attempt; errors name `key`."""
 
         def attempt() -> T:
-            self.requests[op] += 1
+            with self._counting:  # a read-ahead counts from its own thread
+                self.requests[op] += 1
             return fn()
 
         return with_retries(self._where(key), op, attempt)
@@ -230,7 +232,7 @@ class ObjectStorage(Storage):
             size = info.size
         if size <= WHOLE_READ_BYTES:  # one request for the whole of a small file
             return pa.BufferReader(self._read(key))
-        raw = RangedFile(lambda start, end: self._read_range(key, start, end), size)
+        raw = RangedFile(lambda start, end: self._read_range(key, start, end), size, _ahead())
         return pa.PythonFile(io.BufferedReader(raw, RANGE_BUFFER_BYTES), mode="r")
 
     # -- writes -------------------------------------------------------------------------------
@@ -363,10 +365,20 @@ RANGE_REQUEST_BYTES = 4 << 20
 
 
 class RangedFile(io.RawIOBase):
-    """A seekable, read-only file whose reads are ranged requests (`fetch(start, end)`)."""
+    """A seekable, read-only file whose reads are ranged requests (`fetch(start, end)`).
 
-    def __init__(self, fetch: Callable[[int, int], bytes], size: int) -> None:
+    With `ahead` (an executor), a read that follows the one before starts fetching the range
+    after it, so a sequential reader (a checkpoint's column chunks, a row group after another)
+    decodes one range while the next is on its way; one range is held ahead at most."""
+
+    def __init__(
+        self, fetch: Callable[[int, int], bytes], size: int, ahead: Executor | None = None
+    ) -> None:
         self.fetch, self.size, self.pos = fetch, size, 0
+        self.ahead = ahead
+        self._end = -1  # where the last read ended
+        self._pending: tuple[int, Future[bytes]] | None = None  # a range on its way
+        self._held: tuple[int, bytes] = (0, b"")  # a range fetched ahead, not read yet
 
     def readable(self) -> bool:
         return True
@@ -386,10 +398,57 @@ class RangedFile(io.RawIOBase):
         n = min(len(buffer), self.size - self.pos, RANGE_REQUEST_BYTES)
         if n <= 0:
             return 0
-        data = self.fetch(self.pos, self.pos + n)
+        sequential = self.pos == self._end
+        data = self._from_ahead(self.pos, n)
+        if data is None:
+            data = self.fetch(self.pos, self.pos + n)
         buffer[: len(data)] = data
         self.pos += len(data)
+        self._end = self.pos
+        if sequential:
+            self._read_ahead()
         return len(data)
+
+    def _from_ahead(self, start: int, n: int) -> bytes | None:
+        """Bytes from `start` out of what was fetched ahead, if it has them."""
+        if self._pending is not None and self._pending[0] == start:
+            at, future = self._pending
+            self._pending = None
+            try:
+                self._held = (at, future.result())
+            except Exception:  # asked again in the reader's thread, where errors are raised
+                self._held = (0, b"")
+        at, held = self._held
+        if not at <= start < at + len(held):
+            return None
+        return held[start - at : start - at + n]
+
+    def _read_ahead(self) -> None:
+        at, held = self._held
+        start = max(self.pos, at + len(held))
+        if self.ahead is None or self._pending is not None or start >= self.size:
+            return
+        if start - self.pos >= RANGE_REQUEST_BYTES:
+            return  # enough held already
+        end = min(self.size, start + RANGE_REQUEST_BYTES)
+        self._pending = (start, self.ahead.submit(self.fetch, start, end))
+
+    def close(self) -> None:
+        self._pending, self._held = None, (0, b"")
+        super().close()
+
+
+_AHEAD: ThreadPoolExecutor | None = None
+_AHEAD_LOCK = threading.Lock()
+
+
+def _ahead() -> ThreadPoolExecutor:
+    """The threads ranged reads fetch ahead in, shared by every open file."""
+    global _AHEAD
+    with _AHEAD_LOCK:
+        if _AHEAD is None:
+            _AHEAD = ThreadPoolExecutor(4, thread_name_prefix="read-ahead")
+        return _AHEAD
 
 
 class StreamedUpload(Upload):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -93,3 +94,49 @@ def test_deletes_in_parallel_count_every_request():
     assert s.delete_many(keys) == 95
     assert sorted(k for batch in s.sent for k in batch) == keys
     assert s.requests["delete"] == 10
+
+
+def test_a_sequential_reader_gets_the_next_range_fetched_ahead_in_another_thread():
+    data = bytes(range(256)) * (48 * 1024)  # 12 MiB
+    fetched: list[tuple[int, int, str]] = []
+
+    def fetch(start: int, end: int) -> bytes:
+        fetched.append((start, end, threading.current_thread().name))
+        return data[start:end]
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ahead") as pool:
+        reader = io.BufferedReader(RangedFile(fetch, len(data), pool), RANGE_BUFFER_BYTES)
+        got = b"".join(iter(lambda: reader.read(300_000), b""))
+    assert got == data
+    assert any(name.startswith("ahead") for _, _, name in fetched)
+    assert max(end - start for start, end, _ in fetched) <= RANGE_REQUEST_BYTES
+    # Every byte fetched once: nothing ahead was thrown away on a sequential read.
+    assert sum(end - start for start, end, _ in fetched) == len(data)
+
+
+def test_reading_ahead_stops_at_a_seek_and_a_failed_fetch_is_asked_again_in_the_reader():
+    data = bytes(range(256)) * (32 * 1024)  # 8 MiB
+    calls: list[tuple[int, int, str]] = []
+
+    def fetch(start: int, end: int) -> bytes:
+        ahead = threading.current_thread().name.startswith("ahead")
+        calls.append((start, end, "ahead" if ahead else "reader"))
+        if ahead:
+            raise OSError("lost")
+        return data[start:end]
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ahead") as pool:
+        raw = RangedFile(fetch, len(data), pool)
+        buf = bytearray(1 << 20)
+        raw.seek(0)
+        assert raw.readinto(buf) == 1 << 20  # first read: nothing ahead yet
+        assert raw.readinto(buf) == 1 << 20 and bytes(buf) == data[1 << 20 : 2 << 20]
+        assert raw.readinto(buf) == 1 << 20 and bytes(buf) == data[2 << 20 : 3 << 20]
+        raw.seek(7 << 20)
+        assert raw.readinto(buf) == 1 << 20 and bytes(buf) == data[7 << 20 :]
+    # The range that failed ahead was fetched again by the reader; the read after the seek
+    # was the reader's own and nothing was read ahead of it (it did not follow the one before).
+    assert (2 << 20, 6 << 20, "ahead") in calls
+    assert any(start == 2 << 20 and kind == "reader" for start, _, kind in calls)
+    assert (7 << 20, 8 << 20, "reader") in calls
+    assert not [c for c in calls if c[0] > 7 << 20]
