@@ -139,8 +139,8 @@ def report(cmd: str, m: dict[str, Any], result: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"- **MinIO / local disk: time {time_ratio:.2f}x** (target <= {TIME_TARGET}x: "
-        f"{_met(time_ratio <= TIME_TARGET)}), **peak RSS {rss_ratio:.2f}x** (target <= "
+        f"- **MinIO / local disk: time {time_ratio:.3f}x** (target <= {TIME_TARGET}x: "
+        f"{_met(time_ratio <= TIME_TARGET)}), **peak RSS {rss_ratio:.3f}x** (target <= "
         f"{1 + TOLERANCE:.1f}x: {_met(rss_ratio <= 1 + TOLERANCE)})",
     ]
     return "\n".join(lines) + "\n"
