@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from benchmarks.harness import (
     emit,
     machine,
     machine_line,
+    median_of,
     proc_status_bytes,
     run_child,
     write_section,
@@ -74,7 +74,8 @@ def measure(quick: bool, repeats: int) -> dict[str, Any]:
                 shutil.copytree(table / "_delta_log", local / "_delta_log")
                 runs["local"].append(run_child(MODULE, [str(local), "{}", str(now_ms)]))
                 shutil.rmtree(local)
-                clear_checkpoint(emu, table, names)
+                if i:  # the copy is as uploaded before the first run
+                    clear_checkpoint(emu, table, names)
                 runs["minio"].append(run_child(MODULE, [emu.uri("t"), opts, str(now_ms)]))
         finally:
             emu.stop()
@@ -95,10 +96,10 @@ def clear_checkpoint(emu: Any, table: Path, names: list[str]) -> None:
 def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
     return {
         store: {
-            "seconds": statistics.median(r["seconds"] for r in rs),
+            "seconds": median_of(rs, "seconds"),
             "min": min(r["seconds"] for r in rs),
             "max": max(r["seconds"] for r in rs),
-            "peak_rss": statistics.median(r["peak_rss"] for r in rs),
+            "peak_rss": median_of(rs, "peak_rss"),
         }
         for store, rs in runs.items()
     }
