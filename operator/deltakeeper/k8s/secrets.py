@@ -52,6 +52,20 @@ class Secrets:
             raise hit[1]
         return hit[1]
 
+    def peek(self, namespace: str, name: str) -> tuple[bool, Data | SecretUnreadable]:
+        """The Secret as `get` last served it, without waiting: (False, None) when it was
+        never read. Past its TTL a read starts (on the event loop) and the last one is served
+        meanwhile: a table whose Target is current is told so until the read says otherwise."""
+        key = (namespace, name)
+        hit = self._cache.get(key)
+        if hit is None:
+            return False, None
+        if self.clock() - hit[0] >= self.ttl_s and key not in self._reading:
+            reading = asyncio.ensure_future(self._refresh(key, hit))
+            self._reading[key] = reading
+            reading.add_done_callback(lambda _: self._reading.pop(key, None))
+        return True, hit[1]
+
     async def _refresh(
         self, key: Key, hit: tuple[float, Data | SecretUnreadable] | None
     ) -> tuple[float, Data | SecretUnreadable]:

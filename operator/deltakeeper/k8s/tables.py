@@ -27,7 +27,7 @@ from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Condition, Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry
-from deltakeeper.runtime.targets import resolve, secret_name
+from deltakeeper.runtime.targets import resolve, secret_name, unchanged
 from deltakeeper.runtime.watcher import TableWatcher
 
 log = logging.getLogger("deltakeeper.operator")
@@ -163,6 +163,29 @@ class Tables:
             return resolve(entry.resource, local, read, duplicates, default_poll_ms)
 
         return entry.target((entry.resource, secret, duplicates, *local), make)
+
+    def fresh(self, key: Key, entry: ClusterTable, target: Target) -> bool:
+        """As `target` would resolve it, with the Secret as last read (a read past its TTL
+        starts now, and a changed Secret makes the next check False)."""
+        cached = entry.cached
+        if cached is None or cached[1] is not target:
+            return False
+        secret = None
+        name = secret_name(entry.resource)
+        if name:
+            known, secret = self.secrets.peek(key[0], name)
+            if not known:
+                return False
+        local = list(self.policies.get(key[0], []))
+        return unchanged(cached[0], (entry.resource, secret, self.registry.duplicates(key), *local))
+
+    def quiet(self, entry: ClusterTable, target: Target, obs: Observation) -> bool:
+        """No write: only `lastPoll` changed, and the hourly refresh is not due (nor a rewrite
+        after an outage, nor a condition another part added)."""
+        old, at = self.written.get(target.key, (None, 0))
+        if old is None or time.monotonic() < self.rewrite_until:
+            return False
+        return now_ms() - at < status.REFRESH_S * 1000
 
     def set_acting(self, acting: bool) -> None:
         if acting == self.acting:

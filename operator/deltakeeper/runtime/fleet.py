@@ -27,6 +27,7 @@ from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
 from deltakeeper.runtime.model import Observation, Target
+from deltakeeper.runtime.poller import Handed, Parked, Poller, Settled
 from deltakeeper.runtime.slots import Slots
 from deltakeeper.runtime.watcher import TableWatcher
 
@@ -38,6 +39,8 @@ Publish = Callable[[Target, Observation], Awaitable[None]]
 Current = Callable[[], Awaitable[Target]]
 # Sleeps up to the given seconds; True when the loop must stop.
 Sleep = Callable[[float], Awaitable[bool]]
+# Parks a quiet table (target, watcher, poll interval) until a poll of it needs its loop.
+Park = Callable[[Target, TableWatcher, float], Awaitable[Handed]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 # A due table waits at most this many of its poll intervals before it goes first, whatever
@@ -66,6 +69,7 @@ class Fleet:
         observers: int = 8,
         clock: Callable[[], int] = now_ms,
         memory_budget: int | None = None,
+        park_quiet: bool = True,
     ) -> None:
         self.clock = clock
         self.max_concurrent = max_concurrent
@@ -75,6 +79,9 @@ class Fleet:
         # Polls and maintenance run in pools of their own: a table granted a maintenance slot
         # starts at once, not behind the polls of thousands of tables queued after a restart.
         self._pool = ThreadPoolExecutor(observers, thread_name_prefix="table")
+        self.observers = observers
+        self.park_quiet = park_quiet  # quiet tables polled by the Poller (False: by their loops)
+        self._poller: Poller | None = None
         # First polls (every table's, after a start) go biggest log first, a few at once.
         self._firsts = Slots(FIRST_POLLS)
         self._maintenance = ThreadPoolExecutor(max_concurrent, thread_name_prefix="maintain")
@@ -89,33 +96,52 @@ class Fleet:
         return await asyncio.get_running_loop().run_in_executor(self._maintenance, fn, *args)
 
     async def watch(
-        self, current: Current, watcher: TableWatcher, sleep: Sleep, publish: Publish
+        self,
+        current: Current,
+        watcher: TableWatcher,
+        sleep: Sleep,
+        publish: Publish,
+        park: Park | None = None,
     ) -> None:
         """Poll the table `current()` describes until `sleep` says stop; each observation
-        goes to `publish`."""
+        goes to `publish`. With `park`, a table whose poll was quiet is polled by the Poller
+        until a poll of it needs this loop."""
         interval = DEFAULT_POLL_S
         with contextlib.suppress(Exception):  # the first poll logs it
             interval = (await current()).poll_interval_s
         if await sleep(random.uniform(0, JITTER * interval)):
             return
-        first = True
+        first, fresh = True, True
         while True:
             try:
                 target = await current()
                 interval = target.poll_interval_s
-                await self.poll_once(target, watcher, publish, first)
-                first = False
+                obs = await self.poll_once(target, watcher, publish, first)
+                first, fresh = False, True
+                while park is not None and obs.quiet and not obs.due:
+                    handed = await park(target, watcher, interval)
+                    if handed is None:  # woken or stopped: `sleep` says which
+                        break
+                    obs, fresh = await self.act(target, watcher, publish, handed[0]), handed[1]
+                    if not fresh:  # its target may have changed: resolved and polled now
+                        break
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug must not end the table's loop; it is logged and retried
                 log.exception("%s: poll failed", _task_name())
-            if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
+            if fresh and await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
                 return
 
     async def poll_once(
         self, target: Target, watcher: TableWatcher, publish: Publish, first: bool = False
     ) -> Observation:
         obs = await (self._first_observe if first else self._observe)(target, watcher)
+        return await self.act(target, watcher, publish, obs)
+
+    async def act(
+        self, target: Target, watcher: TableWatcher, publish: Publish, obs: Observation
+    ) -> Observation:
+        """Publish a poll's observation, then run what it found due and publish again."""
         self.polls += 1
         # Published before any maintenance: a table waiting for a maintenance slot (after a
         # restart, thousands may be due at once) still shows its new commits at once.
@@ -125,6 +151,16 @@ class Fleet:
         done = await self._maintain(target, watcher, obs)
         await publish(target, done)
         return done
+
+    def poller(self) -> Poller:
+        """The Poller of quiet tables, started on the running event loop at its first use."""
+        if self._poller is None:
+            self._poller = Poller(self.observers)
+        return self._poller
+
+    def quiet_check(self, watcher: TableWatcher, target: Target) -> Observation:
+        """A parked table's poll, in a poll thread."""
+        return watcher.observe(target, self.clock())
 
     async def _observe(self, target: Target, watcher: TableWatcher) -> Observation:
         return await self._off_loop(watcher.observe, target, self.clock())
@@ -198,6 +234,8 @@ class Fleet:
         return time.monotonic() - self.last_tick < stall_s
 
     def close(self) -> None:
+        if self._poller is not None:
+            self._poller.close()
         # Maintenance already running finishes (its writes are crash-safe either way).
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._maintenance.shutdown(wait=True, cancel_futures=True)
@@ -227,6 +265,7 @@ class Loop:
         # A future while asleep, not an asyncio.Event (with its deque, 0.7 KiB a table).
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False  # poked while awake: the next sleep returns at once
+        self._parked: tuple[Poller, Parked] | None = None  # while quiet polls run off the loop
 
     def start(
         self,
@@ -237,15 +276,20 @@ class Loop:
         name: str,
         after: asyncio.Task[None] | None = None,
         context: contextvars.Context | None = None,
+        settle: Callable[[Target, Observation], Settled] | None = None,
     ) -> None:
         """Run the loop; `after`, the table's previous loop, ends first (its last poll may
         still be running), so one table never has two polls at once. `context`: the context
-        variables it runs with (default: a copy of the caller's)."""
+        variables it runs with (default: a copy of the caller's). `settle`: shows a quiet poll
+        without this loop (Poller), if the fleet parks quiet tables."""
+        park = None
+        if settle is not None and fleet.park_quiet:
+            park = functools.partial(self.park, fleet, settle)
 
         async def run() -> None:
             if after is not None:
                 await asyncio.gather(after, return_exceptions=True)
-            await fleet.watch(current, watcher, self.sleep, publish)
+            await fleet.watch(current, watcher, self.sleep, publish, park)
 
         self.task = asyncio.create_task(run(), name=name, context=context)
         self.fleet = fleet
@@ -259,7 +303,36 @@ class Loop:
     def poke(self) -> None:
         self._wake()
 
+    async def park(
+        self,
+        fleet: Fleet,
+        settle: Callable[[Target, Observation], Settled],
+        target: Target,
+        watcher: TableWatcher,
+        interval_s: float,
+    ) -> Handed:
+        """Quiet polls off the loop until one needs it (Poller); None at once when woken."""
+        if self._woken or self.stopped:
+            return None
+        poller = fleet.poller()
+        check = functools.partial(fleet.quiet_check, watcher, target)
+        parked, handed = poller.park(check, functools.partial(settle, target), interval_s)
+        self._parked = (poller, parked)
+        try:
+            return await handed
+        except asyncio.CancelledError:
+            poller.cancel(parked)
+            if not handed.done():  # a poll of it runs: it ends before this loop does
+                await asyncio.wait([handed])
+            raise
+        finally:
+            self._parked = None
+
     def _wake(self) -> None:
+        if self._parked is not None:
+            self._parked[0].cancel(self._parked[1])
+            self._woken = True
+            return
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
         else:

@@ -180,6 +180,7 @@ class Observation:
     checkpoint_loads_all: bool = False  # the checkpoint step loads every file (writeChecksum)
     due: tuple[Operation, ...] = ()  # operations worth planning now; `maintain` runs them
     compaction_jobs: dict[str, int] = field(default_factory=dict)  # state -> jobs
+    quiet: bool = False  # the log did not move: the last observation again (a new poll time)
 
     @property
     def ready(self) -> bool:

@@ -32,6 +32,7 @@ from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Event, EventType, Observation, Reason, Target
+from deltakeeper.runtime.poller import Settled
 from deltakeeper.runtime.targets import unchanged
 from deltakeeper.runtime.watcher import TableWatcher
 
@@ -101,6 +102,16 @@ class Sink(Protocol[E_in]):
 
     def forget(self, key: Key) -> None:
         """Drop what the sink keeps for a table no longer watched here."""
+        ...
+
+    def quiet(self, entry: E_in, target: Target, obs: Observation) -> bool:
+        """Show a quiet poll (nothing but `lastPoll` changed) without a write, on the event
+        loop; False when its status is to be written now (a refresh): the loop publishes it."""
+        ...
+
+    def fresh(self, key: Key, entry: E_in, target: Target) -> bool:
+        """Whether `target` is still what the table's resource, policies and Secrets resolve
+        to, as far as can be told without waiting (False: the loop resolves it again)."""
         ...
 
 
@@ -187,7 +198,8 @@ class Registry(Generic[E]):
         entry.loop = Loop()
         current = functools.partial(self.resolve, key, entry)
         name = f"{key[0]}/{key[1]}"
-        entry.loop.start(fleet, current, watcher, self.publish, name, previous, context)
+        settle = functools.partial(self.settle, entry)
+        entry.loop.start(fleet, current, watcher, self.publish, name, previous, context, settle)
 
     def stop_loop(self, key: Key) -> None:
         """Stop the table's loop and take its metrics down; the entry stays."""
@@ -237,6 +249,27 @@ class Registry(Generic[E]):
             self._in_flight.discard(key)
         self._shown(entry, target, obs)
         self._post(entry, key, obs.events)
+
+    def settle(self, entry: E, target: Target, obs: Observation) -> Settled:
+        """The Poller's publish of a quiet poll, on the event loop: metrics and the stall watch
+        updated here when nothing else changed; else its loop publishes it."""
+        key, shown = target.key, entry.shown
+        if self.entries.get(key) is not entry or not self.publishing:
+            return Settled.PUBLISH  # removed or paused meanwhile: publish() says so
+        if shown is None or shown.stalled or not _same_show(shown.obs, obs):
+            return Settled.PUBLISH
+        if not self.sink.fresh(key, entry, target):
+            return Settled.STALE
+        if not self.sink.quiet(entry, target, obs):
+            return Settled.PUBLISH
+        record(self.metrics, target, obs)
+        if self.history is not None:
+            self.history.add(target, obs)
+        shown.at_ms = self.clock()
+        if not entry.queued:
+            heapq.heappush(self._deadlines, (shown.stalls_at_ms, key))
+            entry.queued = True
+        return Settled.SHOWN
 
     def _post(self, entry: E, key: Key, events: Sequence[Event]) -> None:
         for event in events:
@@ -296,6 +329,12 @@ class Registry(Generic[E]):
             del self._stall_writes[key]
         stalled = next(c for c in marked if c.reason is Reason.POLLS_STALLED)
         self._post(entry, key, [Event(EventType.WARNING, Reason.POLLS_STALLED, stalled.message)])
+
+
+def _same_show(shown: Observation, obs: Observation) -> bool:
+    """Whether a quiet poll shows what the last one published did (its health, recomputed
+    when time alone changes it, and its jobs)."""
+    return obs.health is shown.health and obs.compaction_jobs == shown.compaction_jobs
 
 
 def record(metrics: Metrics, target: Target, obs: Observation) -> None:

@@ -207,6 +207,7 @@ class TableWatcher:
             requests=self._new_requests(),
             due=(),
             compaction_jobs=self._jobs(),
+            quiet=True,
         )
 
     def _jobs(self) -> dict[str, int]:

@@ -22,6 +22,7 @@ from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources import folder as manifest_folder
 from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
@@ -29,12 +30,13 @@ from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import ConditionStatus, ConditionType, Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
-from deltakeeper.runtime.targets import resolve
+from deltakeeper.runtime.targets import resolve, unchanged
 from deltakeeper.runtime.watcher import TableWatcher
 from deltakeeper.standalone import status_file
 from deltakeeper.standalone.lakes import FolderLake, Lakes, name_of
 from deltakeeper.standalone.report import print_summary, ready
 from deltakeeper.standalone.status_file import SPEC_DIGEST, spec_digest
+from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.standalone")
 RELOAD_S = 2.0  # how often the folder is checked for changed manifests
@@ -226,7 +228,6 @@ class Standalone:
     async def target(self, key: Key, entry: FolderTable) -> Target:
         # A changed spec replaces the resource and bumps the generation together.
         duplicates = self.registry.duplicates(key)
-        inputs = (entry.resource, self.policies, self.secrets, duplicates)
 
         def make() -> Target:
             target = resolve(
@@ -234,7 +235,11 @@ class Standalone:
             )
             return replace(target, generation=entry.generation)
 
-        return entry.target(inputs, make)
+        return entry.target(self._inputs(key, entry), make)
+
+    def _inputs(self, key: Key, entry: FolderTable) -> tuple[object, ...]:
+        """What a table's Target is resolved from: the same objects while nothing changed."""
+        return (entry.resource, self.policies, self.secrets, self.registry.duplicates(key))
 
     def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
         return self.secrets.get((namespace, name))
@@ -256,6 +261,26 @@ class Standalone:
             self._dirty = True
         self.statuses[name] = new
         return True
+
+    def quiet(self, entry: FolderTable, target: Target, obs: Observation) -> bool:
+        """Only `lastPoll` moves (in memory: the file is rewritten for it once an hour, which
+        write_status does)."""
+        old = self.statuses.get(name_of(target.key))
+        if old is None or self.clock() - self._flushed_ms >= status.REFRESH_S * 1000:
+            return False
+        origin = self._origin.get(target.key)
+        if origin is not None and old.get("discovery") != origin[0].discovery(origin[1]):
+            return False
+        old[str(F.LAST_POLL)] = rfc3339(obs.polled_ms)
+        return True
+
+    def fresh(self, key: Key, entry: FolderTable, target: Target) -> bool:
+        cached = entry.cached
+        return (
+            cached is not None
+            and cached[1] is target
+            and unchanged(cached[0], self._inputs(key, entry))
+        )
 
     def post_event(self, entry: FolderTable, event: Event) -> None:
         pass  # events are in the log only

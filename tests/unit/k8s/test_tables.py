@@ -28,11 +28,15 @@ from deltakeeper.runtime.watcher import TableWatcher
 class Watching:
     """A fleet whose loops only sleep, recording which tables loop and with what target."""
 
+    park_quiet = False  # its loops never park
+
     def __init__(self) -> None:
         self.looping: set[tuple[str, str]] = set()
         self.targets: list[Target] = []
 
-    async def watch(self, current: Any, watcher: TableWatcher, sleep: Any, publish: Any) -> None:
+    async def watch(
+        self, current: Any, watcher: TableWatcher, sleep: Any, publish: Any, park: Any = None
+    ) -> None:
         target = await current()
         self.targets.append(target)
         self.looping.add(target.key)
@@ -311,7 +315,9 @@ def test_a_restarted_loop_waits_for_the_previous_one() -> None:
         release = asyncio.Event()
 
         class Slow:
-            async def watch(self, current: Any, watcher: Any, sleep: Any, publish: Any) -> None:
+            async def watch(
+                self, current: Any, watcher: Any, sleep: Any, publish: Any, park: Any
+            ) -> None:
                 order.append("start")
                 await release.wait()
                 order.append("end")

@@ -1,0 +1,203 @@
+"""Quiet polls, back to back, off the event loop.
+
+A table whose last poll found nothing new is parked here between polls. A timer thread queues
+the parked tables as they come due; a few poll threads poll them; the event loop gets what they
+found in batches, and keeps only what it must act on (the log moved, something is due, a
+status must be written). The rest are parked again at once. So a quiet poll costs its listing
+and a few dictionary updates, where a poll on the event loop also cost a timer, a task
+wake-up and two thread hops (issue 24: the daemon's CPU a poll against delta-rs's).
+
+    poller = Poller(threads=8)
+    handed = await poller.park(check, settle, interval_s)   # (observation, fresh) or None
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import heapq
+import itertools
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from deltakeeper.runtime.model import Observation
+
+JITTER = 0.1  # each wait is the poll interval +-10%, as the table loops' sleeps
+# Tables due within this long are polled together, and what the poll threads found goes to the
+# event loop this long after the first of a batch: one wake-up for many polls (at 10,000
+# tables polled every 30 s, 333 a second).
+BATCH_S = 0.02
+
+
+class Settled(enum.Enum):
+    """What the event loop did with a quiet poll."""
+
+    SHOWN = "shown"  # metrics and status updated: parked again
+    PUBLISH = "publish"  # the table's loop publishes it (a status to write), then parks again
+    STALE = "stale"  # the table's loop publishes it, then resolves its target afresh
+
+
+# Runs in a poll thread: the table's poll (TableWatcher.observe with the parked target).
+Check = Callable[[], Observation]
+# Runs on the event loop with a quiet poll's observation.
+Settle = Callable[[Observation], Settled]
+# What the table's loop gets back: the observation to act on and whether its target may have
+# changed; None when the parking was cancelled before its next poll started.
+Handed = tuple[Observation, bool] | None
+
+
+class _State(enum.Enum):
+    WAITING = 1  # in the timer's heap or the work queue
+    POLLING = 2  # a poll thread runs its check
+    CANCELLED = 3  # cancelled while waiting: dropped where it is found
+    CANCEL_AFTER = 4  # cancelled while polling: handed back with that poll
+
+
+class Parked:
+    """One parked table: its checks, and the future its loop awaits."""
+
+    __slots__ = ("check", "future", "interval_s", "settle", "state")
+
+    def __init__(
+        self, check: Check, settle: Settle, interval_s: float, future: asyncio.Future[Handed]
+    ) -> None:
+        self.check, self.settle, self.interval_s = check, settle, interval_s
+        self.future = future
+        self.state = _State.WAITING
+
+
+class Poller:
+    """Parked tables and the threads that poll them; built on the event loop it hands back to."""
+
+    def __init__(self, threads: int = 8, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.polls = 0  # quiet polls settled here (tests and benchmarks read it)
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Parked]] = []  # (due, tie-break, parked)
+        self._order = itertools.count()
+        self._work: queue.SimpleQueue[Parked | None] = queue.SimpleQueue()
+        self._found: list[tuple[Parked, Observation | BaseException]] = []
+        self._flush_queued = False
+        self._closed = False
+        self._threads = [threading.Thread(target=self._time, name="poll-timer", daemon=True)]
+        self._threads += [
+            threading.Thread(target=self._poll, name=f"poll-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def park(self, check: Check, settle: Settle, interval_s: float) -> tuple[Parked, Any]:
+        """Park a table until a poll of it needs its loop; returns the parking (to cancel it)
+        and the future that resolves with what its loop gets back."""
+        parked = Parked(check, settle, interval_s, self._loop.create_future())
+        self._queue(parked)
+        return parked, parked.future
+
+    def cancel(self, parked: Parked) -> None:
+        """Stop polling `parked` (on the event loop). Its future resolves with None now, or,
+        when a poll of it is under way, with that poll when it ends: the table's loop never
+        runs a poll while one still runs here."""
+        with self._lock:
+            if parked.state is _State.WAITING:
+                parked.state = _State.CANCELLED
+            elif parked.state is _State.POLLING:
+                parked.state = _State.CANCEL_AFTER
+                return
+            else:
+                return
+        if not parked.future.done():
+            parked.future.set_result(None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        for _ in self._threads:
+            self._work.put(None)
+
+    def _queue(self, parked: Parked) -> None:
+        due = self.clock() + parked.interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+        with self._lock:
+            parked.state = _State.WAITING
+            first = not self._heap or due < self._heap[0][0]
+            heapq.heappush(self._heap, (due, next(self._order), parked))
+            if first:  # the timer waits for the old first one: it must wait less
+                self._lock.notify()
+
+    # -- threads ------------------------------------------------------------------------------
+    def _time(self) -> None:
+        """Hand each parked table to the poll threads when its wait is over."""
+        while True:
+            with self._lock:
+                while not self._closed:
+                    wait = self._heap[0][0] - self.clock() if self._heap else None
+                    if wait is not None and wait <= 0:
+                        break
+                    self._lock.wait(wait)
+                if self._closed:
+                    return
+                # With those due a little later: one wake-up of this thread for a few polls.
+                now, due = self.clock() + BATCH_S, []
+                while self._heap and self._heap[0][0] <= now:
+                    due.append(heapq.heappop(self._heap)[2])
+            for parked in due:
+                self._work.put(parked)
+
+    def _poll(self) -> None:
+        while True:
+            parked = self._work.get()
+            if parked is None:
+                return
+            with self._lock:
+                if parked.state is not _State.WAITING:
+                    continue  # cancelled meanwhile
+                parked.state = _State.POLLING
+            found: Observation | BaseException
+            try:
+                found = parked.check()
+            except Exception as e:  # a bug: the table's loop logs it, as its own polls'
+                found = e
+            with self._lock:
+                self._found.append((parked, found))
+                flush = not self._flush_queued
+                self._flush_queued = True
+            if flush:
+                try:
+                    self._loop.call_soon_threadsafe(self._loop.call_later, BATCH_S, self._flush)
+                except RuntimeError:  # the event loop is closed: nobody waits any more
+                    return
+
+    # -- the event loop -----------------------------------------------------------------------
+    def _flush(self) -> None:
+        with self._lock:
+            found, self._found = self._found, []
+            self._flush_queued = False
+        for parked, obs in found:
+            self._settle(parked, obs)
+
+    def _settle(self, parked: Parked, obs: Observation | BaseException) -> None:
+        if parked.future.done():  # its loop was cancelled
+            return
+        if isinstance(obs, BaseException):
+            parked.future.set_exception(obs)
+            return
+        settled = Settled.PUBLISH
+        with self._lock:
+            cancelled = parked.state is _State.CANCEL_AFTER
+        if not cancelled and obs.quiet and not obs.due:
+            try:
+                settled = parked.settle(obs)
+            except Exception as e:  # a bug: the table's loop logs it, and the batch goes on
+                parked.future.set_exception(e)
+                return
+            if settled is Settled.SHOWN:
+                self.polls += 1
+                self._queue(parked)
+                return
+        parked.future.set_result((obs, settled is not Settled.STALE))

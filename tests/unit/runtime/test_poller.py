@@ -1,0 +1,216 @@
+"""runtime/poller.py: quiet tables polled off the event loop until a poll needs their loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.resources.manifests import TableResource
+from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Event, Observation, Target
+from deltakeeper.runtime.poller import Poller, Settled
+from deltakeeper.runtime.registry import Entry, Key, Registry
+from deltakeeper.runtime.watcher import TableWatcher
+from tests.support.logbuilder import add, commit_info
+from tests.support.tables import small_table
+
+
+def run(scenario: Callable[[], object]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 20))  # type: ignore[arg-type]
+
+
+def polls(quiet_for: int, log: list[str]) -> Callable[[], Observation]:
+    """A check whose first `quiet_for` polls are quiet, recording the thread of each."""
+
+    def check() -> Observation:
+        log.append(threading.current_thread().name)
+        return Observation(len(log), [], quiet=len(log) <= quiet_for)
+
+    return check
+
+
+def test_quiet_polls_are_settled_off_the_loop_until_one_is_not() -> None:
+    async def scenario() -> None:
+        poller, threads, settled = Poller(threads=2), [], []
+
+        def settle(obs: Observation) -> Settled:
+            settled.append(obs.polled_ms)
+            return Settled.SHOWN
+
+        try:
+            _, handed = poller.park(polls(4, threads), settle, 0.01)
+            obs, fresh = await handed
+        finally:
+            poller.close()
+        assert (obs.polled_ms, obs.quiet, fresh) == (5, False, True)
+        assert settled == [1, 2, 3, 4] and poller.polls == 4
+        assert threads and all(name.startswith("poll-") for name in threads)
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("settled", "fresh"), [(Settled.PUBLISH, True), (Settled.STALE, False)])
+def test_a_quiet_poll_the_loop_must_see_is_handed_back(settled: Settled, fresh: bool) -> None:
+    async def scenario() -> None:
+        poller = Poller(threads=1)
+        try:
+            _, handed = poller.park(polls(10, []), lambda obs: settled, 0.01)
+            obs, got = await handed
+        finally:
+            poller.close()
+        assert (obs.polled_ms, obs.quiet, got) == (1, True, fresh)
+        assert poller.polls == 0
+
+    run(scenario)
+
+
+def test_a_quiet_poll_with_something_due_goes_to_the_loop_unsettled() -> None:
+    async def scenario() -> None:
+        poller, settled = Poller(threads=1), []
+
+        def check() -> Observation:
+            return Observation(1, [], quiet=True, due=(Operation.VACUUM,))
+
+        try:
+            _, handed = poller.park(check, lambda obs: settled.append(obs) or Settled.SHOWN, 0.01)
+            obs, fresh = await handed
+        finally:
+            poller.close()
+        assert obs.due == (Operation.VACUUM,) and fresh and settled == []
+
+    run(scenario)
+
+
+def test_a_parking_cancelled_before_its_poll_ends_at_once_without_polling() -> None:
+    async def scenario() -> None:
+        poller, threads = Poller(threads=1), []
+        try:
+            parked, handed = poller.park(polls(10, threads), lambda obs: Settled.SHOWN, 60)
+            poller.cancel(parked)
+            assert await handed is None
+        finally:
+            poller.close()
+        assert threads == []
+
+    run(scenario)
+
+
+def test_a_parking_cancelled_during_its_poll_ends_with_that_poll() -> None:
+    async def scenario() -> None:
+        poller, started, release, settled = (
+            Poller(threads=1),
+            threading.Event(),
+            threading.Event(),
+            [],
+        )
+
+        def check() -> Observation:
+            started.set()
+            release.wait(10)
+            return Observation(7, [], quiet=True)
+
+        try:
+            parked, handed = poller.park(check, lambda obs: settled.append(obs) or Settled.SHOWN, 0)
+            await asyncio.to_thread(started.wait, 10)
+            poller.cancel(parked)
+            await asyncio.sleep(0.05)
+            assert not handed.done()  # the poll still runs: the loop must not poll meanwhile
+            release.set()
+            obs, fresh = await handed
+        finally:
+            poller.close()
+        assert obs.polled_ms == 7 and fresh and settled == []
+
+    run(scenario)
+
+
+def test_a_check_that_raises_reaches_the_loop() -> None:
+    async def scenario() -> None:
+        poller = Poller(threads=1)
+
+        def check() -> Observation:
+            raise ValueError("a bug")
+
+        try:
+            _, handed = poller.park(check, lambda obs: Settled.SHOWN, 0)
+            with pytest.raises(ValueError, match="a bug"):
+                await handed
+        finally:
+            poller.close()
+
+    run(scenario)
+
+
+class QuietSink:
+    """Records status writes; shows quiet polls without one while `quiet` says so."""
+
+    def __init__(self) -> None:
+        self.written: list[Observation] = []
+        self.quiet_shown = 0
+        self.stale = False
+
+    async def write_status(self, entry: Entry, target: Target, obs: Observation) -> bool:
+        self.written.append(obs)
+        return True
+
+    def post_event(self, entry: Entry, event: Event) -> None:
+        pass
+
+    def forget(self, key: Key) -> None:
+        pass
+
+    def quiet(self, entry: Entry, target: Target, obs: Observation) -> bool:
+        self.quiet_shown += 1
+        return True
+
+    def fresh(self, key: Key, entry: Entry, target: Target) -> bool:
+        return not self.stale
+
+
+def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: Path) -> None:
+    """The whole path: a registry's loop parks a real quiet table, its polls are counted in
+    the metrics and shown without status writes; a commit goes back through its loop."""
+    b = small_table(tmp_path)
+    sink, metrics = QuietSink(), Metrics()
+    target = Target("ns", "t", str(tmp_path), poll_interval_s=0.02)
+    resolved: list[Target] = []
+
+    async def resolve(key: Key, entry: Entry) -> Target:
+        resolved.append(target)
+        return target
+
+    async def until(ok: Callable[[], bool]) -> None:
+        while not ok():
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        fleet = Fleet(observers=2)
+        r = Registry(metrics, sink, resolve, logging.getLogger("test"))
+        r.add(("ns", "t"), Entry(TableResource("ns", "t", {}, 1, {"uri": str(tmp_path)})))
+        try:
+            r.start(("ns", "t"), fleet, TableWatcher(0))
+            await until(lambda: fleet._poller is not None and fleet._poller.polls >= 5)
+            writes, resolves = len(sink.written), len(resolved)
+            await until(lambda: fleet._poller is not None and fleet._poller.polls >= 10)
+            # Quiet polls: no status written, no target resolved, each listing counted.
+            assert (len(sink.written), len(resolved)) == (writes, resolves)
+            assert sink.quiet_shown >= 10
+            listed = metrics._tables[("ns", "t")].requests["list"]
+            assert listed >= 10
+            b.commit(add("g.parquet"), commit_info())
+            await until(lambda: any(o.counts.get("version") == 3 for o in sink.written))
+            sink.stale = True  # its next quiet poll goes back to be resolved again
+            before = len(resolved)
+            await until(lambda: len(resolved) > before)
+        finally:
+            await r.stop()
+            fleet.close()
+
+    run(scenario)
