@@ -73,9 +73,10 @@ bench-maintenance: test-deps
 	$(PY) -m benchmarks.cleanup
 
 # One operator against 1,000 DeltaTables on a real API server (CPU, memory, commit-to-status
-# time); about 10 minutes.
+# time), then the standalone daemon's CPU a poll on 1,000 MinIO tables; about 15 minutes.
 bench-operator: test-deps
 	$(PY) -m benchmarks.operator --tables 1000
+	$(PY) -m benchmarks.daemon_poll
 
 # Spark compaction against a hand-run OPTIMIZE and delta-rs, then the planner on 1,000,000 files.
 bench-compaction: test-deps

@@ -10,6 +10,8 @@ Checkpoint on MinIO: the same log checkpointed on the local disk and on MinIO, t
 MinIO copy put back between runs).
 Held memory: every engine watches its copy of a 20,000-file log to the last new commit.
 Memory budget: both daemons checkpoint the big table and see every new commit; delta-rs loads all.
+Daemon poll: the standalone daemon and delta-rs each poll every quiet MinIO table about once a
+poll interval, one listing a poll.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from benchmarks import (
     checkpoint_minio,
     cleanup,
     compaction,
+    daemon_poll,
     held_memory,
     memory_budget,
     vacuum,
@@ -71,6 +74,19 @@ def test_checkpoint_minio_quick_checkpoints_each_store_twice_at_the_right_versio
     assert all(r["requests"].get("read", 0) > 0 for r in result["runs"]["minio"])
     text = checkpoint_minio.report("cmd", machine(), result)
     assert "MinIO / local disk: time" in text
+
+
+def test_daemon_poll_quick_polls_each_table_once_an_interval_on_both_engines():
+    tables, poll_s, window_s = 50, 2, 10.0
+    r = daemon_poll.measure(tables, poll_s, window_s)
+    expected = tables * window_s / poll_s  # 250 polls; jitter and the window's edges move it
+    ours, peer = r["ours"], r["peer"]
+    assert 0.7 * expected <= ours["polls"] <= 1.3 * expected, ours
+    assert set(ours["requests"]) == {"list"}, ours  # quiet: listings only
+    assert peer["polls"] >= 0.7 * expected, peer
+    assert ours["cpu_s"] > 0 and peer["cpu_s"] > 0 and r["ratio"] > 0
+    text = daemon_poll.report("cmd", machine(), tables, poll_s, window_s, r)
+    assert "deltakeeper / delta-rs:" in text
 
 
 @pytest.mark.spark
