@@ -204,14 +204,16 @@ def report(
         [
             "## Standalone daemon: CPU per quiet poll on MinIO against delta-rs",
             "",
-            f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-            f"- Machine: {machine_line(m)}",
+            f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+            f"deltakeeper commit {m['deltakeeper_commit']}",
+            machine_line(m),
             f"- Command: `{cmd}`",
             f"- {n:,} one-commit tables (delta-rs wrote them, with a checkpoint) on a fresh local "
             f"MinIO, a {poll_s:g} s poll; `deltakeeper run` over a folder of manifests, measured "
             f"over {window_s:g} s after its first pass: process CPU over the LIST requests MinIO "
             "counted. delta-rs: `update_incremental()` on the same tables one after another, "
-            "spread over the poll interval, in a child process; its CPU over its calls.",
+            "spread over the poll interval, in a child process; its CPU over its calls (its "
+            "requests include its tables' first loads).",
             "",
             "| engine | CPU | polls | CPU per poll | requests |",
             "|---|---|---|---|---|",
