@@ -111,25 +111,26 @@ class Fleet:
             interval = (await current()).poll_interval_s
         if await sleep(random.uniform(0, JITTER * interval)):
             return
-        first, fresh = True, True
+        first = True
         while True:
             try:
                 target = await current()
                 interval = target.poll_interval_s
                 obs = await self.poll_once(target, watcher, publish, first)
-                first, fresh = False, True
+                first = False
                 while park is not None and obs.quiet and not obs.due:
                     handed = await park(target, watcher, interval)
                     if handed is None:  # woken or stopped: `sleep` says which
                         break
-                    obs, fresh = await self.act(target, watcher, publish, handed[0]), handed[1]
-                    if not fresh:  # its target may have changed: resolved and polled now
-                        break
+                    obs = await self.act(target, watcher, publish, handed[0])
+                    if not handed[1]:  # its Target may have changed: resolved before parking
+                        target = await current()
+                        interval = target.poll_interval_s
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug must not end the table's loop; it is logged and retried
                 log.exception("%s: poll failed", _task_name())
-            if fresh and await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
+            if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
                 return
 
     async def poll_once(

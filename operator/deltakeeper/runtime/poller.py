@@ -38,7 +38,7 @@ class Settled(enum.Enum):
 
     SHOWN = "shown"  # metrics and status updated: parked again
     PUBLISH = "publish"  # the table's loop publishes it (a status to write), then parks again
-    STALE = "stale"  # the table's loop publishes it, then resolves its target afresh
+    STALE = "stale"  # the table's loop publishes it and resolves its Target again, then parks
 
 
 # Runs in a poll thread: the table's poll (TableWatcher.observe with the parked target).

@@ -209,6 +209,10 @@ def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: 
             sink.stale = True  # its next quiet poll goes back to be resolved again
             before = len(resolved)
             await until(lambda: len(resolved) > before)
+            sink.stale = False  # then it parks again with what was resolved
+            assert fleet._poller is not None
+            shown = fleet._poller.polls
+            await until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
         finally:
             await r.stop()
             fleet.close()
