@@ -75,7 +75,7 @@ class Poller:
 
     def __init__(self, threads: int = 8, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self.polls = 0  # quiet polls settled here (tests and benchmarks read it)
+        self.polls = 0  # quiet polls settled here
         self._loop = asyncio.get_running_loop()
         self._lock = threading.Condition()
         self._heap: list[tuple[float, int, Parked]] = []  # (due, tie-break, parked)
