@@ -325,7 +325,9 @@ class Loop:
         parked, handed = poller.park(check, functools.partial(settle, target), interval_s)
         self._parked = (poller, parked)
         try:
-            return await handed
+            # Shielded: cancelling this task must not cancel `handed`, which says when a poll
+            # of the table under way has ended.
+            return await asyncio.shield(handed)
         except asyncio.CancelledError:
             poller.cancel(parked)
             if not handed.done():  # a poll of it runs: it ends before this loop does

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.resources.manifests import TableResource
-from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.fleet import Fleet, Loop
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Event, Observation, Target
 from deltakeeper.runtime.poller import Poller, Settled
@@ -215,6 +216,45 @@ def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: 
             await until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
         finally:
             await r.stop()
+            fleet.close()
+
+    run(scenario)
+
+
+def test_a_loop_cancelled_while_its_table_is_polled_ends_after_that_poll(tmp_path: Path) -> None:
+    """Its next loop must not poll the table while this poll still runs."""
+
+    async def scenario() -> None:
+        fleet, started, release, ended = (
+            Fleet(observers=1),
+            threading.Event(),
+            threading.Event(),
+            [],
+        )
+        loop = Loop()
+        watcher = TableWatcher(0)
+
+        def slow(w: TableWatcher, target: Target) -> Observation:
+            started.set()
+            release.wait(10)
+            ended.append(time.monotonic())
+            return Observation(1, [], quiet=True)
+
+        fleet.quiet_check = slow  # type: ignore[method-assign]
+        target = Target("ns", "t", str(tmp_path), poll_interval_s=0)
+        try:
+            parking = asyncio.ensure_future(
+                loop.park(fleet, lambda t, o: Settled.SHOWN, target, watcher, 0)
+            )
+            await asyncio.to_thread(started.wait, 10)
+            parking.cancel()
+            await asyncio.sleep(0.05)
+            assert not parking.done()  # still waiting for the poll under way
+            release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await parking
+            assert ended, "the loop ended before the poll did"
+        finally:
             fleet.close()
 
     run(scenario)
