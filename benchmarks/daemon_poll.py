@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.harness import REPO, machine, machine_line, write_section
+from benchmarks.harness import REPO, deltars_minio_options, machine, machine_line, write_section
 
 TABLES, POLL_S, WINDOW_S = 1000, 3, 60
 TARGET = 1.0  # the daemon's CPU per poll over delta-rs's
@@ -159,14 +159,7 @@ print(json.dumps({"cpu_s": time.process_time() - c0, "polls": calls}))
 
 
 def measure_peer(emu: Any, stores: Any, n: int, poll_s: float, window_s: float) -> dict[str, Any]:
-    o = emu.storage_options
-    options = {
-        "AWS_ENDPOINT_URL": o["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": o["key"],
-        "AWS_SECRET_ACCESS_KEY": o["secret"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
+    options = deltars_minio_options(emu)
     code = PEER.replace("{bucket}", BUCKET)
     args = [str(n), str(poll_s), str(window_s), json.dumps(options)]
     r0 = stores.minio_requests(emu.endpoint)

@@ -152,3 +152,15 @@ def write_section(path: Path, marker: str, key: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def deltars_minio_options(emu: Any) -> dict[str, str]:
+    """delta-rs's storage options (object_store's names) for a MinIO the suite started."""
+    o = emu.storage_options
+    return {
+        "AWS_ENDPOINT_URL": o["endpoint_url"],
+        "AWS_ACCESS_KEY_ID": o["key"],
+        "AWS_SECRET_ACCESS_KEY": o["secret"],
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }

@@ -28,7 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import REPO, emit, machine, machine_line, run_child, write_section
+from benchmarks.harness import (
+    REPO,
+    deltars_minio_options,
+    emit,
+    machine,
+    machine_line,
+    run_child,
+    write_section,
+)
 
 TABLES, SICK = 2000, 50
 SICK_FILES, SICK_COMMITS, SICK_REMOVED = 2000, 100, 300
@@ -237,14 +245,7 @@ def _fresh(lake: Path, work: Path, store: str, mode: str, emu: Any) -> tuple[str
             for p in files[start : start + 5000]
         }
         emu.fs.pipe(chunk, batch_size=128)
-    o = emu.storage_options
-    options = {
-        "AWS_ENDPOINT_URL": o["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": o["key"],
-        "AWS_SECRET_ACCESS_KEY": o["secret"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
+    options = deltars_minio_options(emu)
     return f"s3://{base}", options
 
 
