@@ -185,9 +185,9 @@ class Lakes:
                 refused = f"cannot create or update DeltaTables: {api.short_error(e)}"
                 log.warning("DeltaLake %s/%s: %s", *key, refused)
             missing = self._mark(key, entry, lake, scan.tables)
-        written = self.tables.written  # the statuses of the tables polled here
+        # the statuses of the tables polled here
         managed = {
-            name: written.get((key[0], name), (None, 0))[0] for name in self._managed(key, entry)
+            name: self.tables.last_written((key[0], name)) for name in self._managed(key, entry)
         }
         status = lake_status(scan, managed, entry.status, entry.generation)
         if scan.ok:  # a failed scan says nothing about which tables are there

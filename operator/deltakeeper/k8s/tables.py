@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+import orjson
 
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
@@ -43,9 +44,15 @@ class ClusterTable(Entry):
     """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
 
     ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
-    last_maintenance: Any = None  # the status's, so a new loop keeps the schedules
+    # The status's lastMaintenance, so a new loop keeps the schedules; as JSON, as it is read
+    # only when a loop starts (a parsed copy per table is a kilobyte or two at 50,000 tables).
+    maintained: bytes = b"null"
     controller: str = ""  # the uid of its controlling owner (a DeltaLake), "" when none
     applied: str = ""  # the digest of what a DeltaLake last applied to it (its annotation)
+
+    @property
+    def last_maintenance(self) -> Any:
+        return orjson.loads(self.maintained)
 
 
 class Tables:
@@ -69,7 +76,9 @@ class Tables:
         self.registry: Registry[ClusterTable] = Registry(metrics, self, self.target, log)
         self.registry.publishing = False  # until peering says this replica acts
         self.policies: Any = {}  # kopf's live index of policies, by namespace
-        self.written: dict[Key, tuple[dict[str, Any], int]] = {}
+        # The status last written (as JSON: held for every table, read only when it may
+        # change) and when, in ms.
+        self.written: dict[Key, tuple[bytes, int]] = {}
         self.writes_failing = False
         self.writes_resume = 0.0  # time.monotonic() before which no status is written
         self.rewrite_until = 0.0  # time.monotonic() before which no write is taken as final
@@ -94,10 +103,10 @@ class Tables:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace") or "default", meta["name"])
         entry = self.entries.get(key)
-        last = (body.get("status") or {}).get("lastMaintenance")
+        last = _json((body.get("status") or {}).get("lastMaintenance"))
         controller, applied = api.controller_uid(meta), api.applied_digest(meta)
         if entry is not None and entry.ref.metadata.uid == meta.get("uid"):
-            entry.last_maintenance = last
+            entry.maintained = last
             entry.controller, entry.applied = controller, applied
             if (entry.resource.generation, entry.resource.labels) != (
                 int(meta.get("generation") or 1),
@@ -115,7 +124,7 @@ class Tables:
             ClusterTable(
                 resource,
                 ref=kopf.Body(ref),
-                last_maintenance=last,
+                maintained=last,
                 controller=controller,
                 applied=applied,
             ),
@@ -231,14 +240,17 @@ class Tables:
         on); False only when the DeltaTable is gone."""
         key = target.key
         now = now_ms()
-        old, at = self.written.get(key, (None, 0))
+        raw, at = self.written.get(key, (b"null", 0))
+        old = orjson.loads(raw)
         extra = self.extra.get(key)
         new = status.build(target, obs, old, now, [extra] if extra is not None else [])
+        as_json = _json(new)
+        new = orjson.loads(as_json)  # compared with `old` as the API server would hold it
         if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
             return True
         there = await self._write_status(target, new)
         if there and time.monotonic() >= self.rewrite_until:
-            self.written[key] = (new, now)
+            self.written[key] = (as_json, now)
         return there is not False
 
     async def _write_status(self, target: Target, new: dict[str, Any]) -> bool | None:
@@ -280,3 +292,14 @@ class Tables:
 
     def forget(self, key: Key) -> None:
         self.written.pop(key, None)
+
+    def last_written(self, key: Key) -> dict[str, Any] | None:
+        """The status last written for a table polled here, None when none was."""
+        raw = self.written.get(key)
+        return orjson.loads(raw[0]) if raw is not None else None
+
+
+def _json(value: Any) -> bytes:
+    """`value` as JSON to hold: in a bytes object of its own size (orjson's output keeps its
+    whole write buffer, 4 KiB or more, however short the text)."""
+    return bytes(memoryview(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))

@@ -80,7 +80,7 @@ class Compactor:
 CHECKPOINT, COMPACTION, CLEANUP, VACUUM, STATS, LOG_COMPACTION, MANIFEST = tuple(Operation)
 
 
-@dataclass
+@dataclass(slots=True)
 class VacuumRun:
     """What a vacuum step did besides deleting: how it found its candidates, at what cost."""
 
@@ -106,7 +106,7 @@ class VacuumRun:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     operation: Operation
     result: Result

@@ -26,7 +26,6 @@ Bands: healthy >= 80, fair >= 50, poor below.
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,14 +94,14 @@ class Facts:
     files_without_stats: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: one of these per component per table
 class Score:
     component: Component
     score: int
     detail: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Health:
     score: int
     components: tuple[Score, ...]
@@ -119,12 +118,7 @@ class Health:
         return low.component if low.score < 100 else None
 
     def status(self) -> dict[str, Any]:
-        """The status's `health`: compact, one write per change of a score. The same dict
-        every call (a quiet table's polls rebuild its status from the same Health)."""
-        return self._status
-
-    @functools.cached_property
-    def _status(self) -> dict[str, Any]:
+        """The status's `health`: compact, one write per change of a score."""
         return {
             "score": self.score,
             "band": str(self.band),

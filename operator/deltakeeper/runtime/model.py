@@ -111,7 +111,7 @@ class ScanResult(enum.StrEnum):
     INVALID = "invalid"  # the lake cannot be scanned as written (URI, credentials)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Problem:
     """Why a table's spec cannot be acted on at all (no storage is touched)."""
 
@@ -119,7 +119,7 @@ class Problem:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Target:
     """A table as its resource (and the policy selecting it) asks it to be kept."""
 
@@ -144,7 +144,7 @@ class Target:
         return (self.namespace, self.name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Condition:
     type: ConditionType
     status: ConditionStatus
@@ -152,14 +152,14 @@ class Condition:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     type: EventType
     reason: Reason
     message: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Observation:
     """What one poll saw and did: the pieces of the table's status (status.build puts them
     together), its conditions and events, and what the metrics count."""

@@ -379,3 +379,36 @@ def test_a_condition_set_elsewhere_is_written_with_the_watchers_at_the_next_poll
         assert ("ns", "a") not in tables.extra
 
     asyncio.run(go())
+
+
+def test_a_status_written_once_is_not_written_again_for_the_same_poll(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The status last written is held as JSON; what a real poll publishes (health, retention,
+    lastMaintenance, conditions) compares equal to it, so the same poll writes once."""
+    import deltalake
+    import pyarrow as pa
+
+    deltalake.write_deltalake(str(tmp_path), pa.table({"a": [1, 2]}))
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(k8s_api, "write_status", lambda api, ns, name, new: sent.append(new) or 1)
+    target = Target("ns", "a", f"file://{tmp_path}")
+    now = k8s_tables.now_ms()
+    ran = {"vacuum": {"time": "x", "timeMs": now - 60_000, "result": "done"}}
+    obs = TableWatcher(now, last_maintenance=ran).observe(target, now)
+    assert obs.health is not None and obs.last_maintenance and obs.retention
+
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a", lastMaintenance={"vacuum": {"time": "2026-01-01T00:00:00Z"}}))
+        entry = tables.entries[("ns", "a")]
+        assert entry.last_maintenance == {"vacuum": {"time": "2026-01-01T00:00:00Z"}}
+        assert entry.loop is not None
+        entry.loop.stop()
+        await tables.registry.publish(target, obs)
+        await tables.registry.publish(target, obs)
+        assert len(sent) == 1 and sent[0]["health"] == obs.health.status()  # type: ignore[union-attr]
+        assert sent[0]["version"] == 0 and sent[0]["lastMaintenance"]
+
+    asyncio.run(go())
