@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -156,11 +156,15 @@ def write_section(path: Path, marker: str, key: str, section: str) -> None:
 
 def deltars_minio_options(emu: Any) -> dict[str, str]:
     """delta-rs's storage options (object_store's names) for a MinIO the suite started."""
-    o = emu.storage_options
+    return deltars_s3_options(emu.storage_options)
+
+
+def deltars_s3_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """The same from S3 storage options as deltakeeper takes them (endpoint_url, key, secret)."""
     return {
-        "AWS_ENDPOINT_URL": o["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": o["key"],
-        "AWS_SECRET_ACCESS_KEY": o["secret"],
+        "AWS_ENDPOINT_URL": options["endpoint_url"],
+        "AWS_ACCESS_KEY_ID": options["key"],
+        "AWS_SECRET_ACCESS_KEY": options["secret"],
         "AWS_REGION": "us-east-1",
         "AWS_ALLOW_HTTP": "true",
     }

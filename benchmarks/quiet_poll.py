@@ -29,7 +29,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import REPO, emit, machine, machine_line, run_child, write_section
+from benchmarks.harness import (
+    REPO,
+    deltars_minio_options,
+    emit,
+    machine,
+    machine_line,
+    run_child,
+    write_section,
+)
 
 TABLES, POLLS, ROUNDS, COMMITS = 20, 50, 3, 100
 ENGINES = ("deltakeeper", "delta-rs")
@@ -127,13 +135,7 @@ def same_options(emu: Any) -> dict[str, str]:
     """One dict both engines take: object_store's names (delta-rs needs allow_http spelt out)."""
     o = emu.storage_options
     if emu.scheme == "s3":
-        return {
-            "AWS_ENDPOINT_URL": o["endpoint_url"],
-            "AWS_ACCESS_KEY_ID": o["key"],
-            "AWS_SECRET_ACCESS_KEY": o["secret"],
-            "AWS_REGION": "us-east-1",
-            "AWS_ALLOW_HTTP": "true",
-        }
+        return deltars_minio_options(emu)
     if emu.scheme == "az":
         return {
             "AZURE_STORAGE_ACCOUNT_NAME": o["account_name"],

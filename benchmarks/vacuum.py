@@ -43,7 +43,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import REPO, emit, machine, machine_line, run_child, write_section
+from benchmarks.harness import (
+    REPO,
+    deltars_s3_options,
+    emit,
+    machine,
+    machine_line,
+    run_child,
+    write_section,
+)
 
 DAY_MS = 86_400_000
 PARTITIONS = 100
@@ -218,15 +226,7 @@ def deltars(uri: str, options: dict[str, Any], full: bool) -> dict[str, Any]:
 
 
 def deltars_options(options: dict[str, Any]) -> dict[str, str]:
-    if not options:
-        return {}
-    return {
-        "AWS_ENDPOINT_URL": options["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": options["key"],
-        "AWS_SECRET_ACCESS_KEY": options["secret"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
+    return deltars_s3_options(options) if options else {}
 
 
 def spark(uri: str, options: dict[str, Any], mode: str) -> dict[str, Any]:
