@@ -486,7 +486,17 @@ def test_two_replicas_only_one_acts(
     a = operator_factory(*args)
     _until(lambda: k.status("pair").get("version") == 0, 60, "a status")
     b = operator_factory(*args)
-    time.sleep(5)  # the peering settles: the replica with the lower priority pauses
+    # The peering settles: the newer replica (the higher priority) acts, the older one pauses.
+    # Waited for, not slept on: on a loaded machine a replica can take longer to see its peer.
+    _until(
+        lambda: (
+            "pausing: another replica acts" in a.log_text()
+            and "acting for" in b.log_text()
+            and _metric(b.metrics(), "deltakeeper_table_version", "pair", "pair") == 0
+        ),
+        60,
+        "the older replica to pause and the newer to act",
+    )
     for n in range(1, 4):
         _append(str(table), n)
     _until(lambda: k.status("pair").get("lastCheckpointVersion") == 3, 60, "checkpoint at 3")
