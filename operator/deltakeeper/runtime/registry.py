@@ -262,7 +262,7 @@ class Registry(Generic[E]):
             return Settled.STALE
         if not self.sink.quiet(entry, target, obs):
             return Settled.PUBLISH
-        record(self.metrics, target, obs)
+        record(self.metrics, target, obs, shown.obs)
         if self.history is not None:
             self.history.add(target, obs)
         shown.at_ms = self.clock()
@@ -337,12 +337,19 @@ def _same_show(shown: Observation, obs: Observation) -> bool:
     return obs.health is shown.health and obs.compaction_jobs == shown.compaction_jobs
 
 
-def record(metrics: Metrics, target: Target, obs: Observation) -> None:
-    """What one poll adds to the table's metrics."""
+def record(
+    metrics: Metrics, target: Target, obs: Observation, shown: Observation | None = None
+) -> None:
+    """What one poll adds to the table's metrics. `shown`: the poll its loop last published
+    (recorded in full), when `obs` is a quiet poll after it; what `obs` shares with it (the
+    same objects: a quiet poll reuses them) is in the metrics already."""
     ns, name = target.key
-    metrics.table(ns, name, obs.counts)
-    metrics.conditions(ns, name, {c.type: c.status for c in obs.conditions})
-    metrics.checkpoint_written(ns, name, obs.checkpoint_written_ms)
+    if shown is None or obs.counts is not shown.counts:
+        metrics.table(ns, name, obs.counts)
+    if shown is None or obs.conditions is not shown.conditions:
+        metrics.conditions(ns, name, {c.type: c.status for c in obs.conditions})
+    if shown is None or obs.checkpoint_written_ms != shown.checkpoint_written_ms:
+        metrics.checkpoint_written(ns, name, obs.checkpoint_written_ms)
     metrics.requests(ns, name, obs.requests)
     metrics.compaction_jobs(ns, name, obs.compaction_jobs)
     metrics.health(ns, name, obs.health)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from deltakeeper.resources.manifests import TableResource
@@ -16,6 +17,7 @@ from deltakeeper.runtime.model import (
     Reason,
     Target,
 )
+from deltakeeper.runtime.poller import Settled
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 
 
@@ -190,3 +192,41 @@ def test_a_removed_table_is_never_shown_stalled() -> None:
 
     asyncio.run(scenario())
     assert len(sink.statuses) == 1
+
+
+class QuietSink(RecordingSink):
+    """A sink for which every quiet poll may be settled off the table's loop."""
+
+    def fresh(self, key: Key, entry: Entry, target: Target) -> bool:
+        return True
+
+    def quiet(self, entry: Entry, target: Target, obs: Observation) -> bool:
+        return True
+
+
+def test_a_settled_quiet_poll_keeps_the_published_series_and_adds_its_requests() -> None:
+    sink, metrics = QuietSink(), Metrics()
+    r = Registry(metrics, sink, no_resolve, logging.getLogger("test"), clock=lambda: 0)
+    key = add(r, "ns", "t", "/t")
+    target = Target("ns", "t", "/t", poll_interval_s=30)
+    ready = Condition(ConditionType.READY, ConditionStatus.TRUE, Reason.WATCHING, "ok")
+    published = Observation(0, [ready], counts={"version": 3, "logFiles": 4})
+    published.requests = {"list": 1}
+    labels = {"namespace": "ns", "table": "t"}
+
+    def value(name: str, **extra: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels | extra)
+
+    asyncio.run(r.publish(target, published))
+    # A quiet poll shares the published poll's counts and conditions (TableWatcher._quiet).
+    quiet = dataclasses.replace(published, requests={"list": 1}, quiet=True)
+    assert r.settle(r.entries[key], target, quiet) is Settled.SHOWN
+    assert value("deltakeeper_table_version") == 3.0
+    assert value("deltakeeper_table_log_files") == 4.0
+    assert value("deltakeeper_table_condition", condition="Ready") == 1.0
+    assert value("deltakeeper_storage_requests_total", operation="list") == 2.0
+    # Counts of their own (not the published poll's objects) are recorded.
+    moved = dataclasses.replace(quiet, counts={"version": 3, "logFiles": 5})
+    assert r.settle(r.entries[key], target, moved) is Settled.SHOWN
+    assert value("deltakeeper_table_log_files") == 5.0
+    assert value("deltakeeper_storage_requests_total", operation="list") == 3.0
