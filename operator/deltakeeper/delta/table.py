@@ -97,7 +97,10 @@ class Table:
 
     def list_log(self, from_version: int | None = None) -> Listing:
         """List `_delta_log` from `from_version` (inclusive) on, or all of it."""
-        start = f"{LOG}/{paths.version_prefix(from_version)}" if from_version else ""
+        return self._list_log(f"{LOG}/{paths.version_prefix(from_version)}" if from_version else "")
+
+    def _list_log(self, start: str) -> Listing:
+        """List `_delta_log` after the key `start` ('': all of it)."""
         infos = self.storage.list_from(LOG, start)
         last = self._grouped
         if last is not None and last[0] == start and last[1] == infos:
@@ -176,9 +179,9 @@ class Table:
 
     def moved_on(self, snap: SnapshotHeader) -> bool:
         """Whether the log has a commit after `snap`, or a checkpoint at or after its version
-        that `snap` does not use. One listing, from `snap`'s version on: the cost of watching a
+        that `snap` does not use. One listing, from `snap`'s tip on: the cost of watching a
         quiet table."""
-        listing = self.list_log(snap.version)
+        listing = self._list_log(_watch_from(snap))
         latest = listing.latest_commit
         if (latest is not None and latest > snap.version) or not _same_tip(listing, snap):
             return True
@@ -190,7 +193,7 @@ class Table:
         when). `listing`: one the caller just made from `snap`'s version or earlier, used
         instead."""
         if listing is None:
-            listing = self.list_log(snap.version)
+            listing = self._list_log(_watch_from(snap))
         commits = self.new_commits(snap, listing)
         if commits is None:
             return self._reread(snap)
@@ -206,8 +209,8 @@ class Table:
         return self.build(extended(snap.segment, listing, commits), actions, previous=snap)
 
     def new_commits(self, snap: SnapshotHeader, listing: Listing) -> tuple[LogEntry, ...] | None:
-        """The commits after `snap` in `listing` (made from its version or earlier), for an
-        update that reads only them: () when nothing changed; None when `snap` must be read
+        """The commits after `snap` in `listing` (made from `_watch_from(snap)` or earlier), for
+        an update that reads only them: () when nothing changed; None when `snap` must be read
         afresh: the listing shows a checkpoint `snap` does not use (a fresh read leaves out the
         tombstones it expired), `snap` read past a damaged checkpoint (it may have been
         rewritten since), its tip was rewritten, or a commit in between is missing."""
@@ -363,6 +366,17 @@ def _newer_checkpoint(listing: Listing, snap: SnapshotHeader) -> bool:
     """Whether `listing` has a checkpoint newer than the one `snap` uses."""
     used = snap.segment.checkpoint.version if snap.segment.checkpoint else -1
     return any(v > used for v in listing.checkpoints)
+
+
+def _watch_from(snap: SnapshotHeader) -> str:
+    """Where `moved_on` lists from: after the checkpoint `snap` uses when that is at its
+    version (a tip the table's keeper just checkpointed), else at its version's files. A
+    quiet poll then lists the tip commit and what follows it, and no more: every entry costs
+    the store's client its parsing (an Azure entry most)."""
+    cp = snap.segment.checkpoint
+    if cp is not None and cp.version == snap.version:
+        return max(f.key for f in cp.files)  # the other checkpoints at it change nothing
+    return f"{LOG}/{paths.version_prefix(snap.version)}" if snap.version else ""
 
 
 def _same_tip(listing: Listing, snap: SnapshotHeader) -> bool:

@@ -125,6 +125,31 @@ def test_a_quiet_poll_reuses_the_last_grouping_and_a_changed_listing_is_grouped_
     assert table.list_log() is not whole and table.list_log() == whole
 
 
+def test_a_table_checkpointed_at_its_tip_is_watched_from_after_that_checkpoint(tmp_path):
+    from deltakeeper.cli import main
+
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("a", 1))
+    b.commit(add("b", 2))
+    assert main(["checkpoint", str(tmp_path)]) == 0
+    table = open_table(str(tmp_path))
+    snap = table.snapshot()
+    assert snap.segment.checkpoint is not None and snap.segment.checkpoint.version == 1
+    listed = []
+    real = table.storage.list_from
+    table.storage.list_from = lambda folder, start: listed.append(real(folder, start)) or listed[-1]
+    assert not table.moved_on(snap) and table.update(snap) is snap
+    # Only the tip commit and the hint: not the checkpoint at the tip, which the snapshot uses.
+    names = [[f.key.rsplit("/", 1)[-1] for f in found] for found in listed]
+    assert names == [["00000000000000000001.json", "_last_checkpoint"]] * 2
+    # What the listing must still show: the tip rewritten, and a newer commit.
+    tip = tmp_path / "_delta_log" / "00000000000000000001.json"
+    tip.write_bytes(tip.read_bytes() + b"\n")
+    assert table.moved_on(snap)
+    b.commit(add("c", 3))
+    assert table.update(snap).version == 2
+
+
 # -- time travel by timestamp --------------------------------------------------------------------
 
 
