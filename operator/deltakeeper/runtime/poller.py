@@ -1,11 +1,12 @@
 """Quiet polls, back to back, off the event loop.
 
-A table whose last poll found nothing new is parked here between polls. A timer thread queues
-the parked tables as they come due; a few poll threads poll them; the event loop gets what they
-found in batches, and keeps only what it must act on (the log moved, something is due, a
-status must be written). The rest are parked again at once. So a quiet poll costs its listing
-and a few dictionary updates, where a poll on the event loop also cost a timer, a task
-wake-up and two thread hops (issue 24: the daemon's CPU a poll against delta-rs's).
+A table whose last poll found nothing new is parked here between polls. A timer thread hands
+the parked tables to a few poll threads as they come due, a few at a time; the event loop gets
+what they found in batches, and keeps only what it must act on (the log moved, something is
+due, a status must be written). The rest are parked again at once. So a quiet poll costs its
+listing and a few dictionary updates, where a poll on the event loop also cost a timer, a task
+wake-up and two thread hops; thread wake-ups are paid a batch at a time (issue 24: the
+daemon's CPU a poll against delta-rs's).
 
     poller = Poller(threads=8)
     handed = await poller.park(check, settle, interval_s)   # (observation, fresh) or None
@@ -31,6 +32,9 @@ JITTER = 0.1  # each wait is the poll interval +-10%, as the table loops' sleeps
 # event loop this long after the first of a batch: one wake-up for many polls (at 10,000
 # tables polled every 30 s, 333 a second).
 BATCH_S = 0.02
+# A poll thread takes this many due tables at a time: one wake-up for them, while a burst (after
+# a start, thousands due at once) still spreads over every thread.
+CHUNK = 16
 
 
 class Settled(enum.Enum):
@@ -80,7 +84,7 @@ class Poller:
         self._lock = threading.Condition()
         self._heap: list[tuple[float, int, Parked]] = []  # (due, tie-break, parked)
         self._order = itertools.count()
-        self._work: queue.SimpleQueue[Parked | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[list[Parked] | None] = queue.SimpleQueue()
         self._found: list[tuple[Parked, Observation | BaseException]] = []
         self._flush_queued = False
         self._closed = False
@@ -121,13 +125,15 @@ class Poller:
         for _ in self._threads:
             self._work.put(None)
 
-    def _queue(self, parked: Parked) -> None:
-        due = self.clock() + parked.interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+    def _queue(self, *parked: Parked) -> None:
+        now = self.clock()
         with self._lock:
-            parked.state = _State.WAITING
-            first = not self._heap or due < self._heap[0][0]
-            heapq.heappush(self._heap, (due, next(self._order), parked))
-            if first:  # the timer waits for the old first one: it must wait less
+            first = self._heap[0][0] if self._heap else None
+            for p in parked:
+                p.state = _State.WAITING
+                due = now + p.interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+                heapq.heappush(self._heap, (due, next(self._order), p))
+            if first is None or self._heap[0][0] < first:  # the timer must wait less
                 self._lock.notify()
 
     # -- threads ------------------------------------------------------------------------------
@@ -146,25 +152,28 @@ class Poller:
                 now, due = self.clock() + BATCH_S, []
                 while self._heap and self._heap[0][0] <= now:
                     due.append(heapq.heappop(self._heap)[2])
-            for parked in due:
-                self._work.put(parked)
+            for i in range(0, len(due), CHUNK):
+                self._work.put(due[i : i + CHUNK])
 
     def _poll(self) -> None:
         while True:
-            parked = self._work.get()
-            if parked is None:
+            chunk = self._work.get()
+            if chunk is None:
                 return
+            found: list[tuple[Parked, Observation | BaseException]] = []
+            for parked in chunk:
+                with self._lock:
+                    if parked.state is not _State.WAITING:
+                        continue  # cancelled meanwhile
+                    parked.state = _State.POLLING
+                try:
+                    found.append((parked, parked.check()))
+                except Exception as e:  # a bug: the table's loop logs it, as its own polls'
+                    found.append((parked, e))
+            if not found:
+                continue
             with self._lock:
-                if parked.state is not _State.WAITING:
-                    continue  # cancelled meanwhile
-                parked.state = _State.POLLING
-            found: Observation | BaseException
-            try:
-                found = parked.check()
-            except Exception as e:  # a bug: the table's loop logs it, as its own polls'
-                found = e
-            with self._lock:
-                self._found.append((parked, found))
+                self._found += found
                 flush = not self._flush_queued
                 self._flush_queued = True
             if flush:
@@ -178,26 +187,28 @@ class Poller:
         with self._lock:
             found, self._found = self._found, []
             self._flush_queued = False
-        for parked, obs in found:
-            self._settle(parked, obs)
+        shown = [parked for parked, obs in found if self._settle(parked, obs)]
+        if shown:
+            self.polls += len(shown)
+            self._queue(*shown)
 
-    def _settle(self, parked: Parked, obs: Observation | BaseException) -> None:
+    def _settle(self, parked: Parked, obs: Observation | BaseException) -> bool:
+        """True when the event loop showed the poll: `parked` is to be parked again."""
         if parked.future.done():  # its loop was cancelled
-            return
+            return False
         if isinstance(obs, BaseException):
             parked.future.set_exception(obs)
-            return
+            return False
         settled = Settled.PUBLISH
-        with self._lock:
-            cancelled = parked.state is _State.CANCEL_AFTER
-        if not cancelled and obs.quiet and not obs.due:
+        # Only this loop moves a polled table to CANCEL_AFTER, and its poll thread is done with
+        # it: no lock needed to read it.
+        if parked.state is not _State.CANCEL_AFTER and obs.quiet and not obs.due:
             try:
                 settled = parked.settle(obs)
             except Exception as e:  # a bug: the table's loop logs it, and the batch goes on
                 parked.future.set_exception(e)
-                return
+                return False
             if settled is Settled.SHOWN:
-                self.polls += 1
-                self._queue(parked)
-                return
+                return True
         parked.future.set_result((obs, settled is not Settled.STALE))
+        return False

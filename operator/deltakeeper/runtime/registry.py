@@ -351,8 +351,10 @@ def record(
     if shown is None or obs.checkpoint_written_ms != shown.checkpoint_written_ms:
         metrics.checkpoint_written(ns, name, obs.checkpoint_written_ms)
     metrics.requests(ns, name, obs.requests)
-    metrics.compaction_jobs(ns, name, obs.compaction_jobs)
-    metrics.health(ns, name, obs.health)
+    if shown is None or obs.compaction_jobs != shown.compaction_jobs:
+        metrics.compaction_jobs(ns, name, obs.compaction_jobs)
+    if shown is None or obs.health is not shown.health:
+        metrics.health(ns, name, obs.health)
     for o in obs.outcomes:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends

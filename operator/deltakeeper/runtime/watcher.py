@@ -506,9 +506,13 @@ class TableWatcher:
     def _new_requests(self) -> Counter[str]:
         if self._table is None:
             return Counter()
-        total = Counter(self._table.storage.requests)
-        new = total - self._requests_seen
-        self._requests_seen = total
+        seen, new = self._requests_seen, Counter[str]()
+        for op, n in list(self._table.storage.requests.items()):  # a read-ahead may add one
+            d = n - seen[op]
+            if d:
+                seen[op] = n
+                if d > 0:
+                    new[op] = d
         return new
 
 
