@@ -13,6 +13,7 @@ import pytest
 
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.resources.manifests import TableResource
+from deltakeeper.runtime import poller as poller_module
 from deltakeeper.runtime.fleet import Fleet, Loop
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Event, Observation, Target
@@ -53,6 +54,76 @@ def test_quiet_polls_are_settled_off_the_loop_until_one_is_not() -> None:
         assert (obs.polled_ms, obs.quiet, fresh) == (5, False, True)
         assert settled == [1, 2, 3, 4] and poller.polls == 4
         assert threads and all(name.startswith("poll-") for name in threads)
+
+    run(scenario)
+
+
+def test_a_burst_of_due_tables_goes_to_the_poll_threads_a_chunk_at_a_time() -> None:
+    """Tables due together are polled a chunk per thread (one wake-up a chunk), every chunk
+    on a thread of its own while threads are free; each table is settled once a poll."""
+    n = 3 * poller_module.CHUNK
+
+    async def scenario() -> None:
+        poller, gate, local = Poller(threads=3), threading.Barrier(3, timeout=10), threading.local()
+        first_polls: dict[str, int] = {}
+        polled: dict[int, int] = dict.fromkeys(range(n), 0)
+        settled: list[int] = []
+
+        def check_of(i: int) -> Callable[[], Observation]:
+            def check() -> Observation:
+                polled[i] += 1
+                if polled[i] == 1:
+                    name = threading.current_thread().name
+                    first_polls[name] = first_polls.get(name, 0) + 1
+                if not getattr(local, "met", False):
+                    local.met = True
+                    gate.wait()  # three threads poll at once, or this breaks
+                return Observation(i, [], quiet=polled[i] == 1)
+
+            return check
+
+        def settle(obs: Observation) -> Settled:
+            settled.append(obs.polled_ms)
+            return Settled.SHOWN
+
+        try:
+            handed = [poller.park(check_of(i), settle, 0.01)[1] for i in range(n)]
+            await asyncio.gather(*handed)
+        finally:
+            poller.close()
+        assert sorted(settled) == list(range(n)) and poller.polls == n
+        # The burst was three chunks, one to each thread.
+        assert sorted(first_polls.values()) == [poller_module.CHUNK] * 3
+
+    run(scenario)
+
+
+def test_a_table_cancelled_while_its_chunk_is_polled_ends_without_a_poll() -> None:
+    async def scenario() -> None:
+        poller, started, release = Poller(threads=1), threading.Event(), threading.Event()
+        polled: list[int] = []
+
+        def check_of(i: int) -> Callable[[], Observation]:
+            def check() -> Observation:
+                polled.append(i)
+                if len(polled) == 1:  # the chunk's first: the other waits behind it
+                    started.set()
+                    release.wait(10)
+                return Observation(i, [], quiet=False)
+
+            return check
+
+        try:
+            parked = [poller.park(check_of(i), lambda obs: Settled.SHOWN, 0.01) for i in range(2)]
+            await asyncio.to_thread(started.wait, 10)
+            first = polled[0]
+            poller.cancel(parked[1 - first][0])
+            release.set()
+            assert await parked[1 - first][1] is None
+            obs, _ = await parked[first][1]
+        finally:
+            poller.close()
+        assert obs.polled_ms == first and polled == [first]
 
     run(scenario)
 
