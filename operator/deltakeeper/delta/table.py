@@ -371,8 +371,8 @@ def _newer_checkpoint(listing: Listing, snap: SnapshotHeader) -> bool:
 def _watch_from(snap: SnapshotHeader) -> str:
     """Where `moved_on` lists from: after the checkpoint `snap` uses when that is at its
     version (a tip the table's keeper just checkpointed), else at its version's files. A
-    quiet poll then lists the tip commit and what follows it, and no more: every entry costs
-    the store's client its parsing (an Azure entry most)."""
+    quiet poll then lists the tip commit and what follows it, and no more: every entry is
+    parsed by the store's client and grouped here."""
     cp = snap.segment.checkpoint
     if cp is not None and cp.version == snap.version:
         return max(f.key for f in cp.files)  # the other checkpoints at it change nothing
