@@ -97,7 +97,7 @@ class Table:
 
     def list_log(self, from_version: int | None = None) -> Listing:
         """List `_delta_log` from `from_version` (inclusive) on, or all of it."""
-        return self._list_log(f"{LOG}/{paths.version_prefix(from_version)}" if from_version else "")
+        return self._list_log(_version_start(from_version))
 
     def _list_log(self, start: str) -> Listing:
         """List `_delta_log` after the key `start` ('': all of it)."""
@@ -376,7 +376,13 @@ def _watch_from(snap: SnapshotHeader) -> str:
     cp = snap.segment.checkpoint
     if cp is not None and cp.version == snap.version:
         return max(f.key for f in cp.files)  # the other checkpoints at it change nothing
-    return f"{LOG}/{paths.version_prefix(snap.version)}" if snap.version else ""
+    return _version_start(snap.version)
+
+
+def _version_start(version: int | None) -> str:
+    """The listing start that takes in `version`'s files and what follows ('': the whole log,
+    for version 0 or None)."""
+    return f"{LOG}/{paths.version_prefix(version)}" if version else ""
 
 
 def _same_tip(listing: Listing, snap: SnapshotHeader) -> bool:
