@@ -489,17 +489,23 @@ def test_throttling_is_retried_with_backoff_and_counted(scheme: str, failures: i
 
 
 def _lossy_proxy(
-    target: str, lose: Callable[[str, str], bool], keep_host: bool = False
+    target: str,
+    lose: Callable[[str, str], bool],
+    keep_host: bool = False,
+    hold: Callable[[str, str], None] | None = None,
 ) -> ThreadingHTTPServer:
     """Forwards every request to `target`; when `lose(method, path)`, the request is done but
     its answer is replaced by a 503, as when a response is lost after the write happened.
-    `keep_host`: forward the Host header as sent (S3 signs it)."""
+    `keep_host`: forward the Host header as sent (S3 signs it). `hold(method, path)` runs
+    before a request is forwarded (it may wait)."""
     host, port = target.split("://", 1)[1].split("/", 1)[0].split(":")
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def forward(self) -> None:
+            if hold is not None:
+                hold(self.command, self.path)
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             skip = (
                 ("connection", "content-length")
@@ -557,6 +563,50 @@ def test_put_if_absent_retry_recognises_its_own_lost_write(fake_gcs: stores.Emul
         with pytest.raises(FileExistsError):  # someone else's commit stays a conflict
             s.put_if_absent(key, b"theirs")
     finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_the_next_part_fills_while_a_part_is_in_flight(minio: stores.Emulator) -> None:
+    """A part on its way does not stop the writer: the bytes of the next part are taken
+    while the store has not answered the first (the checkpoint writer keeps going), and an
+    abort then waits for the part in flight, so the store counts what was counted here."""
+    landed = threading.Event()
+
+    def hold_first_part(method: str, path: str) -> None:
+        if method == "PUT" and "partNumber=1&" in path + "&":
+            landed.wait(30)
+
+    proxy = _lossy_proxy(minio.endpoint, lambda m, p: False, keep_host=True, hold=hold_first_part)
+    try:
+        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+        options = {**minio.storage_options, "endpoint_url": endpoint}
+        s = open_storage(minio.uri(f"t-{uuid.uuid4().hex[:12]}/table"), options)
+        key = f"{v(10)}.checkpoint.parquet"
+        data = random.Random(6).randbytes(ObjectStorage.PART_BYTES + (1 << 20))
+        for commit in (False, True):
+            s.requests.clear()
+            landed.clear()
+            before = stores.minio_requests(minio.endpoint)
+            upload = s.open_upload(key)
+            upload.write(data[: ObjectStorage.PART_BYTES])  # the first part goes, and is held
+            rest = threading.Thread(target=upload.write, args=(data[ObjectStorage.PART_BYTES :],))
+            rest.start()
+            rest.join(10)
+            assert not rest.is_alive(), "the writer waited for the part in flight"
+            landed.set()
+            if commit:
+                upload.commit()
+            else:
+                upload.abort()
+            served = stores.minio_requests(minio.endpoint) - before
+            # create, the first part, then the last part and the completion, or the abort
+            assert dict(s.requests) == ({"put": 4} if commit else {"put": 2, "delete": 1})
+            assert served == s.requests, served
+            assert (s.head(key) is not None) == commit
+        assert s.read(key) == data
+    finally:
+        landed.set()
         proxy.shutdown()
         proxy.server_close()
 

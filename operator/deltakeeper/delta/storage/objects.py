@@ -452,57 +452,64 @@ def _ahead() -> ThreadPoolExecutor:
 
 
 class StreamedUpload(Upload):
-    """obstore's writer: bytes held here until they fill one part (PART_BYTES); a file that
-    never fills one is one `overwrite` at commit (a plain PUT, retried and counted there, and
-    the write the crash tests stop around), a larger one a multipart upload (S3, GCS: start, a
-    request per part, the completion; Azure: a block per part, the block list) whose parts go
-    as they fill, one at a time (the next part fills meanwhile), so memory holds two parts,
-    not the file. Nothing is visible before the completion; `abort` drops the parts (Azure:
-    they expire).
+    """obstore's writer, fed one whole part (PART_BYTES) at a time: bytes are held here until
+    they fill a part; a file that never fills one is one `overwrite` at commit (a plain PUT,
+    retried and counted there, and the write the crash tests stop around), a larger one a
+    multipart upload (S3, GCS: start, a request per part, the completion; Azure: a block per
+    part, the block list). One part is in flight while the next fills here, so memory holds
+    two parts, not the file. Nothing is visible before the completion; `abort` drops the parts
+    (Azure: they expire).
+
+    obstore's writer takes one part in flight (CONCURRENCY): a write waits for the part
+    before it to land. So each part goes in one write, and an empty write before an abort
+    waits for the last one: every part sent has landed when the upload is dropped.
 
     Requests of a multipart upload are counted as the writer sends them (obstore does not
     say). Its parts are not retried one by one: a failed part fails the upload, which the next
     run writes again. A completion whose answer is lost is recognised by the object's size."""
 
-    CONCURRENCY = 1  # parts in flight; with one, an empty write waits for it to land
+    CONCURRENCY = 1
 
     def __init__(self, storage: ObjectStorage, key: str) -> None:
         super().__init__()
         self.storage, self.key = storage, key
         self.writer: Any = None
-        self.held = io.BytesIO()  # less than one part, not sent yet
+        self.part = bytearray()  # less than one part, not sent yet
 
     def _write(self, data: Any) -> None:
-        part = self.storage.PART_BYTES
-        before = self.size
-        after = before + memoryview(data).nbytes
+        view = memoryview(data).cast("B")
+        size = self.storage.PART_BYTES
+        while len(self.part) + len(view) >= size:
+            n = size - len(self.part)
+            self.part += view[:n]
+            view = view[n:]
+            self._send_part()
+        self.part += view
+
+    def _send_part(self) -> None:
+        # The writer keeps a reference to the part until it lands: it gets this bytearray,
+        # and a new one fills meanwhile.
+        part, self.part = self.part, bytearray()
         if self.writer is None:
-            if after < part:
-                self.held.write(data)
-                return
             self.writer = obs.open_writer(
                 self.storage.store,
                 self.storage._key(self.key),
-                buffer_size=part,
+                buffer_size=self.storage.PART_BYTES,
                 max_concurrency=self.CONCURRENCY,
             )
-            held, self.held = self.held.getvalue(), io.BytesIO()
-            if held:
-                self._send(lambda: self.writer.write(held))
-        self._send(lambda: self.writer.write(data))
-        if before < part <= after:
             self.storage.requests["put"] += self.storage.MULTIPART_CREATE
-        self.storage.requests["put"] += after // part - before // part  # parts filled
+        self._send(lambda: self.writer.write(part))
+        self.storage.requests["put"] += 1
 
     def commit(self) -> None:
+        last, self.part = self.part, bytearray()
         if self.writer is None:
-            held, self.held = self.held.getvalue(), io.BytesIO()
-            self.storage.overwrite(self.key, held)
+            self.storage.overwrite(self.key, bytes(last))
             return
         writer, self.writer = self.writer, None
-        part = self.storage.PART_BYTES
-        # The last, partial part and the completion.
-        self.storage.requests["put"] += 1 + (self.size % part != 0)
+        if last:  # held by the writer, sent by the close with the completion
+            self._send(lambda: writer.write(last))
+        self.storage.requests["put"] += 1 + bool(last)
         failed = _attempt(writer.close)
         if failed is None:
             return
@@ -517,7 +524,7 @@ class StreamedUpload(Upload):
 
     def abort(self) -> None:
         writer, self.writer = self.writer, None
-        self.held = io.BytesIO()
+        self.part = bytearray()
         if writer is None:
             return
         with contextlib.suppress(Exception):  # the abort below drops whatever landed
