@@ -492,12 +492,12 @@ def _lossy_proxy(
     target: str,
     lose: Callable[[str, str], bool],
     keep_host: bool = False,
-    hold: Callable[[str, str], None] | None = None,
+    hold: Callable[[str, str, Any], None] | None = None,
 ) -> ThreadingHTTPServer:
     """Forwards every request to `target`; when `lose(method, path)`, the request is done but
     its answer is replaced by a 503, as when a response is lost after the write happened.
-    `keep_host`: forward the Host header as sent (S3 signs it). `hold(method, path)` runs
-    before a request is forwarded (it may wait)."""
+    `keep_host`: forward the Host header as sent (S3 signs it). `hold(method, path, headers)`
+    runs before a request is forwarded (it may wait)."""
     host, port = target.split("://", 1)[1].split("/", 1)[0].split(":")
 
     class Handler(BaseHTTPRequestHandler):
@@ -505,7 +505,7 @@ def _lossy_proxy(
 
         def forward(self) -> None:
             if hold is not None:
-                hold(self.command, self.path)
+                hold(self.command, self.path, self.headers)
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             skip = (
                 ("connection", "content-length")
@@ -567,13 +567,47 @@ def test_put_if_absent_retry_recognises_its_own_lost_write(fake_gcs: stores.Emul
         proxy.server_close()
 
 
+def test_minio_takes_unsigned_payloads(minio: stores.Emulator) -> None:
+    """What an https endpoint gets by default (UNSIGNED-PAYLOAD), asked for over HTTP: a
+    create, a multipart upload and its read back all work, and no body was hashed."""
+    signed: list[str] = []
+
+    def note(method: str, path: str, headers: Any) -> None:
+        if method in ("PUT", "POST"):
+            signed.append(headers.get("x-amz-content-sha256", ""))
+
+    proxy = _lossy_proxy(minio.endpoint, lambda m, p: False, keep_host=True, hold=note)
+    try:
+        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+        options = {
+            **minio.storage_options,
+            "endpoint_url": endpoint,
+            "aws_unsigned_payload": "true",
+        }
+        s = open_storage(minio.uri(f"t-{uuid.uuid4().hex[:12]}/table"), options)
+        s.put_if_absent(f"{v(0)}.json", b"first")
+        with pytest.raises(FileExistsError):
+            s.put_if_absent(f"{v(0)}.json", b"second")
+        data = random.Random(7).randbytes(ObjectStorage.PART_BYTES + 99)
+        upload = s.open_upload(f"{v(0)}.checkpoint.parquet")
+        upload.write(data)
+        upload.commit()
+        assert s.read(f"{v(0)}.json") == b"first"
+        assert s.read(f"{v(0)}.checkpoint.parquet") == data
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    # two creates, the multipart's start, two parts, the completion
+    assert signed == ["UNSIGNED-PAYLOAD"] * 6, signed
+
+
 def test_the_next_part_fills_while_a_part_is_in_flight(minio: stores.Emulator) -> None:
     """A part on its way does not stop the writer: the bytes of the next part are taken
     while the store has not answered the first (the checkpoint writer keeps going), and an
     abort then waits for the part in flight, so the store counts what was counted here."""
     landed = threading.Event()
 
-    def hold_first_part(method: str, path: str) -> None:
+    def hold_first_part(method: str, path: str, _headers: Any) -> None:
         if method == "PUT" and "partNumber=1&" in path + "&":
             landed.wait(30)
 

@@ -170,6 +170,22 @@ def test_an_http_endpoint_allows_plain_http_in_either_spelling() -> None:
     assert client == {"allow_http": "true"} and config["azure_storage_account_name"] == "a"
 
 
+def test_s3_signs_payloads_over_plain_http_only_unless_told() -> None:
+    def config(given: dict[str, str]) -> dict[str, str]:
+        return opts.obstore_config("s3", opts.canonical("s3", given))[0]
+
+    assert config({})["aws_unsigned_payload"] == "true"  # AWS itself: https
+    assert config({"endpoint_url": "https://s3.example"})["aws_unsigned_payload"] == "true"
+    assert "aws_unsigned_payload" not in config({"endpoint_url": "http://minio:9000"})
+    for key in ("AWS_UNSIGNED_PAYLOAD", "unsigned_payload", "aws_unsigned_payload"):
+        assert config({key: "false"})["aws_unsigned_payload"] == "false"
+        assert (
+            config({key: "true", "endpoint_url": "http://m:9000"})["aws_unsigned_payload"] == "true"
+        )
+        assert not opts.unknown_keys("s3", {key: "true"}) and opts.is_public(key)
+    assert "aws_unsigned_payload" not in opts.obstore_config("gcs", {})[0]
+
+
 def test_the_azure_emulator_becomes_azurites_endpoint_not_emulator_mode() -> None:
     for given in (
         {"azure_storage_use_emulator": "true"},
