@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import datetime
@@ -210,10 +210,11 @@ class ObjectStorage(Storage):
         path = self._key(key)
         return self._call("read", lambda: bytes(obs.get(self.store, path).bytes()), key)
 
-    def _read_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes `start` (inclusive) to `end` (exclusive) of `key`: one request."""
+    def _read_range(self, key: str, start: int, end: int) -> Any:
+        """Bytes `start` (inclusive) to `end` (exclusive) of `key`, one request, in obstore's
+        buffer (not copied into a `bytes`)."""
         path = self._key(key)
-        get = lambda: bytes(obs.get_range(self.store, path, start=start, end=end))  # noqa: E731
+        get = lambda: obs.get_range(self.store, path, start=start, end=end)  # noqa: E731
         return self._call("read", get, key)
 
     def _head(self, key: str) -> FileInfo | None:
@@ -362,23 +363,26 @@ RANGE_BUFFER_BYTES = 1 << 20  # reads ahead this far, so near column chunks shar
 # One request fetches at most this much: a 14 MiB column chunk in one response is held two or
 # three times over by the HTTP client while it is read (+25% peak RSS on a 1M-file checkpoint).
 RANGE_REQUEST_BYTES = 4 << 20
+READ_AHEAD = 2  # ranges on their way ahead of a sequential reader
 
 
 class RangedFile(io.RawIOBase):
-    """A seekable, read-only file whose reads are ranged requests (`fetch(start, end)`).
+    """A seekable, read-only file whose reads are ranged requests (`fetch(start, end)`, which
+    returns bytes or any buffer).
 
-    With `ahead` (an executor), a read that follows the one before starts fetching the range
-    after it, so a sequential reader (a checkpoint's column chunks, a row group after another)
-    decodes one range while the next is on its way; one range is held ahead at most."""
+    With `ahead` (an executor), a read that follows the one before keeps the next READ_AHEAD
+    ranges on their way, so a sequential reader (a checkpoint's column chunks, a row group
+    after another) decodes one range while the next ones arrive: one request at a time
+    delivers less than the decoder takes."""
 
     def __init__(
-        self, fetch: Callable[[int, int], bytes], size: int, ahead: Executor | None = None
+        self, fetch: Callable[[int, int], Any], size: int, ahead: Executor | None = None
     ) -> None:
         self.fetch, self.size, self.pos = fetch, size, 0
         self.ahead = ahead
         self._end = -1  # where the last read ended
-        self._pending: tuple[int, Future[bytes]] | None = None  # a range on its way
-        self._held: tuple[int, bytes] = (0, b"")  # a range fetched ahead, not read yet
+        self._coming: deque[tuple[int, int, Future[Any]]] = deque()  # (start, end, fetch)
+        self._held: tuple[int, memoryview] = (0, memoryview(b""))  # fetched, not all read
 
     def readable(self) -> bool:
         return True
@@ -401,7 +405,7 @@ class RangedFile(io.RawIOBase):
         sequential = self.pos == self._end
         data = self._from_ahead(self.pos, n)
         if data is None:
-            data = self.fetch(self.pos, self.pos + n)
+            data = memoryview(self.fetch(self.pos, self.pos + n))
         buffer[: len(data)] = data
         self.pos += len(data)
         self._end = self.pos
@@ -409,32 +413,42 @@ class RangedFile(io.RawIOBase):
             self._read_ahead()
         return len(data)
 
-    def _from_ahead(self, start: int, n: int) -> bytes | None:
-        """Bytes from `start` out of what was fetched ahead, if it has them."""
-        if self._pending is not None and self._pending[0] == start:
-            at, future = self._pending
-            self._pending = None
+    def _from_ahead(self, start: int, n: int) -> memoryview | None:
+        """Bytes from `start` out of what was fetched ahead, if it has them. Ranges that
+        come before `start` are dropped; a read elsewhere drops them all."""
+        at, held = self._held
+        while not at <= start < at + len(held) and self._coming:
+            at, end, future = self._coming[0]
+            if not at <= start < end:
+                if at < start:  # passed by: drop it, look at the next
+                    self._coming.popleft()
+                    continue
+                self._coming.clear()  # the reader went elsewhere
+                break
+            self._coming.popleft()
             try:
-                self._held = (at, future.result())
+                held = memoryview(future.result())
             except Exception:  # asked again in the reader's thread, where errors are raised
-                self._held = (0, b"")
+                held = memoryview(b"")
+            self._held = (at, held)
         at, held = self._held
         if not at <= start < at + len(held):
             return None
         return held[start - at : start - at + n]
 
     def _read_ahead(self) -> None:
-        at, held = self._held
-        start = max(self.pos, at + len(held))
-        if self.ahead is None or self._pending is not None or start >= self.size:
+        if self.ahead is None:
             return
-        if start - self.pos >= RANGE_REQUEST_BYTES:
-            return  # enough held already
-        end = min(self.size, start + RANGE_REQUEST_BYTES)
-        self._pending = (start, self.ahead.submit(self.fetch, start, end))
+        at, held = self._held
+        start = self._coming[-1][1] if self._coming else max(self.pos, at + len(held))
+        while len(self._coming) < READ_AHEAD and start < self.size:
+            end = min(self.size, start + RANGE_REQUEST_BYTES)
+            self._coming.append((start, end, self.ahead.submit(self.fetch, start, end)))
+            start = end
 
     def close(self) -> None:
-        self._pending, self._held = None, (0, b"")
+        self._coming.clear()
+        self._held = (0, memoryview(b""))
         super().close()
 
 
