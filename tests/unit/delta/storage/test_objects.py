@@ -140,3 +140,22 @@ def test_reading_ahead_stops_at_a_seek_and_a_failed_fetch_is_asked_again_in_the_
     assert any(start == 2 << 20 and kind == "reader" for start, _, kind in calls)
     assert (7 << 20, 8 << 20, "reader") in calls
     assert not [c for c in calls if c[0] > 7 << 20]
+
+
+def test_two_ranges_are_on_their_way_ahead_of_a_sequential_reader():
+    data = bytes(range(256)) * (64 * 1024)  # 16 MiB
+    on_the_way: list[int] = []
+    both = threading.Barrier(2, timeout=10)  # breaks unless two fetches ahead run at once
+
+    def fetch(start: int, end: int) -> bytes:
+        if threading.current_thread().name.startswith("ahead"):
+            on_the_way.append(start)
+            if len(on_the_way) <= 2:
+                both.wait()
+        return data[start:end]
+
+    with ThreadPoolExecutor(2, thread_name_prefix="ahead") as pool:
+        reader = io.BufferedReader(RangedFile(fetch, len(data), pool), RANGE_BUFFER_BYTES)
+        got = b"".join(iter(lambda: reader.read(300_000), b""))
+    assert got == data
+    assert on_the_way[:2] == [RANGE_BUFFER_BYTES * 2, RANGE_BUFFER_BYTES * 2 + RANGE_REQUEST_BYTES]
