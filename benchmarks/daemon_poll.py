@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -27,17 +26,18 @@ from typing import Any
 
 import yaml
 
-from benchmarks.harness import REPO, deltars_minio_options, machine, machine_line, write_section
+from benchmarks.harness import (
+    REPO,
+    cpu_s,
+    deltars_minio_options,
+    machine,
+    machine_line,
+    write_section,
+)
 
 TABLES, POLL_S, WINDOW_S = 1000, 3, 60
 TARGET = 1.0  # the daemon's CPU per poll over delta-rs's
 BUCKET = "lake"
-
-
-def cpu_s(pid: int) -> float:
-    """A process's user + system CPU so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def lists(counts: dict[str, int]) -> int:

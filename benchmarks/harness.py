@@ -34,6 +34,12 @@ same machine: compare ratios, not times. A run replaces only its own section.
 """
 
 
+def cpu_s(pid: int) -> float:
+    """A process's user + system CPU so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def proc_status_bytes(key: str, pid: int | str = "self") -> int:
     """VmRSS / VmHWM of a process, from /proc/<pid>/status (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -71,9 +71,11 @@ def test_checkpoint_minio_quick_checkpoints_each_store_twice_at_the_right_versio
         assert [r.get("ok") for r in runs] == [True, True], (store, runs)
         assert [r["version"] for r in runs] == [version, version], (store, runs)
         assert all(r["seconds"] > 0 and r["peak_rss"] > 0 for r in runs), (store, runs)
+        assert all(r["cpu"] > 0 for r in runs), (store, runs)
     assert all(r["requests"].get("read", 0) > 0 for r in result["runs"]["minio"])
+    assert all("store_cpu" in r for r in result["runs"]["minio"])
     text = checkpoint_minio.report("cmd", machine(), result)
-    assert "MinIO / local disk: time" in text
+    assert "MinIO / local disk: time" in text and "ours and MinIO's over ours" in text
 
 
 def test_daemon_poll_quick_polls_each_table_once_an_interval_on_both_engines():
