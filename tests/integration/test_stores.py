@@ -645,6 +645,31 @@ def test_the_next_part_fills_while_a_part_is_in_flight(minio: stores.Emulator) -
         proxy.server_close()
 
 
+def test_a_failed_part_fails_the_commit_and_the_abort_drops_the_upload(
+    minio: stores.Emulator,
+) -> None:
+    """A part whose answer is lost fails the write after it, here the commit's; the upload is
+    still there to abort, and the abort leaves nothing behind."""
+    proxy = _lossy_proxy(
+        minio.endpoint, lambda m, p: m == "PUT" and "partNumber=1&" in p + "&", keep_host=True
+    )
+    try:
+        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+        options = {**minio.storage_options, "endpoint_url": endpoint}
+        s = open_storage(minio.uri(f"t-{uuid.uuid4().hex[:12]}/table"), options)
+        key = f"{v(10)}.checkpoint.parquet"
+        upload = s.open_upload(key)
+        upload.write(random.Random(8).randbytes(ObjectStorage.PART_BYTES + 1000))
+        with pytest.raises(StorageUnreachableError, match="503"):
+            upload.commit()
+        upload.abort()
+        assert s.head(key) is None
+        assert not minio.fs.call_s3("list_multipart_uploads", Bucket=minio.bucket).get("Uploads")
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
 def test_multipart_completion_whose_answer_is_lost_is_recognised(minio: stores.Emulator) -> None:
     """The completion is done but its answer lost: the retry finds no upload (404), and the
     object there has the size sent, so the overwrite succeeded."""

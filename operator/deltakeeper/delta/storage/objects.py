@@ -415,32 +415,37 @@ class RangedFile(io.RawIOBase):
 
     def _from_ahead(self, start: int, n: int) -> memoryview | None:
         """Bytes from `start` out of what was fetched ahead, if it has them. Ranges that
-        come before `start` are dropped; a read elsewhere drops them all."""
-        at, held = self._held
-        while not at <= start < at + len(held) and self._coming:
-            at, end, future = self._coming[0]
-            if not at <= start < end:
-                if at < start:  # passed by: drop it, look at the next
-                    self._coming.popleft()
-                    continue
-                self._coming.clear()  # the reader went elsewhere
+        end before `start` are dropped; a read elsewhere drops them all."""
+        while not self._holds(start) and self._coming:
+            first, end, future = self._coming[0]
+            if end <= start:  # passed by
+                self._coming.popleft()
+                continue
+            if first > start:  # the reader went elsewhere
+                self._coming.clear()
                 break
             self._coming.popleft()
             try:
-                held = memoryview(future.result())
+                self._held = (first, memoryview(future.result()))
             except Exception:  # asked again in the reader's thread, where errors are raised
-                held = memoryview(b"")
-            self._held = (at, held)
-        at, held = self._held
-        if not at <= start < at + len(held):
+                self._held = (first, memoryview(b""))
+        if not self._holds(start):
             return None
+        at, held = self._held
         return held[start - at : start - at + n]
+
+    def _holds(self, start: int) -> bool:
+        at, held = self._held
+        return at <= start < at + len(held)
 
     def _read_ahead(self) -> None:
         if self.ahead is None:
             return
         at, held = self._held
-        start = self._coming[-1][1] if self._coming else max(self.pos, at + len(held))
+        if self._coming:
+            start = self._coming[-1][1]
+        else:
+            start = at + len(held) if self._holds(self.pos) else self.pos
         while len(self._coming) < READ_AHEAD and start < self.size:
             end = min(self.size, start + RANGE_REQUEST_BYTES)
             self._coming.append((start, end, self.ahead.submit(self.fetch, start, end)))
@@ -520,9 +525,9 @@ class StreamedUpload(Upload):
         if self.writer is None:
             self.storage.overwrite(self.key, bytes(last))
             return
+        if last:  # held by the writer, sent by the close; a failure leaves it to abort()
+            self._send(lambda: self.writer.write(last))
         writer, self.writer = self.writer, None
-        if last:  # held by the writer, sent by the close with the completion
-            self._send(lambda: writer.write(last))
         self.storage.requests["put"] += 1 + bool(last)
         failed = _attempt(writer.close)
         if failed is None:
