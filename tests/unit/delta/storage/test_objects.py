@@ -159,3 +159,30 @@ def test_two_ranges_are_on_their_way_ahead_of_a_sequential_reader():
         got = b"".join(iter(lambda: reader.read(300_000), b""))
     assert got == data
     assert on_the_way[:2] == [RANGE_BUFFER_BYTES * 2, RANGE_BUFFER_BYTES * 2 + RANGE_REQUEST_BYTES]
+
+
+def test_after_going_back_reading_ahead_starts_at_the_reader_not_past_what_is_held():
+    data = bytes(range(256)) * (64 * 1024)  # 16 MiB
+    ahead: list[int] = []
+
+    def fetch(start: int, end: int) -> bytes:
+        if threading.current_thread().name.startswith("ahead"):
+            ahead.append(start)
+        return data[start:end]
+
+    with ThreadPoolExecutor(2, thread_name_prefix="ahead") as pool:
+        raw = RangedFile(fetch, len(data), pool)
+        buf = bytearray(1 << 20)
+        for _ in range(3):  # 0, 1 MiB (then ahead from 2 MiB), 2 MiB (from what came ahead)
+            assert raw.readinto(buf) == 1 << 20
+        assert ahead[0] == 2 << 20
+        deadline = time.monotonic() + 10
+        while len(ahead) < 3 and time.monotonic() < deadline:  # 2, 6 and 10 MiB have started
+            time.sleep(0.01)
+        raw.seek(0)
+        half = bytearray(1 << 19)
+        assert raw.readinto(half) == 1 << 19  # elsewhere: what was coming is dropped
+        ahead.clear()
+        assert raw.readinto(half) == 1 << 19 and bytes(half) == data[1 << 19 : 1 << 20]
+        pool.shutdown(wait=True)
+    assert ahead[0] == 1 << 20  # from the reader on, not from the end of the held range
