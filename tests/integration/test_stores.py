@@ -621,7 +621,7 @@ def test_the_next_part_fills_while_a_part_is_in_flight(minio: stores.Emulator) -
         for commit in (False, True):
             s.requests.clear()
             landed.clear()
-            before = stores.minio_requests(minio.endpoint)
+            before = minio.requests()
             upload = s.open_upload(key)
             upload.write(data[: ObjectStorage.PART_BYTES])  # the first part goes, and is held
             rest = threading.Thread(target=upload.write, args=(data[ObjectStorage.PART_BYTES :],))
@@ -633,7 +633,7 @@ def test_the_next_part_fills_while_a_part_is_in_flight(minio: stores.Emulator) -
                 upload.commit()
             else:
                 upload.abort()
-            served = stores.minio_requests(minio.endpoint) - before
+            served = minio.requests() - before
             # create, the first part, then the last part and the completion, or the abort
             assert dict(s.requests) == ({"put": 4} if commit else {"put": 2, "delete": 1})
             assert served == s.requests, served
