@@ -40,6 +40,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pin(pid: int | str, cpus: set[int]) -> None:
+    """Every thread of a process onto `cpus` (threads it starts later inherit the set)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
+
+
 def proc_status_bytes(key: str, pid: int | str = "self") -> int:
     """VmRSS / VmHWM of a process, from /proc/<pid>/status (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -16,6 +16,7 @@ poll interval, one listing a poll.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -67,15 +68,33 @@ def test_cleanup_quick_deletes_1000_files_in_one_request():
 def test_checkpoint_minio_quick_checkpoints_each_store_twice_at_the_right_version():
     result = checkpoint_minio.measure(quick=True, repeats=2)
     version = result["params"].version
-    for store, runs in result["runs"].items():
-        assert [r.get("ok") for r in runs] == [True, True], (store, runs)
-        assert [r["version"] for r in runs] == [version, version], (store, runs)
-        assert all(r["seconds"] > 0 and r["peak_rss"] > 0 for r in runs), (store, runs)
-        assert all(r["cpu"] > 0 for r in runs), (store, runs)
-    assert all(r["requests"].get("read", 0) > 0 for r in result["runs"]["minio"])
-    assert all("store_cpu" in r for r in result["runs"]["minio"])
+    assert set(result["runs"]) == set(result["cpus"])
+    for name, by_store in result["runs"].items():
+        for store, runs in by_store.items():
+            where = (name, store, runs)
+            assert [r.get("ok") for r in runs] == [True, True], where
+            assert [r["version"] for r in runs] == [version, version], where
+            assert all(r["seconds"] > 0 and r["peak_rss"] > 0 for r in runs), where
+            assert all(r["cpu"] > 0 for r in runs), where
+        assert all(r["requests"].get("read", 0) > 0 for r in by_store["minio"])
+        assert all("store_cpu" in r for r in by_store["minio"])
     text = checkpoint_minio.report("cmd", machine(), result)
     assert "MinIO / local disk: time" in text and "ours and MinIO's over ours" in text
+
+
+def test_checkpoint_minio_store_apart_runs_each_process_on_its_own_cpus():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no layout sets the store apart")
+    result = checkpoint_minio.measure(quick=True, repeats=1)
+    ours, store = result["cpus"]["store apart"]
+    assert ours and store and not ours & store
+    apart, shared = result["runs"]["store apart"], result["runs"]["shared"]
+    assert [r["cpus"] for r in apart["local"] + apart["minio"]] == [sorted(ours)] * 2
+    assert [r["store_cpus"] for r in apart["minio"]] == [sorted(store)]
+    everything = sorted(ours | store)
+    assert [r["cpus"] for r in shared["local"] + shared["minio"]] == [everything] * 2
+    assert [r["store_cpus"] for r in shared["minio"]] == [everything]
+    assert "`store apart`: deltakeeper's runs" in checkpoint_minio.report("c", machine(), result)
 
 
 def test_daemon_poll_quick_polls_each_table_once_an_interval_on_both_engines():
