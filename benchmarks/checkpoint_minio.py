@@ -18,7 +18,6 @@ on the first half of the CPUs, MinIO on the rest.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -35,6 +34,7 @@ from benchmarks.harness import (
     MIB,
     REPO,
     cpu_s,
+    cpus_of,
     emit,
     machine,
     machine_line,
@@ -64,7 +64,7 @@ def _child(uri: str, options: dict[str, Any], now_ms: int) -> dict[str, Any]:
         "version": result.version,
         "peak_rss": proc_status_bytes("VmHWM"),
         "requests": dict(table.storage.requests),
-        "cpus": sorted(os.sched_getaffinity(0)),
+        "cpus": cpus_of("self"),
     }
 
 
@@ -111,20 +111,11 @@ def measure(quick: bool, repeats: int) -> dict[str, Any]:
                     before = cpu_s(emu.process.pid)
                     run = run_child(MODULE, [emu.uri("t"), opts, str(now_ms), where])
                     run |= {"store_cpu": cpu_s(emu.process.pid) - before}
-                    run |= {"store_cpus": _cpus_of(emu.process.pid)}
+                    run |= {"store_cpus": cpus_of(emu.process.pid)}
                     runs[name]["minio"].append(run)
         finally:
             emu.stop()
     return {"params": params, "info": info, "runs": runs, "cpus": cpus}
-
-
-def _cpus_of(pid: int) -> list[int]:
-    """The CPUs any thread of a process may run on."""
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(ProcessLookupError):
-            out |= os.sched_getaffinity(int(task.name))
-    return sorted(out)
 
 
 def clear_checkpoint(emu: Any, table: Path, names: list[str]) -> None:
@@ -197,23 +188,20 @@ def report(cmd: str, m: dict[str, Any], result: dict[str, Any]) -> str:
 
 
 def _layouts_line(cpus: dict[str, tuple[set[int], set[int]]]) -> str:
-    def named(c: set[int]) -> str:
-        return "CPU " + ",".join(map(str, sorted(c))) if len(c) == 1 else f"CPUs {_span(c)}"
-
-    out = [f"`shared`: every process on {named(cpus['shared'][0])}"]
+    out = [f"`shared`: every process on {_named(cpus['shared'][0])}"]
     if "store apart" in cpus:
         ours, store = cpus["store apart"]
         out.append(
-            f"`store apart`: deltakeeper's runs (both stores) on {named(ours)}, MinIO on "
-            f"{named(store)}, as a store runs for users: off the client's CPUs"
+            f"`store apart`: deltakeeper's runs (both stores) on {_named(ours)}, MinIO on "
+            f"{_named(store)}, as a store runs for users: off the client's CPUs"
         )
     else:
         out.append("`store apart`: not run (one CPU)")
     return "; ".join(out) + "."
 
 
-def _span(c: set[int]) -> str:
-    return f"{min(c)}-{max(c)}" if len(c) == max(c) - min(c) + 1 else ",".join(map(str, sorted(c)))
+def _named(cpus: set[int]) -> str:
+    return ("CPU " if len(cpus) == 1 else "CPUs ") + ",".join(map(str, sorted(cpus)))
 
 
 def _ratios(name: str, s: dict[str, dict[str, float]]) -> list[str]:

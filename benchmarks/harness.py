@@ -47,6 +47,15 @@ def pin(pid: int | str, cpus: set[int]) -> None:
             os.sched_setaffinity(int(task.name), cpus)
 
 
+def cpus_of(pid: int | str) -> list[int]:
+    """The CPUs any thread of a process may run on."""
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            out |= os.sched_getaffinity(int(task.name))
+    return sorted(out)
+
+
 def proc_status_bytes(key: str, pid: int | str = "self") -> int:
     """VmRSS / VmHWM of a process, from /proc/<pid>/status (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
