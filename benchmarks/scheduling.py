@@ -124,7 +124,7 @@ def child(mode: str, spec_file: str) -> None:
 
 
 async def _watch(mode: str, spec: dict[str, Any]) -> dict[str, Any]:
-    from deltakeeper.maintenance.executor import Result
+    from deltakeeper.maintenance.operations.outcome import Result
     from deltakeeper.runtime import fleet as fleet_module
     from deltakeeper.runtime.fleet import Fleet
     from deltakeeper.runtime.model import Observation, Target

@@ -139,8 +139,9 @@ def test_a_checkpoint_job_runs_as_a_spark_application_and_is_read_back(
     memory budget (or with checkpoint.engine spark); the outcome comes from the log, as the
     operator's launcher cannot see the job's output."""
     from deltakeeper.compaction.launcher import JobResult
-    from deltakeeper.maintenance.executor import Result, spark_outcome
+    from deltakeeper.maintenance.executor import spark_outcome
     from deltakeeper.maintenance.operations import Operation
+    from deltakeeper.maintenance.operations.outcome import Result
 
     api = cluster.api_client()
     table = tmp_path / "big"

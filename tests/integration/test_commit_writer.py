@@ -19,8 +19,8 @@ from deltakeeper.delta import append
 from deltakeeper.delta.commit import Change, commit
 from deltakeeper.delta.errors import CommitConflictError
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import Observation, Target
 from tests.support.rows import deltars_digest, duckdb_digest, spark_digest

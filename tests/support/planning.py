@@ -11,7 +11,7 @@ from deltakeeper.maintenance import planner
 from deltakeeper.maintenance.policy import effective
 
 
-def plan_for(root: Path, now: int, **settings: Any) -> tuple[Table, planner.Plan]:
+def plan_for(root: Path, now: int, **settings: Any) -> tuple[Table, steps.Plan]:
     """The table at `root` and its plan at `now`; `settings` as effective() takes them."""
     table = open_table(str(root))
     snap = table.snapshot()
@@ -19,6 +19,6 @@ def plan_for(root: Path, now: int, **settings: Any) -> tuple[Table, planner.Plan
     return table, planner.plan(table, snap, pol, now)
 
 
-def steps(plan: planner.Plan) -> dict[str, planner.Step]:
+def steps(plan: steps.Plan) -> dict[str, steps.Step]:
     """The plan's steps by operation name."""
     return {s.operation: s for s in plan.steps}

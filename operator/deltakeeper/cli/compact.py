@@ -11,6 +11,7 @@ from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction_plan, executor, planner
+from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -45,19 +46,19 @@ def cmd_compact(args: argparse.Namespace) -> int:
         output.compaction_plan(args.uri, snap.version, found, plan.lines()[1:-1])
     code = exits.OK
     if found.due:
-        compactor = executor.Compactor(flags.spark_launcher(args), options)
+        compactor = Compactor(flags.spark_launcher(args), options)
         outcomes = executor.execute(table, plan, args.dry_run, compactor=compactor).outcomes
         outcome = outcomes[-1]
         if len(outcomes) > 1:  # the checkpoint step ran first
             report["checkpoint"] = _checkpoint_first(outcomes[0], args.json)
             report["checkpointVersion"] = outcomes[0].checkpoint_version
         if not args.dry_run:
-            if outcome.result is executor.Result.SKIPPED:
+            if outcome.result is Result.SKIPPED:
                 raise launcher.JobRunning(outcome.message)
             if outcome.job_result is None and outcome.error is not None:
                 raise outcome.error  # not started: no Spark here, a store Spark cannot read, ...
             report["job"] = outcome.job_result
-            done = outcome.result is executor.Result.DONE
+            done = outcome.result is Result.DONE
             code = exits.OK if done else exits.UNEXPECTED
             if not args.json:
                 output.job_line(outcome.job_result or {})
@@ -66,16 +67,16 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return code
 
 
-def _checkpoint_first(outcome: executor.Outcome, as_json: bool) -> dict[str, Any]:
+def _checkpoint_first(outcome: Outcome, as_json: bool) -> dict[str, Any]:
     """The checkpoint before the job, as `compact` reports it; a failure is said on stderr
     too, as the job ran all the same (replaying the JSON log) and the exit code is its own."""
-    if outcome.error is not None and outcome.result is executor.Result.FAILED:
+    if outcome.error is not None and outcome.result is Result.FAILED:
         output.warn(
             f"the checkpoint before the job failed: {outcome.message}; "
             "the job replayed the log without it. Fix the cause, then run "
             "`deltakeeper checkpoint URI`."
         )
-    elif not as_json and outcome.result is not executor.Result.SKIPPED:  # the plan said why
+    elif not as_json and outcome.result is not Result.SKIPPED:  # the plan said why
         output.lines([f"checkpoint: {outcome.result}: {outcome.message}"])
     out = outcome.to_json()
     out["error"] = exits.error_name(outcome.error) if outcome.error is not None else None

@@ -13,12 +13,12 @@ from typing import Any
 from deltakeeper.cli import flags, output
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance import policy
+from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.units import parse_interval_ms
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from deltakeeper.compaction import launcher
-    from deltakeeper.maintenance import executor
     from deltakeeper.standalone import daemon
 
     _configure_logging()
@@ -36,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.max_concurrent,
         args.once,
         args.summary_every,
-        executor.Compactor(jobs, wait=args.once, retry_ms=retry),
+        Compactor(jobs, wait=args.once, retry_ms=retry),
         _interval("--default-poll-interval", args.default_poll_interval),
         history=_history(args),
         memory_budget=_memory_budget(args.memory_budget),

@@ -15,6 +15,9 @@ from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress, Report
+from deltakeeper.maintenance.operations.registry import SPARK
+from deltakeeper.maintenance.operations.steps import Plan
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
@@ -210,7 +213,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:
         output.lines(plan.lines())
-    compactor = executor.Compactor(flags.spark_launcher(args), options)
+    compactor = Compactor(flags.spark_launcher(args), options)
     progress = None if args.json else output.progress
     report = executor.execute(table, plan, args.dry_run, progress, compactor)
     if args.json:
@@ -226,14 +229,12 @@ def _read_for(table: Table, ops: tuple[Operation, ...], on_spark: bool) -> Snaps
     handed over in seconds), others from a table counted a batch at a time."""
     if not on_spark:
         return table.snapshot()
-    if set(ops) <= set(planner.SPARK_OPERATIONS):
+    if set(ops) <= set(SPARK):
         return read_header(table)
     return read_held(table)
 
 
-def _run_one(
-    table: Table, plan: planner.Plan, dry_run: bool, progress: executor.Progress | None
-) -> executor.Outcome:
+def _run_one(table: Table, plan: Plan, dry_run: bool, progress: Progress | None) -> Outcome:
     """Run a forced plan's one step; its failure is the command's."""
     outcome = executor.execute(table, plan, dry_run, progress).outcomes[0]
     if outcome.error is not None:
@@ -241,7 +242,7 @@ def _run_one(
     return outcome
 
 
-def _maintain_json(plan: planner.Plan, report: executor.Report) -> dict[str, Any]:
+def _maintain_json(plan: Plan, report: Report) -> dict[str, Any]:
     written = [o.checkpoint_version for o in report.outcomes if o.checkpoint_version is not None]
     return {
         "operation": "maintain",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from deltakeeper.delta.snapshot import SnapshotHeader
     from deltakeeper.delta.storage import FileInfo
     from deltakeeper.maintenance.compaction_plan import CompactionPlan
-    from deltakeeper.maintenance.executor import Report
+    from deltakeeper.maintenance.operations.outcome import Report
 
 # `status --json`: the key of the DeltaLakes' statuses, beside the tables' NAMESPACE/NAME keys
 LAKES_KEY = "lakes"

@@ -23,7 +23,7 @@ from deltakeeper.k8s import api, secrets
 from deltakeeper.k8s.options import PEERING, SPARK_TEMPLATE, Options
 from deltakeeper.k8s.spark_launcher import Lookup, SparkApplicationLauncher, default_template
 from deltakeeper.k8s.tables import Tables
-from deltakeeper.maintenance.executor import Compactor
+from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.resources.crd import GROUP, POLICIES, TABLES, VERSION
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.runtime import credentials, metrics

@@ -22,7 +22,7 @@ import orjson
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
 from deltakeeper.k8s.spark_launcher import Lookup, TableRef
-from deltakeeper.maintenance.executor import Compactor
+from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.runtime import status
 from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.metrics import Metrics

@@ -4,32 +4,23 @@ knows (the table's live files, tombstones and log files), and the daemon's budge
 The fleet runs a table's due steps only when their estimate fits what the budget has left
 (runtime/slots.py); a step whose estimate exceeds the whole budget runs as a Spark job (a
 checkpoint or vacuum whose engine allows it) or is refused with both numbers, never started
-to be killed by the kernel. The figures per action (PER_ACTION) come from BENCHMARKS.md's
+to be killed by the kernel. The figures per action come from BENCHMARKS.md's
 1,000,000-file runs (peak RSS over the actions the step held), rounded up, not fitted;
-docs/health.md says what each step's peak depends on.
+docs/health.md says what each step's peak depends on. Each operation names its
+figure (maintenance/operations/); this module has the arithmetic.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance.operations import Operation
 from deltakeeper.units import format_bytes, parse_size
 
 BASE_BYTES = 32 * 2**20  # any step: readers, writers and buffers
-# Bytes per action held (live files and tombstones; log files for cleanup), by step.
-PER_ACTION = {
-    Operation.CHECKPOINT: 2048,  # every file loaded: no checkpoint to stream, or N.crc
-    Operation.COMPACTION: 1536,
-    Operation.CLEANUP: 512,  # a log file
-    Operation.VACUUM: 640,
-    Operation.STATS: 2048,
-    Operation.LOG_COMPACTION: 4096,  # a commit it reconciles
-    Operation.MANIFEST: 512,
-}
 # A checkpoint streamed from the newest one holds a bounded number of its rows at a time
 # (batches read ahead, a row group being written), 131,072 rows of 1.5 KiB at most, and a
 # little per row besides (16 bytes: found, not explained). Synthetic checkpoints of about 180
@@ -52,26 +43,49 @@ CGROUP_LIMITS = (
 UNLIMITED = 2**60  # cgroup v1 says "no limit" with a number near 2**63
 
 
-def estimate(
-    operation: Operation,
-    files: int,
-    tombstones: int,
-    log_files: int,
-    streamed: bool,
-    checkpoint_bytes: int | None = None,
-) -> int:
-    """Bytes `operation` may take on a table with these counts (`streamed`: a checkpoint
-    streams the newest one, of `checkpoint_bytes` when known, not every file loaded)."""
-    per = PER_ACTION[operation]
-    held = files + tombstones
-    if operation is Operation.CHECKPOINT and streamed:
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """What a poll knows of a table that a step's memory follows: its live files and
+    tombstones, its log files, and whether a checkpoint would stream the newest one (of
+    `checkpoint_bytes`, when known) rather than load every file."""
+
+    files: int
+    tombstones: int
+    log_files: int
+    streamed: bool = False
+    checkpoint_bytes: int | None = None
+
+    @property
+    def actions(self) -> int:
+        return self.files + self.tombstones
+
+
+Estimate = Callable[[Holding], int]
+
+
+def per_action(per: int) -> Estimate:
+    """A step that holds `per` bytes for each live file and tombstone."""
+    return lambda h: BASE_BYTES + per * h.actions
+
+
+def per_log_file(per: int) -> Estimate:
+    """A step that holds `per` bytes for each log file (it reads the listing, or commits)."""
+    return lambda h: BASE_BYTES + per * h.log_files
+
+
+def streamed_checkpoint(loaded: int) -> Estimate:
+    """A checkpoint: streamed from the newest one where it can be, else every file loaded at
+    `loaded` bytes an action (no checkpoint to stream, or N.crc needs them all)."""
+
+    def estimate(h: Holding) -> int:
+        if not h.streamed:
+            return BASE_BYTES + loaded * h.actions
         row = STREAMED_ROW_BYTES
-        if checkpoint_bytes:
-            row = max(row, EXPANSION * checkpoint_bytes // max(held, 1))
-        return BASE_BYTES + min(held, STREAMED_ROWS) * row + STREAMED_PER_ACTION * held
-    if operation in (Operation.CLEANUP, Operation.LOG_COMPACTION):
-        held = log_files  # they read the log's listing, or some of its commits
-    return BASE_BYTES + per * held
+        if h.checkpoint_bytes:
+            row = max(row, EXPANSION * h.checkpoint_bytes // max(h.actions, 1))
+        return BASE_BYTES + min(h.actions, STREAMED_ROWS) * row + STREAMED_PER_ACTION * h.actions
+
+    return estimate
 
 
 def largest(estimates: Iterable[int]) -> int:
@@ -118,7 +132,7 @@ def budget(text: str | None) -> int | None:
         raise InvalidInputError(f"memory budget: {e}") from None
 
 
-def over_budget(operation: Operation, need: int, budget: int) -> str:
+def over_budget(operation: str, need: int, budget: int) -> str:
     return (
         f"{operation} needs about {format_bytes(need)} and the memory budget is "
         f"{format_bytes(budget)}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
-from deltakeeper.maintenance.operations import WRITERS, Operation
+from deltakeeper.maintenance import record
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import SOURCES, Engine
 from deltakeeper.resources.status_fields import COUNTS
 from deltakeeper.resources.status_fields import StatusField as F
@@ -232,40 +233,8 @@ def _conditions() -> dict[str, Any]:
 def _table_status() -> dict[str, Any]:
     count = {"type": "integer", "format": "int64"}
     nullable_count = {**count, "nullable": True}
-    run = _obj(
-        {
-            "time": {"type": "string", "format": "date-time"},
-            "result": {"type": "string"},
-            "version": count,
-            "deletedFiles": count,
-            "deletedBytes": count,
-            "seconds": {"type": "number"},
-            "message": {"type": "string"},
-        }
-    )
     retention = _obj({"ms": count, "source": {"type": "string", "enum": list(SOURCES)}})
-    rewritten = {
-        "filesRemoved": count,
-        "filesAdded": count,
-        "bytesRemoved": count,
-        "bytesAdded": count,
-    }
-    compacted = _obj({**run["properties"], **rewritten, "jobId": {"type": "string"}})
-    on_spark = {
-        "engine": {"type": "string", "description": "spark: Delta Spark ran it, as a Spark job."},
-        "jobId": {"type": "string"},
-    }
-    vacuumed = _obj({**run["properties"], **_vacuum_run(count), **on_spark})
-    checkpointed = _obj({**run["properties"], **on_spark})
-    written = {"writtenFiles": {**count, "description": "Files given statistics or written."}}
-    writer = _obj({**run["properties"], **written})
-    special = {
-        Operation.COMPACTION: compacted,
-        Operation.VACUUM: vacuumed,
-        Operation.CHECKPOINT: checkpointed,
-    }
-    special |= {op: writer for op in WRITERS}
-    runs = {str(op): special.get(op, run) for op in Operation}
+    runs = {str(op): _obj(dict(record.fields(op))) for op in Operation}
     counts = {f: nullable_count if f is F.LAST_CHECKPOINT_VERSION else count for f in COUNTS}
     fields = {
         F.OBSERVED_GENERATION: count,
@@ -303,22 +272,6 @@ def _health() -> dict[str, Any]:
         },
         "The table's health as of the last poll.",
     )
-
-
-def _vacuum_run(count: dict[str, Any]) -> dict[str, Any]:
-    """What a vacuum's entry in lastMaintenance adds: its mode, candidates and cost."""
-    return {
-        "mode": {"type": "string", "enum": [str(m) for m in Mode if m is not Mode.AUTO]},
-        "modeReason": {"type": "string"},
-        "candidates": {**count, "description": "Files considered."},
-        "listedObjects": {**count, "description": "Objects a listing or inventory returned."},
-        "requests": {
-            "type": "object",
-            "additionalProperties": count,
-            "description": "Storage requests the vacuum sent, by operation.",
-        },
-        "lastFull": {"type": "string", "format": "date-time"},
-    }
 
 
 def _compaction_status(count: dict[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,10 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.snapshot import SnapshotHeader
-from deltakeeper.maintenance.executor import Outcome, Result
+from deltakeeper.maintenance import record
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
+from deltakeeper.maintenance.operations.registry import spec_of
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.model import (
@@ -35,7 +37,6 @@ from deltakeeper.runtime.model import (
     Reason,
     Target,
 )
-from deltakeeper.units import format_bytes
 
 TRUE, FALSE, UNKNOWN = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 NORMAL, WARNING = EventType.NORMAL, EventType.WARNING
@@ -203,6 +204,7 @@ def merged(done: list[Event], transitions: list[Event]) -> list[Event]:
 def outcome_events(outcomes: list[Outcome]) -> list[Event]:
     events = []
     for o in outcomes:
+        spec = spec_of(o.operation)
         if o.result is Result.STARTED:
             compacting = o.operation is Operation.COMPACTION
             started = Reason.COMPACTION_STARTED if compacting else Reason.SPARK_JOB_STARTED
@@ -210,46 +212,17 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
         if o.result is Result.DONE and o.repaired:
             events.append(Event(WARNING, Reason.CHECKPOINT_REPAIRED, o.message))
         if o.result is Result.DONE:
-            events.append(Event(NORMAL, *_done(o)))
-        elif o.result is Result.DRY_RUN and o.operation is Operation.VACUUM:
-            message = f"{_vacuum_mode(o)}vacuum would delete {len(o.files)} files"
-            events.append(Event(NORMAL, Reason.VACUUM_DRY_RUN, message))
+            # A Spark job's message names the engine and why: it is the event's.
+            said = o.message if record.on_spark(o) else spec.done_message(o)
+            events.append(Event(NORMAL, Reason(spec.done_reason), f"{said} in {o.seconds:.1f}s"))
+        elif o.result is Result.DRY_RUN and spec.dry_run_event is not None:
+            reason, message = spec.dry_run_event(o)
+            events.append(Event(NORMAL, Reason(reason), message))
         elif o.result in (Result.FAILED, Result.REFUSED):
             failed = o.result is Result.FAILED
             reason = Reason.MAINTENANCE_FAILED if failed else Reason.MAINTENANCE_REFUSED
             events.append(Event(WARNING, reason, f"{o.operation}: {o.message}"))
     return events
-
-
-def _done(o: Outcome) -> tuple[Reason, str]:
-    took = f"in {o.seconds:.1f}s"
-    if o.job_id is not None and o.operation in (Operation.CHECKPOINT, Operation.VACUUM):
-        reason = Reason.CHECKPOINTED if o.operation is Operation.CHECKPOINT else Reason.VACUUMED
-        return reason, f"{o.message} {took}"  # a Spark job's: it names the engine and why
-    if o.operation is Operation.CHECKPOINT:
-        return (
-            Reason.CHECKPOINTED,
-            f"wrote the checkpoint at version {o.checkpoint_version} {took}",
-        )
-    if o.operation is Operation.COMPACTION:
-        return Reason.COMPACTED, f"job {o.job_id}: {o.message} {took}"
-    writers = {
-        Operation.STATS: Reason.STATS_COMPUTED,
-        Operation.LOG_COMPACTION: Reason.LOG_COMPACTED,
-        Operation.MANIFEST: Reason.MANIFESTS_WRITTEN,
-    }
-    if o.operation in writers:
-        return writers[o.operation], f"{o.message} {took}"
-    size = format_bytes(o.deleted_bytes)
-    if o.operation is Operation.CLEANUP:
-        return Reason.LOG_CLEANED, f"deleted {o.deleted_files} expired log files ({size}) {took}"
-    deleted = f"deleted {o.deleted_files} unreferenced data files ({size}) {took}"
-    return Reason.VACUUMED, f"{_vacuum_mode(o)}vacuum {deleted}"
-
-
-def _vacuum_mode(o: Outcome) -> str:
-    """Which mode a vacuum ran in and why, to begin its event's message."""
-    return f"{o.vacuum.mode.upper()} ({o.vacuum.reason}) " if o.vacuum else ""
 
 
 def table_found(lake: str, path: str, found: bool, kept: str = "") -> Condition:

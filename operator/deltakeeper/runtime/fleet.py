@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from deltakeeper.maintenance import memory
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.registry import estimate
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
@@ -255,10 +256,8 @@ def _needs(obs: Observation) -> dict[Operation, int]:
     # A checkpoint streams the newest checkpoint, unless there is none or it needs every file.
     streamed = counts.get(F.LAST_CHECKPOINT_VERSION) is not None and not obs.checkpoint_loads_all
     checkpoint = obs.checkpoint_bytes if streamed else None
-    return {
-        op: memory.estimate(op, files, tombstones, log_files, streamed, checkpoint)
-        for op in obs.due
-    }
+    held = memory.Holding(files, tombstones, log_files, streamed, checkpoint)
+    return {op: estimate(op, held) for op in obs.due}
 
 
 class Loop:

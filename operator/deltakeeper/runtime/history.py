@@ -28,8 +28,9 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage.retries import safe_uri
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
-from deltakeeper.maintenance.executor import Outcome, Result
-from deltakeeper.maintenance.operations import WRITERS, Operation
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
+from deltakeeper.maintenance.operations.registry import spec_of
 from deltakeeper.maintenance.policy import effective
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.fleet import now_ms
@@ -147,19 +148,12 @@ def _metrics(o: Outcome, before: Mapping[str, Any], after: Mapping[str, Any]) ->
             out[f"{name}Before"] = before[field]
         if isinstance(after.get(field), int) and o.result is Result.DONE:
             out[f"{name}After"] = after[field]
-    if o.deleted_files or o.operation in (Operation.CLEANUP, Operation.VACUUM):
+    spec = spec_of(o.operation)
+    if o.deleted_files or spec.deletes:
         out |= {"deletedFiles": o.deleted_files, "deletedBytes": o.deleted_bytes}
-    if o.operation in WRITERS:
+    if spec.writes:
         out["writtenFiles"] = o.written_files
-    if o.written is not None:
-        out |= {"checkpointBytes": o.written.size_bytes, "checkpointActions": o.written.rows}
-    if o.vacuum is not None:
-        out |= {"candidates": o.vacuum.candidates, "listedObjects": o.vacuum.listed}
-        out |= {f"requests.{k}": v for k, v in o.vacuum.requests.items()}
-    if o.compacted is not None:
-        c = o.compacted
-        out |= {"filesRemoved": c.files_removed, "filesAdded": c.files_added}
-        out |= {"bytesRemoved": c.bytes_removed, "bytesAdded": c.bytes_added}
+    out |= spec.history(o)
     return out
 
 

@@ -21,8 +21,9 @@ from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import compaction_plan, executor
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
-from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import compaction as compaction_op
+from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_CAP_MS,
     COMPACTION_RETRY_MS,
@@ -172,7 +173,7 @@ class JobTracker:
         op = running.operation
         try:
             if op is Operation.COMPACTION:
-                outcome = executor.job_outcome(table, running.job_id, result)
+                outcome = compaction_op.job_outcome(table, running.job_id, result)
             else:
                 planned = running.planned_version
                 outcome = executor.spark_outcome(table, op, running.job_id, result, planned)

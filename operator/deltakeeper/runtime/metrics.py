@@ -33,8 +33,9 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance.executor import Result
-from deltakeeper.maintenance.operations import DELETES, WRITERS, Operation
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Result
+from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.health import Health

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltakeeper.maintenance.executor import Outcome
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, SMALL_FILE_BYTES
 from deltakeeper.runtime.health import Health
 

@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from deltakeeper.maintenance.executor import Result
-from deltakeeper.maintenance.operations import DELETES, WRITERS
+from deltakeeper.maintenance.operations.outcome import Result
+from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import conditions
 from deltakeeper.runtime.fleet import Fleet, Loop, now_ms

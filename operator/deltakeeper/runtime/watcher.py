@@ -38,10 +38,14 @@ from deltakeeper.delta.summary import log_listing, summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
-from deltakeeper.maintenance import executor, memory, planner, schedule
+from deltakeeper.maintenance import executor, memory, planner, record, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
-from deltakeeper.maintenance.executor import Compactor, Outcome, Result
-from deltakeeper.maintenance.operations import WRITERS, Operation
+from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
+from deltakeeper.maintenance.operations import vacuum as vacuum_op
+from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
+from deltakeeper.maintenance.operations.registry import WRITERS, asked
+from deltakeeper.maintenance.operations.steps import Plan
 from deltakeeper.maintenance.policy import (
     COMPACTION_DEADLINE_MS,
     Policy,
@@ -53,7 +57,7 @@ from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.health import Health
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.model import Observation, Problem, Target
-from deltakeeper.units import parse_timestamp_ms, rfc3339
+from deltakeeper.units import parse_timestamp_ms
 
 log = logging.getLogger("deltakeeper.watcher")
 CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Operation.VACUUM
@@ -160,7 +164,8 @@ class TableWatcher:
 
     def _writers(self) -> tuple[Operation, ...]:
         """The writers this table's policy asks for."""
-        return planner.asked_writers(self._policy) if self._policy is not None else ()
+        policy = self._policy
+        return asked(policy, Cadence.EACH_VERSION) if policy is not None else ()
 
     def _adopt(self, target: Target) -> None:
         """Follow a job left running by an earlier operator; if the jobs cannot be listed
@@ -291,7 +296,7 @@ class TableWatcher:
         if snap is None or policy is None:
             return True
         try:
-            return planner.checkpoint_due(table, snap, policy)
+            return checkpoint_op.due(table, snap, policy)
         except Exception:  # the plan says why; it runs as before
             return True
 
@@ -356,7 +361,7 @@ class TableWatcher:
                 now_ms,
                 ops,
                 cleanup_after_checkpoint=True,
-                full_vacuum=planner.full_vacuum_due(self._policy, self._last_full_ms(), now_ms),
+                full_vacuum=vacuum_op.full_due(self._policy, self._last_full_ms(), now_ms),
                 storage_options=target.storage_options,
                 known=self._vacuum_info,
                 stats_since=self._stats_complete_at,
@@ -393,7 +398,7 @@ class TableWatcher:
             return None
         return replace(shared, storage_options=dict(target.storage_options), owner=target.key)
 
-    def _track(self, plan: planner.Plan, outcomes: list[Outcome], now_ms: int) -> None:
+    def _track(self, plan: Plan, outcomes: list[Outcome], now_ms: int) -> None:
         for on_spark in plan.steps:
             if on_spark.spark is None:
                 continue
@@ -411,7 +416,7 @@ class TableWatcher:
         for o in outcomes:
             if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
                 continue  # a started job is recorded when it ends
-            if o.result is Result.SKIPPED and _on_spark(o):
+            if o.result is Result.SKIPPED and record.on_spark(o):
                 continue  # a Spark job runs for the table elsewhere: looked at next poll
             op = str(o.operation)
             if o.result is Result.FAILED:
@@ -420,21 +425,8 @@ class TableWatcher:
                 self.last_run_ms[op] = now_ms
             if o.result is Result.SKIPPED:
                 continue  # looked, nothing due: the status keeps the last real run
-            previous = self.last_maintenance.get(op) or {}
-            self.last_maintenance[op] = {
-                "time": rfc3339(now_ms),
-                "timeMs": now_ms,
-                "result": o.result,
-                "version": o.checkpoint_version if o.checkpoint_version is not None else version,
-                "deletedFiles": o.deleted_files,
-                "deletedBytes": o.deleted_bytes,
-                "seconds": round(o.seconds, 3),
-                "message": o.message,
-                **_rewritten(o),
-                **_on_spark(o),
-                **_vacuumed(o, previous, now_ms),
-                **({"writtenFiles": o.written_files} if o.operation in WRITERS else {}),
-            }
+            before = self.last_maintenance.get(op)
+            self.last_maintenance[op] = record.entry(o, version, now_ms, before)
 
     # -- describe -----------------------------------------------------------------------------
     def _describe(
@@ -567,24 +559,6 @@ def _vacuum_info_after(
     return known
 
 
-def _vacuumed(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-    """A vacuum's mode and cost, and when the last FULL one ran (carried over from the run
-    before when this one was not FULL)."""
-    run = o.vacuum
-    if run is None:
-        return {}
-    full = run.mode is Mode.FULL and o.result in (Result.DONE, Result.DRY_RUN)
-    last_full = rfc3339(now_ms) if full else previous.get("lastFull")
-    return {
-        "mode": str(run.mode),
-        "modeReason": run.reason,
-        "candidates": run.candidates,
-        "listedObjects": run.listed,
-        "requests": dict(sorted(run.requests.items())),
-        **({"lastFull": last_full} if last_full else {}),
-    }
-
-
 def _stats_complete_at(o: Outcome) -> int | None:
     """The version at which a statistics run left every live file with its statistics, or
     None: it failed, left files for later (read budget), or was a dry run."""
@@ -592,18 +566,3 @@ def _stats_complete_at(o: Outcome) -> int | None:
     if run is None or o.result not in (Result.DONE, Result.SKIPPED):
         return None
     return run.version if not (run.deferred or run.unreadable) else None
-
-
-def _on_spark(o: Outcome) -> dict[str, Any]:
-    """A checkpoint or vacuum a Spark job ran: which engine, which job."""
-    if o.job_id is None or o.operation not in (CHECKPOINT, VACUUM):
-        return {}
-    return {"engine": "spark", "jobId": o.job_id}
-
-
-def _rewritten(o: Outcome) -> dict[str, Any]:
-    """A compaction's files and bytes removed and added, as its commits in the log show."""
-    if o.compacted is None:
-        return {}
-    c = o.compacted.to_json()
-    return {k: c[k] for k in ("jobId", "filesRemoved", "filesAdded", "bytesRemoved", "bytesAdded")}

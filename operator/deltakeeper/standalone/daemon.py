@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.maintenance.executor import Compactor
+from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.history import History

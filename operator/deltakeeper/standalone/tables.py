@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from deltakeeper.maintenance.executor import Compactor
+from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
 from deltakeeper.resources import folder as manifest_folder
 from deltakeeper.resources.manifests import PolicyResource, TableResource

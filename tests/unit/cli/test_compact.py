@@ -16,7 +16,8 @@ from deltakeeper.compaction import submit
 from deltakeeper.compaction.launcher import JobRequest, JobResult
 from deltakeeper.delta.errors import StorageUnreachableError
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction_plan, executor, planner
+from deltakeeper.maintenance import compaction_plan, planner
+from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
 from deltakeeper.maintenance.policy import CompactionSettings, effective
 from tests.support.cli import run
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol
@@ -282,7 +283,7 @@ def test_a_failed_checkpoint_is_reported_and_the_job_runs_all_the_same(
     def refused(*args: Any, **kwargs: Any) -> None:
         raise StorageUnreachableError("cannot write _delta_log/...checkpoint.parquet: refused")
 
-    monkeypatch.setattr(executor, "write_source", refused)
+    monkeypatch.setattr(checkpoint_op, "write_source", refused)
     table = long_log(tmp_path / "t", 11)
 
     code, out, err = run(capsys, "compact", str(table), "--min-files", "4", "--now", NOW, "--json")

@@ -19,7 +19,8 @@ from deltakeeper.maintenance.compaction_plan import (
     plan,
     timestamp_partitions,
 )
-from deltakeeper.maintenance.executor import Result, job_outcome
+from deltakeeper.maintenance.operations.compaction import job_outcome
+from deltakeeper.maintenance.operations.outcome import Result
 from tests.support.logbuilder import add, remove
 from tests.support.tables import small_file_table
 

@@ -2,11 +2,12 @@
 
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import executor
+from deltakeeper.maintenance.operations.outcome import Report, Result
 from tests.support.planning import plan_for, steps
 from tests.support.tables import DAY, START, daily_table, log_names, touch
 
 
-def results(report: executor.Report) -> dict[str, str]:
+def results(report: Report) -> dict[str, str]:
     """Each step's result by operation name."""
     return {o.operation: o.result for o in report.outcomes}
 
@@ -70,7 +71,7 @@ def test_a_step_skipped_after_a_failure_reads_skipped_but_is_its_own_result(tmp_
     for name in log_names(tmp_path):
         (tmp_path / "_delta_log" / name).unlink()
     after = executor.execute(table, plan).outcomes[1:]
-    assert all(o.result is executor.Result.SKIPPED_AFTER_FAILURE for o in after)
-    assert all(o.result is not executor.Result.SKIPPED for o in after)
+    assert all(o.result is Result.SKIPPED_AFTER_FAILURE for o in after)
+    assert all(o.result is not Result.SKIPPED for o in after)
     assert [o.to_json()["result"] for o in after] == ["skipped", "skipped"]
     assert [f"{o.result}" for o in after] == ["skipped", "skipped"]

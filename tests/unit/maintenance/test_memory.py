@@ -9,27 +9,30 @@ import pytest
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance import memory
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.registry import estimate
 
 MIB = 2**20
 
 
 def test_estimates_grow_with_what_each_step_holds() -> None:
     # A streamed checkpoint holds a bounded number of rows at a time, and 16 bytes a row more
-    cp = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, streamed=True)
+    cp = estimate(Operation.CHECKPOINT, memory.Holding(1_000_000, 0, 20, streamed=True))
     assert cp == memory.BASE_BYTES + 131_072 * 1536 + 16 * 1_000_000  # 239 MiB
-    big = memory.estimate(Operation.CHECKPOINT, 10_000_000, 0, 20, True)
+    big = estimate(Operation.CHECKPOINT, memory.Holding(10_000_000, 0, 20, True))
     assert big == memory.BASE_BYTES + 131_072 * 1536 + 16 * 10_000_000  # 377 MiB
-    small = memory.estimate(Operation.CHECKPOINT, 1_000, 10, 20, streamed=True)
+    small = estimate(Operation.CHECKPOINT, memory.Holding(1_000, 10, 20, streamed=True))
     assert small == memory.BASE_BYTES + 1_010 * (1536 + 16)
     # rows wider than 1.5 KiB decoded (statistics of many columns): 8 times their file share
-    wide = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, True, 2_000_000_000)
+    wide = estimate(Operation.CHECKPOINT, memory.Holding(1_000_000, 0, 20, True, 2_000_000_000))
     assert wide == memory.BASE_BYTES + 131_072 * 16_000 + 16 * 1_000_000
-    loaded = memory.estimate(Operation.CHECKPOINT, 1_000_000, 0, 20, streamed=False)
+    loaded = estimate(Operation.CHECKPOINT, memory.Holding(1_000_000, 0, 20, streamed=False))
     assert loaded == memory.BASE_BYTES + 2048 * 1_000_000  # every file in memory holds more
     # cleanup and log compaction follow the log, not the files
-    cleanup = memory.estimate(Operation.CLEANUP, 1_000_000, 0, 100, streamed=True)
+    cleanup = estimate(Operation.CLEANUP, memory.Holding(1_000_000, 0, 100, streamed=True))
     assert cleanup == memory.BASE_BYTES + 512 * 100
-    assert memory.estimate(Operation.VACUUM, 10, 5, 3, True) == memory.BASE_BYTES + 640 * 15
+    assert (
+        estimate(Operation.VACUUM, memory.Holding(10, 5, 3, True)) == memory.BASE_BYTES + 640 * 15
+    )
     assert memory.largest([1, 5, 3]) == 5 and memory.largest([]) == 0
 
 

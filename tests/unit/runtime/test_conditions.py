@@ -10,8 +10,8 @@ from deltakeeper.delta.errors import (
     StorageUnreachableError,
     UnsupportedProtocolError,
 )
-from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.runtime import conditions
 from deltakeeper.runtime.model import (

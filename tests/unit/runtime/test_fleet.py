@@ -484,10 +484,11 @@ def test_a_step_too_big_for_the_memory_budget_is_refused_and_the_others_run(
 ) -> None:
     from deltakeeper.maintenance import memory
     from deltakeeper.maintenance.operations import Operation
+    from deltakeeper.maintenance.operations.registry import estimate
 
     small_table(tmp_path, commits=12)  # a checkpoint due; 12 files, 13 log files
     # Room for cleanup and vacuum on this table, not for a checkpoint.
-    budget = memory.estimate(Operation.VACUUM, 12, 0, 13, False) + 1
+    budget = estimate(Operation.VACUUM, memory.Holding(12, 0, 13, False)) + 1
     published = Published()
 
     async def go() -> Observation:

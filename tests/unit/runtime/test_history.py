@@ -12,8 +12,8 @@ import pytest
 
 from deltakeeper.delta.checkpoint.write import CheckpointResult
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import Observation, Target
 from tests.support.oracles import duckdb_connect

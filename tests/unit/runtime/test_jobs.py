@@ -15,8 +15,8 @@ import pytest
 from deltakeeper.compaction.launcher import AtLimit, Found, Limited, Planned
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
-from deltakeeper.maintenance.executor import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, CompactionSettings
 from deltakeeper.runtime.jobs import JobTracker
 from deltakeeper.runtime.metrics import Metrics

@@ -1,0 +1,32 @@
+"""The maintenance operations by name, in the order a plan runs them: a new checkpoint lets a
+later cleanup drop the commits before it, compaction's tombstones become vacuumable later,
+and cleanup never touches data files. Then what Delta Spark gives its own tables and other
+writers' tables lack: file statistics (a commit), a log compaction file over the commits up
+to the newest (statistics' commit included), symlink manifests of the files now live.
+
+Light on purpose (the CLI's parser imports it as it starts): what each operation is and does
+is in its own module in this package, and registry.py lists them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Operation(enum.StrEnum):
+    CHECKPOINT = "checkpoint"
+    COMPACTION = "compaction"
+    CLEANUP = "cleanup"
+    VACUUM = "vacuum"
+    STATS = "stats"
+    LOG_COMPACTION = "logCompaction"
+    MANIFEST = "manifest"
+
+
+class Cadence(enum.Enum):
+    """When a watch loop plans an operation (maintenance/schedule.py)."""
+
+    NEW_VERSION = "each time the table moves on"  # the planner decides whether it is due
+    PERIODIC = "every so often"  # cleanup: CLEANUP_EVERY_MS
+    SCHEDULED = "on its cron schedule, else periodically"  # vacuum
+    EACH_VERSION = "once per version, where asked for"  # the writers
+    JOBS = "as its job budget allows"  # compaction (runtime/jobs.py)

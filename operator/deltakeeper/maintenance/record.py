@@ -1,0 +1,93 @@
+"""One operation's run as the status keeps it: its lastMaintenance entry. RunField is the one
+list of the fields every entry has; each operation adds its own (its spec's `record`, with
+their schema), a writer its written files, a run on Spark its engine and job. The watcher
+builds entries with `entry`, the CRD's schema comes from `schema`, and history and metrics
+read the same Outcome."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome
+from deltakeeper.maintenance.operations.registry import REGISTRY
+from deltakeeper.units import rfc3339
+
+
+class RunField(enum.StrEnum):
+    TIME = "time"  # when the run was recorded
+    RESULT = "result"
+    VERSION = "version"  # the table's version it ran at (a checkpoint: the one written)
+    DELETED_FILES = "deletedFiles"
+    DELETED_BYTES = "deletedBytes"
+    SECONDS = "seconds"
+    MESSAGE = "message"
+    # Only some operations':
+    WRITTEN_FILES = "writtenFiles"  # the writers (spec.writes)
+    ENGINE = "engine"  # a run Delta Spark made (spec.spark): "spark"
+    JOB_ID = "jobId"  # its Spark job
+
+
+# Kept in memory only, for the schedules: the time in ms (runtime/status.py drops it).
+TIME_MS = "timeMs"
+
+_COUNT = {"type": "integer", "format": "int64"}
+SCHEMA: Mapping[RunField, Mapping[str, Any]] = {
+    RunField.TIME: {"type": "string", "format": "date-time"},
+    RunField.RESULT: {"type": "string"},
+    RunField.VERSION: _COUNT,
+    RunField.DELETED_FILES: _COUNT,
+    RunField.DELETED_BYTES: _COUNT,
+    RunField.SECONDS: {"type": "number"},
+    RunField.MESSAGE: {"type": "string"},
+    RunField.WRITTEN_FILES: {**_COUNT, "description": "Files given statistics or written."},
+    RunField.ENGINE: {
+        "type": "string",
+        "description": "spark: Delta Spark ran it, as a Spark job.",
+    },
+    RunField.JOB_ID: {"type": "string"},
+}
+_OPTIONAL = (RunField.WRITTEN_FILES, RunField.ENGINE, RunField.JOB_ID)
+COMMON = tuple(f for f in RunField if f not in _OPTIONAL)
+
+
+def fields(operation: Operation) -> dict[str, Mapping[str, Any]]:
+    """The fields `operation`'s entry may have, each with its schema."""
+    spec = REGISTRY[operation]
+    named = list(COMMON)
+    if spec.spark is not None:
+        named += [RunField.ENGINE, RunField.JOB_ID]
+    if spec.writes:
+        named.append(RunField.WRITTEN_FILES)
+    return {str(f): SCHEMA[f] for f in named} | dict(spec.record_schema)
+
+
+def entry(
+    o: Outcome, version: int, now_ms: int, previous: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The lastMaintenance entry of `o`, run at `version` and recorded at `now_ms`;
+    `previous`: the operation's entry before (what a run carries over, a vacuum's lastFull)."""
+    spec = REGISTRY[o.operation]
+    out: dict[str, Any] = {
+        RunField.TIME: rfc3339(now_ms),
+        TIME_MS: now_ms,
+        RunField.RESULT: o.result,
+        RunField.VERSION: o.checkpoint_version if o.checkpoint_version is not None else version,
+        RunField.DELETED_FILES: o.deleted_files,
+        RunField.DELETED_BYTES: o.deleted_bytes,
+        RunField.SECONDS: round(o.seconds, 3),
+        RunField.MESSAGE: o.message,
+    }
+    out |= spec.record(o, previous or {}, now_ms)
+    if on_spark(o):
+        out |= {RunField.ENGINE: "spark", RunField.JOB_ID: o.job_id}
+    if spec.writes:
+        out[RunField.WRITTEN_FILES] = o.written_files
+    return {str(k): v for k, v in out.items()}
+
+
+def on_spark(o: Outcome) -> bool:
+    """Whether Delta Spark ran `o` (a job of an operation that is not a job by itself)."""
+    return o.job_id is not None and REGISTRY[o.operation].spark is not None
