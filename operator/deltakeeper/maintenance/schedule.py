@@ -1,10 +1,11 @@
 """Which operations to plan on this poll of a watched table.
 
-Planning a checkpoint is cheap (it reads the snapshot's log position); planning cleanup lists the
-log, and planning vacuum reads the commits since the last one (a FULL one lists the whole
-table), so a watch loop plans those only when they can have become due: cleanup every
-CLEANUP_EVERY_MS (and after a new checkpoint: the planner's rule), vacuum on its cron schedule
-or else every VACUUM_EVERY_MS. Pure: the caller passes the clock and the last run times.
+Planning a checkpoint is cheap (it reads the snapshot's log position); planning cleanup lists
+the log, and planning vacuum reads the commits since the last one (a FULL one lists the whole
+table), so a watch loop plans those only when they can have become due, by each operation's
+cadence: cleanup every CLEANUP_EVERY_MS (and after a new checkpoint: the planner's rule),
+vacuum on its cron schedule or else every VACUUM_EVERY_MS. Pure: the caller passes the clock
+and the last run times.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from datetime import UTC, datetime
 
 from croniter import croniter
 
-from deltakeeper.maintenance.operations import Operation
-from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
+from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations.registry import REGISTRY
+from deltakeeper.maintenance.operations.spec import OperationSpec
+from deltakeeper.maintenance.policy import PolicyError
 
 
 def check_cron(expression: str) -> None:
@@ -53,31 +56,48 @@ def operations_to_plan(
     now_ms: int,
     last_run_ms: Mapping[str, int],
     version_changed: bool,
-    vacuum_schedule: str | None = None,
+    schedules: Mapping[str, str | None] | None = None,
     watched_since_ms: int | None = None,
 ) -> tuple[Operation, ...]:
-    """The operations worth planning now, in execution order.
+    """The operations worth planning now, in execution order, each by its cadence.
 
     `last_run_ms` holds, per operation, when it last ran to an end (done, nothing to do, dry
     run or failed); an operation never run is always planned. A checkpoint is planned when the
-    table moved on; the planner decides whether the lag makes one due. With a vacuum schedule
-    and no vacuum on record, the first vacuum waits for the schedule's first time after
-    `watched_since_ms` (a user who wrote '0 3 * * *' expects 03:00, not now).
+    table moved on; the planner decides whether the lag makes one due. `schedules`: the cron
+    schedule of an operation that has one (vacuum.schedule). With a schedule and no run on
+    record, the first run waits for the schedule's first time after `watched_since_ms` (a user
+    who wrote '0 3 * * *' expects 03:00, not now). The writers and compaction have rules of
+    their own (`writers_to_plan`, the job tracker).
     """
-    ops: list[Operation] = []
-    if version_changed or Operation.CHECKPOINT not in last_run_ms:
-        ops.append(Operation.CHECKPOINT)
-    cleanup_at = last_run_ms.get(Operation.CLEANUP)
-    if cleanup_at is None or now_ms - cleanup_at >= CLEANUP_EVERY_MS:
-        ops.append(Operation.CLEANUP)
-    vacuum_at = last_run_ms.get(Operation.VACUUM)
-    if vacuum_at is None and vacuum_schedule:
-        vacuum_at = now_ms if watched_since_ms is None else watched_since_ms
-    if vacuum_at is None:
-        ops.append(Operation.VACUUM)
-    elif vacuum_schedule:
-        if next_run_ms(vacuum_schedule, vacuum_at) <= now_ms:
-            ops.append(Operation.VACUUM)
-    elif now_ms - vacuum_at >= VACUUM_EVERY_MS:
-        ops.append(Operation.VACUUM)
-    return tuple(ops)
+    crons = schedules or {}
+    return tuple(
+        op
+        for op, spec in REGISTRY.items()
+        if _worth_planning(
+            spec, now_ms, last_run_ms.get(op), version_changed, crons.get(op), watched_since_ms
+        )
+    )
+
+
+def _worth_planning(
+    spec: OperationSpec,
+    now_ms: int,
+    last_ms: int | None,
+    version_changed: bool,
+    cron: str | None,
+    watched_since_ms: int | None,
+) -> bool:
+    cadence = spec.cadence
+    if cadence is Cadence.NEW_VERSION:
+        return version_changed or last_ms is None
+    if cadence is Cadence.PERIODIC:
+        return last_ms is None or now_ms - last_ms >= spec.every_ms
+    if cadence is not Cadence.SCHEDULED:
+        return False
+    if last_ms is None and cron:
+        last_ms = now_ms if watched_since_ms is None else watched_since_ms
+    if last_ms is None:
+        return True
+    if cron:
+        return next_run_ms(cron, last_ms) <= now_ms
+    return now_ms - last_ms >= spec.every_ms

@@ -139,7 +139,11 @@ class TableWatcher:
         if obs.ready and not target.suspend and not self._snap.unsupported_features:  # type: ignore[union-attr]
             try:
                 obs.due = schedule.operations_to_plan(
-                    now_ms, self.last_run_ms, changed, target.vacuum_schedule, self.watched_since_ms
+                    now_ms,
+                    self.last_run_ms,
+                    changed,
+                    {VACUUM: target.vacuum_schedule},
+                    self.watched_since_ms,
                 )
             except ValueError as e:  # a schedule croniter cannot step through
                 self._last = None

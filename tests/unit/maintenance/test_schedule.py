@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from deltakeeper.maintenance import schedule
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, VACUUM_EVERY_MS, PolicyError
 
 ALL = ("checkpoint", "cleanup", "vacuum")
@@ -29,7 +30,8 @@ def plan(
     vacuum_schedule: str | None = None,
     watched_since_ms: int | None = None,
 ) -> tuple[str, ...]:
-    return schedule.operations_to_plan(now, ran, changed, vacuum_schedule, watched_since_ms)
+    schedules = {Operation.VACUUM: vacuum_schedule}
+    return schedule.operations_to_plan(now, ran, changed, schedules, watched_since_ms)
 
 
 def test_a_table_never_maintained_gets_everything_in_execution_order() -> None:

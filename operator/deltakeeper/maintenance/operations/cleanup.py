@@ -13,7 +13,7 @@ from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, deleting
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step
-from deltakeeper.maintenance.policy import Policy
+from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, Policy
 from deltakeeper.units import format_bytes, format_ms
 
 CLEANUP, CHECKPOINT = Operation.CLEANUP, Operation.CHECKPOINT
@@ -129,6 +129,7 @@ SPEC = OperationSpec(
     per_log_file(512),  # a log file of the listing
     "LogCleaned",
     lambda o: f"deleted {o.deleted_files} expired log files ({format_bytes(o.deleted_bytes)})",
+    every_ms=CLEANUP_EVERY_MS,
     force=force,
     deletes="log",
 )

@@ -86,6 +86,7 @@ class OperationSpec:
     memory: Callable[[Holding], int]  # bytes it may take on a table of these counts
     done_reason: str  # the Normal event's reason when it is done (kubectl describe)
     done_message: Callable[[Outcome], str]  # that event's message, before "in Ns"
+    every_ms: int = 0  # PERIODIC and SCHEDULED without a schedule: how often it is planned
     force: Planner | None = None  # the step its own command runs, due whatever the policy says
     asked: Callable[[Policy], bool] = lambda policy: True  # whether the policy wants it at all
     deletes: str | None = None  # what it deletes (metrics' `kind`): log or data files

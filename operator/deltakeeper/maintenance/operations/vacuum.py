@@ -25,7 +25,7 @@ from deltakeeper.maintenance.operations.compaction import with_files
 from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting, vacuum_run
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step, spark_job
-from deltakeeper.maintenance.policy import Policy
+from deltakeeper.maintenance.policy import VACUUM_EVERY_MS, Policy
 from deltakeeper.units import format_bytes, format_ms, rfc3339
 
 VACUUM = Operation.VACUUM
@@ -210,6 +210,7 @@ SPEC = OperationSpec(
     per_action(640),
     "Vacuumed",
     _done,
+    every_ms=VACUUM_EVERY_MS,
     force=force,
     skip=skip,
     dry_run_event=_dry_run,
