@@ -11,7 +11,7 @@ from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.memory import Holding
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, Operation, registry
 from deltakeeper.maintenance.operations.outcome import Outcome, Result, VacuumRun
 from deltakeeper.maintenance.operations.registry import (
     DELETES,
@@ -99,3 +99,17 @@ def test_the_generated_crd_covers_every_run_field_of_every_operation() -> None:
     assert set(runs) == {str(op) for op in Operation}
     for op in Operation:
         assert set(runs[op]["properties"]) == set(record.fields(op)), op
+
+
+def test_each_operation_lives_in_the_module_of_its_name() -> None:
+    assert registry.module_name(Operation.LOG_COMPACTION) == "log_compaction"
+    assert registry.module_name(Operation.CHECKPOINT) == "checkpoint"
+    for op, spec in REGISTRY.items():
+        assert spec.run.__module__.endswith(f".operations.{registry.module_name(op)}")
+
+
+def test_a_module_without_its_spec_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operation whose module lacks SPEC (or holds another's) fails at import, by name."""
+    monkeypatch.setattr(registry, "module_name", lambda op: "manifest")
+    with pytest.raises(TypeError, match=r"operations\.manifest must define SPEC.*checkpoint"):
+        registry._load(Operation.CHECKPOINT)

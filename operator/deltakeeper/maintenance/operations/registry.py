@@ -3,42 +3,39 @@ the order a plan runs them. The planner, the executor, the memory budget, condit
 history, the status and the CRD loop over REGISTRY; none of them names an operation's parts
 itself.
 
-To add an operation: a member of `Operation` (__init__.py), a module here with its SPEC, its line
-in REGISTRY, its settings in maintenance/policy.py and resources/spec.py (and the CRD's spec
-schema), its docs and tests (ARCHITECTURE.md: "Adding an operation")."""
+To add an operation: a member of `Operation` (__init__.py), a module of the same name here with
+its SPEC, its settings in maintenance/policy.py, resources/spec.py and the CRD's spec schema,
+its docs and tests (ARCHITECTURE.md: "Adding an operation")."""
 
 from __future__ import annotations
 
+import importlib
+import re
 from collections.abc import Iterable, Mapping
 
 from deltakeeper.maintenance.memory import Holding
-from deltakeeper.maintenance.operations import (
-    Cadence,
-    Operation,
-    checkpoint,
-    cleanup,
-    compaction,
-    log_compaction,
-    manifest,
-    stats,
-    vacuum,
-)
+from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.spec import OperationSpec
 from deltakeeper.maintenance.policy import Policy
 
-REGISTRY: Mapping[Operation, OperationSpec] = {
-    s.operation: s
-    for s in (
-        checkpoint.SPEC,
-        compaction.SPEC,
-        cleanup.SPEC,
-        vacuum.SPEC,
-        stats.SPEC,
-        log_compaction.SPEC,
-        manifest.SPEC,
-    )
-}
-assert tuple(REGISTRY) == tuple(Operation), "every operation once, in Operation's order"
+
+def module_name(operation: Operation) -> str:
+    """The module of `operation` in this package: its name in snake case (logCompaction ->
+    log_compaction)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", str(operation)).lower()
+
+
+def _load(operation: Operation) -> OperationSpec:
+    module = importlib.import_module(f"{__package__}.{module_name(operation)}")
+    found = getattr(module, "SPEC", None)
+    if not isinstance(found, OperationSpec) or found.operation is not operation:
+        raise TypeError(f"{module.__name__} must define SPEC, the OperationSpec of {operation}")
+    return found
+
+
+# Each operation's module, found by its name: an Operation member and its module are the whole
+# of an operation (besides its settings), with no list to keep in step here.
+REGISTRY: Mapping[Operation, OperationSpec] = {op: _load(op) for op in Operation}
 
 # Derived, for the readers that ask one question of every operation.
 WRITERS = tuple(op for op, s in REGISTRY.items() if s.writes)  # count the files they write
