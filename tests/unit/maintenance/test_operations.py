@@ -113,3 +113,13 @@ def test_a_module_without_its_spec_is_named(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(registry, "module_name", lambda op: "manifest")
     with pytest.raises(TypeError, match=r"operations\.manifest must define SPEC.*checkpoint"):
         registry._load(Operation.CHECKPOINT)
+
+
+def test_every_operation_event_is_documented() -> None:
+    """docs/resources.md's events table names each operation's events (kubectl describe)."""
+    docs = (CRD.parents[1] / "docs" / "resources.md").read_text()
+    for op, spec in REGISTRY.items():
+        assert f"`{spec.done_reason}`" in docs, op
+        if spec.dry_run_event is not None:
+            reason, _ = spec.dry_run_event(Outcome(op, Result.DRY_RUN, ""))
+            assert f"`{reason}`" in docs, op
