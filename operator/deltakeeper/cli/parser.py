@@ -149,9 +149,11 @@ def _vacuum_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode",
         choices=_values(Mode),
-        help="how vacuum finds candidates: lite reads the commits since the last vacuum, full "
-        "lists the table, inventory reads --inventory; auto (default) runs lite, and full when "
-        "Delta refuses lite (the daemon also every vacuum.fullInterval)",
+        help=f"how vacuum finds candidates (default: {policy.CLI_VACUUM_MODE}, as Delta Spark's "
+        "VACUUM): full lists the table, so it also deletes files no commit names (those of "
+        "failed writes); lite reads only the commits since the last vacuum; inventory reads "
+        "--inventory; auto runs lite, and full when Delta refuses lite (the daemons also every "
+        "vacuum.fullInterval; the command line keeps no record of the last full)",
     )
     p.add_argument(
         "--inventory",
