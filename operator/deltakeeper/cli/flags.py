@@ -84,11 +84,13 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def vacuum_settings(given: dict[str, Any]) -> dict[str, Any]:
     """--mode, --inventory and --inventory-format as policy settings (--inventory alone asks
-    for an INVENTORY vacuum)."""
+    for an INVENTORY vacuum, no --mode for policy.CLI_VACUUM_MODE)."""
     uri = given.get("inventory")
     mode = given.get("mode") or (Mode.INVENTORY if uri else None)
     if uri and mode != Mode.INVENTORY:
         raise InvalidInputError(f"--inventory is read by --mode inventory only, not {mode}")
+    if mode is None and "mode" in given:  # a command with --mode: vacuum or maintain
+        mode = policy.CLI_VACUUM_MODE
     fmt = InventoryFormat(given.get("inventory_format") or InventoryFormat.AUTO)
     return {
         "vacuum_mode": Mode(mode) if mode else None,

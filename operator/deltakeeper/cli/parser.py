@@ -7,6 +7,7 @@ start fast."""
 from __future__ import annotations
 
 import argparse
+import enum
 import importlib
 from typing import Any, NoReturn
 
@@ -119,6 +120,12 @@ def _report_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 
+def _values(names: type[enum.StrEnum]) -> list[str]:
+    """An enum's values as choices: argparse prints its choices' repr in a usage error, which
+    for the members themselves reads <Mode.AUTO: 'auto'>."""
+    return [str(name) for name in names]
+
+
 def _duration_flags(p: argparse.ArgumentParser, **helps: str) -> None:
     """Duration options (30d, 12h, ...), named by their dest: log_retention=help, ..."""
     for dest, text in helps.items():
@@ -141,10 +148,12 @@ def _checkpoint_flags(p: argparse.ArgumentParser, part_size_flag: str) -> None:
 def _vacuum_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode",
-        choices=list(Mode),
-        help="how vacuum finds candidates: lite reads the commits since the last vacuum, full "
-        "lists the table, inventory reads --inventory; auto (default) runs lite, and full when "
-        "Delta refuses lite (the daemon also every vacuum.fullInterval)",
+        choices=_values(Mode),
+        help=f"how vacuum finds candidates (default: {policy.CLI_VACUUM_MODE}, as Delta Spark's "
+        "VACUUM): full lists the table, so it also deletes files no commit names (those of "
+        "failed writes); lite reads only the commits since the last vacuum; inventory reads "
+        "--inventory; auto runs lite, and full when Delta refuses lite (the daemons also every "
+        "vacuum.fullInterval; the command line keeps no record of the last full)",
     )
     p.add_argument(
         "--inventory",
@@ -155,7 +164,7 @@ def _vacuum_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--inventory-format",
-        choices=list(InventoryFormat),
+        choices=_values(InventoryFormat),
         default=InventoryFormat.AUTO,
         help="what --inventory holds (default: auto, by what is there)",
     )
@@ -358,7 +367,7 @@ def _maintain_command(sub: Any) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=[str(e) for e in policy.Engine],
+        choices=_values(policy.Engine),
         help="what runs the checkpoint and the vacuum: spark runs Delta Spark's own checkpoint "
         "and VACUUM with spark-submit (the --master, --jars-dir and --spark-conf below), for a "
         "table too big for this machine; local or auto (default): deltakeeper",

@@ -49,10 +49,14 @@ METRICS_BIND_ADDRESS = "127.0.0.1"
 LAKE_SCAN_INTERVAL_MS = 10 * 60_000
 CLEANUP_EVERY_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
-# Vacuum: LITE (from the log) while Delta allows it, and a FULL listing this often under AUTO,
-# for the files no commit names (those of failed writes).
+# The daemons' vacuum: LITE (from the log) while Delta allows it, and a FULL listing this often
+# under AUTO, for the files no commit names (those of failed writes).
 VACUUM_MODE = Mode.AUTO
 VACUUM_FULL_INTERVAL_MS = 7 * DAY_MS
+# The command line's `vacuum` and `maintain`: FULL, as Delta Spark's VACUUM with no mode. It
+# keeps no record of when the last FULL ran, so AUTO there would run LITE every time and never
+# find those files.
+CLI_VACUUM_MODE = Mode.FULL
 # Compaction (off unless a spec, policy or flag enables it). Target size as Delta's
 # delta.targetFileSize, else 128 MiB; small below half of it; due at 50 small files in a
 # partition (Delta's auto compaction), or two once the oldest is an hour old, or a file with

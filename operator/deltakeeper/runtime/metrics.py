@@ -26,13 +26,14 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
@@ -244,16 +245,27 @@ Labels = tuple[tuple[str, str], ...]
 Sample = tuple[_Table | _Lake, str, Labels, float]  # table, name suffix, extra labels, value
 Family = tuple[tuple[str, str, str], Iterator[Sample]]  # (name, type, help), samples
 
-# The series at 0 from a table's first sight: those the daemon may come to export for it, and
-# no more (each costs every scrape, at 10,000 tables): it dry-runs vacuums only (a table's
-# vacuum.dryRun), compacts only where compaction is enabled (where the table's compaction
-# gauge is, runtime/jobs.py), and never counts a step skipped after a failure nor a started
-# job (registry.record). Per table 50 samples: 4 deleted, 13 runs and 3 histograms of 11; 68
-# compacting: 17 runs, 4 histograms and the gauge's 3 states. A table maintained for a while
-# has most of them anyway (every look counts as a run): about 9 more for a healthy one.
+# The series at 0 from a table's first sight: every counter, by every label value known up
+# front that the daemon may come to export for it, and no more (each costs every scrape, at
+# 10,000 tables): it dry-runs vacuums only (a table's vacuum.dryRun), vacuums lite or full
+# unless told inventory (auto, the daemons' default), compacts only where compaction is
+# enabled (where the table's compaction gauge is, runtime/jobs.py), and never counts a step
+# skipped after a failure nor a started job (registry.record). Per table 71 samples: 4
+# deleted, 3 written, 13 runs and 3 histograms of 11, 5 storage requests, and the vacuums' 6
+# runs, 2 counts and 5 requests; 89 compacting: 17 runs, 4 histograms and the gauge's 3
+# states. A table maintained for a while has most of them anyway (every look counts as a run).
 _KINDS = {kind: (("kind", kind),) for kind in DELETES.values()}  # log, data -> labels
 _WRITER_LABELS = {str(op): (("operation", str(op)),) for op in WRITERS}
 _RESULTS = (Result.DONE, Result.SKIPPED, Result.REFUSED, Result.FAILED)
+# The request kinds every storage backend counts (delta/storage/__init__.py).
+_REQUEST_LABELS = {op: (("operation", op),) for op in ("list", "read", "head", "put", "delete")}
+# A vacuum records a run when it deletes, dry-runs or looks and finds nothing due (a failure
+# records none); auto runs lite or full.
+_VACUUM_RUN_LABELS = {
+    (str(mode), str(r)): (("mode", str(mode)), ("result", str(r)))
+    for mode in (Mode.LITE, Mode.FULL)
+    for r in (Result.DONE, Result.DRY_RUN, Result.SKIPPED)
+}
 
 
 class _Known(NamedTuple):
@@ -434,7 +446,7 @@ class Metrics:
             yield family, (s for t in tables for s in _deleted(t, index))
         yield (
             _WRITTEN,
-            ((t, "", _WRITER_LABELS[op], n) for t in tables for op, n in list(t.written.items())),
+            (s for t in tables for s in _known_first(t, t.written, _WRITER_LABELS, _operation)),
         )
         yield (
             _COMPACTION,
@@ -444,15 +456,11 @@ class Metrics:
                 for state, n in list(t.compaction.items())
             ),
         )
-        yield from _vacuum_families([t for t in tables if t.vacuum is not None])
+        yield from _vacuum_families(tables)
         yield from _lake_families(list(self._lakes.values()))
         yield (
             _REQUESTS,
-            (
-                (t, "", (("operation", op),), n)
-                for t in tables
-                for op, n in list(t.requests.items())
-            ),
+            (s for t in tables for s in _known_first(t, t.requests, _REQUEST_LABELS, _operation)),
         )
 
     def exposition(self, chunk_lines: int = 5000) -> Iterator[str]:
@@ -468,23 +476,46 @@ class Metrics:
             yield "".join(lines)
 
 
+K = TypeVar("K")
+_NO_VACUUM = _Vacuums()  # a table's vacuums before its first: only ever read
+
+
 def _vacuum_families(tables: list[_Table]) -> Iterator[Family]:
-    vacs = [(t, t.vacuum) for t in tables if t.vacuum is not None]
+    """The counters from a table's first sight; the last mode once a vacuum has run."""
+    vacs = [(t, t.vacuum or _NO_VACUUM) for t in tables]
     yield (
         _VACUUM_RUNS,
-        (
-            (t, "", (("mode", mode), ("result", result)), n)
-            for t, v in vacs
-            for (mode, result), n in list(v.runs.items())
-        ),
+        (s for t, v in vacs for s in _known_first(t, v.runs, _VACUUM_RUN_LABELS, _mode_result)),
     )
-    yield _VACUUM_MODE, ((t, "", (("mode", v.mode),), 1) for t, v in vacs)
+    yield _VACUUM_MODE, ((t, "", (("mode", v.mode),), 1) for t, v in vacs if v.mode)
     yield _VACUUM_CANDIDATES, ((t, "", (), v.candidates) for t, v in vacs)
     yield _VACUUM_LISTED, ((t, "", (), v.listed) for t, v in vacs)
     yield (
         _VACUUM_REQUESTS,
-        ((t, "", (("operation", op),), n) for t, v in vacs for op, n in list(v.requests.items())),
+        (s for t, v in vacs for s in _known_first(t, v.requests, _REQUEST_LABELS, _operation)),
     )
+
+
+def _mode_result(key: tuple[str, str]) -> Labels:
+    return (("mode", key[0]), ("result", key[1]))
+
+
+def _operation(key: str) -> Labels:
+    return (("operation", key),)
+
+
+def _known_first(
+    t: _Table,
+    counts: Mapping[K, int],
+    known: Mapping[K, Labels],
+    labels: Callable[[K], Labels],
+) -> Iterator[Sample]:
+    """A counter's samples: each known label value (at 0 until it moves), then any other."""
+    for key, fixed in known.items():
+        yield t, "", fixed, counts.get(key, 0)
+    for key, n in list(counts.items()):
+        if key not in known:
+            yield t, "", labels(key), n
 
 
 def _health_families(tables: list[_Table]) -> Iterator[Family]:

@@ -63,8 +63,9 @@ log = logging.getLogger("deltakeeper.watcher")
 CHECKPOINT, COMPACTION, VACUUM = Operation.CHECKPOINT, Operation.COMPACTION, Operation.VACUUM
 # Tables with more file actions than this are held between polls without them (delta/held.py:
 # about 24 bytes a file instead of a few hundred); planning reads them when it runs. Every
-# table is: a small table's snapshot, a few Arrow tables, cost 60 KiB of RSS more than its
-# counts (94 against 34 KiB a 10-file table), which a lake of small tables pays many times.
+# table is: a small table's snapshot, a few Arrow tables, cost about 66 KiB of RSS more than
+# its counts (94 against 28 KiB a 10-file table, 300 tables by /proc RSS; BENCHMARKS.md, the
+# memory budget's notes), which a lake of small tables pays many times.
 HOLD_FILE_ACTIONS = 0
 # A big table: the memory work on it took goes back to the system after (a small one's is not
 # worth a malloc_trim).

@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from deltakeeper.cli import build_parser, flags
+from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import policy
 
 
 @pytest.mark.parametrize("name", ["checkpoint", "cleanup", "vacuum", "maintain", "compact"])
 def test_without_flags_a_command_has_the_tables_own_policy(name: str) -> None:
     args = build_parser().parse_args([name, "t"])
-    assert flags.policy_for("t", {}, flags.settings(args)) == policy.effective({})
+    expected = policy.effective({})
+    if name in ("vacuum", "maintain"):  # the command line's vacuum mode: below
+        expected = dataclasses.replace(expected, vacuum_mode=Mode.FULL)
+    assert flags.policy_for("t", {}, flags.settings(args)) == expected
+
+
+@pytest.mark.parametrize("name", ["vacuum", "maintain"])
+def test_the_command_line_vacuums_full_unless_told_otherwise(name: str) -> None:
+    # As Delta Spark's VACUUM with no mode; the daemons keep AUTO (with vacuum.fullInterval).
+    assert policy.CLI_VACUUM_MODE is Mode.FULL and policy.VACUUM_MODE is Mode.AUTO
+    assert policy.effective({}).vacuum_mode is Mode.AUTO
+    for argv, mode in (
+        ([], Mode.FULL),
+        (["--mode", "lite"], Mode.LITE),
+        (["--mode", "auto"], Mode.AUTO),
+    ):
+        args = build_parser().parse_args([name, "t", *argv])
+        assert flags.policy_for("t", {}, flags.settings(args)).vacuum_mode is mode, argv
+    args = build_parser().parse_args([name, "t", "--inventory", "s3://b/inv/manifest.json"])
+    assert flags.policy_for("t", {}, flags.settings(args)).vacuum_mode is Mode.INVENTORY
 
 
 def test_compact_flags_set_the_compaction_settings() -> None:

@@ -3,6 +3,8 @@ retention precedence, refusals, flags and exit codes."""
 
 import json
 
+import pytest
+
 from tests.support.cli import run
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 from tests.support.tables import DAY, START, daily_table, log_names, touch
@@ -283,7 +285,7 @@ def vacuum_json(capsys, path, *flags):
 def test_vacuum_report_says_the_mode_why_candidates_and_requests(capsys, tmp_path):
     daily_table(tmp_path)
     touch(tmp_path / "stray.parquet", START)
-    code, report, _ = vacuum_json(capsys, tmp_path)
+    code, report, _ = vacuum_json(capsys, tmp_path, "--mode", "auto")
     assert code == 0 and report["mode"] == "lite" and report["files"] == []
     assert report["modeReason"].startswith("auto: LITE while Delta allows it")
     assert report["deletedFiles"] == 1 and report["candidates"] == 1  # f1; not the stray
@@ -291,7 +293,7 @@ def test_vacuum_report_says_the_mode_why_candidates_and_requests(capsys, tmp_pat
     assert report["lastVacuumInfo"] == {"status": "missing", "before": None, "after": 11}
     assert set(report["requests"]) <= {"list", "read", "delete", "put"}
     assert report["reasons"][0].startswith("mode lite: auto:")
-    code, again, _ = vacuum_json(capsys, tmp_path)  # nothing new: no commit read
+    code, again, _ = vacuum_json(capsys, tmp_path, "--mode", "auto")  # nothing new: none read
     assert again["commitsRead"] is None and again["lastVacuumInfo"]["before"] == 11
     assert again["lastVacuumInfo"]["after"] is None and again["deletedFiles"] == 0
     code, full, _ = vacuum_json(capsys, tmp_path, "--mode", "full")
@@ -314,3 +316,32 @@ def test_maintain_takes_the_vacuum_mode(capsys, tmp_path):
     vac = next(r for r in report["results"] if r["operation"] == "vacuum")
     assert code == 0 and vac["vacuum"]["mode"] == "lite" and vac["files"] == ["f1.parquet"]
     assert vac["message"].startswith("LITE (vacuum mode lite): would delete 1 files")
+
+
+def _vacuum_of(command: str, report: dict) -> tuple[str, int]:
+    """(mode, files deleted) of the vacuum in a `vacuum` or `maintain` report."""
+    if command == "vacuum":
+        return report["mode"], report["deletedFiles"]
+    vac = next(r for r in report["results"] if r["operation"] == "vacuum")
+    return vac["vacuum"]["mode"], vac["deletedFiles"]
+
+
+@pytest.mark.parametrize("command", ["vacuum", "maintain"])
+def test_with_no_mode_the_command_line_vacuums_full_and_deletes_orphans(capsys, tmp_path, command):
+    # As Delta Spark's VACUUM with no mode: a listing finds a file no commit names (a failed
+    # write's) older than the retention, and deletes it; LITE reads the commits only.
+    for mode in ("", "lite"):
+        root = tmp_path / (mode or "default")
+        daily_table(root)
+        orphan = root / "part-00000-failed-write.parquet"
+        touch(orphan, START)
+        flags = ["--mode", mode] if mode else []
+        code, out, err = run(capsys, command, str(root), "--now", str(NOW), "--json", *flags)
+        assert code == 0, err
+        ran, deleted = _vacuum_of(command, json.loads(out))
+        assert not (root / "f1.parquet").exists()  # the tombstoned file, in either mode
+        assert (root / "f0.parquet").exists()  # a live one stays
+        if mode:
+            assert (ran, deleted) == ("lite", 1) and orphan.exists()
+        else:
+            assert (ran, deleted) == ("full", 2) and not orphan.exists()

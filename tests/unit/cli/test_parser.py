@@ -5,12 +5,15 @@ script, help and --version."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.metadata
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +186,30 @@ def test_version_flag_and_version_option_do_not_clash(capsys, corpus):
     assert e.value.code == 0 and capsys.readouterr().out.startswith("deltakeeper ")
     code, out, _ = run(capsys, "inspect", str(corpus / "simple_table"), "--version", "2", "--json")
     assert code == 0 and json.loads(out)["version"] == 2
+
+
+def _choices(parser: argparse.ArgumentParser) -> Iterator[tuple[str, list[Any]]]:
+    """(option, its choices) for every option with choices, in every command's parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _choices(sub)
+        elif action.choices is not None:
+            yield "/".join(action.option_strings) or action.dest, list(action.choices)
+
+
+def test_every_choice_is_its_plain_value() -> None:
+    # argparse names the choices by their repr when it refuses a value: an enum member's
+    # reads <Mode.AUTO: 'auto'>.
+    found = list(_choices(build_parser()))
+    assert {"--mode", "--inventory-format", "--engine"} <= {option for option, _ in found}
+    assert [(o, c) for o, c in found for c in c if type(c) is not str] == []
+
+
+def test_a_bad_mode_is_refused_with_the_modes_by_their_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["vacuum", "t", "--mode", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'bogus' (choose from 'auto', 'lite', 'full', 'inventory')" in err
+    assert "Mode." not in err

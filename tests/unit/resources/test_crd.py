@@ -6,6 +6,7 @@ the DeltaTable spec's own schema (less what the lake sets per table)."""
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,18 @@ def test_the_lake_printer_columns_are_prefix_tables_poor_ready_age() -> None:
     paths = {c["name"]: c["jsonPath"] for c in _version()["additionalPrinterColumns"]}
     assert paths["Prefix"] == ".spec.uri" and paths["Tables"] == ".status.tables"
     assert paths["Poor"] == ".status.health.bands.poor"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/operator.md", "docs/runbook.md"])
+def test_the_docs_list_the_delta_table_columns_kubectl_shows(doc: str) -> None:
+    # `kubectl get deltatables -A  # VERSION, ... AGE; -o wide adds REASON, URI`: the CRD's
+    # columns in order, those of -o wide (priority 1) last.
+    version = crd.delta_table()["spec"]["versions"][0]
+    columns = sorted(version["additionalPrinterColumns"], key=lambda c: c.get("priority", 0))
+    lines = (REPO / doc).read_text().splitlines()
+    [line] = [x for x in lines if "kubectl get deltatables" in x and "# VERSION" in x]
+    listed = re.findall(r"\b[A-Z][A-Z-]+\b", line.partition("#")[2])
+    assert listed == [c["name"].upper() for c in columns]
 
 
 def test_a_whole_lake_validates_and_uri_is_required() -> None:

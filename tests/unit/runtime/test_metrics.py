@@ -103,19 +103,21 @@ def test_maintenance_deleted_and_request_counters() -> None:
     assert value(m, "deltakeeper_deleted_bytes_total", kind="log") == 1000
 
     written = "deltakeeper_written_files_total"
-    assert value(m, written, operation="stats") is None  # only a table's writers have them
+    assert value(m, written, operation="stats") == 0  # every writer at 0 from the start
     m.written("ns", "t", "stats", 10_000)
     m.written("ns", "t", "stats", 5)
     m.written("ns", "t", "manifest", 3)
     assert value(m, written, operation="stats") == 10_005
     assert value(m, written, operation="manifest") == 3
-    assert value(m, written, operation="logCompaction") is None
+    assert value(m, written, operation="logCompaction") == 0
 
     m.requests("ns", "t", Counter({"list": 1, "read": 0}))
     m.requests("ns", "t", {"list": 2, "delete": 1})
     req = "deltakeeper_storage_requests_total"
     assert value(m, req, operation="list") == 3 and value(m, req, operation="delete") == 1
-    assert value(m, req, operation="read") is None  # zero counts make no series
+    assert value(m, req, operation="read") == 0  # every kind of request at 0 until sent
+    m.requests("ns", "t", {"copy": 1})  # a kind not known up front shows once it happens
+    assert value(m, req, operation="copy") == 1
 
 
 def test_vacuum_mode_runs_candidates_and_requests() -> None:
@@ -169,6 +171,8 @@ def test_checkpoint_age_is_computed_at_scrape_time() -> None:
 OPERATIONS = ("checkpoint", "cleanup", "vacuum")
 RESULTS = ("done", "skipped", "refused", "failed")
 DELETED = ("deltakeeper_deleted_files_total", "deltakeeper_deleted_bytes_total")
+VACUUM_RESULTS = ("done", "dry-run", "skipped")
+REQUESTS = ("list", "read", "head", "put", "delete")
 
 
 def _values(m: Metrics, name: str, table: str = "t") -> dict[tuple[str, ...], float]:
@@ -200,6 +204,15 @@ def test_a_watched_table_has_its_known_series_at_0_until_they_move() -> None:
     zeros = {(op,): 0.0 for op in OPERATIONS}
     assert _values(m, hist + "_count") == _values(m, hist + "_sum") == zeros
     assert "deltakeeper_compaction_jobs{" not in text  # compaction is not enabled
+    written = _values(m, "deltakeeper_written_files_total")
+    assert written == {(op,): 0.0 for op in ("stats", "logCompaction", "manifest")}
+    vacuums = _values(m, "deltakeeper_vacuum_runs_total")
+    assert vacuums == {(mode, r): 0.0 for mode in ("lite", "full") for r in VACUUM_RESULTS}
+    for counter in ("candidates_total", "listed_objects_total"):
+        assert _values(m, f"deltakeeper_vacuum_{counter}") == {(): 0.0}
+    for requests in ("deltakeeper_vacuum_requests_total", "deltakeeper_storage_requests_total"):
+        assert _values(m, requests) == {(op,): 0.0 for op in REQUESTS}
+    assert _values(m, "deltakeeper_vacuum_mode") == {}  # no last mode before a vacuum
 
     # The first cleanup counts from 0; what did not happen stays at 0.
     m.maintenance("ns", "t", "cleanup", "done", 0.2)

@@ -18,7 +18,7 @@ from deltakeeper.runtime import status
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.standalone import tables as standalone
 from tests.support.logbuilder import add
-from tests.support.tables import small_table
+from tests.support.tables import daily_table, small_table
 
 
 def test_run_once_writes_every_status_and_a_changed_spec_is_a_new_generation(
@@ -97,3 +97,24 @@ def test_a_poll_that_only_moves_last_poll_leaves_the_status_file_alone_for_an_ho
         assert written()["lastPoll"] != moved["lastPoll"]
     finally:
         daemon.fleet.close()
+
+
+def test_run_once_vacuums_auto_as_the_daemons_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The command line's vacuum and maintain default to FULL; the daemons keep AUTO, whose
+    # first vacuum is FULL for want of one on record, then LITE until vacuum.fullInterval.
+    daily_table(tmp_path / "t")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
+        f"metadata: {{name: t}}\nspec: {{uri: 'file://{tmp_path / 't'}'}}\n"
+    )
+    assert main(["run", "--manifests", str(folder), "--once"]) == 0
+    capsys.readouterr()
+    assert main(["status", "--manifests", str(folder), "--json"]) == 0
+    out = capsys.readouterr().out
+    vac = json.loads(out[out.index("{\n") :])["default/t"]["lastMaintenance"]["vacuum"]
+    assert vac["result"] == "done" and vac["mode"] == "full"
+    assert vac["modeReason"] == "auto: no FULL vacuum on record"
