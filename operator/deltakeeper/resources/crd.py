@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
+from deltakeeper.delta.properties import DAY_MS
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import SOURCES, Engine
 from deltakeeper.resources.status_fields import COUNTS
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.units import format_duration, format_size
 
 # The one definition of the API group and version; k8s/ and the manifests read these.
 GROUP = "deltakeeper.io"
@@ -57,15 +61,31 @@ def _engine(step: str) -> dict[str, Any]:
 def policy_fields() -> dict[str, Any]:
     """The fields a DeltaTable and a DeltaMaintenancePolicy both carry."""
     return {
-        "pollInterval": _str(DURATION, "How often the table's log is checked (default 30s)."),
-        "logRetention": _str(DURATION, "Keep log files this long (default 30d)."),
-        "deletedFileRetention": _str(
-            DURATION, "Keep tombstones and unreferenced data files this long (default 7d)."
+        "pollInterval": _str(
+            DURATION,
+            "How often the table's log is checked "
+            f"(default {format_duration(defaults.POLL_INTERVAL_MS)}).",
         ),
-        "smallFileSize": _str(SIZE, "Files below this size count as small (default 32Mi)."),
+        "logRetention": _str(
+            DURATION,
+            f"Keep log files this long (default {format_duration(defaults.LOG_RETENTION_MS)}).",
+        ),
+        "deletedFileRetention": _str(
+            DURATION,
+            "Keep tombstones and unreferenced data files this long "
+            f"(default {format_duration(defaults.DELETED_FILE_RETENTION_MS)}).",
+        ),
+        "smallFileSize": _str(
+            SIZE,
+            "Files below this size count as small "
+            f"(default {format_size(defaults.SMALL_FILE_BYTES)}).",
+        ),
         "checkpoint": _obj(
             {
-                "interval": _int("Checkpoint once this many commits passed (default 10)."),
+                "interval": _int(
+                    "Checkpoint once this many commits passed "
+                    f"(default {defaults.CHECKPOINT_INTERVAL})."
+                ),
                 "partSize": _int("Actions per checkpoint part; unset: one file."),
                 "writeChecksum": {"type": "boolean", "description": "Also write N.crc."},
                 "engine": _engine("checkpoint"),
@@ -78,7 +98,8 @@ def policy_fields() -> dict[str, Any]:
                 "dryRun": {"type": "boolean", "description": "Report what would go; delete none."},
                 "allowShortRetention": {
                     "type": "boolean",
-                    "description": "Allow deletedFileRetention below 7 days.",
+                    "description": "Allow deletedFileRetention below "
+                    f"{defaults.MIN_VACUUM_RETENTION_MS // DAY_MS} days.",
                 },
                 "mode": {
                     "type": "string",
@@ -87,7 +108,11 @@ def policy_fields() -> dict[str, Any]:
                     "full: list the table; inventory: read vacuum.inventory; auto (default): "
                     "lite, and full every fullInterval or when Delta refuses lite.",
                 },
-                "fullInterval": _str(DURATION, "auto: a full vacuum this often (default 7d)."),
+                "fullInterval": _str(
+                    DURATION,
+                    "auto: a full vacuum this often "
+                    f"(default {format_duration(defaults.VACUUM_FULL_INTERVAL_MS)}).",
+                ),
                 "engine": _engine("vacuum"),
                 "inventory": _obj(
                     {
@@ -133,23 +158,37 @@ def policy_fields() -> dict[str, Any]:
                     "description": "Compact small files (default false).",
                 },
                 "targetFileSize": _str(
-                    SIZE, "Size of compacted files (default: delta.targetFileSize, else 128Mi)."
+                    SIZE,
+                    "Size of compacted files (default: delta.targetFileSize, else "
+                    f"{format_size(defaults.COMPACTION_TARGET_FILE_SIZE)}).",
                 ),
                 "minFileSize": _str(SIZE, "Files below this are small (default: half the target)."),
                 "minFilesPerPartition": _int(
-                    "Compact a partition once it has this many small files (default 50)."
+                    "Compact a partition once it has this many small files "
+                    f"(default {defaults.COMPACTION_MIN_FILES})."
                 ),
                 "maxAge": _str(
-                    DURATION, "Or once its oldest of two or more small files is this old (1h)."
+                    DURATION,
+                    "Or once its oldest of two or more small files is this old "
+                    f"({format_duration(defaults.COMPACTION_MAX_AGE_MS)}).",
                 ),
                 "maxDeletedRowsRatio": {
                     "type": "number",
                     "minimum": 0,
                     "maximum": 1,
-                    "description": "Or once a file has more of its rows deleted (default 0.05).",
+                    "description": "Or once a file has more of its rows deleted "
+                    f"(default {defaults.COMPACTION_MAX_DELETED_ROWS_RATIO}).",
                 },
-                "minInterval": _str(DURATION, "At most one job per table in this time (1h)."),
-                "deadline": _str(DURATION, "A job running longer fails and is stopped (1h)."),
+                "minInterval": _str(
+                    DURATION,
+                    "At most one job per table in this time "
+                    f"({format_duration(defaults.COMPACTION_MIN_INTERVAL_MS)}).",
+                ),
+                "deadline": _str(
+                    DURATION,
+                    "A job running longer fails and is stopped "
+                    f"({format_duration(defaults.COMPACTION_DEADLINE_MS)}).",
+                ),
                 "zOrderBy": {
                     "type": "array",
                     "minItems": 1,
@@ -472,9 +511,15 @@ def _lake_spec() -> dict[str, Any]:
         "include": {**globs, "description": "Globs on table paths under uri; none: all."},
         "exclude": {**globs, "description": "Globs on table paths under uri to leave out."},
         "maxDepth": _int(
-            "Folders below uri a table root may be; 0: uri is the table (default 3).", 0
+            "Folders below uri a table root may be; 0: uri is the table "
+            f"(default {DEFAULT_MAX_DEPTH}).",
+            0,
         ),
-        "scanInterval": _str(DURATION, "How often uri is searched for tables (default 10m)."),
+        "scanInterval": _str(
+            DURATION,
+            "How often uri is searched for tables "
+            f"(default {format_duration(defaults.LAKE_SCAN_INTERVAL_MS)}).",
+        ),
         "tableTemplate": template,
     }
     return _obj(fields, required=["uri"])

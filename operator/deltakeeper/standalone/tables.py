@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.executor import Compactor
-from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources import folder as manifest_folder
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.resources.status_fields import StatusField as F
@@ -59,7 +59,7 @@ class Standalone:
         folder: Path,
         status_path: Path,
         registry: metrics.Metrics,
-        max_concurrent: int = 2,
+        max_concurrent: int = MAX_CONCURRENT,
         out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
         default_poll_ms: int = POLL_INTERVAL_MS,
