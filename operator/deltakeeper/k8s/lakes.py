@@ -28,6 +28,7 @@ import kopf
 
 from deltakeeper.k8s import api, secrets
 from deltakeeper.k8s.tables import ClusterTable, Tables
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.resources.crd import LAKES
 from deltakeeper.resources.lake import (
     APPLIED_ANNOTATION,
@@ -41,7 +42,7 @@ from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.discovery import LakeScan, LakeScanner, ScanResult, lake_status
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import Event, EventType, Problem, Reason
+from deltakeeper.runtime.model import Event, Problem
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
 
@@ -193,9 +194,9 @@ class Lakes:
         if scan.ok:  # a failed scan says nothing about which tables are there
             status["missingTables"] = len(missing)
         if refused:
-            ready = model.ConditionType.READY
+            ready = ConditionType.READY
             conditions = [
-                model.Condition(ready, model.ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
+                model.Condition(ready, ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
                 *(c for c in scan.conditions() if c.type is not ready),
             ]
             status["conditions"] = conditions_status(

@@ -10,6 +10,7 @@ from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import SOURCES, Engine
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.status_fields import COUNTS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.units import format_duration, format_size
@@ -249,7 +250,7 @@ def _condition() -> dict[str, Any]:
     return _obj(
         {
             "type": {"type": "string"},
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "status": {"type": "string", "enum": [str(s) for s in ConditionStatus]},
             "reason": {"type": "string"},
             "message": {"type": "string"},
             "lastTransitionTime": {"type": "string", "format": "date-time"},
@@ -415,6 +416,15 @@ def _selector() -> dict[str, Any]:
     )
 
 
+def _ready_columns() -> list[dict[str, Any]]:
+    """The Ready condition's status, and its reason in the wide output."""
+    ready = f'.status.conditions[?(@.type=="{ConditionType.READY}")]'
+    return [
+        _column("Ready", f"{ready}.status", "string"),
+        _column("Reason", f"{ready}.reason", "string", priority=1),
+    ]
+
+
 def _crd(kind: str, plural: str, short: list[str], spec: Any, status: Any, columns: Any) -> Any:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -467,8 +477,7 @@ def delta_table() -> dict[str, Any]:
         _column("Files", ".status.files"),
         _column("Small", ".status.smallFiles"),
         _column("Health", ".status.health.score", description="0-100, 100 healthy"),
-        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
-        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
+        *_ready_columns(),
         _column("URI", ".spec.uri", "string", priority=1),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
@@ -583,8 +592,7 @@ def delta_lake() -> dict[str, Any]:
         _column("Prefix", ".spec.uri", "string"),
         _column("Tables", ".status.tables"),
         _column("Poor", ".status.health.bands.poor", description="tables scoring below 50"),
-        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
-        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
+        *_ready_columns(),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
     return _crd("DeltaLake", LAKES, ["dl", "dlake"], _lake_spec(), _lake_status(), columns)

@@ -3,7 +3,8 @@
     conditions = table_conditions(target, snap, problem=None, error=None, last_maintenance={})
     events = transitions.events(conditions)  # Warning when one goes bad, Normal when it heals
 
-Every message is scrubbed of secrets. The named values (types, statuses, reasons) are model.py's.
+Every message is scrubbed of secrets. The named values (types, statuses, reasons) are
+resources/conditions.py's.
 """
 
 from __future__ import annotations
@@ -24,17 +25,9 @@ from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.runtime.credentials import SCRUBBER
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Event,
-    EventType,
-    Problem,
-    Reason,
-    Target,
-)
+from deltakeeper.runtime.model import Condition, Event, Problem, Target
 from deltakeeper.units import format_bytes
 
 TRUE, FALSE, UNKNOWN = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN

@@ -16,17 +16,10 @@ from typing import Any
 from deltakeeper.delta.discover import Scan, discover
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, StorageUnreachableError
 from deltakeeper.delta.storage import open_storage
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.resources.lake import LakeResource
 from deltakeeper.runtime import credentials, health, metrics, status
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Event,
-    EventType,
-    Reason,
-    ScanResult,
-)
+from deltakeeper.runtime.model import Condition, Event, ScanResult
 from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.lakes")

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltakeeper.resources import manifests
+from deltakeeper.resources.conditions import EventType
 from deltakeeper.resources.lake import LakeResource, table_manifest
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.discovery import LakeScan, LakeScanner
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import EventType
 from deltakeeper.runtime.targets import ReadSecret, resolve
 
 log = logging.getLogger("deltakeeper.standalone")

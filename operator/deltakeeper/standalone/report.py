@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.status_fields import StatusField as F
-from deltakeeper.runtime.model import ConditionStatus, ConditionType
 
 COLUMNS = (
     "TABLE",

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from deltakeeper.maintenance.executor import Compactor
 from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources import folder as manifest_folder
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import credentials, metrics, status
@@ -28,7 +29,7 @@ from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
 from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.history import History
-from deltakeeper.runtime.model import ConditionStatus, ConditionType, Event, Observation, Target
+from deltakeeper.runtime.model import Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 from deltakeeper.runtime.targets import resolve, unchanged
 from deltakeeper.runtime.watcher import TableWatcher

@@ -13,17 +13,15 @@ from deltakeeper.delta.errors import (
 from deltakeeper.maintenance.executor import Outcome, Result
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import PolicyError
-from deltakeeper.runtime import conditions
-from deltakeeper.runtime.model import (
+from deltakeeper.resources.conditions import (
     TABLE_CONDITIONS,
-    Condition,
     ConditionStatus,
     ConditionType,
     EventType,
-    Problem,
     Reason,
-    Target,
 )
+from deltakeeper.runtime import conditions
+from deltakeeper.runtime.model import Condition, Problem, Target
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 TARGET = Target("ns", "t", "s3://bucket/t")
