@@ -14,8 +14,7 @@ from typing import Any
 
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import (
-    CorruptLogError,
-    InvalidCredentialsError,
+    DeltaError,
     InvalidInputError,
     NotADeltaTableError,
     StorageUnreachableError,
@@ -135,27 +134,37 @@ def stalled(conditions: list[Condition], since_ms: int, interval_s: float) -> li
 
 
 _UNREACHABLE = "check the endpoint, network and credentials"
-_UPGRADE = "upgrade deltakeeper to maintain this table"
-_REASONS = (
-    (StorageUnreachableError, Reason.STORAGE_UNREACHABLE, _UNREACHABLE),
-    (NotADeltaTableError, Reason.NOT_A_DELTA_TABLE, "check spec.uri points at a table's root"),
-    (UnsupportedProtocolError, Reason.UNSUPPORTED_PROTOCOL, _UPGRADE),
-    (CorruptLogError, Reason.CORRUPT_LOG, "the log needs a repair; nothing is written meanwhile"),
-    (InvalidCredentialsError, Reason.INVALID_SECRET, "fix the credentials in spec.storage"),
-    (InvalidInputError, Reason.INVALID_SPEC, "fix the DeltaTable's spec"),
-    (PolicyError, Reason.INVALID_POLICY, "fix the retention settings or the table's properties"),
-    (OSError, Reason.STORAGE_UNREACHABLE, _UNREACHABLE),
-)
+# What to do, by reason: the hint a failed poll's message gets.
+_HINTS = {
+    Reason.STORAGE_UNREACHABLE: _UNREACHABLE,
+    Reason.NOT_A_DELTA_TABLE: "check spec.uri points at a table's root",
+    Reason.UNSUPPORTED_PROTOCOL: "upgrade deltakeeper to maintain this table",
+    Reason.CORRUPT_LOG: "the log needs a repair; nothing is written meanwhile",
+    Reason.INVALID_SECRET: "fix the credentials in spec.storage",
+    Reason.INVALID_SPEC: "fix the DeltaTable's spec",
+    Reason.INVALID_POLICY: "fix the retention settings or the table's properties",
+}
+
+
+def _reason_of(error: BaseException) -> Reason:
+    """The reason a failed poll gives: the library's errors carry theirs (delta/errors.py)."""
+    if isinstance(error, DeltaError):
+        return Reason(error.reason)
+    if isinstance(error, PolicyError):
+        return Reason.INVALID_POLICY
+    if isinstance(error, OSError):
+        return Reason.STORAGE_UNREACHABLE
+    return Reason.ERROR
 
 
 def classify(error: BaseException) -> tuple[Reason, str]:
     """The reason an error gives a failed poll, and its message with a hint what to do."""
-    for cls, reason, hint in _REASONS:
-        if isinstance(error, cls):
-            text = str(error)
-            # Storage errors already say what to check; do not say it twice.
-            return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {hint}")
-    return Reason.ERROR, SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+    reason = _reason_of(error)
+    if reason not in _HINTS:
+        return Reason.ERROR, SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+    text = str(error)
+    # Storage errors already say what to check; do not say it twice.
+    return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {_HINTS[reason]}")
 
 
 def healthy(kind: ConditionType) -> ConditionStatus:
