@@ -37,6 +37,7 @@ from deltakeeper.resources.lake import (
     table_manifest,
 )
 from deltakeeper.resources.manifests import ManifestError
+from deltakeeper.resources.status_fields import LakeStatusField
 from deltakeeper.runtime import model
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.credentials import SCRUBBER
@@ -192,14 +193,14 @@ class Lakes:
         }
         status = lake_status(scan, managed, entry.status, entry.generation)
         if scan.ok:  # a failed scan says nothing about which tables are there
-            status["missingTables"] = len(missing)
+            status[str(LakeStatusField.MISSING_TABLES)] = len(missing)
         if refused:
             ready = ConditionType.READY
             conditions = [
                 model.Condition(ready, ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
                 *(c for c in scan.conditions() if c.type is not ready),
             ]
-            status["conditions"] = conditions_status(
+            status[str(LakeStatusField.CONDITIONS)] = conditions_status(
                 conditions, entry.status, entry.generation, now_ms
             )
         self._announce(entry, scan)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from typing import Any
 
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
@@ -11,7 +13,7 @@ from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.operations import WRITERS, Operation
 from deltakeeper.maintenance.policy import SOURCES, Engine
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType
-from deltakeeper.resources.status_fields import COUNTS
+from deltakeeper.resources.status_fields import COUNTS, LakeStatusField, PolicyStatusField
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.units import format_duration, format_size
 
@@ -254,7 +256,7 @@ def _condition() -> dict[str, Any]:
             "reason": {"type": "string"},
             "message": {"type": "string"},
             "lastTransitionTime": {"type": "string", "format": "date-time"},
-            "observedGeneration": {"type": "integer", "format": "int64"},
+            str(F.OBSERVED_GENERATION): {"type": "integer", "format": "int64"},
         },
         required=["type", "status"],
     )
@@ -319,8 +321,13 @@ def _table_status() -> dict[str, Any]:
         F.HEALTH: _health(),
         F.CONDITIONS: _conditions(),
     }
-    assert fields.keys() == set(F), "every status field has a schema"
-    return _obj({str(f): fields[f] for f in F})
+    return _fields(F, fields)
+
+
+def _fields(names: type[enum.StrEnum], schemas: Mapping[Any, Any]) -> dict[str, Any]:
+    """A status schema with exactly the fields of its list (status_fields.py), in its order."""
+    assert schemas.keys() == set(names), f"every {names.__name__} has a schema, and only they"
+    return _obj({str(f): schemas[f] for f in names})
 
 
 def _health() -> dict[str, Any]:
@@ -486,11 +493,12 @@ def delta_table() -> dict[str, Any]:
 
 def maintenance_policy() -> dict[str, Any]:
     spec = _obj({"tableSelector": _selector(), **policy_fields()})
-    status = _obj(
+    status = _fields(
+        PolicyStatusField,
         {
-            "observedGeneration": {"type": "integer", "format": "int64"},
-            "tables": {"type": "integer"},
-        }
+            PolicyStatusField.OBSERVED_GENERATION: {"type": "integer", "format": "int64"},
+            PolicyStatusField.TABLES: {"type": "integer"},
+        },
     )
     columns = [
         _column("Tables", ".status.tables"),
@@ -545,19 +553,21 @@ def _lake_status() -> dict[str, Any]:
         },
         "The last scan of the prefix.",
     )
-    return _obj(
+    L = LakeStatusField
+    return _fields(
+        L,
         {
-            "observedGeneration": count,
-            "tables": {**count, "description": "Tables found by the last good scan."},
-            "managedTables": {**count, "description": "DeltaTables this lake manages."},
-            "missingTables": {
+            L.OBSERVED_GENERATION: count,
+            L.TABLES: {**count, "description": "Tables found by the last good scan."},
+            L.MANAGED_TABLES: {**count, "description": "DeltaTables this lake manages."},
+            L.MISSING_TABLES: {
                 **count,
                 "description": "Managed DeltaTables whose table the last scan did not find.",
             },
-            "health": _lake_health(count),
-            "lastScan": scan,
-            "conditions": _conditions(),
-        }
+            L.HEALTH: _lake_health(count),
+            L.LAST_SCAN: scan,
+            L.CONDITIONS: _conditions(),
+        },
     )
 
 

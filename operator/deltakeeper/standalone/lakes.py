@@ -18,6 +18,7 @@ from deltakeeper.resources import manifests
 from deltakeeper.resources.conditions import EventType
 from deltakeeper.resources.lake import LakeResource, table_manifest
 from deltakeeper.resources.manifests import TableResource
+from deltakeeper.resources.status_fields import DISCOVERY
 from deltakeeper.runtime.discovery import LakeScan, LakeScanner
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.targets import ReadSecret, resolve
@@ -154,5 +155,5 @@ def _gone_before(lake: str, statuses: Mapping[str, Mapping[str, Any]]) -> set[st
     return {
         str(where.get("path"))
         for s in statuses.values()
-        if (where := s.get("discovery") or {}).get("lake") == lake and where.get("present") is False
+        if (where := s.get(DISCOVERY) or {}).get("lake") == lake and where.get("present") is False
     }
