@@ -17,7 +17,11 @@ import pytest
 from deltakeeper import __version__
 from deltakeeper.cli import build_parser, main
 from deltakeeper.cli.parser import Command
+from deltakeeper.maintenance import policy
+from deltakeeper.units import format_size
 from tests.support.cli import run
+
+REPO = Path(__file__).resolve().parents[3]
 
 HEAVY = (
     "pyarrow",
@@ -183,3 +187,27 @@ def test_version_flag_and_version_option_do_not_clash(capsys, corpus):
     assert e.value.code == 0 and capsys.readouterr().out.startswith("deltakeeper ")
     code, out, _ = run(capsys, "inspect", str(corpus / "simple_table"), "--version", "2", "--json")
     assert code == 0 and json.loads(out)["version"] == 2
+
+
+def test_compute_stats_help_states_the_librarys_limits() -> None:
+    """The parser states them without importing compute_stats (pyarrow): they must agree."""
+    from deltakeeper.cli import parser
+    from deltakeeper.delta import compute_stats
+
+    assert parser.STATS_BATCH == compute_stats.BATCH
+    assert parser.STATS_MAX_READ_BYTES == compute_stats.MAX_DATA_BYTES
+    flags = {a.dest: a.help for a in SUBPARSERS["compute-stats"]._actions}
+    assert f"(default {compute_stats.BATCH})" in flags["batch_size"]
+    assert f"(default {format_size(compute_stats.MAX_DATA_BYTES)})" in flags["max_read_bytes"]
+
+
+@pytest.mark.parametrize("doc", ["standalone.md", "operator.md"])
+def test_the_daemon_docs_state_the_max_concurrent_default(doc: str) -> None:
+    rows = [
+        line
+        for line in (REPO / "docs" / doc).read_text().splitlines()
+        if line.startswith("| `--max-concurrent N`")
+    ]
+    assert len(rows) == 1 and f"at once ({policy.MAX_CONCURRENT})" in rows[0]
+    run_flags = {a.dest: a for a in SUBPARSERS["run"]._actions}
+    assert run_flags["max_concurrent"].default == policy.MAX_CONCURRENT
