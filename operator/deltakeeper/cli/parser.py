@@ -11,7 +11,9 @@ import importlib
 from typing import Any, NoReturn
 
 from deltakeeper import __version__
+from deltakeeper.cli import exits
 from deltakeeper.cli.output import LAKES_KEY
+from deltakeeper.delta import errors
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from deltakeeper.maintenance import memory, policy
@@ -175,8 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="deltakeeper",
         description="Keep Delta Lake tables healthy: inspect, checkpoint, clean up, vacuum.",
-        epilog="Exit codes: 0 ok, 1 unexpected failure, 2 bad input or not a Delta table, "
-        "3 unsupported protocol, 4 storage unreachable.",
+        epilog=f"Exit codes: {exits.OK} ok, {exits.UNEXPECTED} unexpected failure, "
+        f"{exits.BAD_INPUT} bad input or not a Delta table, {errors.UNSUPPORTED} unsupported "
+        f"protocol, {errors.UNREACHABLE} storage unreachable.",
     )
     parser.add_argument("--version", action="version", version=f"deltakeeper {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
