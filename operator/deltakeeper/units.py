@@ -53,6 +53,24 @@ def parse_interval_ms(text: str) -> int:
     return ms
 
 
+def format_duration(ms: int) -> str:
+    """A duration as a flag or manifest writes it, in the largest unit it is whole in: 30d,
+    1h, 10m, 30s (the reverse of parse_duration_ms; help texts state defaults with it)."""
+    for unit, factor in _DURATION_MS.items():
+        if ms % factor == 0:
+            return f"{ms // factor}{unit}"
+    return f"{ms / 1000:g}s"
+
+
+def format_size(n: int) -> str:
+    """A size as a flag or manifest writes it, in the largest binary unit it is whole in:
+    32Mi, 1Gi, 4000 (the reverse of parse_size)."""
+    for unit in ("Ti", "Gi", "Mi", "Ki"):
+        if n and n % _SIZE_FACTORS[unit] == 0:
+            return f"{n // _SIZE_FACTORS[unit]}{unit}"
+    return str(n)
+
+
 def parse_timestamp_ms(text: str) -> int:
     """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it says otherwise)."""
     if re.fullmatch(r"\d+", text.strip()):

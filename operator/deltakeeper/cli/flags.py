@@ -77,7 +77,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "compaction_target_file_size": _text(given, "--target-file-size", parse_size),
         "compaction_min_file_size": _text(given, "--min-file-size", parse_size),
         "compaction_min_files_per_partition": given.get("min_files"),
-        # 0 counts as not given: the default (1h)
+        # 0 counts as not given: the default (policy.COMPACTION_MAX_AGE_MS)
         "compaction_max_age_ms": _text(given, "--max-age", parse_duration_ms) or None,
     }
 

@@ -12,12 +12,24 @@ import importlib
 from typing import Any, NoReturn
 
 from deltakeeper import __version__
+from deltakeeper.cli import exits
 from deltakeeper.cli.output import LAKES_KEY
+from deltakeeper.delta import errors
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
-from deltakeeper.maintenance import policy
+from deltakeeper.maintenance import memory, policy
 from deltakeeper.maintenance.operations import Operation
-from deltakeeper.units import parse_size
+from deltakeeper.units import format_duration, format_size, parse_size
+
+# Defaults as help texts state them (the values are policy.py's).
+LOG_RETENTION = format_duration(policy.LOG_RETENTION_MS)
+FILE_RETENTION = format_duration(policy.DELETED_FILE_RETENTION_MS)
+MIN_VACUUM_RETENTION = format_duration(policy.MIN_VACUUM_RETENTION_MS)
+POLL_INTERVAL = format_duration(policy.POLL_INTERVAL_MS)
+# compute-stats' limits are delta/compute_stats.py's BATCH and MAX_DATA_BYTES, stated here
+# because importing it loads pyarrow (tests/unit/cli/test_parser.py checks they agree).
+STATS_BATCH = 10_000
+STATS_MAX_READ_BYTES = 256 * 2**20
 
 
 class Command:
@@ -174,8 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="deltakeeper",
         description="Keep Delta Lake tables healthy: inspect, checkpoint, clean up, vacuum.",
-        epilog="Exit codes: 0 ok, 1 unexpected failure, 2 bad input or not a Delta table, "
-        "3 unsupported protocol, 4 storage unreachable.",
+        epilog=f"Exit codes: {exits.OK} ok, {exits.UNEXPECTED} unexpected failure, "
+        f"{exits.BAD_INPUT} bad input or not a Delta table, {errors.UNSUPPORTED} unsupported "
+        f"protocol, {errors.UNREACHABLE} storage unreachable.",
     )
     parser.add_argument("--version", action="version", version=f"deltakeeper {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -206,7 +219,8 @@ def _read_commands(sub: Any) -> None:
         "--small-file-size",
         default=str(policy.SMALL_FILE_BYTES),
         metavar="SIZE",
-        help="files below this count as small (bytes or 16Mi, 1Gi; default 32Mi)",
+        help="files below this count as small (bytes or 16Mi, 1Gi; default "
+        f"{format_size(policy.SMALL_FILE_BYTES)})",
     )
     p = _table_command(sub, "files", "inspect", "list the live files of a table")
     _at_version(p, timestamps=False)
@@ -225,8 +239,8 @@ def _maintenance_commands(sub: Any) -> None:
     _at_version(p, timestamps=False)
     _duration_flags(
         p,
-        deleted_file_retention="keep tombstones younger than D (30d, 12h, ...; default 7d, "
-        "never below the table's delta.deletedFileRetentionDuration)",
+        deleted_file_retention=f"keep tombstones younger than D (30d, 12h, ...; default "
+        f"{FILE_RETENTION}, never below the table's delta.deletedFileRetentionDuration)",
     )
     _checkpoint_flags(p, "--part-size")
     p.add_argument(
@@ -245,8 +259,8 @@ def _maintenance_commands(sub: Any) -> None:
     )
     _duration_flags(
         p,
-        log_retention="keep the log for D (30d, 12h, ...; default 30d, never below the "
-        "table's delta.logRetentionDuration)",
+        log_retention=f"keep the log for D (30d, 12h, ...; default {LOG_RETENTION}, never "
+        "below the table's delta.logRetentionDuration)",
     )
     _maintenance_flags(p, dry_run="list what would be deleted, delete nothing")
 
@@ -259,13 +273,14 @@ def _maintenance_commands(sub: Any) -> None:
     _duration_flags(
         p,
         deleted_file_retention="keep unreferenced files and tombstoned files younger than D "
-        "(default 7d, never below the table's delta.deletedFileRetentionDuration; below 7d "
-        "needs --allow-short-retention)",
+        f"(default {FILE_RETENTION}, never below the table's delta.deletedFileRetentionDuration; "
+        f"below {MIN_VACUUM_RETENTION} needs --allow-short-retention)",
     )
     p.add_argument(
         "--allow-short-retention",
         action="store_true",
-        help="allow a retention below 7 days (jobs reading older versions may fail)",
+        help=f"allow a retention below {MIN_VACUUM_RETENTION} (jobs reading older versions may "
+        "fail)",
     )
     _vacuum_flags(p)
     _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
@@ -307,14 +322,14 @@ def _compute_stats_command(sub: Any) -> None:
         "--max-read-bytes",
         type=_size,
         metavar="SIZE",
-        help="column data read a run where footers lack statistics (default 256Mi); the files "
-        "past it wait for the next run",
+        help="column data read a run where footers lack statistics (default "
+        f"{format_size(STATS_MAX_READ_BYTES)}); the files past it wait for the next run",
     )
     p.add_argument(
         "--batch-size",
         type=_positive,
         metavar="N",
-        help="files re-added per commit (default 10000)",
+        help=f"files re-added per commit (default {STATS_BATCH})",
     )
     _report_flags(p, "compute, commit nothing")
 
@@ -346,17 +361,21 @@ def _maintain_command(sub: Any) -> None:
     )
     _duration_flags(
         p,
-        log_retention="log retention (default 30d)",
-        deleted_file_retention="tombstone and vacuum retention (default 7d)",
+        log_retention=f"log retention (default {LOG_RETENTION})",
+        deleted_file_retention=f"tombstone and vacuum retention (default {FILE_RETENTION})",
     )
     p.add_argument(
         "--checkpoint-interval",
         type=_positive,
         metavar="N",
         help="checkpoint once N commits have passed since the last one (default: the table's "
-        "delta.checkpointInterval, else 10)",
+        f"delta.checkpointInterval, else {policy.CHECKPOINT_INTERVAL})",
     )
-    p.add_argument("--allow-short-retention", action="store_true", help="allow vacuum below 7 days")
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help=f"allow vacuum below {MIN_VACUUM_RETENTION}",
+    )
     p.add_argument("--no-vacuum", action="store_true", help="never vacuum data files")
     _vacuum_flags(p)
     p.add_argument(
@@ -429,7 +448,8 @@ def _compact_command(sub: Any) -> None:
     p.add_argument(
         "--target-file-size",
         metavar="S",
-        help="size of compacted files (default: the table's delta.targetFileSize, else 128Mi)",
+        help="size of compacted files (default: the table's delta.targetFileSize, else "
+        f"{format_size(policy.COMPACTION_TARGET_FILE_SIZE)})",
     )
     p.add_argument(
         "--min-file-size", metavar="S", help="files below S are small (default: half the target)"
@@ -442,7 +462,9 @@ def _compact_command(sub: Any) -> None:
         help=f"compact a partition at N small files (default {policy.COMPACTION_MIN_FILES})",
     )
     _duration_flags(
-        p, max_age="or once it has two small files and the oldest is D old (default 1h)"
+        p,
+        max_age="or once it has two small files and the oldest is D old (default "
+        f"{format_duration(policy.COMPACTION_MAX_AGE_MS)})",
     )
     p.add_argument(
         "--where",
@@ -464,7 +486,11 @@ def _compact_command(sub: Any) -> None:
 
 
 def _spark_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--master",
+        default=policy.SPARK_MASTER,
+        help=f"Spark master (default {policy.SPARK_MASTER})",
+    )
     p.add_argument(
         "--jars-dir",
         metavar="DIR",
@@ -491,7 +517,7 @@ def _run_command(sub: Any) -> None:
         "(see `deltakeeper status`). Ctrl-C stops cleanly.",
     )
     p.add_argument("--manifests", required=True, metavar="DIR", help="folder of YAML manifests")
-    _daemon_flags(p, policy.METRICS_BIND_ADDRESS, f"{policy.POLL_INTERVAL_MS // 1000}s")
+    _daemon_flags(p, policy.METRICS_BIND_ADDRESS, POLL_INTERVAL)
     p.add_argument("--status-file", metavar="FILE", help="where to write the status JSON")
     p.add_argument(
         "--once", action="store_true", help="poll (and maintain) every table once, then exit"
@@ -535,7 +561,7 @@ def _operator_command(sub: Any) -> None:
     _daemon_flags(
         p,
         f"$DELTAKEEPER_METRICS_BIND_ADDRESS, else {policy.METRICS_BIND_ADDRESS}",
-        f"$DELTAKEEPER_DEFAULT_POLL_INTERVAL, else {policy.POLL_INTERVAL_MS // 1000}s",
+        f"$DELTAKEEPER_DEFAULT_POLL_INTERVAL, else {POLL_INTERVAL}",
     )
     p.add_argument(
         "--discovery",
@@ -557,7 +583,7 @@ def _operator_command(sub: Any) -> None:
         default=None,
         metavar="N",
         help="at most N compaction SparkApplications at once, all tables together "
-        "($DELTAKEEPER_MAX_COMPACTION_JOBS, else 1)",
+        f"($DELTAKEEPER_MAX_COMPACTION_JOBS, else {policy.MAX_COMPACTION_JOBS})",
     )
     _cores_flag(p, "$DELTAKEEPER_COMPACTION_CORES; ")
     _retry_flag(p, "$DELTAKEEPER_COMPACTION_RETRY, else ")
@@ -577,9 +603,10 @@ def _compaction_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-compaction-jobs",
         type=_positive,
-        default=1,
+        default=policy.MAX_COMPACTION_JOBS,
         metavar="N",
-        help="at most N compaction jobs (spark-submit) at once, all tables together (default 1)",
+        help="at most N compaction jobs (spark-submit) at once, all tables together (default "
+        f"{policy.MAX_COMPACTION_JOBS})",
     )
     _cores_flag(p, "")
     _retry_flag(p, "default ")
@@ -602,8 +629,8 @@ def _retry_flag(p: argparse.ArgumentParser, default: str) -> None:
         "--compaction-retry",
         metavar="DURATION",
         help="after a failed compaction job, wait DURATION before the next, doubled per "
-        f"failure up to {policy.COMPACTION_RETRY_CAP_MS // policy.HOUR_MS}h "
-        f"({default}{policy.COMPACTION_RETRY_MS // 60_000}m)",
+        f"failure up to {format_duration(policy.COMPACTION_RETRY_CAP_MS)} "
+        f"({default}{format_duration(policy.COMPACTION_RETRY_MS)})",
     )
 
 
@@ -627,9 +654,9 @@ def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: s
     p.add_argument(
         "--max-concurrent",
         type=_positive,
-        default=2,
+        default=policy.MAX_CONCURRENT,
         metavar="N",
-        help="at most N tables under maintenance at once (default 2)",
+        help=f"at most N tables under maintenance at once (default {policy.MAX_CONCURRENT})",
     )
     p.add_argument(
         "--memory-budget",
@@ -637,8 +664,9 @@ def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: s
         help="memory for maintenance steps, all tables together (e.g. 2Gi, or none): a table "
         "whose step is estimated to need more waits until that much is free, and one that "
         "would not fit at all is refused with both figures instead of running out of memory "
-        "(default: the container's memory limit less a quarter, at least 256Mi; none outside "
-        "a limited container)",
+        "(default: the container's memory limit less "
+        f"{memory.MARGIN_FRACTION * 100:g}%%, at least {format_size(memory.MIN_MARGIN_BYTES)}; "
+        "none outside a limited container)",
     )
     p.add_argument(
         "--default-poll-interval",

@@ -50,7 +50,7 @@ class SparkUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class SubmitConfig:
-    master: str = "local[*]"
+    master: str  # --master (maintenance/policy.py SPARK_MASTER unless given)
     jars_dir: str | None = None  # a folder of jars with jars.txt listing them, or every *.jar
     packages: str | None = None  # Maven coordinates; default: delta-spark matching pyspark
     conf: dict[str, str] = field(default_factory=dict)

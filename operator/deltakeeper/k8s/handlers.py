@@ -26,6 +26,7 @@ from deltakeeper.k8s.tables import Tables
 from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.resources.crd import GROUP, POLICIES, TABLES, VERSION
 from deltakeeper.resources.manifests import select_policy
+from deltakeeper.resources.status_fields import PolicyStatusField
 from deltakeeper.runtime import credentials, metrics
 from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.history import History
@@ -147,6 +148,7 @@ def policy_status(
         if (chosen := select_policy(entry.resource, local)[0]) is not None and chosen.name == name
     )
     generation = meta.get("generation")
-    if status.get("tables") != governed or status.get("observedGeneration") != generation:
-        patch.status["tables"] = governed
-        patch.status["observedGeneration"] = generation
+    tables, observed = str(PolicyStatusField.TABLES), str(PolicyStatusField.OBSERVED_GENERATION)
+    if status.get(tables) != governed or status.get(observed) != generation:
+        patch.status[tables] = governed
+        patch.status[observed] = generation

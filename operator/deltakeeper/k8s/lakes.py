@@ -28,6 +28,7 @@ import kopf
 
 from deltakeeper.k8s import api, secrets
 from deltakeeper.k8s.tables import ClusterTable, Tables
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.resources.crd import LAKES
 from deltakeeper.resources.lake import (
     APPLIED_ANNOTATION,
@@ -36,12 +37,13 @@ from deltakeeper.resources.lake import (
     table_manifest,
 )
 from deltakeeper.resources.manifests import ManifestError
+from deltakeeper.resources.status_fields import LakeStatusField
 from deltakeeper.runtime import model
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.credentials import SCRUBBER
 from deltakeeper.runtime.discovery import LakeScan, LakeScanner, ScanResult, lake_status
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import Event, EventType, Problem, Reason
+from deltakeeper.runtime.model import Event, Problem
 from deltakeeper.runtime.status import conditions_status
 from deltakeeper.runtime.targets import resolve, secret_name
 
@@ -191,14 +193,14 @@ class Lakes:
         }
         status = lake_status(scan, managed, entry.status, entry.generation)
         if scan.ok:  # a failed scan says nothing about which tables are there
-            status["missingTables"] = len(missing)
+            status[str(LakeStatusField.MISSING_TABLES)] = len(missing)
         if refused:
-            ready = model.ConditionType.READY
+            ready = ConditionType.READY
             conditions = [
-                model.Condition(ready, model.ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
+                model.Condition(ready, ConditionStatus.FALSE, Reason.APPLY_FAILED, refused),
                 *(c for c in scan.conditions() if c.type is not ready),
             ]
-            status["conditions"] = conditions_status(
+            status[str(LakeStatusField.CONDITIONS)] = conditions_status(
                 conditions, entry.status, entry.generation, now_ms
             )
         self._announce(entry, scan)

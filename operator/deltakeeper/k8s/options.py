@@ -15,6 +15,8 @@ from deltakeeper.delta.storage_options import normalize_options
 from deltakeeper.maintenance import memory
 from deltakeeper.maintenance.policy import (
     COMPACTION_RETRY_MS,
+    MAX_COMPACTION_JOBS,
+    MAX_CONCURRENT,
     METRICS_BIND_ADDRESS,
     METRICS_PORT,
     POLL_INTERVAL_MS,
@@ -44,11 +46,13 @@ class Options:
             os.environ.get("DELTAKEEPER_METRICS_BIND_ADDRESS") or METRICS_BIND_ADDRESS
         )
     )
-    max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", "2"))
+    max_concurrent: int = int(os.environ.get("DELTAKEEPER_MAX_CONCURRENT", MAX_CONCURRENT))
     # Bytes for maintenance steps, all tables together (maintenance/memory.py); None: none.
     memory_budget: int | None = field(default_factory=memory.budget_from_env)
     # SparkApplications running at once, all tables together.
-    max_compaction_jobs: int = int(os.environ.get("DELTAKEEPER_MAX_COMPACTION_JOBS", "1"))
+    max_compaction_jobs: int = int(
+        os.environ.get("DELTAKEEPER_MAX_COMPACTION_JOBS", MAX_COMPACTION_JOBS)
+    )
     # Executor cores in compaction jobs at once, all jobs together (None: no limit).
     compaction_cores: int | None = field(
         default_factory=lambda: (

@@ -23,6 +23,7 @@ from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
 from deltakeeper.k8s.spark_launcher import Lookup, TableRef
 from deltakeeper.maintenance.operations.outcome import Compactor
+from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import status
 from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.metrics import Metrics
@@ -103,7 +104,7 @@ class Tables:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace") or "default", meta["name"])
         entry = self.entries.get(key)
-        last = _json((body.get("status") or {}).get("lastMaintenance"))
+        last = _json((body.get("status") or {}).get(F.LAST_MAINTENANCE))
         controller, applied = api.controller_uid(meta), api.applied_digest(meta)
         if entry is not None and entry.ref.metadata.uid == meta.get("uid"):
             entry.maintained = last
@@ -148,7 +149,7 @@ class Tables:
         entry = self.entries[key]
         watcher = TableWatcher(
             now_ms(),
-            status.last_maintenance({"lastMaintenance": entry.last_maintenance}),
+            status.last_maintenance({F.LAST_MAINTENANCE: entry.last_maintenance}),
             self.compactor,
         )
         context = self.context.copy() if self.context is not None else None

@@ -45,6 +45,13 @@ POLL_INTERVAL_MS = 30_000
 # get them only when asked for (`--metrics-bind-address 0.0.0.0`; the Helm chart does).
 METRICS_PORT = 9108
 METRICS_BIND_ADDRESS = "127.0.0.1"
+# The daemons: at most this many tables under maintenance at once (--max-concurrent; the
+# chart's maxConcurrent), and this many compaction jobs at once, all tables together
+# (--max-compaction-jobs; the chart's compaction.maxJobs).
+MAX_CONCURRENT = 2
+MAX_COMPACTION_JOBS = 1
+# The Spark master of the jobs spark-submit runs (--master): this machine, every core.
+SPARK_MASTER = "local[*]"
 # A DeltaLake: how often its prefix is scanned for tables that appeared or disappeared.
 LAKE_SCAN_INTERVAL_MS = 10 * 60_000
 CLEANUP_EVERY_MS = HOUR_MS

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from typing import Any
 
+from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
+from deltakeeper.delta.properties import DAY_MS
 from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import SOURCES, Engine
-from deltakeeper.resources.status_fields import COUNTS
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType
+from deltakeeper.resources.status_fields import COUNTS, LakeStatusField, PolicyStatusField
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.units import format_duration, format_size
 
 # The one definition of the API group and version; k8s/ and the manifests read these.
 GROUP = "deltakeeper.io"
@@ -58,15 +65,31 @@ def _engine(step: str) -> dict[str, Any]:
 def policy_fields() -> dict[str, Any]:
     """The fields a DeltaTable and a DeltaMaintenancePolicy both carry."""
     return {
-        "pollInterval": _str(DURATION, "How often the table's log is checked (default 30s)."),
-        "logRetention": _str(DURATION, "Keep log files this long (default 30d)."),
-        "deletedFileRetention": _str(
-            DURATION, "Keep tombstones and unreferenced data files this long (default 7d)."
+        "pollInterval": _str(
+            DURATION,
+            "How often the table's log is checked "
+            f"(default {format_duration(defaults.POLL_INTERVAL_MS)}).",
         ),
-        "smallFileSize": _str(SIZE, "Files below this size count as small (default 32Mi)."),
+        "logRetention": _str(
+            DURATION,
+            f"Keep log files this long (default {format_duration(defaults.LOG_RETENTION_MS)}).",
+        ),
+        "deletedFileRetention": _str(
+            DURATION,
+            "Keep tombstones and unreferenced data files this long "
+            f"(default {format_duration(defaults.DELETED_FILE_RETENTION_MS)}).",
+        ),
+        "smallFileSize": _str(
+            SIZE,
+            "Files below this size count as small "
+            f"(default {format_size(defaults.SMALL_FILE_BYTES)}).",
+        ),
         "checkpoint": _obj(
             {
-                "interval": _int("Checkpoint once this many commits passed (default 10)."),
+                "interval": _int(
+                    "Checkpoint once this many commits passed "
+                    f"(default {defaults.CHECKPOINT_INTERVAL})."
+                ),
                 "partSize": _int("Actions per checkpoint part; unset: one file."),
                 "writeChecksum": {"type": "boolean", "description": "Also write N.crc."},
                 "engine": _engine("checkpoint"),
@@ -79,7 +102,8 @@ def policy_fields() -> dict[str, Any]:
                 "dryRun": {"type": "boolean", "description": "Report what would go; delete none."},
                 "allowShortRetention": {
                     "type": "boolean",
-                    "description": "Allow deletedFileRetention below 7 days.",
+                    "description": "Allow deletedFileRetention below "
+                    f"{defaults.MIN_VACUUM_RETENTION_MS // DAY_MS} days.",
                 },
                 "mode": {
                     "type": "string",
@@ -88,7 +112,11 @@ def policy_fields() -> dict[str, Any]:
                     "full: list the table; inventory: read vacuum.inventory; auto (default): "
                     "lite, and full every fullInterval or when Delta refuses lite.",
                 },
-                "fullInterval": _str(DURATION, "auto: a full vacuum this often (default 7d)."),
+                "fullInterval": _str(
+                    DURATION,
+                    "auto: a full vacuum this often "
+                    f"(default {format_duration(defaults.VACUUM_FULL_INTERVAL_MS)}).",
+                ),
                 "engine": _engine("vacuum"),
                 "inventory": _obj(
                     {
@@ -134,23 +162,37 @@ def policy_fields() -> dict[str, Any]:
                     "description": "Compact small files (default false).",
                 },
                 "targetFileSize": _str(
-                    SIZE, "Size of compacted files (default: delta.targetFileSize, else 128Mi)."
+                    SIZE,
+                    "Size of compacted files (default: delta.targetFileSize, else "
+                    f"{format_size(defaults.COMPACTION_TARGET_FILE_SIZE)}).",
                 ),
                 "minFileSize": _str(SIZE, "Files below this are small (default: half the target)."),
                 "minFilesPerPartition": _int(
-                    "Compact a partition once it has this many small files (default 50)."
+                    "Compact a partition once it has this many small files "
+                    f"(default {defaults.COMPACTION_MIN_FILES})."
                 ),
                 "maxAge": _str(
-                    DURATION, "Or once its oldest of two or more small files is this old (1h)."
+                    DURATION,
+                    "Or once its oldest of two or more small files is this old "
+                    f"({format_duration(defaults.COMPACTION_MAX_AGE_MS)}).",
                 ),
                 "maxDeletedRowsRatio": {
                     "type": "number",
                     "minimum": 0,
                     "maximum": 1,
-                    "description": "Or once a file has more of its rows deleted (default 0.05).",
+                    "description": "Or once a file has more of its rows deleted "
+                    f"(default {defaults.COMPACTION_MAX_DELETED_ROWS_RATIO}).",
                 },
-                "minInterval": _str(DURATION, "At most one job per table in this time (1h)."),
-                "deadline": _str(DURATION, "A job running longer fails and is stopped (1h)."),
+                "minInterval": _str(
+                    DURATION,
+                    "At most one job per table in this time "
+                    f"({format_duration(defaults.COMPACTION_MIN_INTERVAL_MS)}).",
+                ),
+                "deadline": _str(
+                    DURATION,
+                    "A job running longer fails and is stopped "
+                    f"({format_duration(defaults.COMPACTION_DEADLINE_MS)}).",
+                ),
                 "zOrderBy": {
                     "type": "array",
                     "minItems": 1,
@@ -211,11 +253,11 @@ def _condition() -> dict[str, Any]:
     return _obj(
         {
             "type": {"type": "string"},
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "status": {"type": "string", "enum": [str(s) for s in ConditionStatus]},
             "reason": {"type": "string"},
             "message": {"type": "string"},
             "lastTransitionTime": {"type": "string", "format": "date-time"},
-            "observedGeneration": {"type": "integer", "format": "int64"},
+            str(F.OBSERVED_GENERATION): {"type": "integer", "format": "int64"},
         },
         required=["type", "status"],
     )
@@ -248,8 +290,13 @@ def _table_status() -> dict[str, Any]:
         F.HEALTH: _health(),
         F.CONDITIONS: _conditions(),
     }
-    assert fields.keys() == set(F), "every status field has a schema"
-    return _obj({str(f): fields[f] for f in F})
+    return _fields(F, fields)
+
+
+def _fields(names: type[enum.StrEnum], schemas: Mapping[Any, Any]) -> dict[str, Any]:
+    """A status schema with exactly the fields of its list (status_fields.py), in its order."""
+    assert schemas.keys() == set(names), f"every {names.__name__} has a schema, and only they"
+    return _obj({str(f): schemas[f] for f in names})
 
 
 def _health() -> dict[str, Any]:
@@ -329,6 +376,15 @@ def _selector() -> dict[str, Any]:
     )
 
 
+def _ready_columns() -> list[dict[str, Any]]:
+    """The Ready condition's status, and its reason in the wide output."""
+    ready = f'.status.conditions[?(@.type=="{ConditionType.READY}")]'
+    return [
+        _column("Ready", f"{ready}.status", "string"),
+        _column("Reason", f"{ready}.reason", "string", priority=1),
+    ]
+
+
 def _crd(kind: str, plural: str, short: list[str], spec: Any, status: Any, columns: Any) -> Any:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -381,8 +437,7 @@ def delta_table() -> dict[str, Any]:
         _column("Files", ".status.files"),
         _column("Small", ".status.smallFiles"),
         _column("Health", ".status.health.score", description="0-100, 100 healthy"),
-        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
-        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
+        *_ready_columns(),
         _column("URI", ".spec.uri", "string", priority=1),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
@@ -391,11 +446,12 @@ def delta_table() -> dict[str, Any]:
 
 def maintenance_policy() -> dict[str, Any]:
     spec = _obj({"tableSelector": _selector(), **policy_fields()})
-    status = _obj(
+    status = _fields(
+        PolicyStatusField,
         {
-            "observedGeneration": {"type": "integer", "format": "int64"},
-            "tables": {"type": "integer"},
-        }
+            PolicyStatusField.OBSERVED_GENERATION: {"type": "integer", "format": "int64"},
+            PolicyStatusField.TABLES: {"type": "integer"},
+        },
     )
     columns = [
         _column("Tables", ".status.tables"),
@@ -425,9 +481,15 @@ def _lake_spec() -> dict[str, Any]:
         "include": {**globs, "description": "Globs on table paths under uri; none: all."},
         "exclude": {**globs, "description": "Globs on table paths under uri to leave out."},
         "maxDepth": _int(
-            "Folders below uri a table root may be; 0: uri is the table (default 3).", 0
+            "Folders below uri a table root may be; 0: uri is the table "
+            f"(default {DEFAULT_MAX_DEPTH}).",
+            0,
         ),
-        "scanInterval": _str(DURATION, "How often uri is searched for tables (default 10m)."),
+        "scanInterval": _str(
+            DURATION,
+            "How often uri is searched for tables "
+            f"(default {format_duration(defaults.LAKE_SCAN_INTERVAL_MS)}).",
+        ),
         "tableTemplate": template,
     }
     return _obj(fields, required=["uri"])
@@ -444,19 +506,21 @@ def _lake_status() -> dict[str, Any]:
         },
         "The last scan of the prefix.",
     )
-    return _obj(
+    L = LakeStatusField
+    return _fields(
+        L,
         {
-            "observedGeneration": count,
-            "tables": {**count, "description": "Tables found by the last good scan."},
-            "managedTables": {**count, "description": "DeltaTables this lake manages."},
-            "missingTables": {
+            L.OBSERVED_GENERATION: count,
+            L.TABLES: {**count, "description": "Tables found by the last good scan."},
+            L.MANAGED_TABLES: {**count, "description": "DeltaTables this lake manages."},
+            L.MISSING_TABLES: {
                 **count,
                 "description": "Managed DeltaTables whose table the last scan did not find.",
             },
-            "health": _lake_health(count),
-            "lastScan": scan,
-            "conditions": _conditions(),
-        }
+            L.HEALTH: _lake_health(count),
+            L.LAST_SCAN: scan,
+            L.CONDITIONS: _conditions(),
+        },
     )
 
 
@@ -491,8 +555,7 @@ def delta_lake() -> dict[str, Any]:
         _column("Prefix", ".spec.uri", "string"),
         _column("Tables", ".status.tables"),
         _column("Poor", ".status.health.bands.poor", description="tables scoring below 50"),
-        _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
-        _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', "string", priority=1),
+        *_ready_columns(),
         _column("Age", ".metadata.creationTimestamp", "date"),
     ]
     return _crd("DeltaLake", LAKES, ["dl", "dlake"], _lake_spec(), _lake_status(), columns)

@@ -1,7 +1,8 @@
 """The fields of a DeltaTable's status: the one list that the CRD's schema (crd.py), the status
 the daemon writes (runtime/status.py), the metrics (runtime/metrics.py) and the printers
 (`deltakeeper status`) all read. The list sits with the CRD because the resource defines its
-status; the runtime, one layer up, fills it in.
+status; the runtime, one layer up, fills it in. The same for a DeltaLake's status and a
+DeltaMaintenancePolicy's, and the two keys standalone mode's status file adds to a table's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,32 @@ class StatusField(enum.StrEnum):
     HEALTH = "health"
     CONDITIONS = "conditions"
 
+
+class LakeStatusField(enum.StrEnum):
+    """A DeltaLake's status (runtime/discovery.py builds it)."""
+
+    OBSERVED_GENERATION = "observedGeneration"
+    TABLES = "tables"  # found by the last good scan
+    MANAGED_TABLES = "managedTables"
+    MISSING_TABLES = "missingTables"  # managed, but not found by the last scan
+    HEALTH = "health"
+    LAST_SCAN = "lastScan"
+    CONDITIONS = "conditions"
+
+
+class PolicyStatusField(enum.StrEnum):
+    """A DeltaMaintenancePolicy's status (k8s/handlers.py writes it)."""
+
+    OBSERVED_GENERATION = "observedGeneration"
+    TABLES = "tables"  # the DeltaTables it governs
+
+
+# Standalone mode only, in a table's status in the status file (no CRD has them): the lake that
+# made the table and whether its last scan found it (the operator says that in the TableFound
+# condition), and the digest of the spec the status was written for (hidden: keys starting
+# with _ are not shown).
+DISCOVERY = "discovery"
+SPEC_DIGEST = "_specDigest"
 
 # The counts a poll reads from the table's log, and the `inspect --json` key each comes from
 # (delta/summary.py). Each is also a gauge (runtime/metrics.py names them).

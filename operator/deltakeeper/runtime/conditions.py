@@ -3,7 +3,8 @@
     conditions = table_conditions(target, snap, problem=None, error=None, last_maintenance={})
     events = transitions.events(conditions)  # Warning when one goes bad, Normal when it heals
 
-Every message is scrubbed of secrets. The named values (types, statuses, reasons) are model.py's.
+Every message is scrubbed of secrets. The named values (types, statuses, reasons) are
+resources/conditions.py's.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from typing import Any
 
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import (
-    CorruptLogError,
-    InvalidCredentialsError,
+    DeltaError,
     InvalidInputError,
     NotADeltaTableError,
     StorageUnreachableError,
@@ -26,17 +26,9 @@ from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.registry import spec_of
 from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.runtime.credentials import SCRUBBER
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Event,
-    EventType,
-    Problem,
-    Reason,
-    Target,
-)
+from deltakeeper.runtime.model import Condition, Event, Problem, Target
 
 TRUE, FALSE, UNKNOWN = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 NORMAL, WARNING = EventType.NORMAL, EventType.WARNING
@@ -143,27 +135,37 @@ def stalled(conditions: list[Condition], since_ms: int, interval_s: float) -> li
 
 
 _UNREACHABLE = "check the endpoint, network and credentials"
-_UPGRADE = "upgrade deltakeeper to maintain this table"
-_REASONS = (
-    (StorageUnreachableError, Reason.STORAGE_UNREACHABLE, _UNREACHABLE),
-    (NotADeltaTableError, Reason.NOT_A_DELTA_TABLE, "check spec.uri points at a table's root"),
-    (UnsupportedProtocolError, Reason.UNSUPPORTED_PROTOCOL, _UPGRADE),
-    (CorruptLogError, Reason.CORRUPT_LOG, "the log needs a repair; nothing is written meanwhile"),
-    (InvalidCredentialsError, Reason.INVALID_SECRET, "fix the credentials in spec.storage"),
-    (InvalidInputError, Reason.INVALID_SPEC, "fix the DeltaTable's spec"),
-    (PolicyError, Reason.INVALID_POLICY, "fix the retention settings or the table's properties"),
-    (OSError, Reason.STORAGE_UNREACHABLE, _UNREACHABLE),
-)
+# What to do, by reason: the hint a failed poll's message gets.
+_HINTS = {
+    Reason.STORAGE_UNREACHABLE: _UNREACHABLE,
+    Reason.NOT_A_DELTA_TABLE: "check spec.uri points at a table's root",
+    Reason.UNSUPPORTED_PROTOCOL: "upgrade deltakeeper to maintain this table",
+    Reason.CORRUPT_LOG: "the log needs a repair; nothing is written meanwhile",
+    Reason.INVALID_SECRET: "fix the credentials in spec.storage",
+    Reason.INVALID_SPEC: "fix the DeltaTable's spec",
+    Reason.INVALID_POLICY: "fix the retention settings or the table's properties",
+}
+
+
+def _reason_of(error: BaseException) -> Reason:
+    """The reason a failed poll gives: the library's errors carry theirs (delta/errors.py)."""
+    if isinstance(error, DeltaError):
+        return Reason(error.reason)
+    if isinstance(error, PolicyError):
+        return Reason.INVALID_POLICY
+    if isinstance(error, OSError):
+        return Reason.STORAGE_UNREACHABLE
+    return Reason.ERROR
 
 
 def classify(error: BaseException) -> tuple[Reason, str]:
     """The reason an error gives a failed poll, and its message with a hint what to do."""
-    for cls, reason, hint in _REASONS:
-        if isinstance(error, cls):
-            text = str(error)
-            # Storage errors already say what to check; do not say it twice.
-            return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {hint}")
-    return Reason.ERROR, SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+    reason = _reason_of(error)
+    if reason not in _HINTS:
+        return Reason.ERROR, SCRUBBER.scrub(f"{type(error).__name__}: {error}")
+    text = str(error)
+    # Storage errors already say what to check; do not say it twice.
+    return reason, SCRUBBER.scrub(text if "check" in text else f"{text}; {_HINTS[reason]}")
 
 
 def healthy(kind: ConditionType) -> ConditionStatus:

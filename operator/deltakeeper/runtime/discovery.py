@@ -16,17 +16,11 @@ from typing import Any
 from deltakeeper.delta.discover import Scan, discover
 from deltakeeper.delta.errors import DeltaError, InvalidInputError, StorageUnreachableError
 from deltakeeper.delta.storage import open_storage
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.resources.lake import LakeResource
+from deltakeeper.resources.status_fields import LakeStatusField as L
 from deltakeeper.runtime import credentials, health, metrics, status
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Event,
-    EventType,
-    Reason,
-    ScanResult,
-)
+from deltakeeper.runtime.model import Condition, Event, ScanResult
 from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.lakes")
@@ -152,21 +146,20 @@ def lake_status(
     """The DeltaLake's status: tables found and managed (`managed`: each managed table's
     status by name, None when unknown), their health, the last scan, its conditions."""
     out: dict[str, Any] = dict(previous or {})
-    out.update(
-        {
-            "observedGeneration": generation,
-            "tables": len(scan.tables),
-            "managedTables": len(managed),
-            "health": health.lake(managed),
-            "lastScan": {
-                "time": rfc3339(scan.time_ms),
-                "result": str(scan.result),
-                "requests": scan.scan.requests if scan.scan else 0,
-                "seconds": round(scan.scan.seconds, 3) if scan.scan else 0.0,
-            },
-            "conditions": status.conditions_status(
-                scan.conditions(), previous, generation, scan.time_ms
-            ),
-        }
-    )
+    fields = {
+        L.OBSERVED_GENERATION: generation,
+        L.TABLES: len(scan.tables),
+        L.MANAGED_TABLES: len(managed),
+        L.HEALTH: health.lake(managed),
+        L.LAST_SCAN: {
+            "time": rfc3339(scan.time_ms),
+            "result": str(scan.result),
+            "requests": scan.scan.requests if scan.scan else 0,
+            "seconds": round(scan.scan.seconds, 3) if scan.scan else 0.0,
+        },
+        L.CONDITIONS: status.conditions_status(
+            scan.conditions(), previous, generation, scan.time_ms
+        ),
+    }
+    out.update((str(k), v) for k, v in fields.items())
     return out

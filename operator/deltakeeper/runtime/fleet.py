@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from deltakeeper.maintenance import memory
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.registry import estimate
-from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
 from deltakeeper.runtime.model import Observation, Target
@@ -66,7 +66,7 @@ def _task_name() -> str:
 class Fleet:
     def __init__(
         self,
-        max_concurrent: int = 2,
+        max_concurrent: int = MAX_CONCURRENT,
         observers: int = 8,
         clock: Callable[[], int] = now_ms,
         memory_budget: int | None = None,

@@ -37,6 +37,7 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import Policy
+from deltakeeper.resources.status_fields import StatusField
 
 
 class Component(enum.StrEnum):
@@ -291,7 +292,7 @@ def lake(
     bands = dict.fromkeys(map(str, Band), 0)
     scored = []
     for name, st in statuses.items():
-        h = (st or {}).get("health")
+        h = (st or {}).get(StatusField.HEALTH)
         h = h if isinstance(h, Mapping) else {}
         score = h.get("score")
         if not isinstance(score, int):

@@ -31,7 +31,7 @@ from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.registry import spec_of
-from deltakeeper.maintenance.policy import effective
+from deltakeeper.maintenance.policy import VACUUM_EVERY_MS, effective
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.fleet import now_ms
 from deltakeeper.runtime.model import Observation, Target
@@ -40,7 +40,6 @@ log = logging.getLogger("deltakeeper.history")
 
 FLUSH_EVERY_S = 5.0
 MAX_ROWS = 100_000  # kept while the history table cannot be written
-VACUUM_EVERY_MS = 86_400_000
 
 COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("namespace", "string", pa.string()),
@@ -273,7 +272,7 @@ class History:
             return
         now = self.clock()
         ops: tuple[Operation, ...] = (Operation.CHECKPOINT,)
-        if now - self._vacuumed_ms >= VACUUM_EVERY_MS:
+        if now - self._vacuumed_ms >= VACUUM_EVERY_MS:  # as any table without a schedule
             ops, self._vacuumed_ms = (*ops, Operation.VACUUM), now
         try:
             policy = effective(snap.metadata.configuration)

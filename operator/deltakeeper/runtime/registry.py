@@ -26,12 +26,13 @@ from typing import Generic, Protocol, TypeVar
 
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
+from deltakeeper.resources.conditions import EventType, Reason
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import conditions
 from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import Event, EventType, Observation, Reason, Target
+from deltakeeper.runtime.model import Event, Observation, Target
 from deltakeeper.runtime.poller import Settled
 from deltakeeper.runtime.targets import unchanged
 from deltakeeper.runtime.watcher import TableWatcher

@@ -88,7 +88,7 @@ def conditions_status(
                 "reason": c.reason,
                 "message": c.message,
                 "lastTransitionTime": since,
-                "observedGeneration": generation,
+                str(F.OBSERVED_GENERATION): generation,
             }
         )
     return out

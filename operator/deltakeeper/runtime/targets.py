@@ -16,9 +16,10 @@ from deltakeeper.delta.storage import normalize_options
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, PolicyError
 from deltakeeper.resources import manifests
 from deltakeeper.resources import spec as spec_settings
+from deltakeeper.resources.conditions import Reason
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.runtime import credentials
-from deltakeeper.runtime.model import Problem, Reason, Target
+from deltakeeper.runtime.model import Problem, Target
 
 # (namespace, name) -> the Secret's decoded data, or None when there is no such Secret.
 ReadSecret = Callable[[str, str], Mapping[str, str] | None]

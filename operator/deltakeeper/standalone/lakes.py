@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltakeeper.resources import manifests
+from deltakeeper.resources.conditions import EventType
 from deltakeeper.resources.lake import LakeResource, table_manifest
 from deltakeeper.resources.manifests import TableResource
+from deltakeeper.resources.status_fields import DISCOVERY
 from deltakeeper.runtime.discovery import LakeScan, LakeScanner
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import EventType
 from deltakeeper.runtime.targets import ReadSecret, resolve
 
 log = logging.getLogger("deltakeeper.standalone")
@@ -154,5 +155,5 @@ def _gone_before(lake: str, statuses: Mapping[str, Mapping[str, Any]]) -> set[st
     return {
         str(where.get("path"))
         for s in statuses.values()
-        if (where := s.get("discovery") or {}).get("lake") == lake and where.get("present") is False
+        if (where := s.get(DISCOVERY) or {}).get("lake") == lake and where.get("present") is False
     }

@@ -7,8 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType
+from deltakeeper.resources.status_fields import DISCOVERY
+from deltakeeper.resources.status_fields import LakeStatusField as L
 from deltakeeper.resources.status_fields import StatusField as F
-from deltakeeper.runtime.model import ConditionStatus, ConditionType
 
 COLUMNS = (
     "TABLE",
@@ -90,13 +92,13 @@ def lake_rows(lakes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for name in sorted(lakes):
         s = lakes[name]
-        scan = s.get("lastScan") or {}
+        scan = s.get(L.LAST_SCAN) or {}
         rows.append(
             (
                 name,
-                _cell(s.get("tables")),
-                _cell(s.get("managedTables")),
-                _cell(((s.get("health") or {}).get("bands") or {}).get("poor")),
+                _cell(s.get(L.TABLES)),
+                _cell(s.get(L.MANAGED_TABLES)),
+                _cell(((s.get(L.HEALTH) or {}).get("bands") or {}).get("poor")),
                 f"{scan.get('time', '-')} {scan.get('result', '')}".strip(),
                 _cell(scan.get("requests")),
                 _cell(scan.get("seconds")),
@@ -114,7 +116,7 @@ def print_summary(
 ) -> None:
     _print_rows([COLUMNS, *status_rows(statuses)], out)
     gone = [
-        n for n in sorted(statuses) if (statuses[n].get("discovery") or {}).get("present") is False
+        n for n in sorted(statuses) if (statuses[n].get(DISCOVERY) or {}).get("present") is False
     ]
     for name in sorted(statuses):
         why = _reason(statuses[name])
@@ -124,7 +126,7 @@ def print_summary(
         if poor:
             out.write(f"  {name}: {poor}\n")
     for name in gone:
-        where = statuses[name]["discovery"]
+        where = statuses[name][DISCOVERY]
         out.write(
             f"  {name}: gone from DeltaLake {where['lake']} ({where['path']}); "
             "not polled, status kept, nothing deleted\n"

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 STATUS_DIR = ".deltakeeper"
-SPEC_DIGEST = "_specDigest"  # a table's key; keys starting with _ are not shown
 
 
 def status_file_for(manifests_dir: str | Path) -> Path:

@@ -19,23 +19,25 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.operations.outcome import Compactor
-from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
+from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources import folder as manifest_folder
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.resources.status_fields import DISCOVERY, SPEC_DIGEST, LakeStatusField
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
 from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.history import History
-from deltakeeper.runtime.model import ConditionStatus, ConditionType, Event, Observation, Target
+from deltakeeper.runtime.model import Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 from deltakeeper.runtime.targets import resolve, unchanged
 from deltakeeper.runtime.watcher import TableWatcher
 from deltakeeper.standalone import status_file
 from deltakeeper.standalone.lakes import FolderLake, Lakes, name_of
 from deltakeeper.standalone.report import print_summary, ready
-from deltakeeper.standalone.status_file import SPEC_DIGEST, spec_digest
+from deltakeeper.standalone.status_file import spec_digest
 from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.standalone")
@@ -59,7 +61,7 @@ class Standalone:
         folder: Path,
         status_path: Path,
         registry: metrics.Metrics,
-        max_concurrent: int = 2,
+        max_concurrent: int = MAX_CONCURRENT,
         out: TextIO | None = None,
         clock: Callable[[], int] = now_ms,
         default_poll_ms: int = POLL_INTERVAL_MS,
@@ -159,21 +161,21 @@ class Standalone:
         """The status a gone table keeps: the last poll's, `present: false`, TableFound=False."""
         lake, path = self._origin[key]
         old = self.statuses.setdefault(name_of(key), {})
-        conditions = [c for c in old.get("conditions") or [] if isinstance(c, dict)]
+        conditions = [c for c in old.get(F.CONDITIONS) or [] if isinstance(c, dict)]
         marked = [c for c in conditions if c.get("type") == ConditionType.TABLE_FOUND]
         if (
-            old.get("discovery") == lake.discovery(path)
+            old.get(DISCOVERY) == lake.discovery(path)
             and marked[-1:]
             and (marked[-1].get("status") == ConditionStatus.FALSE)
         ):
             return  # marked already
         kept = "no longer polled; its status is kept and nothing is deleted"
         found = table_found(lake.name, path, False, kept)
-        generation = int(old.get("observedGeneration") or 1)
+        generation = int(old.get(F.OBSERVED_GENERATION) or 1)
         mark = status.conditions_status([found], old, generation, self.clock())
         others = [c for c in conditions if c.get("type") != ConditionType.TABLE_FOUND]
-        old["conditions"] = others + mark
-        old["discovery"] = lake.discovery(path)
+        old[str(F.CONDITIONS)] = others + mark
+        old[DISCOVERY] = lake.discovery(path)
         self._dirty = True
 
     def _scanned(self, entry: FolderLake, scan: LakeScan) -> None:
@@ -189,10 +191,10 @@ class Standalone:
         lake_statuses[entry.name] = lake_status(scan, managed, previous, entry.resource.generation)
         if scan.ok:  # a failed scan says nothing about which tables are there
             missing = sum(1 for k in self._gone if self._origin[k][0] is entry)
-            lake_statuses[entry.name]["missingTables"] = missing
+            lake_statuses[entry.name][str(LakeStatusField.MISSING_TABLES)] = missing
         for key, (origin, path) in self._origin.items():
             if origin is entry and name_of(key) in self.statuses:
-                self.statuses[name_of(key)]["discovery"] = entry.discovery(path)
+                self.statuses[name_of(key)][DISCOVERY] = entry.discovery(path)
         self._dirty = True
 
     async def scan_all(self) -> None:
@@ -204,7 +206,7 @@ class Standalone:
         if known is None:
             previous = self.statuses.get(name_of(key), {})
             watcher = TableWatcher(self.clock(), status.last_maintenance(previous), self.compactor)
-            generation = max(resource.generation, int(previous.get("observedGeneration") or 0))
+            generation = max(resource.generation, int(previous.get(F.OBSERVED_GENERATION) or 0))
             if previous and previous.get(SPEC_DIGEST) != spec_digest(resource.spec):
                 generation += 1
             self.registry.add(key, FolderTable(resource, generation=generation, watcher=watcher))
@@ -253,7 +255,7 @@ class Standalone:
         now = self.clock()
         new = status.build(target, obs, old, now, found)
         if origin is not None:
-            new["discovery"] = origin[0].discovery(origin[1])
+            new[DISCOVERY] = origin[0].discovery(origin[1])
         new[SPEC_DIGEST] = old.get(SPEC_DIGEST)  # kept with it (no copies: this runs a poll)
         # As the operator's status writes: a poll that only moved lastPoll does not rewrite
         # the file (the whole fleet's, every RELOAD_S); a refresh an hour still shows it.
@@ -269,7 +271,7 @@ class Standalone:
         if old is None or self.clock() - self._flushed_ms >= status.REFRESH_S * 1000:
             return False
         origin = self._origin.get(target.key)
-        if origin is not None and old.get("discovery") != origin[0].discovery(origin[1]):
+        if origin is not None and old.get(DISCOVERY) != origin[0].discovery(origin[1]):
             return False
         old[str(F.LAST_POLL)] = rfc3339(obs.polled_ms)
         return True

@@ -3,6 +3,10 @@
 import json
 import socket
 
+from deltakeeper.cli import exits
+from deltakeeper.compaction.launcher import JobFailed
+from deltakeeper.delta import errors
+from deltakeeper.runtime.metrics import MetricsBindError
 from tests.support.cli import run
 from tests.support.logbuilder import LogBuilder, metadata, protocol
 
@@ -59,3 +63,17 @@ def test_exit_4_storage_unreachable_without_leaking_the_secret(capsys):
     assert code == 4, err
     assert "s3://bucket/table" in err
     assert secret not in out + err
+
+
+def test_an_errors_code_and_name_are_its_kinds_and_subclasses_keep_them() -> None:
+    assert (exits.exit_code(None), exits.OK) == (0, 0)
+    for error, name, code in (
+        (errors.InvalidCredentialsError("x"), "InvalidCredentials", 2),
+        (errors.LiteVacuumImpossible("x"), "InvalidInput", 2),
+        (MetricsBindError("x"), "InvalidInput", 2),  # a subclass outside the library
+        (errors.MissingLogFileError("x"), "CorruptLog", 2),
+        (errors.UnsupportedProtocolError("x"), "UnsupportedProtocol", 3),
+        (errors.StorageUnreachableError("x"), "StorageUnreachable", 4),
+        (JobFailed("x"), "Unexpected", 1),  # a kind the contract does not name
+    ):
+        assert (exits.error_name(error), exits.exit_code(error)) == (name, code)

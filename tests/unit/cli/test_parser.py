@@ -20,7 +20,11 @@ import pytest
 from deltakeeper import __version__
 from deltakeeper.cli import build_parser, main
 from deltakeeper.cli.parser import Command
+from deltakeeper.maintenance import policy
+from deltakeeper.units import format_size
 from tests.support.cli import run
+
+REPO = Path(__file__).resolve().parents[3]
 
 HEAVY = (
     "pyarrow",
@@ -213,3 +217,27 @@ def test_a_bad_mode_is_refused_with_the_modes_by_their_values(
     err = capsys.readouterr().err
     assert "invalid choice: 'bogus' (choose from 'auto', 'lite', 'full', 'inventory')" in err
     assert "Mode." not in err
+
+
+def test_compute_stats_help_states_the_librarys_limits() -> None:
+    """The parser states them without importing compute_stats (pyarrow): they must agree."""
+    from deltakeeper.cli import parser
+    from deltakeeper.delta import compute_stats
+
+    assert parser.STATS_BATCH == compute_stats.BATCH
+    assert parser.STATS_MAX_READ_BYTES == compute_stats.MAX_DATA_BYTES
+    flags = {a.dest: a.help for a in SUBPARSERS["compute-stats"]._actions}
+    assert f"(default {compute_stats.BATCH})" in flags["batch_size"]
+    assert f"(default {format_size(compute_stats.MAX_DATA_BYTES)})" in flags["max_read_bytes"]
+
+
+@pytest.mark.parametrize("doc", ["standalone.md", "operator.md"])
+def test_the_daemon_docs_state_the_max_concurrent_default(doc: str) -> None:
+    rows = [
+        line
+        for line in (REPO / "docs" / doc).read_text().splitlines()
+        if line.startswith("| `--max-concurrent N`")
+    ]
+    assert len(rows) == 1 and f"at once ({policy.MAX_CONCURRENT})" in rows[0]
+    run_flags = {a.dest: a for a in SUBPARSERS["run"]._actions}
+    assert run_flags["max_concurrent"].default == policy.MAX_CONCURRENT

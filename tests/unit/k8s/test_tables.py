@@ -17,10 +17,11 @@ from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import tables as k8s_tables
 from deltakeeper.k8s.options import Options
 from deltakeeper.k8s.tables import Tables
+from deltakeeper.resources.conditions import ConditionStatus
 from deltakeeper.resources.manifests import PolicyResource
 from deltakeeper.runtime.fleet import Loop
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import Condition, ConditionStatus, Event, Observation, Target
+from deltakeeper.runtime.model import Condition, Event, Observation, Target
 from deltakeeper.runtime.targets import SecretUnreadable
 from deltakeeper.runtime.watcher import TableWatcher
 

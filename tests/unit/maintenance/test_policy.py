@@ -1,6 +1,7 @@
 """maintenance/policy.py: Delta's defaults, explicit settings above a table's floor, sources."""
 
 import pytest
+import yaml
 
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.policy import (
@@ -13,6 +14,8 @@ from deltakeeper.maintenance.policy import (
     effective,
 )
 from deltakeeper.resources.spec import from_spec
+from deltakeeper.units import format_duration
+from tests.support.chart import CHART
 
 
 def test_the_defaults_are_delta_lakes():
@@ -122,3 +125,28 @@ def test_the_tables_target_file_size_is_the_default_target() -> None:
     assert (c.target_file_size, c.small_below) == (32 * MIB, 16 * MIB)
     explicit = effective({"delta.targetFileSize": "32mb"}, compaction_target_file_size=MIB)
     assert explicit.compaction.target_file_size == MIB
+
+
+# The chart's values that mirror a default of policy.py: the chart cannot import Python, so
+# each value and its row in the chart's README are checked against the constant.
+CHART_DEFAULTS = {
+    ("maxConcurrent",): policy.MAX_CONCURRENT,
+    ("compaction", "maxJobs"): policy.MAX_COMPACTION_JOBS,
+    ("metrics", "port"): policy.METRICS_PORT,
+}
+
+
+def test_the_charts_defaults_are_policys():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    readme = (CHART / "README.md").read_text()
+    for path, default in CHART_DEFAULTS.items():
+        value = values
+        for key in path:
+            value = value[key]
+        assert value == default, f"values.yaml {'.'.join(path)}"
+        assert f"| `{'.'.join(path)}` | `{default}` |" in readme
+    # An empty defaultPollInterval falls back to the operator's own default, stated as such.
+    poll = format_duration(policy.POLL_INTERVAL_MS)
+    assert values["operator"]["defaultPollInterval"] == ""
+    assert f"the operator's default, {poll}" in readme
+    assert f"the operator's own default, {poll}" in (CHART / "values.yaml").read_text()

@@ -140,3 +140,11 @@ def test_the_status_has_what_kubectl_and_the_operator_read() -> None:
     assert {"tables", "managedTables", "missingTables", "lastScan", "conditions"} <= set(status)
     assert set(status["lastScan"]["properties"]) == {"time", "result", "requests", "seconds"}
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
+
+
+@pytest.mark.parametrize("make", [crd.delta_table, crd.delta_lake])
+def test_ready_and_reason_columns_read_the_ready_condition(make: Any) -> None:
+    columns = make()["spec"]["versions"][0]["additionalPrinterColumns"]
+    paths = {c["name"]: c["jsonPath"] for c in columns}
+    assert paths["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert paths["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'

@@ -3,6 +3,11 @@ events of conditions that change, and the events of maintenance done."""
 
 from __future__ import annotations
 
+import inspect
+
+import pytest
+
+from deltakeeper.delta import errors
 from deltakeeper.delta.errors import (
     CorruptLogError,
     InvalidInputError,
@@ -13,17 +18,15 @@ from deltakeeper.delta.errors import (
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.policy import PolicyError
-from deltakeeper.runtime import conditions
-from deltakeeper.runtime.model import (
+from deltakeeper.resources.conditions import (
     TABLE_CONDITIONS,
-    Condition,
     ConditionStatus,
     ConditionType,
     EventType,
-    Problem,
     Reason,
-    Target,
 )
+from deltakeeper.runtime import conditions
+from deltakeeper.runtime.model import Condition, Problem, Target
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 TARGET = Target("ns", "t", "s3://bucket/t")
@@ -137,3 +140,30 @@ def test_table_found_says_what_became_of_a_table_not_found() -> None:
     assert (found.type, found.status, found.reason) == ("TableFound", T, "Found")
     gone = conditions.table_found("ns/lake", "a/b", False, "kept")
     assert gone.status is F and gone.message.endswith("did not find a/b; kept")
+
+
+ERROR_KINDS = [
+    cls
+    for _, cls in inspect.getmembers(errors, inspect.isclass)
+    if issubclass(cls, errors.DeltaError)
+]
+
+
+@pytest.mark.parametrize("cls", ERROR_KINDS, ids=lambda c: c.__name__)
+def test_each_library_error_fails_a_poll_with_the_reason_it_carries(
+    cls: type[errors.DeltaError],
+) -> None:
+    damaged = cls is errors.DamagedCheckpointError
+    error = cls("it went wrong", 3, ()) if damaged else cls("it went wrong")  # type: ignore[call-arg]
+    reason, message = conditions.classify(error)
+    assert reason == Reason(cls.reason)
+    if reason is Reason.ERROR:  # no hint to give: the exception is named instead
+        assert message == f"{cls.__name__}: it went wrong"
+    else:
+        assert message.startswith("it went wrong; ") and len(message) > len("it went wrong; ")
+
+
+def test_errors_that_are_not_the_librarys_have_reasons_too() -> None:
+    assert conditions.classify(PolicyError("x"))[0] is Reason.INVALID_POLICY
+    assert conditions.classify(ConnectionResetError("x"))[0] is Reason.STORAGE_UNREACHABLE
+    assert conditions.classify(KeyError("x")) == (Reason.ERROR, "KeyError: 'x'")

@@ -6,17 +6,10 @@ import asyncio
 import dataclasses
 import logging
 
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, Reason
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.metrics import Metrics
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Event,
-    Observation,
-    Reason,
-    Target,
-)
+from deltakeeper.runtime.model import Condition, Event, Observation, Target
 from deltakeeper.runtime.poller import Settled
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
 

@@ -4,16 +4,10 @@ write until it is old."""
 
 from __future__ import annotations
 
+from deltakeeper.resources.conditions import ConditionStatus, ConditionType, Reason
 from deltakeeper.resources.status_fields import COUNTS, StatusField
 from deltakeeper.runtime import status
-from deltakeeper.runtime.model import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    Observation,
-    Reason,
-    Target,
-)
+from deltakeeper.runtime.model import Condition, Observation, Target
 
 TARGET = Target("ns", "t", "file:///t", generation=3, policy_name="standard")
 READY = Condition(ConditionType.READY, ConditionStatus.TRUE, Reason.WATCHING, "watching")

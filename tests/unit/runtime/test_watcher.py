@@ -19,9 +19,9 @@ import pytest
 from deltakeeper.cli import main
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.table import Table, open_table
+from deltakeeper.resources.conditions import TABLE_CONDITIONS as CONDITIONS
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import credentials
-from deltakeeper.runtime.model import TABLE_CONDITIONS as CONDITIONS
 from deltakeeper.runtime.model import Observation, Problem, Target
 from deltakeeper.runtime.targets import resolve
 from deltakeeper.runtime.watcher import TableWatcher
