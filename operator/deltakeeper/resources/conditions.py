@@ -67,18 +67,11 @@ class Reason(enum.StrEnum):
     DUPLICATE_URI = "DuplicateUri"
     POLICY_WARNING = "PolicyWarning"
     POLLS_STALLED = "PollsStalled"  # no poll finished in STALL_INTERVALS poll intervals
-    # Events of maintenance done.
-    CHECKPOINTED = "Checkpointed"
+    # Events of maintenance (each operation's own event when done is its spec's done_reason,
+    # maintenance/operations/).
     CHECKPOINT_REPAIRED = "CheckpointRepaired"
     COMPACTION_STARTED = "CompactionStarted"
     SPARK_JOB_STARTED = "SparkJobStarted"  # a checkpoint or vacuum on Spark
-    COMPACTED = "Compacted"
-    LOG_CLEANED = "LogCleaned"
-    VACUUMED = "Vacuumed"
-    VACUUM_DRY_RUN = "VacuumDryRun"
-    STATS_COMPUTED = "StatsComputed"
-    LOG_COMPACTED = "LogCompacted"
-    MANIFESTS_WRITTEN = "ManifestsWritten"
     # DeltaLakes and their tables.
     SCANNED = "Scanned"
     LISTED = "Listed"

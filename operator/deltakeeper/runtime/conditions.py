@@ -216,10 +216,10 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
         if o.result is Result.DONE:
             # A Spark job's message names the engine and why: it is the event's.
             said = o.message if record.on_spark(o) else spec.done_message(o)
-            events.append(Event(NORMAL, Reason(spec.done_reason), f"{said} in {o.seconds:.1f}s"))
+            events.append(Event(NORMAL, spec.done_reason, f"{said} in {o.seconds:.1f}s"))
         elif o.result is Result.DRY_RUN and spec.dry_run_event is not None:
             reason, message = spec.dry_run_event(o)
-            events.append(Event(NORMAL, Reason(reason), message))
+            events.append(Event(NORMAL, reason, message))
         elif o.result in (Result.FAILED, Result.REFUSED):
             failed = o.result is Result.FAILED
             reason = Reason.MAINTENANCE_FAILED if failed else Reason.MAINTENANCE_REFUSED

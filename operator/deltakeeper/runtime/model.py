@@ -76,7 +76,7 @@ class Condition:
 @dataclass(frozen=True, slots=True)
 class Event:
     type: EventType
-    reason: Reason
+    reason: Reason | str  # a str: an operation's own (its spec's done_reason)
     message: str
 
 
