@@ -11,7 +11,7 @@ from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.memory import Holding
-from deltakeeper.maintenance.operations import Cadence, Operation, registry
+from deltakeeper.maintenance.operations import Operation, registry
 from deltakeeper.maintenance.operations.outcome import Outcome, Result, VacuumRun
 from deltakeeper.maintenance.operations.registry import (
     DELETES,
@@ -48,8 +48,6 @@ def test_what_the_registry_derives_from_the_specs() -> None:
     assert DELETES == {Operation.CLEANUP: "log", Operation.VACUUM: "data"}
     assert WRITERS == (Operation.STATS, Operation.LOG_COMPACTION, Operation.MANIFEST)
     assert SPARK == (Operation.CHECKPOINT, Operation.VACUUM)
-    writers = {op for op, s in REGISTRY.items() if s.cadence is Cadence.EACH_VERSION}
-    assert writers == set(WRITERS)
 
 
 @pytest.mark.parametrize("op", list(Operation))
