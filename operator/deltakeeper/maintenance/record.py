@@ -13,6 +13,7 @@ from typing import Any
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome
 from deltakeeper.maintenance.operations.registry import REGISTRY
+from deltakeeper.maintenance.operations.spec import COUNT_SCHEMA
 from deltakeeper.units import rfc3339
 
 
@@ -33,16 +34,15 @@ class RunField(enum.StrEnum):
 # Kept in memory only, for the schedules: the time in ms (runtime/status.py drops it).
 TIME_MS = "timeMs"
 
-_COUNT = {"type": "integer", "format": "int64"}
 SCHEMA: Mapping[RunField, Mapping[str, Any]] = {
     RunField.TIME: {"type": "string", "format": "date-time"},
     RunField.RESULT: {"type": "string"},
-    RunField.VERSION: _COUNT,
-    RunField.DELETED_FILES: _COUNT,
-    RunField.DELETED_BYTES: _COUNT,
+    RunField.VERSION: COUNT_SCHEMA,
+    RunField.DELETED_FILES: COUNT_SCHEMA,
+    RunField.DELETED_BYTES: COUNT_SCHEMA,
     RunField.SECONDS: {"type": "number"},
     RunField.MESSAGE: {"type": "string"},
-    RunField.WRITTEN_FILES: {**_COUNT, "description": "Files given statistics or written."},
+    RunField.WRITTEN_FILES: {**COUNT_SCHEMA, "description": "Files given statistics or written."},
     RunField.ENGINE: {
         "type": "string",
         "description": "spark: Delta Spark ran it, as a Spark job.",

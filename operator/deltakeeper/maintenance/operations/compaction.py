@@ -13,7 +13,12 @@ from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
-from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
+from deltakeeper.maintenance.operations.spec import (
+    COUNT_SCHEMA,
+    OperationSpec,
+    Planning,
+    Running,
+)
 from deltakeeper.maintenance.operations.steps import Step
 from deltakeeper.units import format_bytes
 
@@ -146,8 +151,6 @@ def _history(o: Outcome) -> dict[str, int]:
     }
 
 
-_COUNT = {"type": "integer", "format": "int64"}
-
 SPEC = OperationSpec(
     COMPACTION,
     "rewrites small files (and files with many deleted rows) as a Spark job, where enabled",
@@ -159,6 +162,6 @@ SPEC = OperationSpec(
     lambda o: f"job {o.job_id}: {o.message}",
     asked=lambda policy: policy.compaction.enabled,
     record=_record,
-    record_schema={**{k: _COUNT for k in _REWRITTEN}, "jobId": {"type": "string"}},
+    record_schema={**{k: COUNT_SCHEMA for k in _REWRITTEN}, "jobId": {"type": "string"}},
     history=_history,
 )

@@ -62,6 +62,9 @@ class Running:
     compactor: Compactor | None = None
 
 
+# The schema of a count in a lastMaintenance entry (OperationSpec.record_schema).
+COUNT_SCHEMA: Mapping[str, Any] = {"type": "integer", "format": "int64"}
+
 Planner = Callable[[Planning], Step | None]
 Runner = Callable[[Running], Outcome]
 

@@ -23,7 +23,12 @@ from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.compaction import with_files
 from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting, vacuum_run
-from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
+from deltakeeper.maintenance.operations.spec import (
+    COUNT_SCHEMA,
+    OperationSpec,
+    Planning,
+    Running,
+)
 from deltakeeper.maintenance.operations.steps import Step, spark_job
 from deltakeeper.maintenance.policy import VACUUM_EVERY_MS, Policy
 from deltakeeper.units import format_bytes, format_ms, rfc3339
@@ -199,8 +204,6 @@ def _history(o: Outcome) -> dict[str, int]:
     return out | {f"requests.{k}": v for k, v in o.vacuum.requests.items()}
 
 
-_COUNT = {"type": "integer", "format": "int64"}
-
 SPEC = OperationSpec(
     VACUUM,
     "deletes the data files no version inside the deleted-file retention references",
@@ -220,11 +223,14 @@ SPEC = OperationSpec(
     record_schema={
         "mode": {"type": "string", "enum": [str(m) for m in Mode if m is not Mode.AUTO]},
         "modeReason": {"type": "string"},
-        "candidates": {**_COUNT, "description": "Files considered."},
-        "listedObjects": {**_COUNT, "description": "Objects a listing or inventory returned."},
+        "candidates": {**COUNT_SCHEMA, "description": "Files considered."},
+        "listedObjects": {
+            **COUNT_SCHEMA,
+            "description": "Objects a listing or inventory returned.",
+        },
         "requests": {
             "type": "object",
-            "additionalProperties": _COUNT,
+            "additionalProperties": COUNT_SCHEMA,
             "description": "Storage requests the vacuum sent, by operation.",
         },
         "lastFull": {"type": "string", "format": "date-time"},
