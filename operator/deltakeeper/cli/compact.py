@@ -12,6 +12,7 @@ from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction_plan, executor, planner
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
+from deltakeeper.maintenance.operations.outcome import RunField as R
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -34,11 +35,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
         table, snap, pol, now, found, checkpoint=not args.no_checkpoint
     )
     report: dict[str, Any] = {
-        "operation": "compact",
+        R.OPERATION: "compact",
         "version": snap.version,
         "dryRun": args.dry_run,
         "plan": found.to_json(),
-        "checkpointVersion": None,
+        R.CHECKPOINT_VERSION: None,
         "checkpoint": None,
         "job": None,
     }
@@ -51,7 +52,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         outcome = outcomes[-1]
         if len(outcomes) > 1:  # the checkpoint step ran first
             report["checkpoint"] = _checkpoint_first(outcomes[0], args.json)
-            report["checkpointVersion"] = outcomes[0].checkpoint_version
+            report[R.CHECKPOINT_VERSION] = outcomes[0].checkpoint_version
         if not args.dry_run:
             if outcome.result is Result.SKIPPED:
                 raise launcher.JobRunning(outcome.message)

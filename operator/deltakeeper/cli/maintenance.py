@@ -16,6 +16,7 @@ from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress, Report
+from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import SPARK
 from deltakeeper.maintenance.operations.steps import Plan
 
@@ -36,10 +37,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     assert result is not None
     written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
-        "operation": Operation.CHECKPOINT,
+        R.OPERATION: Operation.CHECKPOINT,
         "version": snap.version,
         "dryRun": args.dry_run,
-        "checkpointVersion": result.version,
+        R.CHECKPOINT_VERSION: result.version,
         "checkpointFile": result.key,
         "actions": result.rows,
         "addFiles": result.adds,
@@ -53,9 +54,9 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         "sidecars": result.sidecars,
         "checksumFile": checksum.key if checksum else None,
         "checksumExisted": checksum.existed if checksum else None,
-        "deletedFiles": 0,
-        "deletedBytes": 0,
-        "files": written if args.dry_run else [],
+        R.DELETED_FILES: 0,
+        R.DELETED_BYTES: 0,
+        R.FILES: written if args.dry_run else [],
     }
     if args.json:
         output.print_json(report)
@@ -68,7 +69,7 @@ def cmd_compact_log(args: argparse.Namespace) -> int:
     table = open_table(args.uri, flags.storage_options(args.storage_option))
     done = log_compaction.compact_log(table, args.start, args.end, args.dry_run)
     report = {
-        "operation": "compact-log",
+        R.OPERATION: "compact-log",
         "dryRun": args.dry_run,
         "from": done.start,
         "to": done.end,
@@ -136,15 +137,15 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     plan = step.detail if isinstance(step.detail, cleanup.CleanupPlan) else None
     reasons = plan.reasons() if plan else [f"log cleanup is {step.reason}"]
     report = {
-        "operation": Operation.CLEANUP,
+        R.OPERATION: Operation.CLEANUP,
         "version": snap.version,
         "dryRun": args.dry_run,
-        "checkpointVersion": plan.cutoff_checkpoint if plan else None,
+        R.CHECKPOINT_VERSION: plan.cutoff_checkpoint if plan else None,
         "cutoffCommit": plan.cutoff_commit if plan else None,
         "cutoffTimestamp": plan.cutoff_ms if plan else None,
-        "deletedFiles": deleted if not args.dry_run else 0,
-        "deletedBytes": plan.bytes if plan and not args.dry_run else 0,
-        "files": [f.key for f in plan.delete] if plan and args.dry_run else [],
+        R.DELETED_FILES: deleted if not args.dry_run else 0,
+        R.DELETED_BYTES: plan.bytes if plan and not args.dry_run else 0,
+        R.FILES: [f.key for f in plan.delete] if plan and args.dry_run else [],
         "reasons": reasons,
     }
     if args.json:
@@ -170,13 +171,13 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     assert isinstance(plan, vacuum.VacuumPlan) and outcome.vacuum is not None
     deleted, folders = outcome.deleted_files, outcome.deleted_folders
     report = {
-        "operation": Operation.VACUUM,
+        R.OPERATION: Operation.VACUUM,
         "version": plan.version,
         "dryRun": args.dry_run,
-        "checkpointVersion": None,
-        "deletedFiles": deleted,
-        "deletedBytes": plan.bytes if not args.dry_run else 0,
-        "files": [f.key for f in plan.delete] if args.dry_run else [],
+        R.CHECKPOINT_VERSION: None,
+        R.DELETED_FILES: deleted,
+        R.DELETED_BYTES: plan.bytes if not args.dry_run else 0,
+        R.FILES: [f.key for f in plan.delete] if args.dry_run else [],
         "filesWithSizes": [{"path": f.key, "size": f.size} for f in plan.delete]
         if args.dry_run
         else [],
@@ -245,15 +246,15 @@ def _run_one(table: Table, plan: Plan, dry_run: bool, progress: Progress | None)
 def _maintain_json(plan: Plan, report: Report) -> dict[str, Any]:
     written = [o.checkpoint_version for o in report.outcomes if o.checkpoint_version is not None]
     return {
-        "operation": "maintain",
+        R.OPERATION: "maintain",
         "version": plan.version,
         "dryRun": report.dry_run,
-        "checkpointVersion": written[0] if written else None,
-        "deletedFiles": report.total("deleted_files"),
-        "deletedBytes": report.total("deleted_bytes"),
-        "files": [f for o in report.outcomes for f in o.files],
+        R.CHECKPOINT_VERSION: written[0] if written else None,
+        R.DELETED_FILES: report.total("deleted_files"),
+        R.DELETED_BYTES: report.total("deleted_bytes"),
+        R.FILES: [f for o in report.outcomes for f in o.files],
         "retention": plan.policy.retention_json(),
         "plan": plan.to_json(),
         "results": [o.to_json() for o in report.outcomes],
-        "seconds": round(report.seconds, 3),
+        R.SECONDS: round(report.seconds, 3),
     }

@@ -1,35 +1,19 @@
-"""One operation's run as the status keeps it: its lastMaintenance entry. RunField is the one
-list of the fields every entry has; each operation adds its own (its spec's `record`, with
-their schema), a writer its written files, a run on Spark its engine and job. The watcher
-builds entries with `entry`, the CRD's schema comes from `schema`, and history and metrics
-read the same Outcome."""
+"""One operation's run as the status keeps it: its lastMaintenance entry, of the fields
+RunField names (operations/outcome.py: the CLI's --json, history and the status report use
+the same names). Every entry has COMMON; each operation adds its own (its spec's `record`,
+with their schema), a writer its written files, a run on Spark its engine and job. The
+watcher builds entries with `entry`; the CRD's schema comes from `fields`."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Any
 
 from deltakeeper.maintenance.operations import Operation
-from deltakeeper.maintenance.operations.outcome import Outcome
+from deltakeeper.maintenance.operations.outcome import Outcome, RunField
 from deltakeeper.maintenance.operations.registry import REGISTRY
 from deltakeeper.maintenance.operations.spec import COUNT_SCHEMA
 from deltakeeper.units import rfc3339
-
-
-class RunField(enum.StrEnum):
-    TIME = "time"  # when the run was recorded
-    RESULT = "result"
-    VERSION = "version"  # the table's version it ran at (a checkpoint: the one written)
-    DELETED_FILES = "deletedFiles"
-    DELETED_BYTES = "deletedBytes"
-    SECONDS = "seconds"
-    MESSAGE = "message"
-    # Only some operations':
-    WRITTEN_FILES = "writtenFiles"  # the writers (spec.writes)
-    ENGINE = "engine"  # a run Delta Spark made (spec.spark): "spark"
-    JOB_ID = "jobId"  # its Spark job
-
 
 # Kept in memory only, for the schedules: the time in ms (runtime/status.py drops it).
 TIME_MS = "timeMs"
@@ -49,8 +33,15 @@ SCHEMA: Mapping[RunField, Mapping[str, Any]] = {
     },
     RunField.JOB_ID: {"type": "string"},
 }
-_OPTIONAL = (RunField.WRITTEN_FILES, RunField.ENGINE, RunField.JOB_ID)
-COMMON = tuple(f for f in RunField if f not in _OPTIONAL)
+COMMON = (
+    RunField.TIME,
+    RunField.RESULT,
+    RunField.VERSION,
+    RunField.DELETED_FILES,
+    RunField.DELETED_BYTES,
+    RunField.SECONDS,
+    RunField.MESSAGE,
+)
 
 
 def fields(operation: Operation) -> dict[str, Mapping[str, Any]]:

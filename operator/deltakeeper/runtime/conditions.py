@@ -24,6 +24,7 @@ from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
+from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import spec_of
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
@@ -102,11 +103,13 @@ def degraded(target: Target, last_maintenance: Mapping[str, Mapping[str, Any]]) 
     """From the latest run of each operation, not this poll's: a refused vacuum stays a
     problem until a later vacuum succeeds."""
     failed = [
-        (op, e) for op, e in last_maintenance.items() if e.get("result") in ("failed", "refused")
+        (op, e)
+        for op, e in last_maintenance.items()
+        if e.get(R.RESULT) in (Result.FAILED, Result.REFUSED)
     ]
     if failed:
         op, e = failed[0]
-        failure = e["result"] == "failed"
+        failure = e[R.RESULT] == Result.FAILED
         reason = Reason.MAINTENANCE_FAILED if failure else Reason.MAINTENANCE_REFUSED
         return Condition(DEGRADED, TRUE, reason, f"{op} {e['result']}: {e.get('message')}")
     if target.duplicates:

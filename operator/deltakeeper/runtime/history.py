@@ -30,6 +30,7 @@ from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
+from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import spec_of
 from deltakeeper.maintenance.policy import VACUUM_EVERY_MS, effective
 from deltakeeper.resources.status_fields import StatusField as F
@@ -149,9 +150,9 @@ def _metrics(o: Outcome, before: Mapping[str, Any], after: Mapping[str, Any]) ->
             out[f"{name}After"] = after[field]
     spec = spec_of(o.operation)
     if o.deleted_files or spec.deletes:
-        out |= {"deletedFiles": o.deleted_files, "deletedBytes": o.deleted_bytes}
+        out |= {R.DELETED_FILES: o.deleted_files, R.DELETED_BYTES: o.deleted_bytes}
     if spec.writes:
-        out["writtenFiles"] = o.written_files
+        out[R.WRITTEN_FILES] = o.written_files
     out |= spec.history(o)
     return out
 

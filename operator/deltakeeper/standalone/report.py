@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.status_fields import DISCOVERY
 from deltakeeper.resources.status_fields import LakeStatusField as L
@@ -78,10 +79,10 @@ def _poor(s: Mapping[str, Any]) -> str:
 
 def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
     if operation == Operation.CHECKPOINT:
-        return f"v{entry.get('version')} "
+        return f"v{entry.get(R.VERSION)} "
     if operation == Operation.COMPACTION:
         return f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files "
-    return f"{entry.get('deletedFiles', 0)} files "
+    return f"{entry.get(R.DELETED_FILES, 0)} files "
 
 
 def _cell(value: Any) -> str:

@@ -43,6 +43,28 @@ class Result(enum.StrEnum):
     STARTED = "started"  # compaction in the background: its end is reported later
 
 
+class RunField(enum.StrEnum):
+    """The names of a run's facts, wherever they are shown: the status's lastMaintenance
+    (maintenance/record.py), the CLI's --json, the history's metrics, the status report."""
+
+    TIME = "time"  # when the run was recorded
+    RESULT = "result"
+    VERSION = "version"  # the table's version it ran at (a checkpoint: the one written)
+    DELETED_FILES = "deletedFiles"
+    DELETED_BYTES = "deletedBytes"
+    SECONDS = "seconds"
+    MESSAGE = "message"
+    # Only some operations':
+    WRITTEN_FILES = "writtenFiles"  # the writers (spec.writes)
+    ENGINE = "engine"  # a run Delta Spark made (spec.spark): "spark"
+    JOB_ID = "jobId"  # its Spark job
+    # The CLI's --json of a run besides (Outcome.to_json):
+    OPERATION = "operation"
+    CHECKPOINT_VERSION = "checkpointVersion"
+    FILES = "files"  # what a dry run would write or delete
+    REPAIRED = "repairedCheckpoints"
+
+
 @dataclass(frozen=True)
 class Compactor:
     """How a caller runs compaction jobs: its launcher, the table's storage options (Spark
@@ -118,18 +140,19 @@ class Outcome:
         return out
 
     def _json(self) -> dict[str, Any]:
-        return {
-            "operation": self.operation,
-            "result": self.result,
-            "message": self.message,
-            "seconds": round(self.seconds, 3),
-            "checkpointVersion": self.checkpoint_version,
-            "deletedFiles": self.deleted_files,
-            "deletedBytes": self.deleted_bytes,
-            "writtenFiles": self.written_files,
-            "files": self.files,
-            "repairedCheckpoints": self.repaired,
+        fields = {
+            RunField.OPERATION: self.operation,
+            RunField.RESULT: self.result,
+            RunField.MESSAGE: self.message,
+            RunField.SECONDS: round(self.seconds, 3),
+            RunField.CHECKPOINT_VERSION: self.checkpoint_version,
+            RunField.DELETED_FILES: self.deleted_files,
+            RunField.DELETED_BYTES: self.deleted_bytes,
+            RunField.WRITTEN_FILES: self.written_files,
+            RunField.FILES: self.files,
+            RunField.REPAIRED: self.repaired,
         }
+        return {str(k): v for k, v in fields.items()}
 
 
 @dataclass
