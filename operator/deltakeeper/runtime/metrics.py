@@ -34,9 +34,9 @@ from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.vacuum_modes import Mode
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import Cadence
 from deltakeeper.maintenance.operations.outcome import Result
-from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
+from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.health import Health
@@ -274,9 +274,13 @@ class _Known(NamedTuple):
 
 
 def _known(compacts: bool) -> _Known:
-    ops: tuple[Operation, ...] = (Operation.CHECKPOINT, Operation.CLEANUP, Operation.VACUUM)
-    ops += (Operation.COMPACTION,) if compacts else ()
-    runs = [(op, r) for op in ops for r in _RESULTS] + [(Operation.VACUUM, Result.DRY_RUN)]
+    """Every table plans the operations of these cadences (the writers only where asked);
+    compaction where it is enabled. Those a resource can dry-run also count dry runs."""
+    planned = {Cadence.NEW_VERSION, Cadence.PERIODIC, Cadence.SCHEDULED}
+    planned |= {Cadence.JOBS} if compacts else set()
+    ops = tuple(op for op, spec in REGISTRY.items() if spec.cadence in planned)
+    runs = [(op, r) for op in ops for r in _RESULTS]
+    runs += [(op, Result.DRY_RUN) for op in ops if REGISTRY[op].dry_run_event is not None]
     return _Known(
         tuple(map(str, ops)),
         {(str(op), str(r)): (("operation", str(op)), ("result", str(r))) for op, r in runs},
