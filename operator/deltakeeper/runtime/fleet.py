@@ -28,7 +28,7 @@ from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
 from deltakeeper.runtime.model import Observation, Target
-from deltakeeper.runtime.poller import Handed, Parked, Poller, Settled
+from deltakeeper.runtime.poller import Handed, Parked, Poller, Quiet
 from deltakeeper.runtime.slots import Slots
 from deltakeeper.runtime.watcher import TableWatcher
 
@@ -40,8 +40,8 @@ Publish = Callable[[Target, Observation], Awaitable[None]]
 Current = Callable[[], Awaitable[Target]]
 # Sleeps up to the given seconds; True when the loop must stop.
 Sleep = Callable[[float], Awaitable[bool]]
-# Parks a quiet table (target, watcher, poll interval) until a poll of it needs its loop.
-Park = Callable[[Target, TableWatcher, float], Awaitable[Handed]]
+# Parks a quiet table (target, poll interval) until a poll of it needs its loop.
+Park = Callable[[Target, float], Awaitable[Handed]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 # A due table waits at most this many of its poll intervals before it goes first, whatever
@@ -120,7 +120,7 @@ class Fleet:
                 obs = await self.poll_once(target, watcher, publish, first)
                 first = False
                 while park is not None and obs.quiet and not obs.due:
-                    handed = await park(target, watcher, interval)
+                    handed = await park(target, interval)
                     if handed is None:  # woken or stopped: `sleep` says which
                         break
                     obs = await self.act(target, watcher, publish, handed[0])
@@ -164,10 +164,6 @@ class Fleet:
         if self._poller is None:
             self._poller = Poller(self.observers)
         return self._poller
-
-    def quiet_check(self, watcher: TableWatcher, target: Target) -> Observation:
-        """A parked table's poll, in a poll thread."""
-        return watcher.observe(target, self.clock())
 
     async def _observe(self, target: Target, watcher: TableWatcher) -> Observation:
         return await self._off_loop(watcher.observe, target, self.clock())
@@ -271,6 +267,7 @@ class Loop:
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False  # poked while awake: the next sleep returns at once
         self._parked: tuple[Poller, Parked] | None = None  # while quiet polls run off the loop
+        self.quiet: Quiet | None = None  # how the Poller polls and settles the table
 
     def start(
         self,
@@ -281,23 +278,22 @@ class Loop:
         name: str,
         after: asyncio.Task[None] | None = None,
         context: contextvars.Context | None = None,
-        settle: Callable[[Target, Observation], Settled] | None = None,
+        quiet: Quiet | None = None,
     ) -> None:
         """Run the loop; `after`, the table's previous loop, ends first (its last poll may
         still be running), so one table never has two polls at once. `context`: the context
-        variables it runs with (default: a copy of the caller's). `settle`: shows a quiet poll
-        without this loop (Poller), if the fleet parks quiet tables."""
-        park = None
-        if settle is not None and fleet.park_quiet:
-            park = functools.partial(self.park, fleet, settle)
+        variables it runs with (default: a copy of the caller's). `quiet`: polls and shows a
+        quiet poll without this loop (Poller), if the fleet parks quiet tables."""
+        self.quiet = quiet if quiet is not None and fleet.park_quiet else None
+        park = self.park if self.quiet is not None else None
 
         async def run() -> None:
             if after is not None:
                 await asyncio.gather(after, return_exceptions=True)
             await fleet.watch(current, watcher, self.sleep, publish, park)
 
-        self.task = asyncio.create_task(run(), name=name, context=context)
         self.fleet = fleet
+        self.task = asyncio.create_task(run(), name=name, context=context)
 
     def stop(self) -> None:
         self.stopped = True
@@ -308,20 +304,13 @@ class Loop:
     def poke(self) -> None:
         self._wake()
 
-    async def park(
-        self,
-        fleet: Fleet,
-        settle: Callable[[Target, Observation], Settled],
-        target: Target,
-        watcher: TableWatcher,
-        interval_s: float,
-    ) -> Handed:
+    async def park(self, target: Target, interval_s: float) -> Handed:
         """Quiet polls off the loop until one needs it (Poller); None at once when woken."""
         if self._woken or self.stopped:
             return None
-        poller = fleet.poller()
-        check = functools.partial(fleet.quiet_check, watcher, target)
-        parked, handed = poller.park(check, functools.partial(settle, target), interval_s)
+        assert self.fleet is not None and self.quiet is not None  # start() set them
+        poller = self.fleet.poller()
+        parked, handed = poller.park(self.quiet, target, interval_s)
         self._parked = (poller, parked)
         try:
             # Shielded: cancelling this task must not cancel `handed`, which says when a poll

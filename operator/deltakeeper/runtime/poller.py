@@ -9,7 +9,11 @@ wake-up and two thread hops; thread wake-ups are paid a batch at a time (issue 2
 daemon's CPU a poll against delta-rs's).
 
     poller = Poller(threads=8)
-    handed = await poller.park(check, settle, interval_s)   # (observation, fresh) or None
+    parked, handed = poller.park(table, target, interval_s)
+    await handed          # (observation, fresh), or None when the parking was cancelled
+
+`table` is the table's Quiet: its `check` polls it in a poll thread, its `settle` shows a
+quiet poll on the event loop (registry.Watched).
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from deltakeeper.runtime.model import Observation
+from deltakeeper.runtime.model import Observation, Target
 
 JITTER = 0.1  # each wait is the poll interval +-10%, as the table loops' sleeps
 # Tables due within this long are polled together, and what the poll threads found goes to the
@@ -49,10 +53,18 @@ class Settled(enum.Enum):
     STALE = "stale"  # the table's loop publishes it and resolves its Target again, then parks
 
 
-# Runs in a poll thread: the table's poll (TableWatcher.observe with the parked target).
-Check = Callable[[], Observation]
-# Runs on the event loop with a quiet poll's observation.
-Settle = Callable[[Observation], Settled]
+class Quiet(Protocol):
+    """A parked table, as the Poller polls it."""
+
+    def check(self, target: Target) -> Observation:
+        """Its poll, in a poll thread (TableWatcher.observe)."""
+        ...
+
+    def settle(self, target: Target, obs: Observation) -> Settled:
+        """What to do with a quiet poll's observation, on the event loop."""
+        ...
+
+
 # What the table's loop gets back: the observation to act on and whether its target may have
 # changed; None when the parking was cancelled before its next poll started.
 Handed = tuple[Observation, bool] | None
@@ -66,14 +78,14 @@ class _State(enum.Enum):
 
 
 class Parked:
-    """One parked table: its checks, and the future its loop awaits."""
+    """One parked table: the Target it is polled with, and the future its loop awaits."""
 
-    __slots__ = ("check", "future", "interval_s", "settle", "state")
+    __slots__ = ("future", "interval_s", "state", "table", "target")
 
     def __init__(
-        self, check: Check, settle: Settle, interval_s: float, future: asyncio.Future[Handed]
+        self, table: Quiet, target: Target, interval_s: float, future: asyncio.Future[Handed]
     ) -> None:
-        self.check, self.settle, self.interval_s = check, settle, interval_s
+        self.table, self.target, self.interval_s = table, target, interval_s
         self.future = future
         self.state = _State.WAITING
 
@@ -100,10 +112,10 @@ class Poller:
         for thread in self._threads:
             thread.start()
 
-    def park(self, check: Check, settle: Settle, interval_s: float) -> tuple[Parked, Any]:
-        """Park a table until a poll of it needs its loop; returns the parking (to cancel it)
-        and the future that resolves with what its loop gets back."""
-        parked = Parked(check, settle, interval_s, self._loop.create_future())
+    def park(self, table: Quiet, target: Target, interval_s: float) -> tuple[Parked, Any]:
+        """Park a table, polled with `target`, until a poll of it needs its loop; returns the
+        parking (to cancel it) and the future that resolves with what its loop gets back."""
+        parked = Parked(table, target, interval_s, self._loop.create_future())
         self._queue(parked)
         return parked, parked.future
 
@@ -171,7 +183,7 @@ class Poller:
                         continue  # cancelled meanwhile
                     parked.state = _State.POLLING
                 try:
-                    found.append((parked, parked.check()))
+                    found.append((parked, parked.table.check(parked.target)))
                 except Exception as e:  # a bug: the table's loop logs it, as its own polls'
                     found.append((parked, e))
             if not found:
@@ -208,7 +220,7 @@ class Poller:
         # it: no lock needed to read it.
         if parked.state is not _State.CANCEL_AFTER and obs.quiet and not obs.due:
             try:
-                settled = parked.settle(obs)
+                settled = parked.table.settle(parked.target, obs)
             except Exception as e:  # a bug: the table's loop logs it, and the batch goes on
                 parked.future.set_exception(e)
                 return False

@@ -1,6 +1,9 @@
 """The tables a daemon watches: one entry per table with its loop and cached Target, which
-other tables name the same storage, and the one way an observation is published: metrics
-recorded (or dropped, for a table gone), then status and events to the front-end's Sink.
+other tables name the same storage, and the one way a poll is published. A table's loop polls
+and publishes it through its `Watched`: `check` polls it (in a poll thread, when the Poller
+has it parked), `settle` shows a quiet poll without a status write, `publish` shows any other:
+metrics recorded and history rows added (`_count`), then status and events to the front-end's
+Sink, and the table's stall deadline moved on (`_watch`), each in one place.
 
 Shared by the operator and standalone mode; only their sources (watch events, a folder) and
 sinks (the status subresource and Kubernetes Events, a status file) differ.
@@ -17,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import functools
 import heapq
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -197,10 +199,11 @@ class Registry(Generic[E]):
         entry = self.entries[key]
         previous = entry.loop.task if entry.loop is not None else None
         entry.loop = Loop()
-        current = functools.partial(self.resolve, key, entry)
+        table = Watched(self, key, entry, watcher, fleet)
         name = f"{key[0]}/{key[1]}"
-        settle = functools.partial(self.settle, entry)
-        entry.loop.start(fleet, current, watcher, self.publish, name, previous, context, settle)
+        entry.loop.start(
+            fleet, table.current, watcher, table.publish, name, previous, context, table
+        )
 
     def stop_loop(self, key: Key) -> None:
         """Stop the table's loop and take its metrics down; the entry stays."""
@@ -228,64 +231,27 @@ class Registry(Generic[E]):
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def publish(self, target: Target, obs: Observation) -> None:
-        """The Fleet's publish: metrics, then status and events to the sink, each event also
-        logged."""
-        key = target.key
-        entry = self.entries.get(key)
-        if entry is None or not self.publishing:
-            self.metrics.forget(*key)  # removed, or paused, while its poll ran
-            return
-        record(self.metrics, target, obs)
-        if self.history is not None:
-            self.history.add(target, obs)
-        stall_write = self._stall_writes.get(key)
-        if stall_write is not None:
-            await stall_write.wait()  # then ours, the newer, lands last
-        self._in_flight.add(key)
-        try:
-            if not await self.sink.write_status(entry, target, obs):
-                self.remove(key)  # deleted while nobody watched (no event came)
-                return
-        finally:
-            self._in_flight.discard(key)
-        self._shown(entry, target, obs)
-        self._post(entry, key, obs.events)
+        """Publish a poll made without a loop (`run --once`), as a loop's Watched does."""
+        await Watched(self, target.key, None).publish(target, obs)
 
-    def settle(self, entry: E, target: Target, obs: Observation) -> Settled:
-        """The Poller's publish of a quiet poll, on the event loop: metrics and the stall watch
-        updated here when nothing else changed; else its loop publishes it."""
-        key, shown = target.key, entry.shown
-        if self.entries.get(key) is not entry or not self.publishing:
-            return Settled.PUBLISH  # removed or paused meanwhile: publish() says so
-        if shown is None or shown.stalled or not _same_show(shown.obs, obs):
-            return Settled.PUBLISH
-        if not self.sink.fresh(key, entry, target):
-            return Settled.STALE
-        if not self.sink.quiet(entry, target, obs):
-            return Settled.PUBLISH
-        record(self.metrics, target, obs, shown.obs)
+    def _count(self, target: Target, obs: Observation, shown: Observation | None) -> None:
+        """A shown poll's metrics (`shown`: the poll published before, when `obs` is a quiet
+        poll after it) and its rows in the operation history."""
+        record(self.metrics, target, obs, shown)
         if self.history is not None:
             self.history.add(target, obs)
-        shown.at_ms = self.clock()
+
+    def _watch(self, entry: E, shown: Shown) -> None:
+        """Its table's stall deadline moves with the poll just shown."""
         if not entry.queued:
-            heapq.heappush(self._deadlines, (shown.stalls_at_ms, key))
+            heapq.heappush(self._deadlines, (shown.stalls_at_ms, shown.target.key))
             entry.queued = True
-        return Settled.SHOWN
 
     def _post(self, entry: E, key: Key, events: Sequence[Event]) -> None:
         for event in events:
             self.sink.post_event(entry, event)
             level = logging.WARNING if event.type is EventType.WARNING else logging.INFO
             self.log.log(level, "%s/%s: %s: %s", *key, event.reason, event.message)
-
-    def _shown(self, entry: E, target: Target, obs: Observation) -> None:
-        """Remember the poll just published; its table's deadline moves with it."""
-        if entry.shown is not None and entry.shown.stalled:
-            self.log.info("%s/%s: polls resumed", *target.key)
-        entry.shown = Shown(target, obs, self.clock())
-        if not entry.queued:
-            heapq.heappush(self._deadlines, (entry.shown.stalls_at_ms, target.key))
-            entry.queued = True
 
     async def watch_stalls(self, every_s: float = STALL_CHECK_S) -> None:
         """Mark the tables whose polls stopped, until cancelled."""
@@ -330,6 +296,77 @@ class Registry(Generic[E]):
             del self._stall_writes[key]
         stalled = next(c for c in marked if c.reason is Reason.POLLS_STALLED)
         self._post(entry, key, [Event(EventType.WARNING, Reason.POLLS_STALLED, stalled.message)])
+
+
+class Watched(Generic[E]):
+    """One table as its loop polls it (the Poller's Quiet): `current` resolves its Target,
+    `check` polls it, `settle` shows a quiet poll, `publish` shows any other."""
+
+    __slots__ = ("entry", "fleet", "key", "registry", "watcher")
+
+    def __init__(
+        self,
+        registry: Registry[E],
+        key: Key,
+        entry: E | None,  # None: a poll made without a loop, published only
+        watcher: TableWatcher | None = None,
+        fleet: Fleet | None = None,  # its clock stamps the polls `check` makes
+    ) -> None:
+        self.registry, self.key, self.entry = registry, key, entry
+        self.watcher, self.fleet = watcher, fleet
+
+    async def current(self) -> Target:
+        """The table's Target as of now: its spec, policy and credentials may have changed."""
+        assert self.entry is not None
+        return await self.registry.resolve(self.key, self.entry)
+
+    def check(self, target: Target) -> Observation:
+        """The table's poll, in a poll thread (the Poller's)."""
+        assert self.watcher is not None and self.fleet is not None
+        return self.watcher.observe(target, self.fleet.clock())
+
+    def settle(self, target: Target, obs: Observation) -> Settled:
+        """A quiet poll, on the event loop: shown here (metrics, history, stall deadline, the
+        Sink's `quiet`) when nothing else changed; else its loop publishes it."""
+        r, key, entry = self.registry, self.key, self.entry
+        if entry is None or r.entries.get(key) is not entry or not r.publishing:
+            return Settled.PUBLISH  # removed or paused meanwhile: publish() says so
+        shown = entry.shown
+        if shown is None or shown.stalled or not _same_show(shown.obs, obs):
+            return Settled.PUBLISH
+        if not r.sink.fresh(key, entry, target):
+            return Settled.STALE
+        if not r.sink.quiet(entry, target, obs):
+            return Settled.PUBLISH
+        r._count(target, obs, shown.obs)
+        shown.at_ms = r.clock()
+        r._watch(entry, shown)
+        return Settled.SHOWN
+
+    async def publish(self, target: Target, obs: Observation) -> None:
+        """Metrics and history, then status and events to the Sink (each event also logged),
+        then the stall deadline."""
+        r, key = self.registry, self.key
+        entry = r.entries.get(key)
+        if entry is None or not r.publishing:
+            r.metrics.forget(*key)  # removed, or paused, while its poll ran
+            return
+        r._count(target, obs, None)
+        stall_write = r._stall_writes.get(key)
+        if stall_write is not None:
+            await stall_write.wait()  # then ours, the newer, lands last
+        r._in_flight.add(key)
+        try:
+            if not await r.sink.write_status(entry, target, obs):
+                r.remove(key)  # deleted while nobody watched (no event came)
+                return
+        finally:
+            r._in_flight.discard(key)
+        if entry.shown is not None and entry.shown.stalled:
+            r.log.info("%s/%s: polls resumed", *key)
+        entry.shown = Shown(target, obs, r.clock())
+        r._watch(entry, entry.shown)
+        r._post(entry, key, obs.events)
 
 
 def _same_show(shown: Observation, obs: Observation) -> bool:

@@ -28,6 +28,26 @@ def run(scenario: Callable[[], object]) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 20))  # type: ignore[arg-type]
 
 
+TARGET = Target("ns", "t", "/t")
+
+
+class Table:
+    """A parked table as the Poller sees it (poller.Quiet), from a check and a settle."""
+
+    def __init__(
+        self, check: Callable[[], Observation], settle: Callable[[Observation], Settled]
+    ) -> None:
+        self._check, self._settle = check, settle
+
+    def check(self, target: Target) -> Observation:
+        assert target is TARGET
+        return self._check()
+
+    def settle(self, target: Target, obs: Observation) -> Settled:
+        assert target is TARGET
+        return self._settle(obs)
+
+
 def polls(quiet_for: int, log: list[str]) -> Callable[[], Observation]:
     """A check whose first `quiet_for` polls are quiet, recording the thread of each."""
 
@@ -47,7 +67,7 @@ def test_quiet_polls_are_settled_off_the_loop_until_one_is_not() -> None:
             return Settled.SHOWN
 
         try:
-            _, handed = poller.park(polls(4, threads), settle, 0.01)
+            _, handed = poller.park(Table(polls(4, threads), settle), TARGET, 0.01)
             obs, fresh = await handed
         finally:
             poller.close()
@@ -87,7 +107,7 @@ def test_a_burst_of_due_tables_goes_to_the_poll_threads_a_chunk_at_a_time() -> N
             return Settled.SHOWN
 
         try:
-            handed = [poller.park(check_of(i), settle, 0.01)[1] for i in range(n)]
+            handed = [poller.park(Table(check_of(i), settle), TARGET, 0.01)[1] for i in range(n)]
             await asyncio.gather(*handed)
         finally:
             poller.close()
@@ -114,7 +134,10 @@ def test_a_table_cancelled_while_its_chunk_is_polled_ends_without_a_poll() -> No
             return check
 
         try:
-            parked = [poller.park(check_of(i), lambda obs: Settled.SHOWN, 0.01) for i in range(2)]
+            parked = [
+                poller.park(Table(check_of(i), lambda obs: Settled.SHOWN), TARGET, 0.01)
+                for i in range(2)
+            ]
             await asyncio.to_thread(started.wait, 10)
             first = polled[0]
             poller.cancel(parked[1 - first][0])
@@ -133,7 +156,7 @@ def test_a_quiet_poll_the_loop_must_see_is_handed_back(settled: Settled, fresh: 
     async def scenario() -> None:
         poller = Poller(threads=1)
         try:
-            _, handed = poller.park(polls(10, []), lambda obs: settled, 0.01)
+            _, handed = poller.park(Table(polls(10, []), lambda obs: settled), TARGET, 0.01)
             obs, got = await handed
         finally:
             poller.close()
@@ -151,7 +174,9 @@ def test_a_quiet_poll_with_something_due_goes_to_the_loop_unsettled() -> None:
             return Observation(1, [], quiet=True, due=(Operation.VACUUM,))
 
         try:
-            _, handed = poller.park(check, lambda obs: settled.append(obs) or Settled.SHOWN, 0.01)
+            _, handed = poller.park(
+                Table(check, lambda obs: settled.append(obs) or Settled.SHOWN), TARGET, 0.01
+            )
             obs, fresh = await handed
         finally:
             poller.close()
@@ -164,7 +189,9 @@ def test_a_parking_cancelled_before_its_poll_ends_at_once_without_polling() -> N
     async def scenario() -> None:
         poller, threads = Poller(threads=1), []
         try:
-            parked, handed = poller.park(polls(10, threads), lambda obs: Settled.SHOWN, 60)
+            parked, handed = poller.park(
+                Table(polls(10, threads), lambda obs: Settled.SHOWN), TARGET, 60
+            )
             poller.cancel(parked)
             assert await handed is None
         finally:
@@ -189,7 +216,9 @@ def test_a_parking_cancelled_during_its_poll_ends_with_that_poll() -> None:
             return Observation(7, [], quiet=True)
 
         try:
-            parked, handed = poller.park(check, lambda obs: settled.append(obs) or Settled.SHOWN, 0)
+            parked, handed = poller.park(
+                Table(check, lambda obs: settled.append(obs) or Settled.SHOWN), TARGET, 0
+            )
             await asyncio.to_thread(started.wait, 10)
             poller.cancel(parked)
             await asyncio.sleep(0.05)
@@ -211,7 +240,7 @@ def test_a_check_that_raises_reaches_the_loop() -> None:
             raise ValueError("a bug")
 
         try:
-            _, handed = poller.park(check, lambda obs: Settled.SHOWN, 0)
+            _, handed = poller.park(Table(check, lambda obs: Settled.SHOWN), TARGET, 0)
             with pytest.raises(ValueError, match="a bug"):
                 await handed
         finally:
@@ -303,20 +332,16 @@ def test_a_loop_cancelled_while_its_table_is_polled_ends_after_that_poll(tmp_pat
             [],
         )
         loop = Loop()
-        watcher = TableWatcher(0)
 
-        def slow(w: TableWatcher, target: Target) -> Observation:
+        def slow() -> Observation:
             started.set()
             release.wait(10)
             ended.append(time.monotonic())
             return Observation(1, [], quiet=True)
 
-        fleet.quiet_check = slow  # type: ignore[method-assign]
-        target = Target("ns", "t", str(tmp_path), poll_interval_s=0)
+        loop.fleet, loop.quiet = fleet, Table(slow, lambda obs: Settled.SHOWN)
         try:
-            parking = asyncio.ensure_future(
-                loop.park(fleet, lambda t, o: Settled.SHOWN, target, watcher, 0)
-            )
+            parking = asyncio.ensure_future(loop.park(TARGET, 0))
             await asyncio.to_thread(started.wait, 10)
             parking.cancel()
             await asyncio.sleep(0.05)

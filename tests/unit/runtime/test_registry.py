@@ -11,7 +11,7 @@ from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Condition, Event, Observation, Target
 from deltakeeper.runtime.poller import Settled
-from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
+from deltakeeper.runtime.registry import Entry, Key, Registry, Watched, same_table
 
 
 class NoSink:
@@ -210,16 +210,17 @@ def test_a_settled_quiet_poll_keeps_the_published_series_and_adds_its_requests()
     def value(name: str, **extra: str) -> float | None:
         return metrics.registry.get_sample_value(name, labels | extra)
 
-    asyncio.run(r.publish(target, published))
+    table = Watched(r, key, r.entries[key])
+    asyncio.run(table.publish(target, published))
     # A quiet poll shares the published poll's counts and conditions (TableWatcher._quiet).
     quiet = dataclasses.replace(published, requests={"list": 1}, quiet=True)
-    assert r.settle(r.entries[key], target, quiet) is Settled.SHOWN
+    assert table.settle(target, quiet) is Settled.SHOWN
     assert value("deltakeeper_table_version") == 3.0
     assert value("deltakeeper_table_log_files") == 4.0
     assert value("deltakeeper_table_condition", condition="Ready") == 1.0
     assert value("deltakeeper_storage_requests_total", operation="list") == 2.0
     # Counts of their own (not the published poll's objects) are recorded.
     moved = dataclasses.replace(quiet, counts={"version": 3, "logFiles": 5})
-    assert r.settle(r.entries[key], target, moved) is Settled.SHOWN
+    assert table.settle(target, moved) is Settled.SHOWN
     assert value("deltakeeper_table_log_files") == 5.0
     assert value("deltakeeper_storage_requests_total", operation="list") == 3.0
