@@ -16,7 +16,7 @@ hash would miscount one file: about one chance in 10**7 for a table of a million
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +25,7 @@ from deltakeeper.delta import checkpoint_reader, json_log, schema
 from deltakeeper.delta.errors import CorruptLogError
 from deltakeeper.delta.log import Listing, LogEntry, LogSegment, segment_for
 from deltakeeper.delta.reconcile import Actions, key_column
-from deltakeeper.delta.replay import replay
+from deltakeeper.delta.replay import after_checkpoint, replay
 from deltakeeper.delta.snapshot import (
     RecordCounts,
     SmallFiles,
@@ -336,13 +336,11 @@ def read_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
     it has no checkpoint that streams (none, a JSON V2 one with files inline, or one that
     cannot be read: the full read then goes past it, as Table.snapshot does)."""
     segment = segment_for(listing, table.uri, None)
-    if segment.checkpoint is None:
-        return None
     try:
-        old = checkpoint_reader.read_header(table.storage, segment.checkpoint)
-        if old is None:
+        read = after_checkpoint(table.storage, segment, HELD_ADD, HELD_REMOVE)
+        if read is None:
             return None
-        newer = replay(table.storage, replace(segment, checkpoint=None), HELD_ADD, HELD_REMOVE)
+        old, newer = read
         counts = _counted_rows(table, old.files, FileCounts.of(newer.adds, newer.removes))
     except CorruptLogError:  # MissingLogFileError included
         return None

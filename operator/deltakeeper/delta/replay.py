@@ -8,6 +8,7 @@ lines and turned into Arrow in batches by pyarrow.json. Newer actions win per
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -77,6 +78,25 @@ def replay(
     result.adds = pa.concat_tables([*cp_adds, kept["add"].table()])
     result.removes = pa.concat_tables([*cp_removes, kept["remove"].table()])
     return result
+
+
+def after_checkpoint(
+    storage: Storage,
+    segment: LogSegment,
+    add_cols: tuple[str, ...],
+    remove_cols: tuple[str, ...],
+) -> tuple[checkpoint_reader.Header, Actions] | None:
+    """A streamed read of `segment`: its checkpoint's header (no file rows) and the commits
+    after it, replayed. None when it has no checkpoint, or one whose file rows cannot be
+    streamed (a JSON V2 checkpoint with file actions inline). A CorruptLogError
+    (MissingLogFileError included) when either cannot be read."""
+    if segment.checkpoint is None:
+        return None
+    old = checkpoint_reader.read_header(storage, segment.checkpoint)
+    if old is None:
+        return None
+    commits = replace(segment, checkpoint=None)
+    return old, replay(storage, commits, add_cols, remove_cols)
 
 
 class _Kept:

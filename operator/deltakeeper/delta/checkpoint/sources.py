@@ -4,7 +4,7 @@ and the commits after it (incremental)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +41,7 @@ from deltakeeper.delta.errors import (
 )
 from deltakeeper.delta.log import segment_for
 from deltakeeper.delta.reconcile import DropSet, keep
-from deltakeeper.delta.replay import replay
+from deltakeeper.delta.replay import after_checkpoint, replay
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 
@@ -174,16 +174,13 @@ def incremental_source(table: Table, version: int | None = None) -> CheckpointSo
     then rebuilds it from an older checkpoint or the commits)."""
     listing, _ = table.listing_for(version)
     segment = segment_for(listing, table.uri, version)
-    if segment.checkpoint is None:
-        return None
     try:
-        old = checkpoint_reader.read_header(table.storage, segment.checkpoint)
-        if old is None:
-            return None
-        commits = replace(segment, checkpoint=None)
-        newer = replay(table.storage, commits, schema.FULL_ADD, schema.FULL_REMOVE)
+        read = after_checkpoint(table.storage, segment, schema.FULL_ADD, schema.FULL_REMOVE)
     except CorruptLogError:  # MissingLogFileError included
         return None
+    if read is None:
+        return None
+    old, newer = read
     header = table.header(segment, checkpoint_reader.after_header(old, newer))
     incremental = _Incremental(table, old.files, newer.adds, newer.removes)
     return CheckpointSource(table, header, incremental)
