@@ -82,7 +82,7 @@ def upload(emu: Any, table: Path, prefix: str, names: list[str]) -> None:
 def upload_log(emu: Any, table: Path, uri: str, version: int) -> float:
     """Old commits first, then (once the clock is past them) the checkpoint version's files."""
     from deltakeeper.delta import paths
-    from deltakeeper.delta.log import monotonic
+    from deltakeeper.delta.log.segment import monotonic
     from deltakeeper.delta.table import open_table
 
     started = time.perf_counter()

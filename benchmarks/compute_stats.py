@@ -152,7 +152,7 @@ def without_floats(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure(src: Path, spark_too: bool) -> dict[str, Any]:
-    from deltakeeper.delta.compute_stats import compute_stats
+    from deltakeeper.delta.stats.compute import compute_stats
     from deltakeeper.delta.table import open_table
 
     out: dict[str, Any] = {}

@@ -83,7 +83,7 @@ def build(root: Path, files: int, removed: int) -> None:
     """The table described in the module's docstring, on the local disk."""
     from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
     from deltakeeper.delta.table import open_table
-    from deltakeeper.delta.vacuum_info import render
+    from deltakeeper.delta.vacuum.info import render
 
     log = root / "_delta_log"
     log.mkdir(parents=True)
@@ -186,10 +186,11 @@ def child(engine: str, uri: str, extra: str) -> dict[str, Any]:
 def deltakeeper(mode: str, uri: str, options: dict[str, Any], inventory: str) -> dict[str, Any]:
     """One vacuum: the snapshot load, then the plan and its execution, each timed and counted.
     `quiet`: LITE with `_last_vacuum_info` known beforehand, as a watcher knows it."""
-    from deltakeeper.delta import vacuum, vacuum_info
-    from deltakeeper.delta.inventory import open_inventory
     from deltakeeper.delta.table import open_table
-    from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+    from deltakeeper.delta.vacuum import info as vacuum_info
+    from deltakeeper.delta.vacuum import plan as vacuum
+    from deltakeeper.delta.vacuum.inventory import open_inventory
+    from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 
     table = open_table(uri, options)
     t0 = time.perf_counter()

@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from deltakeeper.delta import last_checkpoint
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
+from deltakeeper.delta.log import last_checkpoint
 from deltakeeper.delta.table import open_table
 from tests.conftest import CORPUS
 from tests.support.compare import check_against_oracles, ours
@@ -312,7 +312,7 @@ def check_incremental(path: Path, tally, oracles: bool = True) -> None:
     has none below its latest), the incremental source gives the snapshot path's rows; then the
     checkpoint it writes reads the same in deltakeeper, delta-rs and DuckDB."""
     from deltakeeper.delta.checkpoint import checkpoint_table
-    from deltakeeper.delta.log import earliest_version, segment_for
+    from deltakeeper.delta.log.segment import earliest_version, segment_for
 
     table = open_table(str(path))
     listing = table.list_log()

@@ -14,7 +14,7 @@ import pytest
 
 from deltakeeper.cli import main
 from deltakeeper.delta.errors import DeltaError
-from deltakeeper.delta.vacuum import dv_relative_path
+from deltakeeper.delta.vacuum.plan import dv_relative_path
 from tests.conformance.test_checkpoint_write import readable_tables
 from tests.support.compare import check_against_oracles, ours
 from tests.support.oracles import Unreadable, decoded, deltars_state

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from deltakeeper.delta import last_checkpoint
+from deltakeeper.delta.log import last_checkpoint
 from deltakeeper.delta.table import open_table
 from tests.integration.test_standalone import DELTAKEEPER, _statuses
 from tests.support.compaction import cli_spark_flags, spark_submit

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.storage import normalize_options
-from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.units import parse_duration_ms, parse_size, parse_timestamp_ms

@@ -7,12 +7,14 @@ import argparse
 from typing import Any
 
 from deltakeeper.cli import exits, flags, output
-from deltakeeper.delta import cleanup, compute_stats, log_compaction, manifest, vacuum
+from deltakeeper.delta import cleanup, log_compaction, manifest
 from deltakeeper.delta.checkpoint import checkpoint_source
 from deltakeeper.delta.errors import UnsupportedProtocolError
 from deltakeeper.delta.held import read_header, read_held
 from deltakeeper.delta.snapshot import SnapshotHeader
+from deltakeeper.delta.stats import compute
 from deltakeeper.delta.table import Table, open_table
+from deltakeeper.delta.vacuum import plan as vacuum
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress, Report
@@ -97,7 +99,7 @@ def cmd_compute_stats(args: argparse.Namespace) -> int:
         if v is not None
     }
     show = None if args.json else output.step_progress("compute-stats", "footers read")
-    run = compute_stats.compute_stats(table, args.dry_run, args.columns, progress=show, **limits)
+    run = compute.compute_stats(table, args.dry_run, args.columns, progress=show, **limits)
     report = {"operation": "compute-stats", "dryRun": args.dry_run, **run.to_json()}
     if args.json:
         output.print_json(report)

@@ -16,7 +16,7 @@ from deltakeeper.cli import exits
 from deltakeeper.cli.output import LAKES_KEY
 from deltakeeper.delta import errors
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
-from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import memory, policy
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.units import format_duration, format_size, parse_size
@@ -26,7 +26,7 @@ LOG_RETENTION = format_duration(policy.LOG_RETENTION_MS)
 FILE_RETENTION = format_duration(policy.DELETED_FILE_RETENTION_MS)
 MIN_VACUUM_RETENTION = format_duration(policy.MIN_VACUUM_RETENTION_MS)
 POLL_INTERVAL = format_duration(policy.POLL_INTERVAL_MS)
-# compute-stats' limits are delta/compute_stats.py's BATCH and MAX_DATA_BYTES, stated here
+# compute-stats' limits are delta/stats/compute.py's BATCH and MAX_DATA_BYTES, stated here
 # because importing it loads pyarrow (tests/unit/cli/test_parser.py checks they agree).
 STATS_BATCH = 10_000
 STATS_MAX_READ_BYTES = 256 * 2**20

@@ -41,7 +41,7 @@ cutOffCheckpoint are already missing. Otherwise Delta would have to check it sup
 protocol in the range; this planner does not, and deletes nothing.
 
 LITE vacuum (`keep_from`): Delta refuses a LITE vacuum once the commit `_last_vacuum_info`
-records is gone (vacuum_lite.py), so a caller that wants the next one possible passes that
+records is gone (vacuum/lite.py), so a caller that wants the next one possible passes that
 version, and no checkpoint newer than it is the cutOffCheckpoint: it and every later commit stay.
 
 Catalog-managed tables: only published commits (`_delta_log/<v>.json`) count, and with
@@ -54,8 +54,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from deltakeeper.delta import checkpoint_reader, features, paths
-from deltakeeper.delta.log import Checkpoint, Listing, LogEntry, group, monotonic
+from deltakeeper.delta import features, paths
+from deltakeeper.delta.log import checkpoint_files
+from deltakeeper.delta.log.segment import Checkpoint, Listing, LogEntry, group, monotonic
 from deltakeeper.delta.paths import Kind, LogName
 from deltakeeper.delta.properties import DAY_MS, duration_text, when_text
 from deltakeeper.delta.snapshot import SnapshotHeader
@@ -373,7 +374,7 @@ def sidecar_deletions(
 
 def bare(refs: Iterable[str]) -> set[str]:
     """File names of sidecar paths (a sidecar action's path is a URI-encoded name or path)."""
-    return {checkpoint_reader.sidecar_name(ref) for ref in refs}
+    return {checkpoint_files.sidecar_name(ref) for ref in refs}
 
 
 def fill(plan: CleanupPlan, doomed: Iterable[LogEntry]) -> None:
@@ -483,7 +484,7 @@ def _sidecar_refs(table: Table, infos: list[FileInfo]) -> dict[str, list[str]]:
     for info in infos:
         name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
         if name is not None and name.kind in (Kind.CHECKPOINT, Kind.UUID_CHECKPOINT):
-            refs[info.key] = checkpoint_reader.sidecar_paths(table.storage, info.key)
+            refs[info.key] = checkpoint_files.sidecar_paths(table.storage, info.key)
     return refs
 
 

@@ -30,7 +30,7 @@ from deltakeeper import __version__
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import CommitConflictError, InvalidInputError
 from deltakeeper.delta.features import Protocol, require_writable
-from deltakeeper.delta.json_log import read_actions
+from deltakeeper.delta.log.json_files import read_actions
 from deltakeeper.delta.snapshot import Metadata, SnapshotHeader
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.types import mapping_on

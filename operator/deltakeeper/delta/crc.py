@@ -23,7 +23,7 @@ from deltakeeper.delta.errors import (
     InvalidInputError,
     MissingLogFileError,
 )
-from deltakeeper.delta.json_log import read_actions
+from deltakeeper.delta.log.json_files import read_actions
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta import checkpoint_reader, json_log, schema
+from deltakeeper.delta import schema
 from deltakeeper.delta.errors import CorruptLogError
-from deltakeeper.delta.log import Listing, LogEntry, LogSegment, segment_for
-from deltakeeper.delta.reconcile import Actions, key_column
-from deltakeeper.delta.replay import after_checkpoint, replay
+from deltakeeper.delta.log import checkpoint_files, json_files
+from deltakeeper.delta.log.reconcile import Actions, key_column
+from deltakeeper.delta.log.replay import after_checkpoint, replay
+from deltakeeper.delta.log.segment import Listing, LogEntry, LogSegment, segment_for
 from deltakeeper.delta.snapshot import (
     RecordCounts,
     SmallFiles,
@@ -310,12 +311,12 @@ def read_header(table: Table) -> SnapshotHeader:
     if segment.checkpoint is None:
         return table.header(segment, actions)
     try:
-        old = checkpoint_reader.read_header(table.storage, segment.checkpoint)
+        old = checkpoint_files.read_header(table.storage, segment.checkpoint)
     except CorruptLogError:  # MissingLogFileError included
         old = None
     if old is None:
         return read_held(table)
-    return table.header(segment, checkpoint_reader.after_header(old, actions))
+    return table.header(segment, checkpoint_files.after_header(old, actions))
 
 
 def _table_actions(table: Table, segment: LogSegment) -> Actions:
@@ -323,7 +324,7 @@ def _table_actions(table: Table, segment: LogSegment) -> Actions:
     add, remove = schema.add_schema(HELD_ADD), schema.remove_schema(HELD_REMOVE)
     actions = Actions(add.empty_table(), remove.empty_table())
     for entry in reversed(segment.commits):  # newest first: the first one seen wins
-        for kind, body in json_log.table_action_lines(table.storage, entry.key):
+        for kind, body in json_files.table_action_lines(table.storage, entry.key):
             if kind != "commitInfo":
                 actions.take(kind, body)
             elif entry.name.version == segment.version:
@@ -344,7 +345,7 @@ def read_streamed(table: Table, listing: Listing) -> HeldSnapshot | None:
         counts = _counted_rows(table, old.files, FileCounts.of(newer.adds, newer.removes))
     except CorruptLogError:  # MissingLogFileError included
         return None
-    header = table.header(segment, checkpoint_reader.after_header(old, newer))
+    header = table.header(segment, checkpoint_files.after_header(old, newer))
     return HeldSnapshot.of(header, counts)
 
 
@@ -406,7 +407,7 @@ def _runs(commits: tuple[LogEntry, ...]) -> list[tuple[LogEntry, ...]]:
 
 
 def _counted_rows(
-    table: Table, files: list[checkpoint_reader.PartFile], newer: FileCounts
+    table: Table, files: list[checkpoint_files.PartFile], newer: FileCounts
 ) -> FileCounts:
     """The counts of a checkpoint's file rows, a batch at a time, and then `newer` (the commits
     after it): each batch drops the keys they name as it is counted, so the rows are copied
@@ -417,11 +418,11 @@ def _counted_rows(
     kept: dict[str, list[pa.Table]] = {name: [] for name in _PARTS}
     partitions = newer.partitions
     for part in files:
-        pf = checkpoint_reader.open_parquet(table.storage, part.key, part.size)
-        columns = checkpoint_reader.file_columns(pf, HELD_ADD, HELD_REMOVE)
-        for rows in checkpoint_reader.batches(table.storage, part.key, pf, columns, _COUNT_ROWS):
-            adds = checkpoint_reader.file_actions(rows, "add", HELD_ADD, add_schema)
-            removes = checkpoint_reader.file_actions(rows, "remove", HELD_REMOVE, remove_schema)
+        pf = checkpoint_files.open_parquet(table.storage, part.key, part.size)
+        columns = checkpoint_files.file_columns(pf, HELD_ADD, HELD_REMOVE)
+        for rows in checkpoint_files.batches(table.storage, part.key, pf, columns, _COUNT_ROWS):
+            adds = checkpoint_files.file_actions(rows, "add", HELD_ADD, add_schema)
+            removes = checkpoint_files.file_actions(rows, "remove", HELD_REMOVE, remove_schema)
             piece = FileCounts.of(adds, removes, partitions)
             partitions = piece.partitions
             for name, tables in kept.items():

@@ -25,8 +25,8 @@ import orjson
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.features import require_writable
-from deltakeeper.delta.json_log import commit_lines
-from deltakeeper.delta.reconcile import dv_unique_id
+from deltakeeper.delta.log.json_files import commit_lines
+from deltakeeper.delta.log.reconcile import dv_unique_id
 from deltakeeper.delta.table import Table
 
 LOG = paths.LOG_DIR

@@ -16,7 +16,7 @@ STAGED_DIRS = (
     "_commits",
 )  # catalog-managed (current) and managed-commits (older)
 LAST_CHECKPOINT = "_last_checkpoint"
-# Where the last vacuum left off (Delta Spark's LastVacuumInfo; delta/vacuum_info.py reads it).
+# Where the last vacuum left off (Delta Spark's LastVacuumInfo; delta/vacuum/info.py reads it).
 LAST_VACUUM_INFO = "_last_vacuum_info"
 
 

@@ -36,7 +36,7 @@ TARGET_FILE_SIZE = "delta.targetFileSize"
 SYMLINK_MANIFEST = "delta.compatibility.symlinkFormatManifest.enabled"
 
 # Vacuum with a retention below this needs an explicit allowShortRetention (Delta's
-# retentionDurationCheck: 168 hours). Here, not in vacuum.py, so that maintenance.policy can
+# retentionDurationCheck: 168 hours). Here, not in vacuum/plan.py, so that maintenance.policy can
 # name it without loading vacuum (and pyarrow).
 MIN_VACUUM_RETENTION_MS = 7 * DAY_MS
 # Delta's default for dataSkippingNumIndexedCols.

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltakeeper.delta.features import Protocol, unsupported_reader, unsupported_writer
-from deltakeeper.delta.log import LogSegment
+from deltakeeper.delta.log.segment import LogSegment
 from deltakeeper.delta.properties import TableProperties
 
 

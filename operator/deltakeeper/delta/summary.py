@@ -6,7 +6,7 @@ from typing import Any
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.held import HeldSnapshot
-from deltakeeper.delta.log import group
+from deltakeeper.delta.log.segment import group
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import SmallFiles, Snapshot
 from deltakeeper.delta.storage import FileInfo

@@ -1,7 +1,7 @@
 """Open a table and build snapshots: latest, at a version, at a timestamp, or incrementally.
 
 This is where the log's I/O happens: `_last_checkpoint`, listings and reads. What the files mean
-is decided in log.py (segments) and replay.py (reconciliation).
+is decided in log/segment.py (segments) and log/replay.py (reconciliation).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.delta import last_checkpoint, paths, schema
+from deltakeeper.delta import paths, schema
 from deltakeeper.delta.errors import (
     CorruptLogError,
     DamagedCheckpointError,
@@ -20,9 +20,12 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.delta.features import Protocol, unsupported_reader
-from deltakeeper.delta.json_log import read_actions
-from deltakeeper.delta.last_checkpoint import HintStatus
-from deltakeeper.delta.log import (
+from deltakeeper.delta.log import last_checkpoint
+from deltakeeper.delta.log.json_files import read_actions
+from deltakeeper.delta.log.last_checkpoint import HintStatus
+from deltakeeper.delta.log.reconcile import Actions
+from deltakeeper.delta.log.replay import replay
+from deltakeeper.delta.log.segment import (
     Listing,
     LogEntry,
     LogSegment,
@@ -32,8 +35,6 @@ from deltakeeper.delta.log import (
     segment_for,
     without,
 )
-from deltakeeper.delta.reconcile import Actions
-from deltakeeper.delta.replay import replay
 from deltakeeper.delta.snapshot import (
     DamagedCheckpoint,
     FileActions,

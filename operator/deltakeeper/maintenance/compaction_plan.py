@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from deltakeeper.compaction.launcher import Planned
 from deltakeeper.delta import features, schema
 from deltakeeper.delta.errors import MissingLogFileError, UnsupportedProtocolError
-from deltakeeper.delta.json_log import read_actions
+from deltakeeper.delta.log.json_files import read_actions
 from deltakeeper.delta.paths import LOG_DIR, commit
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.table import Table

@@ -15,12 +15,12 @@ from typing import Any
 
 from deltakeeper.delta import cleanup as delta_cleanup
 from deltakeeper.delta import features
-from deltakeeper.delta import vacuum as delta_vacuum
 from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.vacuum_info import LastVacuumInfo
+from deltakeeper.delta.vacuum import plan as delta_vacuum
+from deltakeeper.delta.vacuum.info import LastVacuumInfo
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations import checkpoint as checkpoint_op

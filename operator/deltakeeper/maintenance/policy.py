@@ -24,7 +24,7 @@ from deltakeeper.delta.properties import (
     PropertyError,
     TableProperties,
 )
-from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 
 # Files below this size count as "small" in status, metrics and `inspect`.
 SMALL_FILE_BYTES = 32 * 2**20

@@ -8,7 +8,7 @@ from typing import Any
 
 from deltakeeper.delta.discover import DEFAULT_MAX_DEPTH
 from deltakeeper.delta.properties import DAY_MS
-from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.operations import Operation

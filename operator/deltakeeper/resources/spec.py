@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
+from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.policy import Engine, PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron

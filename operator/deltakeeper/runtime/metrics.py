@@ -33,7 +33,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.operations import Cadence
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS

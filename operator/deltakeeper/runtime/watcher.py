@@ -36,8 +36,8 @@ from deltakeeper.delta.held import (
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.summary import log_listing, summarize
 from deltakeeper.delta.table import Table, open_table
-from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import executor, memory, planner, record, schedule
 from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.operations import Cadence, Operation

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from deltakeeper.cli import build_parser, flags
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import policy
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from deltakeeper.delta import paths
 from deltakeeper.delta.cleanup import DAY_MS, CleanupPlan, midnight_utc, plan_cleanup
 from deltakeeper.delta.errors import DeltaError
-from deltakeeper.delta.log import Listing, group, monotonic, segment_for
+from deltakeeper.delta.log.segment import Listing, group, monotonic, segment_for
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.storage import FileInfo
 

@@ -1,6 +1,6 @@
 """maintenance/executor.py: what running a plan changes: dry runs, refusals, skipped steps."""
 
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import executor
 from deltakeeper.maintenance.operations.outcome import Report, Result
 from tests.support.planning import plan_for, steps

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.memory import Holding
 from deltakeeper.maintenance.operations import Operation, registry

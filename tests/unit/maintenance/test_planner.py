@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from deltakeeper.cli import main
-from deltakeeper.delta import vacuum_info
 from deltakeeper.delta.errors import LiteVacuumImpossible
 from deltakeeper.delta.table import open_table
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum import info
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import compaction_plan, executor, planner
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.steps import Plan, Step
@@ -240,7 +240,7 @@ def test_auto_runs_full_where_delta_refuses_lite_and_lite_mode_is_refused(tmp_pa
 def test_cleanup_keeps_the_commits_from_the_recorded_n(tmp_path):
     daily_table(tmp_path)
     table = open_table(str(tmp_path))
-    vacuum_info.write(table.storage, 2)
+    info.write(table.storage, 2)
     ops = ("checkpoint", "cleanup")  # no vacuum in this run to move N
     plan = planner.plan(table, table.snapshot(), effective({}), START + 60 * DAY, ops)
     clean = steps(plan)["cleanup"]
@@ -253,7 +253,7 @@ def test_cleanup_keeps_the_commits_from_the_recorded_n(tmp_path):
 def test_a_vacuum_that_moves_n_runs_before_the_cleanup_it_frees(tmp_path):
     daily_table(tmp_path)
     table = open_table(str(tmp_path))
-    vacuum_info.write(table.storage, 2)
+    info.write(table.storage, 2)
     _, plan = plan_for(tmp_path, START + 60 * DAY)
     assert [s.operation for s in plan.steps] == ["checkpoint", "vacuum", "cleanup"]
     clean = steps(plan)["cleanup"]
@@ -264,7 +264,7 @@ def test_a_vacuum_that_moves_n_runs_before_the_cleanup_it_frees(tmp_path):
         "vacuum": "done",
         "cleanup": "done",
     }
-    assert vacuum_info.read(table.storage).version == 11
+    assert info.read(table.storage).version == 11
     assert sorted(n for n in log_names(tmp_path) if n.endswith(".json")) == [
         "00000000000000000011.json"
     ]

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.policy import DAY_MS, MIB, CompactionSettings, PolicyError, effective
 from deltakeeper.resources import spec

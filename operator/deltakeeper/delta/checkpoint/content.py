@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from deltakeeper.delta import schema
 from deltakeeper.delta.checkpoint.stats import StatsColumns, struct_array
-from deltakeeper.delta.reconcile import dv_unique_ids
+from deltakeeper.delta.log.reconcile import dv_unique_ids
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 
 # Removes in checkpoints are tombstones for VACUUM: no stats, no tags (spec).

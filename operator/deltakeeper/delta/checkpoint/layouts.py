@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import checkpoint_reader, paths, schema, spark_hash
+from deltakeeper.delta import paths, schema, spark_hash
 from deltakeeper.delta.checkpoint.content import Content, HeaderRow
 from deltakeeper.delta.errors import CorruptLogError
+from deltakeeper.delta.log import checkpoint_files
 from deltakeeper.delta.storage.base import BufferedUpload, Upload
 from deltakeeper.delta.table import Table
 
@@ -386,7 +387,7 @@ def sidecar_row(f: _File) -> dict[str, Any]:
 def _verify(table: Table, f: _File) -> None:
     """Read a written file back: same row count and schema, or it must not be used."""
     try:
-        meta = checkpoint_reader.open_parquet(table.storage, f.key, f.size)
+        meta = checkpoint_files.open_parquet(table.storage, f.key, f.size)
         ok = meta.metadata.num_rows == f.rows and meta.schema_arrow.equals(f.schema)
     except CorruptLogError as e:  # missing or not parquet
         raise CorruptLogError(

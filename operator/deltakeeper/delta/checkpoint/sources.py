@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import checkpoint_reader, features, schema
+from deltakeeper.delta import features, schema
 from deltakeeper.delta.checkpoint.content import (
     BATCH_ROWS,
     CHECKPOINT_REMOVE,
@@ -39,9 +39,10 @@ from deltakeeper.delta.errors import (
     CorruptLogError,
     DeltaError,
 )
-from deltakeeper.delta.log import segment_for
-from deltakeeper.delta.reconcile import DropSet, keep
-from deltakeeper.delta.replay import after_checkpoint, replay
+from deltakeeper.delta.log import checkpoint_files
+from deltakeeper.delta.log.reconcile import DropSet, keep
+from deltakeeper.delta.log.replay import after_checkpoint, replay
+from deltakeeper.delta.log.segment import segment_for
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 
@@ -181,7 +182,7 @@ def incremental_source(table: Table, version: int | None = None) -> CheckpointSo
     if read is None:
         return None
     old, newer = read
-    header = table.header(segment, checkpoint_reader.after_header(old, newer))
+    header = table.header(segment, checkpoint_files.after_header(old, newer))
     incremental = _Incremental(table, old.files, newer.adds, newer.removes)
     return CheckpointSource(table, header, incremental)
 
@@ -205,7 +206,7 @@ class _Incremental:
     def __init__(
         self,
         table: Table,
-        files: list[checkpoint_reader.PartFile],
+        files: list[checkpoint_files.PartFile],
         adds: pa.Table,
         removes: pa.Table,
     ) -> None:
@@ -275,7 +276,7 @@ class _Incremental:
         seen = _Counts()
         for part in self.files:
             pf = _open_old(self.table, part)
-            has_parsed = checkpoint_reader.has_field(pf, "add", "stats_parsed")
+            has_parsed = checkpoint_files.has_field(pf, "add", "stats_parsed")
             reuse = stats.as_struct and has_parsed
             parsed = reuse or (has_parsed and (bool(want) or stats_missing(pf)))
             for adds, old_removes, stats_parsed in _old_rows(
@@ -318,8 +319,8 @@ class _Incremental:
             yield file_batch(pa.nulls(len(piece), add_type), piece)
 
 
-def _open_old(table: Table, part: checkpoint_reader.PartFile) -> pq.ParquetFile:
-    return checkpoint_reader.open_parquet(table.storage, part.key, part.size)
+def _open_old(table: Table, part: checkpoint_files.PartFile) -> pq.ParquetFile:
+    return checkpoint_files.open_parquet(table.storage, part.key, part.size)
 
 
 def _old_rows(
@@ -332,12 +333,12 @@ def _old_rows(
 ) -> Iterator[tuple[pa.Table, pa.Table, pa.ChunkedArray | None]]:
     """(adds, removes, the adds' stats_parsed when `parsed`) of an old checkpoint file, one
     record batch at a time, projected and cast to our columns."""
-    columns = checkpoint_reader.file_columns(pf, add_cols, remove_cols)
+    columns = checkpoint_files.file_columns(pf, add_cols, remove_cols)
     columns += ["add.stats_parsed"] if parsed else []
     remove_schema = schema.remove_schema(remove_cols)
-    for rows in checkpoint_reader.batches(table.storage, key, pf, columns, BATCH_ROWS):
+    for rows in checkpoint_files.batches(table.storage, key, pf, columns, BATCH_ROWS):
         adds, stats_parsed = _old_adds(rows, add_cols, parsed)
-        removes = checkpoint_reader.file_actions(rows, "remove", remove_cols, remove_schema)
+        removes = checkpoint_files.file_actions(rows, "remove", remove_cols, remove_schema)
         yield adds, removes, stats_parsed
 
 

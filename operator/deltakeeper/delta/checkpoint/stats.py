@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import checkpoint_reader, schema, types
+from deltakeeper.delta import schema, types
+from deltakeeper.delta.log import checkpoint_files
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 
@@ -38,16 +39,14 @@ def _checkpoint_keys(table: Table, keys: list[str]) -> list[str]:
     """Checkpoint files and the sidecars they name."""
     out = list(keys)
     for key in keys:
-        out += map(
-            checkpoint_reader.sidecar_key, checkpoint_reader.sidecar_paths(table.storage, key)
-        )
+        out += map(checkpoint_files.sidecar_key, checkpoint_files.sidecar_paths(table.storage, key))
     return out
 
 
 def _parsed_stats_as_json(table: Table, key: str) -> dict[str, str]:
     if key.endswith(".json"):
         return {}
-    pf = checkpoint_reader.open_parquet(table.storage, key)
+    pf = checkpoint_files.open_parquet(table.storage, key)
     names = pf.schema_arrow.names
     if "add" not in names or pf.schema_arrow.field("add").type.get_field_index("stats_parsed") < 0:
         return {}

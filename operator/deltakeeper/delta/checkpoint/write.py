@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.delta import features, last_checkpoint, paths
+from deltakeeper.delta import features, paths
 from deltakeeper.delta.checkpoint.content import Content, HeaderRow
 from deltakeeper.delta.checkpoint.layouts import (
     V2_PART_SIZE,
@@ -20,6 +20,7 @@ from deltakeeper.delta.checkpoint.layouts import (
 )
 from deltakeeper.delta.checkpoint.sources import CheckpointSource, checkpoint_source
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.log import last_checkpoint
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table

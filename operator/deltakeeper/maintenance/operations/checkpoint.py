@@ -14,8 +14,8 @@ from deltakeeper.delta.checkpoint import (
     load_for_checkpoint,
     write_source,
 )
-from deltakeeper.delta.last_checkpoint import HintStatus, LastCheckpoint
-from deltakeeper.delta.log import Checkpoint
+from deltakeeper.delta.log.last_checkpoint import HintStatus, LastCheckpoint
+from deltakeeper.delta.log.segment import Checkpoint
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint

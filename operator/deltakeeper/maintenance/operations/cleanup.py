@@ -4,10 +4,11 @@ cut-off, and never the commits the next LITE vacuum will read."""
 
 from __future__ import annotations
 
-from deltakeeper.delta import cleanup, vacuum_lite
+from deltakeeper.delta import cleanup
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum import lite
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_log_file
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, deleting
@@ -88,7 +89,7 @@ def lite_floor(table: Table, policy: Policy) -> int | None:
     table's vacuums never run LITE."""
     if not policy.vacuum_enabled or policy.vacuum_mode not in (Mode.AUTO, Mode.LITE):
         return None
-    return vacuum_lite.cleanup_floor(table)
+    return lite.cleanup_floor(table)
 
 
 def _disabled(policy: Policy) -> Step | None:

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltakeeper.compaction.launcher import Job, Launcher
-from deltakeeper.delta import compute_stats, vacuum
 from deltakeeper.delta.checkpoint import CheckpointResult
 from deltakeeper.delta.crc import CrcResult
 from deltakeeper.delta.errors import DeltaError
-from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.stats import compute
+from deltakeeper.delta.vacuum import plan
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
@@ -121,7 +122,7 @@ class Outcome:
     checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
     deleted_folders: int = 0  # vacuum
     vacuum: VacuumRun | None = None  # vacuum: its mode, candidates and requests
-    stats: compute_stats.StatsRun | None = field(default=None, repr=False)  # stats: its run
+    stats: compute.StatsRun | None = field(default=None, repr=False)  # stats: its run
     job: Job | None = field(default=None, repr=False)  # compaction started, not waited for
     job_id: str | None = None  # compaction
     job_result: dict[str, Any] | None = None  # compaction: the job's own JSON line
@@ -174,7 +175,7 @@ class Report:
         return [f"  {o.operation}: {o.result}: {o.message}" for o in self.outcomes]
 
 
-def vacuum_run(detail: vacuum.VacuumPlan, spent: Counter[str]) -> VacuumRun:
+def vacuum_run(detail: plan.VacuumPlan, spent: Counter[str]) -> VacuumRun:
     """The facts of a vacuum step: its plan's, and the requests planning and running sent."""
     window = detail.window
     return VacuumRun(

@@ -13,7 +13,7 @@ from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.vacuum_info import LastVacuumInfo
+from deltakeeper.delta.vacuum.info import LastVacuumInfo
 from deltakeeper.maintenance.memory import Holding
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress

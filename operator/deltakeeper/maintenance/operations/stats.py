@@ -1,9 +1,9 @@
 """File statistics (COMPUTE STATS): where `stats.enabled`, the live files without statistics
-get them, as Delta Spark computes them, in a commit (delta/compute_stats.py)."""
+get them, as Delta Spark computes them, in a commit (delta/stats/compute.py)."""
 
 from __future__ import annotations
 
-from deltakeeper.delta import compute_stats
+from deltakeeper.delta.stats import compute
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
@@ -20,7 +20,7 @@ def plan(p: Planning) -> Step:
 
 def run(r: Running) -> Outcome:
     step, dry_run = r.step, r.dry_run
-    found = compute_stats.compute_stats(
+    found = compute.compute_stats(
         r.table, dry_run, now_ms=r.plan.now_ms, base=step.base, since=step.stats_since
     )
     if found.unreadable:

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltakeeper.delta import cleanup, vacuum
+from deltakeeper.delta import cleanup
 from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.snapshot import SnapshotHeader
+from deltakeeper.delta.vacuum import plan
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import Policy
@@ -24,7 +25,7 @@ class Step:
     due: bool
     reason: str
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
-    detail: cleanup.CleanupPlan | vacuum.VacuumPlan | compaction_plan.CompactionPlan | None = None
+    detail: cleanup.CleanupPlan | plan.VacuumPlan | compaction_plan.CompactionPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
     error: DeltaError | None = field(default=None, repr=False)  # for a refusal: its cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers

@@ -1,7 +1,7 @@
 """Vacuum: deletes the data files no version inside the deleted-file retention references,
 found in the policy's mode (FULL lists the table, LITE reads the commits since the last
 vacuum, INVENTORY reads a storage inventory; AUTO runs LITE, and FULL every fullInterval),
-and moves `_last_vacuum_info` last (delta/vacuum.py)."""
+and moves `_last_vacuum_info` last (delta/vacuum/plan.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from deltakeeper.delta import inventory, vacuum
 from deltakeeper.delta.errors import (
     InvalidInputError,
     LiteVacuumImpossible,
@@ -18,7 +17,9 @@ from deltakeeper.delta.errors import (
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.properties import duration_text
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum import inventory
+from deltakeeper.delta.vacuum import plan as vacuum
+from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.compaction import with_files

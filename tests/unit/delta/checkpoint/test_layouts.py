@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from deltakeeper.delta import last_checkpoint, paths
+from deltakeeper.delta import paths
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.log import last_checkpoint
 from deltakeeper.delta.spark_hash import SEED, hash_string
 from deltakeeper.delta.table import open_table
 from tests.support.checkpoints import GOOD_STATS, V2, checkpoint, partitioned_table, stats_table

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper.delta import last_checkpoint, paths
+from deltakeeper.delta import paths
 from deltakeeper.delta.checkpoint import load_for_checkpoint, write_checkpoint
 from deltakeeper.delta.errors import CorruptLogError
+from deltakeeper.delta.log import last_checkpoint
 from deltakeeper.delta.table import open_table
 from tests.support.checkpoints import DAY, NOW, V2, checkpoint, partitioned_table
 

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from deltakeeper.delta import checkpoint_reader, schema
+from deltakeeper.delta import schema
 from deltakeeper.delta.errors import CorruptLogError, DamagedCheckpointError, MissingLogFileError
-from deltakeeper.delta.json_log import commit_lines
-from deltakeeper.delta.log import LogSegment
-from deltakeeper.delta.reconcile import Actions, DropSet, Key, dv_unique_id
+from deltakeeper.delta.log import checkpoint_files
+from deltakeeper.delta.log.json_files import commit_lines
+from deltakeeper.delta.log.reconcile import Actions, DropSet, Key, dv_unique_id
+from deltakeeper.delta.log.segment import LogSegment
 from deltakeeper.delta.storage import Storage
 
 
@@ -64,7 +65,7 @@ def replay(
     elif segment.checkpoint is not None:
         cp = segment.checkpoint
         try:
-            cp_adds, cp_removes, others = checkpoint_reader.read_checkpoint(
+            cp_adds, cp_removes, others = checkpoint_files.read_checkpoint(
                 storage, cp, add_cols, remove_cols, drop
             )
         except MissingLogFileError:
@@ -85,14 +86,14 @@ def after_checkpoint(
     segment: LogSegment,
     add_cols: tuple[str, ...],
     remove_cols: tuple[str, ...],
-) -> tuple[checkpoint_reader.Header, Actions] | None:
+) -> tuple[checkpoint_files.Header, Actions] | None:
     """A streamed read of `segment`: its checkpoint's header (no file rows) and the commits
     after it, replayed. None when it has no checkpoint, or one whose file rows cannot be
     streamed (a JSON V2 checkpoint with file actions inline). A CorruptLogError
     (MissingLogFileError included) when either cannot be read."""
     if segment.checkpoint is None:
         return None
-    old = checkpoint_reader.read_header(storage, segment.checkpoint)
+    old = checkpoint_files.read_header(storage, segment.checkpoint)
     if old is None:
         return None
     commits = replace(segment, checkpoint=None)
@@ -139,7 +140,7 @@ class _Kept:
         if table is None:
             rows = [orjson.loads(line)[self.action] for line in self.lines]
             where = [f"{self.uri}/{key}: line {n}" for key, n in self.places]
-            table = checkpoint_reader.rows_to_table(rows, self.cols, self.action, where)
+            table = checkpoint_files.rows_to_table(rows, self.cols, self.action, where)
         self.tables.append(table)
         self._clear()
 

@@ -1,4 +1,4 @@
-"""delta/checkpoint_reader.py: row groups whose footer says a column set is all null are not
+"""delta/log/checkpoint_files.py: row groups whose footer says a column set is all null are not
 fetched; everything else is read as written."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltakeeper.delta import checkpoint_reader
+from deltakeeper.delta.log import checkpoint_files
 from deltakeeper.delta.storage import RangedFile
 
 PROTOCOL = pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
@@ -53,7 +53,7 @@ def _read(data: bytes, columns: list[str]) -> tuple[list[pa.Table], list[tuple[i
     pf = pq.ParquetFile(pa.PythonFile(io.BufferedReader(RangedFile(fetch, len(data)), 4096)))
     fetched.clear()  # the footer
     storage: Any = SimpleNamespace(uri="mem://t")  # named in errors only
-    return list(checkpoint_reader.batches(storage, "k", pf, columns)), fetched
+    return list(checkpoint_files.batches(storage, "k", pf, columns)), fetched
 
 
 def _groups_touched(data: bytes, fetched: list[tuple[int, int]]) -> set[int]:
@@ -74,7 +74,7 @@ def _groups_touched(data: bytes, fetched: list[tuple[int, int]]) -> set[int]:
 def test_the_non_file_actions_are_read_only_where_the_footer_says_they_are():
     data = _checkpoint(statistics=True)
     tables, fetched = _read(data, ["protocol", "txn"])
-    others = [a for t in tables for a in checkpoint_reader.other_actions(t)]
+    others = [a for t in tables for a in checkpoint_files.other_actions(t)]
     assert {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}} in others
     assert {"txn": {"appId": "app", "version": 7}} in others and len(others) == 2
     assert _groups_touched(data, fetched) == {0, 3}

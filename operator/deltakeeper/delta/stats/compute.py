@@ -27,14 +27,16 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from deltakeeper.delta import file_stats, json_log, schema
+from deltakeeper.delta import schema
 from deltakeeper.delta.commit import Change, commit
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.features import require_writable
-from deltakeeper.delta.file_stats import FileStats, StatsSpec
+from deltakeeper.delta.log import json_files
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
+from deltakeeper.delta.stats import file
+from deltakeeper.delta.stats.file import FileStats, StatsSpec
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.vacuum import candidate_key, table_root
+from deltakeeper.delta.vacuum.plan import candidate_key, table_root
 
 OPERATION = "COMPUTE STATS"
 # Files re-added per commit: a few MiB of JSON each, so a big table gets a few versions, not
@@ -97,7 +99,7 @@ def _added_since(table: Table, base: SnapshotHeader, since: int) -> list[dict[st
         entry = listing.commits.get(version)
         if entry is None:
             return None
-        for _, action in json_log.read_actions(table.storage, entry.key):
+        for _, action in json_files.read_actions(table.storage, entry.key):
             if "metaData" in action or "protocol" in action:
                 return None
             if "add" in action:
@@ -110,7 +112,7 @@ def _added_since(table: Table, base: SnapshotHeader, since: int) -> list[dict[st
 
 def spec_of(snap: SnapshotHeader, columns: str | None = None) -> StatsSpec:
     meta = snap.metadata
-    return file_stats.spec_for(
+    return file.spec_for(
         meta.schema_string,
         meta.configuration,
         meta.partition_columns,
@@ -197,7 +199,7 @@ def _computed(
             if key is None:
                 raise ValueError("the file lies outside the table's root")
             pf = pq.ParquetFile(table.storage.open_input(key, add.get("size")))
-            got = file_stats.from_footer(spec, pf)
+            got = file.from_footer(spec, pf)
             stats = got.stats if got.stats is not None else _with_data(spec, pf, got)
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
             with lock:
@@ -208,7 +210,7 @@ def _computed(
                 finished[0] += 1
                 if progress is not None:
                     progress(finished[0], len(todo))
-        return None if stats is None else _readd(add, file_stats.dumps(stats))
+        return None if stats is None else _readd(add, file.dumps(stats))
 
     def _with_data(spec: StatsSpec, pf: pq.ParquetFile, got: FileStats) -> dict[str, Any] | None:
         with lock:
@@ -217,7 +219,7 @@ def _computed(
                 return None
             budget[0] -= got.data_bytes
             run.data_bytes += got.data_bytes
-        return file_stats.from_data(spec, pf, got)
+        return file.from_data(spec, pf, got)
 
     with ThreadPoolExecutor(READERS) as pool:
         results = list(pool.map(one, todo))

@@ -1,10 +1,10 @@
-"""delta/json_log.py: a bad line of a commit is a CorruptLogError that names the file and line;
+"""delta/log/json_files.py: a bad line of a commit is a CorruptLogError that names the file and line;
 table_action_lines reads a commit's table-level actions without parsing its file actions."""
 
 import pytest
 
 from deltakeeper.delta.errors import CorruptLogError
-from deltakeeper.delta.json_log import table_action_lines
+from deltakeeper.delta.log.json_files import table_action_lines
 from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import LogBuilder, metadata, protocol
 

@@ -4,9 +4,9 @@ Three ways to find candidates (`Mode`), one way to decide, as Delta Spark's Vacu
 
 - FULL lists every file under the table root.
 - LITE lists nothing under the root: its candidates are the files the commits since the last
-  vacuum name as removed (and their deletion-vector files) or as change data (vacuum_lite.py).
+  vacuum name as removed (and their deletion-vector files) or as change data (vacuum/lite.py).
   It cannot find files no commit names (a failed write's), nor empty folders.
-- INVENTORY reads a storage inventory instead of listing (inventory.py): only the objects it
+- INVENTORY reads a storage inventory instead of listing (vacuum/inventory.py): only the objects it
   lists are candidates, so files newer than the report stay.
 
 Every candidate then meets the same rules:
@@ -32,7 +32,7 @@ Every candidate then meets the same rules:
    another Delta table, whose files this table's log knows nothing of. Delta Spark's VACUUM
    would delete them all; deltakeeper skips the folder and names it in the plan.
 
-After the deletes, `record_vacuum` moves `_delta_log/_last_vacuum_info` (vacuum_info.py) to N,
+After the deletes, `record_vacuum` moves `_delta_log/_last_vacuum_info` (vacuum/info.py) to N,
 the newest commit at or before the cut-off, after a FULL run too (Delta Spark writes `{}` then,
 so its FULL run never makes LITE possible again); never backwards, and never after an
 INVENTORY run, whose report may predate files removed since.
@@ -66,11 +66,10 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltakeeper.delta import features, paths, vacuum_info, vacuum_lite
+from deltakeeper.delta import features, paths
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.held import HeldSnapshot, update_held
-from deltakeeper.delta.inventory import Inventory, Row, file_info
-from deltakeeper.delta.log import Listing, group
+from deltakeeper.delta.log.segment import Listing, group
 from deltakeeper.delta.properties import (
     MIN_VACUUM_RETENTION_MS,
     TableProperties,
@@ -87,9 +86,12 @@ from deltakeeper.delta.storage import (
     Storage,
 )
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
-from deltakeeper.delta.vacuum_lite import Named, Window
-from deltakeeper.delta.vacuum_modes import Mode
+from deltakeeper.delta.vacuum import info as vacuum_info
+from deltakeeper.delta.vacuum import lite as vacuum_lite
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum.inventory import Inventory, Row, file_info
+from deltakeeper.delta.vacuum.lite import Named, Window
+from deltakeeper.delta.vacuum.modes import Mode
 
 # Keys per delete_many call, one progress report each: four S3 DeleteObjects of 1,000, which
 # an object store sends at once (ObjectStorage.DELETE_THREADS).

@@ -1,10 +1,10 @@
-"""delta/last_checkpoint.py: the hint's canonical-JSON checksum, parsing and serializing."""
+"""delta/log/last_checkpoint.py: the hint's canonical-JSON checksum, parsing and serializing."""
 
 import json
 
 import pytest
 
-from deltakeeper.delta import last_checkpoint as lc
+from deltakeeper.delta.log import last_checkpoint as lc
 
 SPEC_EXAMPLE = (
     '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '

@@ -1,4 +1,4 @@
-"""delta/vacuum.py: which data files vacuum deletes (never a referenced or young one), and refusals.
+"""delta/vacuum/plan.py: which data files vacuum deletes (never a referenced or young one), and refusals.
 
 Deletion-vector paths, hidden paths, the CLI's refusals and exit codes, and a property test over
 random histories written as real logs on the local disk."""
@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltakeeper.cli import main
-from deltakeeper.delta import vacuum
 from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import open_table
-from deltakeeper.delta.vacuum import (
+from deltakeeper.delta.vacuum import plan as vacuum
+from deltakeeper.delta.vacuum.modes import Mode
+from deltakeeper.delta.vacuum.plan import (
     Root,
     dv_keys,
     dv_relative_path,
@@ -34,7 +35,6 @@ from deltakeeper.delta.vacuum import (
     plan_vacuum,
     z85_decode,
 )
-from deltakeeper.delta.vacuum_modes import Mode
 from deltakeeper.maintenance import policy
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 

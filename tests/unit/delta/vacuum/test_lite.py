@@ -1,4 +1,4 @@
-"""delta/vacuum_lite.py, and LITE plans through delta/vacuum.py: which commits a LITE vacuum
+"""delta/vacuum/lite.py, and LITE plans through delta/vacuum/plan.py: which commits a LITE vacuum
 reads (from the N `_last_vacuum_info` records to the newest commit before the cut-off), when Delta
 refuses it, and which files those commits name."""
 
@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper.delta import paths, vacuum, vacuum_info, vacuum_lite
+from deltakeeper.delta import paths
 from deltakeeper.delta.errors import LiteVacuumImpossible
 from deltakeeper.delta.table import open_table
-from deltakeeper.delta.vacuum import (
+from deltakeeper.delta.vacuum import info as vacuum_info
+from deltakeeper.delta.vacuum import lite as vacuum_lite
+from deltakeeper.delta.vacuum import plan
+from deltakeeper.delta.vacuum.lite import Named
+from deltakeeper.delta.vacuum.modes import Mode
+from deltakeeper.delta.vacuum.plan import (
     Root,
     dv_relative_path,
     execute_vacuum,
@@ -21,8 +26,6 @@ from deltakeeper.delta.vacuum import (
     plan_table_vacuum,
     record_vacuum,
 )
-from deltakeeper.delta.vacuum_lite import Named
-from deltakeeper.delta.vacuum_modes import Mode
 from tests.support.logbuilder import (
     LogBuilder,
     add,
@@ -110,7 +113,7 @@ def test_a_quiet_lite_builds_no_reference_set(tmp_path, monkeypatch):
     def refuse(*_args):
         raise AssertionError("references built for a vacuum with no candidates")
 
-    monkeypatch.setattr(vacuum, "referenced_keys", refuse)
+    monkeypatch.setattr(plan, "referenced_keys", refuse)
     p = plan_table_vacuum(table, snap, RETENTION, NOW, True, Mode.LITE)
     assert p.scanned == 0 and p.delete == [] and p.referenced == 0
     assert "no candidates, so no references to check" in str(p)
@@ -214,7 +217,7 @@ def test_named_files_are_removes_their_dv_files_and_cdc_files(tmp_path):
 def test_candidates_are_decoded_keys_inside_the_root_each_once_with_its_newest_time():
     root = Root("s3", "lake", ("/t",))
     u = uuid.UUID(int=7)
-    from tests.unit.delta.test_vacuum import u_dv
+    from tests.unit.delta.vacuum.test_plan import u_dv
 
     relative_dv, absolute_dv = (
         u_dv(u, "xy"),

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltakeeper.delta import file_stats
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.delta.file_stats import spec_for, truncate_max, truncate_min
+from deltakeeper.delta.stats import file
+from deltakeeper.delta.stats.file import spec_for, truncate_max, truncate_min
 
 SMILE = "\U0001f600"  # two UTF-16 units
 
@@ -33,7 +33,7 @@ def struct(**fields: Any) -> dict[str, Any]:
     return json.loads(schema(**fields))
 
 
-def paths(spec: file_stats.StatsSpec) -> list[str]:
+def paths(spec: file.StatsSpec) -> list[str]:
     return [leaf.dotted for leaf in spec.leaves]
 
 
@@ -60,10 +60,10 @@ def test_named_columns_win_and_match_case_blind() -> None:
 
 
 def test_column_lists_parse_as_spark_parses_them() -> None:
-    parsed = file_stats.parse_column_list("a, b.c ,`d.e`,`x``y`.z")
+    parsed = file.parse_column_list("a, b.c ,`d.e`,`x``y`.z")
     assert parsed == [["a"], ["b", "c"], ["d.e"], ["x`y", "z"]]
     with pytest.raises(InvalidInputError, match="backtick"):
-        file_stats.parse_column_list("`a")
+        file.parse_column_list("`a")
 
 
 def test_physical_names_under_column_mapping() -> None:
@@ -115,9 +115,9 @@ def footer_file(table: pa.Table, **options: Any) -> pq.ParquetFile:
 def stats_of(schema_string: str, table: pa.Table, **options: Any) -> tuple[dict[str, Any], Any]:
     spec = spec_for(schema_string, {}, [], None)
     pf = footer_file(table, **options)
-    got = file_stats.from_footer(spec, pf)
-    doc = got.stats if got.stats is not None else file_stats.from_data(spec, pf, got)
-    return json.loads(file_stats.dumps(doc), parse_float=Decimal), got
+    got = file.from_footer(spec, pf)
+    doc = got.stats if got.stats is not None else file.from_data(spec, pf, got)
+    return json.loads(file.dumps(doc), parse_float=Decimal), got
 
 
 def test_the_document_from_a_footer() -> None:
@@ -212,7 +212,7 @@ def test_a_complete_statistics_document_needs_every_null_count() -> None:
 def test_tight_bounds_where_deletion_vectors_are_supported() -> None:
     spec = spec_for(schema(n="long"), {}, [], None, tight_bounds=True)
     pf = footer_file(pa.table({"n": [1]}))
-    doc = file_stats.from_footer(spec, pf).stats
+    doc = file.from_footer(spec, pf).stats
     assert doc is not None and list(doc) == [
         "numRecords",
         "minValues",

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltakeeper.delta.compute_stats import compute_stats
 from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.stats.compute import compute_stats
 from deltakeeper.delta.table import open_table
 from tests.support.logbuilder import (
     LogBuilder,

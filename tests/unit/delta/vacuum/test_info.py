@@ -1,14 +1,14 @@
-"""delta/vacuum_info.py: `_last_vacuum_info` in Delta Spark's format, read as Spark reads it."""
+"""delta/vacuum/info.py: `_last_vacuum_info` in Delta Spark's format, read as Spark reads it."""
 
-from deltakeeper.delta import vacuum_info
 from deltakeeper.delta.storage import open_storage
-from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum import info
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
 
 
 def test_written_as_delta_spark_writes_it():
     # Jackson, as Delta Spark's JsonUtils writes LastVacuumInfo: no spaces, no newline.
-    assert vacuum_info.render(42) == b'{"latestCommitVersionOutsideOfRetentionWindow":42}'
-    assert vacuum_info.parse(vacuum_info.render(7)) == LastVacuumInfo(InfoStatus.RECORDED, 7)
+    assert info.render(42) == b'{"latestCommitVersionOutsideOfRetentionWindow":42}'
+    assert info.parse(info.render(7)) == LastVacuumInfo(InfoStatus.RECORDED, 7)
 
 
 def test_what_spark_reads_as_no_info_is_no_n_here():
@@ -24,16 +24,16 @@ def test_what_spark_reads_as_no_info_is_no_n_here():
         b"\xff": InfoStatus.CORRUPT,
     }
     for data, status in cases.items():
-        found = vacuum_info.parse(data)
+        found = info.parse(data)
         assert found.status is status and found.version is None, data
     spaced = b'{ "latestCommitVersionOutsideOfRetentionWindow" : 3, "x": {} }\n'
-    assert vacuum_info.parse(spaced) == LastVacuumInfo(InfoStatus.RECORDED, 3)
+    assert info.parse(spaced) == LastVacuumInfo(InfoStatus.RECORDED, 3)
 
 
 def test_read_and_write_on_a_table(tmp_path):
     storage = open_storage(str(tmp_path))
-    assert vacuum_info.read(storage).status is InfoStatus.MISSING
-    vacuum_info.write(storage, 5)
-    assert (tmp_path / "_delta_log" / "_last_vacuum_info").read_bytes() == vacuum_info.render(5)
-    assert vacuum_info.read(storage) == LastVacuumInfo(InfoStatus.RECORDED, 5)
-    assert "N = 5" in vacuum_info.read(storage).describe()
+    assert info.read(storage).status is InfoStatus.MISSING
+    info.write(storage, 5)
+    assert (tmp_path / "_delta_log" / "_last_vacuum_info").read_bytes() == info.render(5)
+    assert info.read(storage) == LastVacuumInfo(InfoStatus.RECORDED, 5)
+    assert "N = 5" in info.read(storage).describe()

@@ -30,14 +30,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.delta import vacuum_info
 from deltakeeper.delta.errors import LiteVacuumImpossible
-from deltakeeper.delta.json_log import commit_lines
-from deltakeeper.delta.log import Listing, LogEntry
+from deltakeeper.delta.log.json_files import commit_lines
+from deltakeeper.delta.log.segment import Listing, LogEntry
 from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.storage import Storage
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.vacuum_info import InfoStatus, LastVacuumInfo
+from deltakeeper.delta.vacuum import info as vacuum_info
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
 
 
 @dataclass(frozen=True)

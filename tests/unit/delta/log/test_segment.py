@@ -1,10 +1,10 @@
-"""delta/log.py: which checkpoint and commits make a version (LogSegment), and commit times."""
+"""delta/log/segment.py: which checkpoint and commits make a version (LogSegment), and commit times."""
 
 import pytest
 
 from deltakeeper.delta import paths
 from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, NotADeltaTableError
-from deltakeeper.delta.log import earliest_version, group, monotonic, segment_for
+from deltakeeper.delta.log.segment import earliest_version, group, monotonic, segment_for
 from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.storage import FileInfo
 

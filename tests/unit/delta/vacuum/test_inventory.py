@@ -1,4 +1,4 @@
-"""delta/inventory.py, and INVENTORY plans through delta/vacuum.py: Delta's inventory schema as
+"""delta/vacuum/inventory.py, and INVENTORY plans through delta/vacuum/plan.py: Delta's inventory schema as
 Parquet files, a folder or a Delta table; rows outside the table, hidden and nested ones skipped;
 a report that misses recent files deletes nothing of theirs; one of another prefix is an error.
 (S3 Inventory reports need s3:// URIs: tests/integration/test_vacuum_inventory.py.)"""
@@ -13,19 +13,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltakeeper.delta import inventory
 from deltakeeper.delta.errors import InvalidInputError
-from deltakeeper.delta.inventory import Row
 from deltakeeper.delta.storage import open_storage
 from deltakeeper.delta.table import open_table
-from deltakeeper.delta.vacuum import (
+from deltakeeper.delta.vacuum import inventory
+from deltakeeper.delta.vacuum.inventory import Row
+from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
+from deltakeeper.delta.vacuum.plan import (
     Root,
     inventory_files,
     load_for_vacuum,
     plan_table_vacuum,
     row_key,
 )
-from deltakeeper.delta.vacuum_modes import InventoryFormat, Mode
 from tests.support.logbuilder import LogBuilder, add, metadata, protocol, remove
 
 DAY = 86_400_000

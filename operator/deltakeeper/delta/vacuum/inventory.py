@@ -11,7 +11,7 @@ Two kinds of source (`InventoryFormat`):
   table.
 
 Rows come back as they are (`Row`, the path not decoded); which of them lie in a table, and
-what that table may delete, is vacuum.py's business. The report is opened with the table's
+what that table may delete, is vacuum/plan.py's business. The report is opened with the table's
 storage options: inventories live on the table's store, often in another bucket.
 """
 
@@ -36,7 +36,7 @@ from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.properties import when_text
 from deltakeeper.delta.storage import FileInfo, Storage, open_storage
 from deltakeeper.delta.table import open_table
-from deltakeeper.delta.vacuum_modes import InventoryFormat
+from deltakeeper.delta.vacuum.modes import InventoryFormat
 
 MANIFEST = "manifest.json"
 # Delta Spark's INVENTORY_SCHEMA: the columns it reads, and their types.

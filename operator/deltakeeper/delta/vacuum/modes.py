@@ -7,7 +7,7 @@ import enum
 
 
 class Mode(enum.StrEnum):
-    """How a vacuum finds its candidates (delta/vacuum.py). AUTO is the caller's choice between
+    """How a vacuum finds its candidates (delta/vacuum/plan.py). AUTO is the caller's choice between
     LITE and FULL (maintenance/planner.py); delta/ plans the other three."""
 
     AUTO = "auto"
@@ -17,7 +17,7 @@ class Mode(enum.StrEnum):
 
 
 class InventoryFormat(enum.StrEnum):
-    """What an inventory URI holds (delta/inventory.py)."""
+    """What an inventory URI holds (delta/vacuum/inventory.py)."""
 
     AUTO = "auto"  # by what is there: a manifest -> s3, a _delta_log -> delta, else parquet
     S3 = "s3"  # an S3 Inventory report: manifest.json and its CSV or Parquet files

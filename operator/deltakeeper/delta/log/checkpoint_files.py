@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths, schema
 from deltakeeper.delta.errors import CorruptLogError, MissingLogFileError
-from deltakeeper.delta.json_log import read_actions
-from deltakeeper.delta.log import Checkpoint
-from deltakeeper.delta.reconcile import NON_FILE_ACTIONS, Actions, DropSet
+from deltakeeper.delta.log.json_files import read_actions
+from deltakeeper.delta.log.reconcile import NON_FILE_ACTIONS, Actions, DropSet
+from deltakeeper.delta.log.segment import Checkpoint
 from deltakeeper.delta.storage import Storage
 
 BATCH_ROWS = 131_072
