@@ -7,8 +7,9 @@
     if table.moved_on(snap):              # one listing
         snap = table.update(snap)         # reads only the new commits
 
-    from deltakeeper.delta import cleanup, vacuum
+    from deltakeeper.delta import cleanup
     from deltakeeper.delta.checkpoint import checkpoint_table
+    from deltakeeper.delta.vacuum import plan as vacuum
     checkpoint_table(table, None, now_ms, tombstone_retention_ms)   # writes, then _last_checkpoint
     plan = cleanup.plan_table_cleanup(table, snap, retention_ms, now_ms)   # reads only
     cleanup.execute_cleanup(table, plan)                            # deletes what the plan lists

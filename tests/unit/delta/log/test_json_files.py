@@ -1,5 +1,5 @@
-"""delta/log/json_files.py: a bad line of a commit is a CorruptLogError that names the file and line;
-table_action_lines reads a commit's table-level actions without parsing its file actions."""
+"""delta/log/json_files.py: a bad line of a commit is a CorruptLogError that names the file and
+line; table_action_lines reads a commit's table-level actions without parsing its file actions."""
 
 import pytest
 

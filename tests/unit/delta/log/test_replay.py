@@ -1,4 +1,5 @@
-"""delta/log/replay.py: which actions win (newest per path and deletion vector), on hand-made logs."""
+"""delta/log/replay.py: which actions win (newest per path and deletion vector), on hand-made
+logs."""
 
 import pytest
 

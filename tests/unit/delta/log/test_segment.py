@@ -1,4 +1,5 @@
-"""delta/log/segment.py: which checkpoint and commits make a version (LogSegment), and commit times."""
+"""delta/log/segment.py: which checkpoint and commits make a version (LogSegment), and commit
+times."""
 
 import pytest
 

@@ -1,6 +1,7 @@
-"""delta/vacuum/inventory.py, and INVENTORY plans through delta/vacuum/plan.py: Delta's inventory schema as
-Parquet files, a folder or a Delta table; rows outside the table, hidden and nested ones skipped;
-a report that misses recent files deletes nothing of theirs; one of another prefix is an error.
+"""delta/vacuum/inventory.py, and INVENTORY plans through delta/vacuum/plan.py: Delta's
+inventory schema as Parquet files, a folder or a Delta table; rows outside the table, hidden and
+nested ones skipped; a report that misses recent files deletes nothing of theirs; one of another
+prefix is an error.
 (S3 Inventory reports need s3:// URIs: tests/integration/test_vacuum_inventory.py.)"""
 
 from __future__ import annotations

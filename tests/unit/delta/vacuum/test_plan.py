@@ -1,4 +1,5 @@
-"""delta/vacuum/plan.py: which data files vacuum deletes (never a referenced or young one), and refusals.
+"""delta/vacuum/plan.py: which data files vacuum deletes (never a referenced or young one), and
+refusals.
 
 Deletion-vector paths, hidden paths, the CLI's refusals and exit codes, and a property test over
 random histories written as real logs on the local disk."""
