@@ -1,5 +1,5 @@
-"""file_stats: which columns a table indexes, string prefixes as Delta cuts them, and the stats
-document built from footers (and from data where a footer cannot say)."""
+"""delta/stats/file.py: which columns a table indexes, string prefixes as Delta cuts them, and
+the stats document built from footers (and from data where a footer cannot say)."""
 
 from __future__ import annotations
 
