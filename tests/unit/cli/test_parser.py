@@ -220,15 +220,15 @@ def test_a_bad_mode_is_refused_with_the_modes_by_their_values(
 
 
 def test_compute_stats_help_states_the_librarys_limits() -> None:
-    """The parser states them without importing compute_stats (pyarrow): they must agree."""
+    """The parser states them without importing delta/stats/compute (pyarrow): they must agree."""
     from deltakeeper.cli import parser
     from deltakeeper.delta.stats import compute
 
     assert parser.STATS_BATCH == compute.BATCH
     assert parser.STATS_MAX_READ_BYTES == compute.MAX_DATA_BYTES
     flags = {a.dest: a.help for a in SUBPARSERS["compute-stats"]._actions}
-    assert f"(default {compute_stats.BATCH})" in flags["batch_size"]
-    assert f"(default {format_size(compute_stats.MAX_DATA_BYTES)})" in flags["max_read_bytes"]
+    assert f"(default {compute.BATCH})" in flags["batch_size"]
+    assert f"(default {format_size(compute.MAX_DATA_BYTES)})" in flags["max_read_bytes"]
 
 
 @pytest.mark.parametrize("doc", ["standalone.md", "operator.md"])
