@@ -7,6 +7,7 @@ read or published. The table: tests/support/catalog_tables.py."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,10 @@ import deltalake
 import pytest
 
 from deltakeeper.cli import main
+from deltakeeper.delta import cleanup, manifest
+from deltakeeper.delta.errors import CatalogOwnedError
 from deltakeeper.delta.table import open_table
+from deltakeeper.delta.vacuum import plan as vacuum
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.resources.spec import from_spec
 from tests.support import catalog_tables
@@ -99,7 +103,7 @@ def test_checkpoints_are_still_written_for_the_newest_published_version_only(
     assert code == 0, err
     assert f"_delta_log/{6:020d}.{PUBLISHED:020d}.compacted.json" in listing(table)
     code, _, err = run(capsys, "compact-log", str(table), "--from", "6", "--to", "13")
-    assert code != 0, "13 is only staged: no log compaction file may cover it"
+    assert code == 2 and "commit 13 is not published" in err  # 13 is only staged
     assert our_snapshot(table)[0] == PUBLISHED
 
 
@@ -210,3 +214,21 @@ def test_allowed_operations_is_off_by_default() -> None:
     assert "catalog_allowed" not in from_spec({})
     allowed = from_spec({"catalog": {"allowedOperations": ["vacuum", "manifest"]}})
     assert allowed["catalog_allowed"] == {"vacuum", "manifest"}
+
+
+def test_the_library_refuses_too_unless_told_the_catalog_permits(table: Path) -> None:
+    """delta/ refuses on its own (defence in depth): a caller that skips the planner still
+    deletes nothing without `catalog_allows`."""
+    t = open_table(str(table))
+    snap = t.snapshot()
+    now, month = int(time.time() * 1000), 30 * catalog_tables.DAY_MS
+    with pytest.raises(CatalogOwnedError, match="log cleanup is its catalog's"):
+        cleanup.plan_table_cleanup(t, snap, month, now)
+    with pytest.raises(CatalogOwnedError, match="vacuum is its catalog's"):
+        vacuum.plan_table_vacuum(t, vacuum.load_for_vacuum(t), 7 * catalog_tables.DAY_MS, now)
+    with pytest.raises(CatalogOwnedError, match="symlink manifests are its catalog's"):
+        manifest.generate(t, dry_run=True)
+    planned = cleanup.plan_table_cleanup(t, snap, month, now, catalog_allows=True)
+    assert sorted(f.key for f in planned.delete) == [
+        f"_delta_log/{v:020d}.json" for v in range(5)
+    ]  # published commits only; the staged ones are newer than the cut-off
