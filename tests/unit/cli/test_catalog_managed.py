@@ -19,8 +19,9 @@ from deltakeeper.delta import cleanup, manifest
 from deltakeeper.delta.errors import CatalogOwnedError
 from deltakeeper.delta.table import open_table
 from deltakeeper.delta.vacuum import plan as vacuum
-from deltakeeper.maintenance.policy import PolicyError
-from deltakeeper.resources.spec import from_spec
+from deltakeeper.maintenance.policy import PolicyError, effective
+from deltakeeper.resources.manifests import PolicyResource, TableResource
+from deltakeeper.resources.spec import from_spec, settings
 from tests.support import catalog_tables
 from tests.support.catalog_tables import PUBLISHED, listing
 from tests.support.cli import run
@@ -232,3 +233,14 @@ def test_the_library_refuses_too_unless_told_the_catalog_permits(table: Path) ->
     assert sorted(f.key for f in planned.delete) == [
         f"_delta_log/{v:020d}.json" for v in range(5)
     ]  # published commits only; the staged ones are newer than the cut-off
+
+
+def test_a_policy_can_allow_for_its_tables_and_a_tables_own_list_wins() -> None:
+    allows = {"catalog": {"allowedOperations": ["vacuum"]}}
+    policy = PolicyResource("ns", "p", {}, 1, allows, selector={})
+    plain = TableResource("ns", "t", {}, 1, {"uri": "file:///t"})
+    assert effective({}, **settings(plain, policy)).catalog_allowed == {"vacuum"}
+    own = {"uri": "file:///t", "catalog": {"allowedOperations": ["cleanup"]}}
+    table = TableResource("ns", "t", {}, 1, own)
+    assert effective({}, **settings(table, policy)).catalog_allowed == {"cleanup"}
+    assert effective({}).catalog_allowed == frozenset()  # off by default
