@@ -7,7 +7,7 @@ from typing import Any
 
 from deltakeeper.cli import exits, flags, output
 from deltakeeper.compaction import launcher
-from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta import features
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance import compaction_plan, executor, planner
@@ -20,9 +20,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     options = flags.storage_options(args.storage_option)
     table = open_table(args.uri, options)
     snap = table.snapshot(add_cols=(*LEAN_ADD, "stats"))
-    refusal = compaction_plan.refusal(snap)
-    if refusal:
-        raise UnsupportedProtocolError(f"{args.uri}: {refusal}")
+    features.require_writable(snap, "compaction")  # CatalogOwnedError for a catalog's table
     meta = snap.metadata
     names = compaction_plan.logical_partition_names(meta)
     chosen = flags.settings(args)

@@ -134,7 +134,7 @@ def table_summary(r: dict[str, Any]) -> None:
     cp = r["lastCheckpointVersion"]
     rows = [
         ("table", r["uri"]),
-        ("version", f"{r['version']}  committed {format_ms(r['timestamp'])}"),
+        ("version", f"{r['version']}  committed {format_ms(r['timestamp'])}{_published(r)}"),
         ("protocol", f"reader {p['minReaderVersion']}, writer {p['minWriterVersion']}"),
         ("features", ", ".join(flagged) or "-"),
         ("table id", r["tableId"]),
@@ -152,8 +152,8 @@ def table_summary(r: dict[str, Any]) -> None:
     ]
     if r.get("health"):
         rows.append(("health", health_line(r["health"])))
-    if r["unpublishedCommits"]:
-        rows.append(("unpublished", f"{r['unpublishedCommits']} staged commits (ignored)"))
+    if r["unpublishedCommits"] or r["catalogManaged"]:
+        rows.append(("unpublished", f"{r['unpublishedCommits']} staged commits newer (not read)"))
     for key, value in sorted(r["configuration"].items()):
         rows.append((f"  {key}", value))
     if r["configuration"]:
@@ -167,6 +167,15 @@ def table_summary(r: dict[str, Any]) -> None:
             "maintenance will refuse to write to this table",
             file=sys.stderr,
         )
+
+
+def _published(r: dict[str, Any]) -> str:
+    """A catalog-managed table's version is the newest published one: its catalog may be ahead."""
+    if not r["catalogManaged"]:
+        return ""
+    return (
+        f"  (newest published; catalog-managed ({r['catalogManaged']}): the catalog may be ahead)"
+    )
 
 
 def files(live: pa.Table, as_json: bool) -> None:

@@ -44,9 +44,10 @@ LITE vacuum (`keep_from`): Delta refuses a LITE vacuum once the commit `_last_va
 records is gone (vacuum/lite.py), so a caller that wants the next one possible passes that
 version, and no checkpoint newer than it is the cutOffCheckpoint: it and every later commit stay.
 
-Catalog-managed tables: only published commits (`_delta_log/<v>.json`) count, and with
-`published_up_to` nothing newer than that version is a cutoff candidate or deleted. The catalog
-must permit metadata cleanup; that check is the caller's.
+Catalog-managed tables: metadata cleanup is the managing catalog's (Delta's "Maintenance
+Operations on Catalog-managed Tables"), so `plan_table_cleanup` refuses unless the caller says
+the catalog permits it. Then only published commits (`_delta_log/<v>.json`) count, and with
+`published_up_to` nothing newer than that version is a cutoff candidate or deleted.
 """
 
 from __future__ import annotations
@@ -414,12 +415,15 @@ def plan_table_cleanup(
     now_ms: int,
     pending_checkpoint: int | None = None,
     keep_from: int | None = None,
+    catalog_allows: bool = False,
 ) -> CleanupPlan:
     """List the log and read what `plan_cleanup` needs for this table; nothing is deleted.
     `pending_checkpoint`: a version whose checkpoint is about to be written (a dry run of
     maintain), planned as if it were there; its sidecars are unknown, so none are deleted.
-    `keep_from`: commits from this version on stay, for the next LITE vacuum."""
-    features.require_writable(snap, "cleanup")
+    `keep_from`: commits from this version on stay, for the next LITE vacuum.
+    `catalog_allows`: the catalog of a catalog-managed table permits the cleanup (else
+    CatalogOwnedError)."""
+    features.require_writable(snap, "cleanup", catalog_allows)
     infos = [f for f in table.storage.walk(paths.LOG_DIR) if not f.is_dir]
     pending = None
     if pending_checkpoint is not None:
@@ -435,7 +439,7 @@ def plan_table_cleanup(
         now_ms,
         sidecar_refs=_sidecar_refs(table, [f for f in infos if f is not pending]),
         protect_before_version=protect,
-        published_up_to=snap.version if snap.protocol.has("catalogManaged") else None,
+        published_up_to=snap.version if features.catalog_managed(snap.protocol) else None,
         newest_cut=_read_past(snap),
         keep_from=keep_from,
     )

@@ -82,6 +82,15 @@ class UnsupportedProtocolError(DeltaError):
     reason = "UnsupportedProtocol"
 
 
+class CatalogOwnedError(UnsupportedProtocolError):
+    """The table is catalog-managed and the operation is its catalog's to run (Delta's
+    "Maintenance Operations on Catalog-managed Tables"): refused, not failed, and told apart
+    from a feature this build lacks."""
+
+    error_name = "CatalogOwned"
+    reason = "CatalogOwned"
+
+
 class StorageUnreachableError(DeltaError):
     """The object store or file system could not be reached or refused access."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol as Structural
 
-from deltakeeper.delta.errors import UnsupportedProtocolError
+from deltakeeper.delta.errors import CatalogOwnedError, UnsupportedProtocolError
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -52,7 +52,9 @@ WRITER_FEATURES = READER_FEATURES | frozenset(
     }
 )
 
-# Features that hand a table's commits to a catalog: vacuum and compaction belong to it then.
+# Features that hand a table's commits to a catalog (the current name, and the preview name
+# Delta 4.0 wrote): every maintenance operation but checkpoints, log compaction files and
+# checksums is then the catalog's, unless it permits it.
 CATALOG_MANAGED = ("catalogManaged", "catalogOwned-preview")
 
 # Features implied by legacy (pre-table-features) protocol versions.
@@ -133,7 +135,8 @@ def unsupported_writer(p: Protocol) -> list[str]:
 @dataclass(frozen=True)
 class _Wording:
     """How one operation says no: `lead` + the unknown features + `tail`; `catalog`, for work a
-    catalog owns on catalog-managed tables, is the command to run through it instead."""
+    catalog owns on catalog-managed tables, says whose that work is (refused unless the caller
+    says the catalog permits it)."""
 
     lead: str
     tail: str = ""
@@ -142,7 +145,10 @@ class _Wording:
 
 _WORDING = {
     "checkpoint": _Wording("refusing to write a checkpoint: this build does not support "),
-    "cleanup": _Wording("refusing to clean the log: this build does not support "),
+    "cleanup": _Wording(
+        "refusing to clean the log: this build does not support ",
+        catalog="log cleanup is its catalog's to run or permit",
+    ),
     "checksum": _Wording(
         "refusing to write a version checksum: this build does not support ",
         "; upgrade deltakeeper",
@@ -150,21 +156,22 @@ _WORDING = {
     "vacuum": _Wording(
         "vacuum refused, nothing deleted: this deltakeeper does not support ",
         "; upgrade deltakeeper before vacuuming this table",
-        catalog="VACUUM",
+        catalog="vacuum is its catalog's to run or permit",
     ),
     "compaction": _Wording(
         "compaction refused: this deltakeeper does not support ",
         "; upgrade deltakeeper",
-        catalog="OPTIMIZE",
+        catalog="compaction (OPTIMIZE) is its catalog's to run or permit",
     ),
     "commit": _Wording(
         "refusing to commit: this build does not support ",
         "; upgrade deltakeeper",
-        catalog="its commits",
+        catalog="commits go through its catalog",
     ),
     "manifest": _Wording(
         "refusing to write symlink manifests: this build does not support ",
         "; upgrade deltakeeper",
+        catalog="symlink manifests are its catalog's to write or permit",
     ),
     "maintenance": _Wording(
         "this build does not support ",
@@ -179,22 +186,34 @@ _WORDING = {
 OPERATIONS = tuple(_WORDING)
 
 
-def refusal(p: Protocol, operation: str) -> str | None:
+def catalog_managed(p: Protocol) -> str | None:
+    """The feature that makes a table of protocol `p` catalog-managed, or None."""
+    return next((f for f in CATALOG_MANAGED if p.has(f)), None)
+
+
+def refusal(p: Protocol, operation: str, catalog_allows: bool = False) -> str | None:
     """Why `operation` (one of OPERATIONS) must not write to a table of protocol `p`, or None:
-    a feature this build does not know, or, for vacuum and compaction, a catalog that owns
-    the table."""
+    a feature this build does not know, or a catalog that owns the work (`catalog_refusal`)."""
     wording = _WORDING[operation]
     unknown = unsupported_writer(p)
     if unknown:
         return f"{wording.lead}{', '.join(unknown)}{_why(p, operation)}{wording.tail}"
-    managed = [f for f in CATALOG_MANAGED if p.has(f)]
-    if managed and wording.catalog:
-        lead = wording.lead.partition(":")[0]
-        return (
-            f"{lead}: the table is catalog-managed ({managed[0]}); run {wording.catalog} "
-            "through the catalog that owns it"
-        )
-    return None
+    return catalog_refusal(p, operation, catalog_allows)
+
+
+def catalog_refusal(p: Protocol, operation: str, catalog_allows: bool = False) -> str | None:
+    """Why `operation` must not run on a catalog-managed table, or None: Delta lets a client
+    write checkpoints, log compaction files and checksums there (for published versions);
+    anything else is the managing catalog's, unless it permits it (`catalog_allows`, which
+    only the caller can know). A commit is never allowed: it must go through the catalog."""
+    wording = _WORDING[operation]
+    managed = catalog_managed(p)
+    if managed is None or wording.catalog is None:
+        return None
+    if catalog_allows and operation != "commit":
+        return None
+    lead = wording.lead.partition(":")[0]
+    return f"{lead}: the table is catalog-managed ({managed}); {wording.catalog}"
 
 
 class Versioned(Structural):
@@ -207,11 +226,16 @@ class Versioned(Structural):
     def protocol(self) -> Protocol: ...
 
 
-def require_writable(snapshot: Versioned, operation: str) -> None:
-    """The one refusal before any write or delete: UnsupportedProtocolError naming the table."""
-    why = refusal(snapshot.protocol, operation)
+def require_writable(snapshot: Versioned, operation: str, catalog_allows: bool = False) -> None:
+    """The one refusal before any write or delete: UnsupportedProtocolError naming the table,
+    CatalogOwnedError for work a catalog owns (`catalog_allows`: the caller knows the catalog
+    permits it)."""
+    p = snapshot.protocol
+    if unsupported_writer(p):
+        raise UnsupportedProtocolError(f"{snapshot.uri}: {refusal(p, operation)}")
+    why = catalog_refusal(p, operation, catalog_allows)
     if why is not None:
-        raise UnsupportedProtocolError(f"{snapshot.uri}: {why}")
+        raise CatalogOwnedError(f"{snapshot.uri}: {why}")
 
 
 def _why(p: Protocol, operation: str) -> str:

@@ -92,10 +92,12 @@ def manifest_key(folder: str) -> str:
     return f"{MANIFEST_DIR}/{folder}/{MANIFEST}" if folder else f"{MANIFEST_DIR}/{MANIFEST}"
 
 
-def generate(table: Table, dry_run: bool = False) -> ManifestRun:
-    """Bring `_symlink_format_manifest/` in line with the table's live files."""
+def generate(table: Table, dry_run: bool = False, catalog_allows: bool = False) -> ManifestRun:
+    """Bring `_symlink_format_manifest/` in line with the table's live files. A catalog-managed
+    table's manifests are its catalog's (they would show the newest published version, which
+    may trail the catalog): refused unless `catalog_allows`."""
     snap = table.snapshot(add_cols=("path", "partitionValues", "deletionVector"))
-    require_writable(snap, "manifest")
+    require_writable(snap, "manifest", catalog_allows)
     meta = snap.metadata
     if mapping_on(meta.properties.column_mapping_mode):
         raise InvalidInputError(

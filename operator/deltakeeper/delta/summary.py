@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deltakeeper.delta import paths
+from deltakeeper.delta import features, paths
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.log.segment import group
 from deltakeeper.delta.paths import Kind
@@ -16,6 +16,20 @@ from deltakeeper.delta.table import Table, checked_hint
 def log_listing(table: Table) -> list[FileInfo]:
     """Everything under `_delta_log`, as the summary (and health) read it."""
     return list(table.storage.walk(paths.LOG_DIR))
+
+
+def staged_commits(table: Table, version: int) -> int:
+    """How many staged commits (`_delta_log/_staged_commits/<v>.<uuid>.json`) propose a version
+    after `version`, the newest published one: one listing of that folder from v + 1 on. A
+    catalog-managed table's catalog may have ratified some of them; the others are failed or
+    running attempts. None is read as part of the table."""
+    folder = f"{paths.LOG_DIR}/{paths.STAGED_DIRS[0]}"
+    count = 0
+    for info in table.storage.list_from(folder, f"{folder}/{version + 1:020d}"):
+        name = paths.parse(info.key[len(paths.LOG_DIR) + 1 :])
+        if name is not None and name.kind is Kind.STAGED_COMMIT and name.version > version:
+            count += 1
+    return count
 
 
 def summarize(
@@ -44,6 +58,7 @@ def summarize(
         "version": snap.version,
         "timestamp": snap.timestamp_ms,
         "protocol": snap.protocol.to_json(),
+        "catalogManaged": features.catalog_managed(snap.protocol),
         "unsupportedFeatures": snap.unsupported_features,
         "tableId": m.id,
         "name": m.name,

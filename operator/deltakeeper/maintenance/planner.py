@@ -16,19 +16,21 @@ from typing import Any
 from deltakeeper.delta import cleanup as delta_cleanup
 from deltakeeper.delta import features
 from deltakeeper.delta.checkpoint import CheckpointSource
+from deltakeeper.delta.errors import CatalogOwnedError
+from deltakeeper.delta.features import Protocol
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum import plan as delta_vacuum
 from deltakeeper.delta.vacuum.info import LastVacuumInfo
 from deltakeeper.maintenance import compaction_plan
-from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
 from deltakeeper.maintenance.operations import cleanup as cleanup_op
 from deltakeeper.maintenance.operations import compaction as compaction_op
 from deltakeeper.maintenance.operations.registry import REGISTRY, SPARK, in_order
 from deltakeeper.maintenance.operations.spec import Planning
-from deltakeeper.maintenance.operations.steps import Plan
+from deltakeeper.maintenance.operations.steps import Plan, Step
 from deltakeeper.maintenance.policy import Engine, Policy
 
 CHECKPOINT, CLEANUP, VACUUM = Operation.CHECKPOINT, Operation.CLEANUP, Operation.VACUUM
@@ -89,14 +91,44 @@ def plan(
         spec = REGISTRY[op]
         if not spec.asked(policy):
             continue
+        owned = catalog_owned(snap.protocol, policy, op)
+        if owned is not None:
+            error = CatalogOwnedError(f"{table.uri}: {owned}")
+            result.steps.append(Step(op, False, owned, refused=True, error=error))
+            continue
         why = (on_spark or {}).get(op)
         step = spec.spark(p, why) if why and spec.spark else spec.plan(p)
         if step is not None:
             result.steps.append(step)
     _vacuum_first(p, result)
-    if cleanup_after_checkpoint and p.due(CHECKPOINT) and CLEANUP not in ops:
+    owned = catalog_owned(snap.protocol, policy, CLEANUP)
+    if cleanup_after_checkpoint and p.due(CHECKPOINT) and CLEANUP not in ops and not owned:
         result.steps.append(cleanup_op.after_checkpoint(p))
     return result
+
+
+def catalog_owned(protocol: Protocol, policy: Policy, operation: Operation) -> str | None:
+    """Why `operation` must not run on this table, or None: a catalog-managed table is its
+    catalog's, and a client may only write checkpoints, log compaction files and checksums
+    for it (Delta's "Maintenance Operations on Catalog-managed Tables"). Each operation's
+    spec says which it is; an operation that needs the catalog's permission runs when the
+    policy's catalog.allowedOperations names it, one that commits never does."""
+    managed = features.catalog_managed(protocol)
+    rule = REGISTRY[operation].catalog
+    if managed is None or rule is OnCatalogManaged.RUNS:
+        return None
+    if rule is OnCatalogManaged.IF_PERMITTED and operation in policy.catalog_allowed:
+        return None
+    lead = f"{operation} refused, nothing deleted or written: the table is catalog-managed"
+    if rule is OnCatalogManaged.NEVER:
+        return (
+            f"{lead} ({managed}); it would commit, and commits to this table go through its "
+            "catalog, which deltakeeper does not do"
+        )
+    return (
+        f"{lead} ({managed}); its catalog runs {operation} or permits it (if it does, name "
+        f"{operation} in catalog.allowedOperations)"
+    )
 
 
 def forced(
@@ -117,6 +149,9 @@ def forced(
     force = REGISTRY[operation].force
     if force is None:
         raise ValueError(f"{operation} has no command of its own that forces it")
+    owned = catalog_owned(snap.protocol, policy, operation)
+    if owned is not None:
+        raise CatalogOwnedError(f"{table.uri}: {owned}")
     p = Planning(
         table, snap, policy, now_ms, storage_options=storage_options, classic=classic, source=source
     )

@@ -162,6 +162,11 @@ class Policy:
     manifest_enabled: bool = False  # the table's delta.compatibility.symlinkFormatManifest
     checkpoint_engine: Engine = Engine.AUTO
     vacuum_engine: Engine = Engine.AUTO
+    # The operations (by name) that a catalog-managed table's catalog permits: its owner says
+    # so in catalog.allowedOperations, standing in for the catalog's own word until deltakeeper
+    # can ask a catalog. Empty: only what Delta allows every client (checkpoints, log
+    # compaction files, checksums) runs on such a table.
+    catalog_allowed: frozenset[str] = frozenset()
     # For each retention field: spec, policy, flag, table or default (see SOURCES).
     sources: Mapping[str, str] = dataclass_field(default_factory=dict)
 
@@ -211,6 +216,7 @@ SETTINGS = (
     "log_compaction_interval",
     "checkpoint_engine",
     "vacuum_engine",
+    "catalog_allowed",
     *(f"compaction_{name}" for name in COMPACTION_FIELDS),
     "sources",
 )
@@ -259,6 +265,7 @@ def effective(
     log_compaction_interval: int | None = None,
     checkpoint_engine: Engine | None = None,
     vacuum_engine: Engine | None = None,
+    catalog_allowed: frozenset[str] | None = None,
     sources: Mapping[str, str] | None = None,
     **compaction: Any,
 ) -> Policy:
@@ -301,6 +308,7 @@ def effective(
         manifest_enabled=props.symlink_manifest,
         checkpoint_engine=Engine(checkpoint_engine or Engine.AUTO),
         vacuum_engine=Engine(vacuum_engine or Engine.AUTO),
+        catalog_allowed=frozenset(catalog_allowed or ()),
         sources={key: value[1] for key, value in chosen.items()},
     )
 

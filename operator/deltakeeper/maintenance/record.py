@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from deltakeeper.delta.errors import CatalogOwnedError
 from deltakeeper.maintenance.operations import Operation
-from deltakeeper.maintenance.operations.outcome import Outcome, RunField
+from deltakeeper.maintenance.operations.outcome import Outcome, Result, RunField
 from deltakeeper.maintenance.operations.registry import REGISTRY
 from deltakeeper.maintenance.operations.spec import COUNT_SCHEMA
 from deltakeeper.units import rfc3339
@@ -26,6 +27,10 @@ SCHEMA: Mapping[RunField, Mapping[str, Any]] = {
     RunField.DELETED_BYTES: COUNT_SCHEMA,
     RunField.SECONDS: {"type": "number"},
     RunField.MESSAGE: {"type": "string"},
+    RunField.REASON: {
+        "type": "string",
+        "description": "Why a run was refused, when it has a reason of its own: CatalogOwned.",
+    },
     RunField.WRITTEN_FILES: {**COUNT_SCHEMA, "description": "Files given statistics or written."},
     RunField.ENGINE: {
         "type": "string",
@@ -47,7 +52,7 @@ COMMON = (
 def fields(operation: Operation) -> dict[str, Mapping[str, Any]]:
     """The fields `operation`'s entry may have, each with its schema."""
     spec = REGISTRY[operation]
-    named = list(COMMON)
+    named = [*COMMON, RunField.REASON]  # a reason only where a refusal has its own
     if spec.spark is not None:
         named += [RunField.ENGINE, RunField.JOB_ID]
     if spec.writes:
@@ -71,6 +76,8 @@ def entry(
         RunField.SECONDS: round(o.seconds, 3),
         RunField.MESSAGE: o.message,
     }
+    if o.result is Result.REFUSED and isinstance(o.error, CatalogOwnedError):
+        out[RunField.REASON] = CatalogOwnedError.reason
     out |= spec.record(o, previous or {}, now_ms)
     if on_spark(o):
         out |= {RunField.ENGINE: "spark", RunField.JOB_ID: o.job_id}

@@ -67,6 +67,9 @@ class Reason(enum.StrEnum):
     DUPLICATE_URI = "DuplicateUri"
     POLICY_WARNING = "PolicyWarning"
     POLLS_STALLED = "PollsStalled"  # no poll finished in STALL_INTERVALS poll intervals
+    # Not Degraded: a catalog-managed table's catalog owns operations deltakeeper then leaves
+    # alone (Degraded stays False with this reason); also a refused run's own reason.
+    CATALOG_OWNED = "CatalogOwned"
     # Events of maintenance (each operation's own event when done is its spec's done_reason,
     # maintenance/operations/).
     CHECKPOINT_REPAIRED = "CheckpointRepaired"

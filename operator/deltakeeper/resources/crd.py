@@ -12,6 +12,7 @@ from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.registry import CATALOG_PERMITS
 from deltakeeper.maintenance.policy import SOURCES, Engine
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.status_fields import COUNTS, LakeStatusField, PolicyStatusField
@@ -206,6 +207,19 @@ def policy_fields() -> dict[str, Any]:
                     "description": "Template of the SparkApplication that compacts.",
                 },
             }
+        ),
+        "catalog": _obj(
+            {
+                "allowedOperations": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": [str(op) for op in CATALOG_PERMITS]},
+                    "description": "On a catalog-managed table, the operations its catalog "
+                    "permits deltakeeper to run (default: none; checkpoints, log compaction "
+                    "files and checksums need no permission). Set only by whoever owns the "
+                    "catalog: it stands in for the catalog's own permission.",
+                },
+            },
+            "Catalog-managed tables (the catalogManaged feature).",
         ),
     }
 

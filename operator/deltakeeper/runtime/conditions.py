@@ -14,6 +14,7 @@ from typing import Any
 
 from deltakeeper.delta import features
 from deltakeeper.delta.errors import (
+    CatalogOwnedError,
     DeltaError,
     InvalidInputError,
     NotADeltaTableError,
@@ -49,8 +50,10 @@ def table_conditions(
     problem: Problem | None,
     error: BaseException | None,
     last_maintenance: Mapping[str, Mapping[str, Any]],
+    staged: int | None = None,
 ) -> list[Condition]:
-    """The four conditions, from what blocked the poll (if anything) and what maintenance did."""
+    """The four conditions, from what blocked the poll (if anything) and what maintenance did.
+    `staged`: a catalog-managed table's staged commits newer than `snap` (Ready says them)."""
     reach = Condition(REACHABLE, UNKNOWN, Reason.NOT_CHECKED, _NOT_CHECKED)
     proto = Condition(SUPPORTED, UNKNOWN, Reason.NOT_CHECKED, _NOT_CHECKED)
     ready: Condition | None = None
@@ -70,7 +73,7 @@ def table_conditions(
             known = f"reader v{p.min_reader_version}, writer v{p.min_writer_version}: all known"
             proto = Condition(SUPPORTED, TRUE, Reason.SUPPORTED, known)
     if ready is None:
-        ready = _watching(target, snap)
+        ready = _watching(target, snap, staged)
     return [ready, reach, proto, degraded(target, last_maintenance)]
 
 
@@ -91,8 +94,14 @@ def _failed_poll(
     return reach, proto, Condition(READY, FALSE, reason, message)
 
 
-def _watching(target: Target, snap: SnapshotHeader | None) -> Condition:
+def _watching(target: Target, snap: SnapshotHeader | None, staged: int | None) -> Condition:
     msg = f"watching version {snap.version}" if snap is not None else "watching"
+    managed = features.catalog_managed(snap.protocol) if snap is not None else None
+    if managed is not None:
+        msg += (
+            f", the newest published commit; the table is catalog-managed ({managed}) and its "
+            f"catalog may have ratified newer ones ({staged or 0} staged commits are newer)"
+        )
     if target.suspend:
         suspended = f"{msg}; maintenance suspended by spec.suspend"
         return Condition(READY, TRUE, Reason.SUSPENDED, suspended)
@@ -101,11 +110,14 @@ def _watching(target: Target, snap: SnapshotHeader | None) -> Condition:
 
 def degraded(target: Target, last_maintenance: Mapping[str, Mapping[str, Any]]) -> Condition:
     """From the latest run of each operation, not this poll's: a refused vacuum stays a
-    problem until a later vacuum succeeds."""
+    problem until a later vacuum succeeds. A catalog-managed table's operations that its
+    catalog owns are refused on every run by design: no problem, Degraded stays False with
+    the reason CatalogOwned (the table is as it should be; nothing to fix here)."""
+    owned = [op for op, e in last_maintenance.items() if catalog_owned(e)]
     failed = [
         (op, e)
         for op, e in last_maintenance.items()
-        if e.get(R.RESULT) in (Result.FAILED, Result.REFUSED)
+        if e.get(R.RESULT) in (Result.FAILED, Result.REFUSED) and not catalog_owned(e)
     ]
     if failed:
         op, e = failed[0]
@@ -122,7 +134,19 @@ def degraded(target: Target, last_maintenance: Mapping[str, Mapping[str, Any]]) 
     if target.warnings:
         warning = SCRUBBER.scrub("; ".join(target.warnings))
         return Condition(DEGRADED, TRUE, Reason.POLICY_WARNING, warning)
+    if owned:
+        message = (
+            f"no maintenance problems; the table is catalog-managed, and {', '.join(owned)} "
+            "left to its catalog (refused, nothing deleted or written; name an operation in "
+            "catalog.allowedOperations if the catalog permits it)"
+        )
+        return Condition(DEGRADED, FALSE, Reason.CATALOG_OWNED, message)
     return Condition(DEGRADED, FALSE, Reason.AS_EXPECTED, "no maintenance problems")
+
+
+def catalog_owned(entry: Mapping[str, Any]) -> bool:
+    """Whether a lastMaintenance entry is a run refused because a catalog owns the work."""
+    return entry.get(R.RESULT) == Result.REFUSED and entry.get(R.REASON) == Reason.CATALOG_OWNED
 
 
 def stalled(conditions: list[Condition], since_ms: int, interval_s: float) -> list[Condition]:
@@ -147,6 +171,7 @@ _HINTS = {
     Reason.INVALID_SECRET: "fix the credentials in spec.storage",
     Reason.INVALID_SPEC: "fix the DeltaTable's spec",
     Reason.INVALID_POLICY: "fix the retention settings or the table's properties",
+    Reason.CATALOG_OWNED: "the table's catalog owns this work",
 }
 
 
@@ -223,6 +248,8 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
         elif o.result is Result.DRY_RUN and spec.dry_run_event is not None:
             reason, message = spec.dry_run_event(o)
             events.append(Event(NORMAL, reason, message))
+        elif o.result is Result.REFUSED and isinstance(o.error, CatalogOwnedError):
+            continue  # by design, every run: Degraded's reason CatalogOwned says it once
         elif o.result in (Result.FAILED, Result.REFUSED):
             failed = o.result is Result.FAILED
             reason = Reason.MAINTENANCE_FAILED if failed else Reason.MAINTENANCE_REFUSED

@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltakeeper.delta import schema
+from deltakeeper.delta import features, schema
 from deltakeeper.delta.errors import DeltaError, UnsupportedProtocolError
 from deltakeeper.delta.held import (
     HeldSnapshot,
@@ -34,7 +34,7 @@ from deltakeeper.delta.held import (
     update_held,
 )
 from deltakeeper.delta.snapshot import Snapshot
-from deltakeeper.delta.summary import log_listing, summarize
+from deltakeeper.delta.summary import log_listing, staged_commits, summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum.modes import Mode
@@ -443,7 +443,7 @@ class TableWatcher:
         outcomes: list[Outcome] | None = None,
     ) -> Observation:
         found = conditions.table_conditions(
-            target, self._snap, problem, error, self.last_maintenance
+            target, self._snap, problem, error, self.last_maintenance, self._staged()
         )
         events = self._transitions.events(found)
         if outcomes:
@@ -469,6 +469,18 @@ class TableWatcher:
         obs.requests = self._new_requests()  # the counts' reads included
         self._last = obs if problem is None and error is None else None
         return obs
+
+    def _staged(self) -> int | None:
+        """A catalog-managed table's staged commits newer than the snapshot (the published
+        version may trail its catalog): one listing of `_staged_commits/` a poll, as they come
+        and go without the published log moving. None for other tables, or when it fails."""
+        snap, table = self._snap, self._table
+        if snap is None or table is None or features.catalog_managed(snap.protocol) is None:
+            return None
+        try:
+            return staged_commits(table, snap.version)
+        except (DeltaError, OSError):
+            return None  # the poll's own reads say what is wrong with the store
 
     def _read_counts(
         self, table: Table, snap: Snapshot | HeldSnapshot, target: Target, now_ms: int

@@ -23,6 +23,7 @@ EXPECTED = {
     errors.MissingLogFileError: ("CorruptLog", 2, "CorruptLog"),
     errors.DamagedCheckpointError: ("CorruptLog", 2, "CorruptLog"),
     errors.UnsupportedProtocolError: ("UnsupportedProtocol", 3, "UnsupportedProtocol"),
+    errors.CatalogOwnedError: ("CatalogOwned", 3, "CatalogOwned"),
     errors.StorageUnreachableError: ("StorageUnreachable", 4, "StorageUnreachable"),
     errors.CommitConflictError: ("CommitConflict", 1, "Error"),
     errors.LiteVacuumImpossible: ("InvalidInput", 2, "InvalidSpec"),

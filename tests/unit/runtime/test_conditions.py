@@ -93,6 +93,33 @@ def test_degraded_says_the_first_failed_or_refused_run_then_duplicates_then_warn
     assert conditions.degraded(warned, {}).reason is Reason.POLICY_WARNING
 
 
+OWNED = {"result": "refused", "reason": "CatalogOwned", "message": "the catalog's"}
+
+
+def test_a_run_the_catalog_owns_is_not_degraded_and_warns_once_not_every_poll() -> None:
+    """A catalog-managed table's cleanup is refused on every run by design: Degraded stays
+    False (reason CatalogOwned), no Warning per run; a real failure still shows."""
+    runs = {"checkpoint": {"result": "done"}, "cleanup": OWNED, "vacuum": OWNED}
+    found = conditions.degraded(TARGET, runs)
+    assert (found.status, found.reason) == (F, Reason.CATALOG_OWNED)
+    assert "cleanup, vacuum left to its catalog" in found.message
+    failed = {**runs, "checkpoint": {"result": "failed", "message": "disk"}}
+    assert conditions.degraded(TARGET, failed).reason is Reason.MAINTENANCE_FAILED
+    refused = {**runs, "manifest": {"result": "refused", "message": "other"}}
+    assert conditions.degraded(TARGET, refused).reason is Reason.MAINTENANCE_REFUSED
+    owned = errors.CatalogOwnedError("t: the catalog's")
+    outcome = Outcome(Operation.CLEANUP, Result.REFUSED, "the catalog's", error=owned)
+    assert conditions.outcome_events([outcome]) == []
+    transitions = conditions.Transitions()
+    transitions.events([conditions.degraded(TARGET, {})])
+    told = [transitions.events([conditions.degraded(TARGET, runs)]) for _ in range(3)]
+    assert [[(e.type, e.reason) for e in t] for t in told] == [
+        [(EventType.NORMAL, "CatalogOwned")],
+        [],
+        [],
+    ]
+
+
 def test_transitions_warn_when_a_condition_goes_bad_and_tell_when_it_heals() -> None:
     transitions = conditions.Transitions()
     ok = conditions.table_conditions(TARGET, None, None, None, {})

@@ -497,10 +497,11 @@ def check_retention(retention_ms: int, allow_short_retention: bool) -> None:
         )
 
 
-def check_protocol(snap: SnapshotHeader) -> None:
+def check_protocol(snap: SnapshotHeader, catalog_allows: bool = False) -> None:
     """Refuse unless this build understands every reader and writer feature (the check
-    vacuumProtocolCheck asks for, done for every table), and the table is not catalog-managed."""
-    features.require_writable(snap, "vacuum")
+    vacuumProtocolCheck asks for, done for every table), and the table is not catalog-managed
+    (unless the caller knows its catalog permits a vacuum)."""
+    features.require_writable(snap, "vacuum", catalog_allows)
 
 
 # -- table I/O --------------------------------------------------------------------------------
@@ -518,13 +519,15 @@ def plan_table_vacuum(
     mode: Mode = Mode.FULL,
     inventory: Inventory | None = None,
     info: LastVacuumInfo | None = None,
+    catalog_allows: bool = False,
 ) -> VacuumPlan:
     """Plan a vacuum of `table` from its newest snapshot (`snap` is brought up to date first:
     a plan from an older one would miss files added since), finding candidates as `mode`
     says (INVENTORY reads `inventory`). `info`: what the caller knows `_last_vacuum_info`
     holds (a watcher, from its own last vacuum; an older N only costs commits read again),
     else it is read. Refusals happen before listing; a LITE vacuum Delta would refuse raises
-    LiteVacuumImpossible before reading any commit."""
+    LiteVacuumImpossible before reading any commit. `catalog_allows`: the catalog of a
+    catalog-managed table permits the vacuum (only the caller can know)."""
     if mode is Mode.AUTO:
         raise ValueError("AUTO is a choice between LITE and FULL; plan one of them")
     if mode is Mode.INVENTORY and inventory is None:
@@ -540,7 +543,7 @@ def plan_table_vacuum(
         if isinstance(snap, Snapshot)
         else update_held(table, snap, listing)
     )
-    check_protocol(snap)
+    check_protocol(snap, catalog_allows)
     run = _Run(table, snap, info, now_ms - retention_ms, retention_ms)
     if listing is not None:
         plan = run.lite(listing)

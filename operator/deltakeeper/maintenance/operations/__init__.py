@@ -22,6 +22,16 @@ class Operation(enum.StrEnum):
     MANIFEST = "manifest"
 
 
+class OnCatalogManaged(enum.Enum):
+    """What an operation may do on a catalog-managed table (Delta's "Maintenance Operations on
+    Catalog-managed Tables"): the catalog is the table's source of truth, and a client may run
+    only the work every read and write relies on."""
+
+    RUNS = "runs"  # checkpoints, log compaction files, checksums: for published versions
+    IF_PERMITTED = "refused unless the catalog permits it"  # deletes, or writes beside the log
+    NEVER = "refused: it commits, and commits go through the catalog"
+
+
 class Cadence(enum.Enum):
     """When a watch loop plans an operation (maintenance/schedule.py)."""
 

@@ -20,7 +20,7 @@ from deltakeeper.delta.paths import Kind
 from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.table import Table, checked_hint
 from deltakeeper.maintenance.memory import streamed_checkpoint
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Plan, Step, spark_job
@@ -223,4 +223,5 @@ SPEC = OperationSpec(
     force=force,
     spark=on_spark,
     history=_history,
+    catalog=OnCatalogManaged.RUNS,
 )

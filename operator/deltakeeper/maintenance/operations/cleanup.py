@@ -10,7 +10,7 @@ from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum import lite
 from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_log_file
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, deleting
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step
@@ -33,7 +33,10 @@ def force(p: Planning) -> Step:
         return disabled
     keep = lite_floor(p.table, p.policy)
     retention = p.policy.log_retention_ms
-    detail = cleanup.plan_table_cleanup(p.table, p.snap, retention, p.now_ms, None, keep)
+    allows = CLEANUP in p.policy.catalog_allowed
+    detail = cleanup.plan_table_cleanup(
+        p.table, p.snap, retention, p.now_ms, None, keep, catalog_allows=allows
+    )
     return Step(CLEANUP, True, "asked for", detail)
 
 
@@ -54,14 +57,19 @@ def step(
     if disabled is not None:
         return disabled
     retention = policy.log_retention_ms
+    allows = CLEANUP in policy.catalog_allowed  # a catalog-managed table's catalog permits it
 
     def planned() -> cleanup.CleanupPlan:
         floor = lite_floor(table, policy)
-        return cleanup.plan_table_cleanup(table, snap, retention, now_ms, None, floor)
+        return cleanup.plan_table_cleanup(
+            table, snap, retention, now_ms, None, floor, catalog_allows=allows
+        )
 
     pending = snap.version if after_checkpoint else None
     floor = keep if vacuum_first is None else vacuum_first
-    detail = cleanup.plan_table_cleanup(table, snap, retention, now_ms, pending, floor)
+    detail = cleanup.plan_table_cleanup(
+        table, snap, retention, now_ms, pending, floor, catalog_allows=allows
+    )
     replan = planned if after_checkpoint or vacuum_first is not None else None
     using = f", using the checkpoint at version {pending} written first" if pending else ""
     if vacuum_first is not None:
@@ -133,4 +141,5 @@ SPEC = OperationSpec(
     every_ms=CLEANUP_EVERY_MS,
     force=force,
     deletes="log",
+    catalog=OnCatalogManaged.IF_PERMITTED,
 )

@@ -11,7 +11,7 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.memory import per_action
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.spec import (
     COUNT_SCHEMA,
@@ -164,4 +164,5 @@ SPEC = OperationSpec(
     record=_record,
     record_schema={**{k: COUNT_SCHEMA for k in _REWRITTEN}, "jobId": {"type": "string"}},
     history=_history,
+    catalog=OnCatalogManaged.NEVER,
 )

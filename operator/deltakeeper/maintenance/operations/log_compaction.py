@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from deltakeeper.delta import log_compaction
 from deltakeeper.maintenance.memory import per_log_file
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step
@@ -55,4 +55,5 @@ SPEC = OperationSpec(
     lambda o: o.message,
     asked=lambda policy: bool(policy.log_compaction_interval),
     writes=True,
+    catalog=OnCatalogManaged.RUNS,
 )

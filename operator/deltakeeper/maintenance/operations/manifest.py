@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from deltakeeper.delta import manifest
 from deltakeeper.maintenance.memory import per_action
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step
@@ -20,7 +20,8 @@ def plan(p: Planning) -> Step:
 
 
 def run(r: Running) -> Outcome:
-    done = manifest.generate(r.table, r.dry_run)
+    allows = MANIFEST in r.plan.policy.catalog_allowed  # a catalog-managed table's catalog's
+    done = manifest.generate(r.table, r.dry_run, catalog_allows=allows)
     if not done.written and not done.deleted:
         return Outcome(MANIFEST, Result.SKIPPED, f"{done.unchanged} manifests already current")
     verb = ("would write", "would delete") if r.dry_run else ("wrote", "deleted")
@@ -41,4 +42,5 @@ SPEC = OperationSpec(
     lambda o: o.message,
     asked=lambda policy: policy.manifest_enabled,
     writes=True,
+    catalog=OnCatalogManaged.IF_PERMITTED,
 )

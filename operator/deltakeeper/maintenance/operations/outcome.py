@@ -55,6 +55,7 @@ class RunField(enum.StrEnum):
     DELETED_BYTES = "deletedBytes"
     SECONDS = "seconds"
     MESSAGE = "message"
+    REASON = "reason"  # a refusal's own reason: CatalogOwned (a catalog-managed table's)
     # Only some operations':
     WRITTEN_FILES = "writtenFiles"  # the writers (spec.writes)
     ENGINE = "engine"  # a run Delta Spark made (spec.spark): "spark"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from deltakeeper.maintenance.memory import Holding
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.spec import OperationSpec
 from deltakeeper.maintenance.policy import Policy
 
@@ -41,6 +41,10 @@ REGISTRY: Mapping[Operation, OperationSpec] = {op: _load(op) for op in Operation
 WRITERS = tuple(op for op, s in REGISTRY.items() if s.writes)  # count the files they write
 DELETES = {op: s.deletes for op, s in REGISTRY.items() if s.deletes}  # what each deletes
 SPARK = tuple(op for op, s in REGISTRY.items() if s.spark)  # Delta Spark can run them
+# What a catalog-managed table's owner may allow (catalog.allowedOperations).
+CATALOG_PERMITS = tuple(
+    op for op, s in REGISTRY.items() if s.catalog is OnCatalogManaged.IF_PERMITTED
+)
 
 
 def spec_of(operation: Operation | str) -> OperationSpec:

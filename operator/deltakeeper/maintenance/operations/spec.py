@@ -15,7 +15,7 @@ from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
 from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum.info import LastVacuumInfo
 from deltakeeper.maintenance.memory import Holding
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress
 from deltakeeper.maintenance.operations.steps import Plan, Step
 from deltakeeper.maintenance.policy import Policy
@@ -94,6 +94,11 @@ class OperationSpec:
     asked: Callable[[Policy], bool] = lambda policy: True  # whether the policy wants it at all
     deletes: str | None = None  # what it deletes (metrics' `kind`): log or data files
     writes: bool = False  # counts the files it writes (writtenFiles)
+    # On a catalog-managed table: whether it runs, needs the catalog's permission (it deletes or
+    # writes beside the log; catalog.allowedOperations stands in for the permission), or never
+    # runs (it commits). Refused unless permitted, as Delta says for any operation it does not
+    # name.
+    catalog: OnCatalogManaged = OnCatalogManaged.IF_PERMITTED
     # Its step when Delta Spark runs it as a job, and why (spec.<op>.engine, the memory
     # budget); None: only deltakeeper runs it.
     spark: Callable[[Planning, str], Step] | None = None

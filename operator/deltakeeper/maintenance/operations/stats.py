@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from deltakeeper.delta.stats import compute
 from deltakeeper.maintenance.memory import per_action
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step
@@ -54,4 +54,5 @@ SPEC = OperationSpec(
     lambda o: o.message,
     asked=lambda policy: policy.stats_enabled,
     writes=True,
+    catalog=OnCatalogManaged.NEVER,
 )

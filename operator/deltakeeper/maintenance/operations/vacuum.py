@@ -21,7 +21,7 @@ from deltakeeper.delta.vacuum import inventory
 from deltakeeper.delta.vacuum import plan as vacuum
 from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_action
-from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.compaction import with_files
 from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting, vacuum_run
 from deltakeeper.maintenance.operations.spec import (
@@ -104,6 +104,7 @@ def _plan(p: Planning, snap: Snapshot | HeldSnapshot) -> vacuum.VacuumPlan:
             chosen,
             found,
             p.known,
+            catalog_allows=VACUUM in policy.catalog_allowed,
         )
 
     if mode is not Mode.AUTO:
@@ -237,4 +238,5 @@ SPEC = OperationSpec(
         "lastFull": {"type": "string", "format": "date-time"},
     },
     history=_history,
+    catalog=OnCatalogManaged.IF_PERMITTED,
 )
