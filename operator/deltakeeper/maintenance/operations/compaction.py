@@ -26,14 +26,7 @@ COMPACTION = Operation.COMPACTION
 
 
 def plan(p: Planning) -> Step:
-    return planned(p.table, with_files(p.table, p.snap), p)
-
-
-def with_files(table: Table, snap: object) -> Snapshot:
-    """`snap` with its file actions: itself, or read at its version for a header."""
-    if isinstance(snap, Snapshot):
-        return snap
-    return table.snapshot(version=snap.version)  # type: ignore[attr-defined]
+    return planned(p.table, p.with_files(), p)
 
 
 def planned(table: Table, snap: Snapshot, p: Planning) -> Step:

@@ -45,6 +45,12 @@ class Planning:
     classic: bool = False
     source: CheckpointSource | None = None
 
+    def with_files(self) -> Snapshot:
+        """The snapshot with its file actions: itself, or read at its version otherwise."""
+        if isinstance(self.snap, Snapshot):
+            return self.snap
+        return self.table.snapshot(version=self.snap.version)
+
     def due(self, operation: Operation) -> bool:
         """Whether a step of `operation` planned before this one is due."""
         return any(s.operation is operation and s.due for s in self.steps)

@@ -22,7 +22,6 @@ from deltakeeper.delta.vacuum import plan as vacuum
 from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
-from deltakeeper.maintenance.operations.compaction import with_files
 from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting, vacuum_run
 from deltakeeper.maintenance.operations.spec import (
     COUNT_SCHEMA,
@@ -40,7 +39,7 @@ VACUUM = Operation.VACUUM
 def plan(p: Planning) -> Step:
     if not p.policy.vacuum_enabled:
         return Step(VACUUM, False, "disabled by the policy (vacuum.enabled: false)")
-    snap = p.snap if isinstance(p.snap, (Snapshot, HeldSnapshot)) else with_files(p.table, p.snap)
+    snap = p.snap if isinstance(p.snap, (Snapshot, HeldSnapshot)) else p.with_files()
     try:
         detail = _plan(p, snap)
     except (InvalidInputError, UnsupportedProtocolError) as e:
