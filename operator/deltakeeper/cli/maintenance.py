@@ -15,8 +15,10 @@ from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.stats import compute
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum import plan as vacuum
-from deltakeeper.maintenance import executor, planner
+from deltakeeper.maintenance import executor, planner, record
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
+from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress, Report
 from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import SPARK
@@ -35,7 +37,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         table, snap, pol, now, Operation.CHECKPOINT, classic=args.classic, source=source
     )
     outcome = _run_one(table, plan, args.dry_run, None)
-    result, checksum = outcome.written, outcome.checksum
+    run = checkpoint_op.detail(outcome)
+    result, checksum = run.written, run.checksum
     assert result is not None
     written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
@@ -170,8 +173,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     forced = planner.forced(table, snap, pol, now, Operation.VACUUM, storage_options=options)
     outcome = _run_one(table, forced, args.dry_run, None if args.json else output.progress)
     plan = forced.steps[0].detail
-    assert isinstance(plan, vacuum.VacuumPlan) and outcome.vacuum is not None
-    deleted, folders = outcome.deleted_files, outcome.deleted_folders
+    run = vacuum_op.run_of(outcome)
+    assert isinstance(plan, vacuum.VacuumPlan) and run is not None
+    deleted, folders = outcome.deleted_files, run.folders
     report = {
         R.OPERATION: Operation.VACUUM,
         "version": plan.version,
@@ -190,7 +194,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         "cutoffTimestamp": plan.cutoff_ms,
         "scannedFiles": plan.scanned,
         "referencedFiles": plan.referenced,
-        **outcome.vacuum.to_json(),
+        **run.to_json(),
         "reasons": [f"mode {plan.mode}: {plan.why}", *plan.reasons()],
     }
     if args.json:
@@ -246,7 +250,8 @@ def _run_one(table: Table, plan: Plan, dry_run: bool, progress: Progress | None)
 
 
 def _maintain_json(plan: Plan, report: Report) -> dict[str, Any]:
-    written = [o.checkpoint_version for o in report.outcomes if o.checkpoint_version is not None]
+    ran = (o for o in report.outcomes if o.operation is Operation.CHECKPOINT)
+    written = [o.version for o in ran if o.version is not None]
     return {
         R.OPERATION: "maintain",
         "version": plan.version,
@@ -257,6 +262,6 @@ def _maintain_json(plan: Plan, report: Report) -> dict[str, Any]:
         R.FILES: [f for o in report.outcomes for f in o.files],
         "retention": plan.policy.retention_json(),
         "plan": plan.to_json(),
-        "results": [o.to_json() for o in report.outcomes],
+        "results": [record.as_json(o) for o in report.outcomes],
         R.SECONDS: round(report.seconds, 3),
     }

@@ -166,7 +166,7 @@ def spark_outcome(
             out.error = JobFailed(out.message)
             return out
         # A SparkApplication's output is not seen: the version is the one the log names.
-        out.checkpoint_version = version = version if reported is not None else hint.version
+        out.version = version = version if reported is not None else hint.version
         out.message = f"Delta Spark wrote the checkpoint at version {version} (Spark job {tag})"
         return out
     deleted = result.result.get("filesDeleted")

@@ -5,10 +5,12 @@ where the policy asks for one."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from deltakeeper.delta import crc
 from deltakeeper.delta.checkpoint import (
+    CheckpointResult,
     CheckpointSource,
     checkpoint_source,
     load_for_checkpoint,
@@ -27,6 +29,21 @@ from deltakeeper.maintenance.operations.steps import Plan, Step, spark_job
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 
 CHECKPOINT = Operation.CHECKPOINT
+
+
+@dataclass(slots=True)
+class CheckpointRun:
+    """A checkpoint step's own facts (its Outcome's detail): what it wrote, for a front-end
+    that reports more than the counts (the CLI, history's checksum row)."""
+
+    written: CheckpointResult | None = None  # the regular checkpoint
+    checksum: crc.CrcResult | None = None
+    repaired: list[int] = field(default_factory=list)  # damaged versions rewritten
+
+
+def detail(o: Outcome) -> CheckpointRun:
+    """`o`'s CheckpointRun, empty for one that has none (a Spark job's, a failure)."""
+    return o.detail_as(CheckpointRun) or CheckpointRun()
 
 
 def plan(p: Planning) -> Step:
@@ -125,7 +142,7 @@ def run(r: Running) -> Outcome:
         outcome.message = f"{verb} damaged checkpoint {keys}" + (
             f"; {outcome.message}" if step.regular else ""
         )
-        outcome.repaired = list(step.repair)
+        outcome.detail = replace(detail(outcome), repaired=list(step.repair))
     return outcome
 
 
@@ -146,7 +163,7 @@ def _repair(table: Table, plan: Plan, version: int, dry_run: bool) -> Outcome:
         CHECKPOINT,
         Result.DRY_RUN if dry_run else Result.DONE,
         result.key,
-        checkpoint_version=result.version,
+        version=result.version,
         files=list(result.keys) if dry_run else [],
     )
 
@@ -183,10 +200,9 @@ def _write(table: Table, plan: Plan, step: Step, dry_run: bool) -> Outcome:
         CHECKPOINT,
         Result.DRY_RUN if dry_run else Result.DONE,
         message,
-        checkpoint_version=result.version,
+        version=result.version,
         files=written if dry_run else [],
-        written=result,
-        checksum=checksum,
+        detail=CheckpointRun(result, checksum),
     )
 
 
@@ -201,13 +217,23 @@ def _source(table: Table, plan: Plan, step: Step) -> CheckpointSource:
 
 
 def _done(o: Outcome) -> str:
-    return f"wrote the checkpoint at version {o.checkpoint_version}"
+    return f"wrote the checkpoint at version {o.version}"
 
 
 def _history(o: Outcome) -> dict[str, int]:
-    if o.written is None:
+    written = detail(o).written
+    if written is None:
         return {}
-    return {"checkpointBytes": o.written.size_bytes, "checkpointActions": o.written.rows}
+    return {"checkpointBytes": written.size_bytes, "checkpointActions": written.rows}
+
+
+def _repaired(o: Outcome) -> tuple[str, str] | None:
+    """A Warning: a checkpoint was damaged (readers may have failed on it until now)."""
+    return ("CheckpointRepaired", o.message) if detail(o).repaired else None
+
+
+def _report(o: Outcome) -> dict[str, Any]:
+    return {"checkpointVersion": o.version, "repairedCheckpoints": detail(o).repaired}
 
 
 SPEC = OperationSpec(
@@ -223,5 +249,7 @@ SPEC = OperationSpec(
     force=force,
     spark=on_spark,
     history=_history,
+    report=_report,
+    warning=_repaired,
     catalog=OnCatalogManaged.RUNS,
 )

@@ -83,6 +83,10 @@ def _no_metrics(o: Outcome) -> dict[str, int]:
     return {}
 
 
+def _nothing_more(o: Outcome) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class OperationSpec:
     """One operation, whole: how it is planned and run, what it costs, and how it is told."""
@@ -112,8 +116,14 @@ class OperationSpec:
     # The Normal event of a dry run (reason, message), for an operation a resource can set
     # to dry-run (a DeltaTable's vacuum.dryRun); None: no event.
     dry_run_event: Callable[[Outcome], tuple[str, str]] | None = None
+    # The Normal event's reason when its Spark job started (the daemon follows it).
+    started_reason: str = "SparkJobStarted"
+    # A Warning event a done run raises besides its Normal one (reason, message), or None.
+    warning: Callable[[Outcome], tuple[str, str] | None] = lambda o: None
     # What its lastMaintenance entry adds to every run's fields (record.RUN_FIELDS), with the
     # schema of each for the CRD; `previous` is its entry before this run.
     record: Callable[[Outcome, Mapping[str, Any], int], dict[str, Any]] = _no_fields
     record_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     history: Callable[[Outcome], dict[str, int]] = _no_metrics  # its history row's metrics
+    # What its --json adds to every step's keys (record.as_json): its Outcome's detail.
+    report: Callable[[Outcome], dict[str, Any]] = _nothing_more
