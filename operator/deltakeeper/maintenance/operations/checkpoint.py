@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from deltakeeper.compaction.launcher import JobFailed
 from deltakeeper.delta import crc
 from deltakeeper.delta.checkpoint import (
     CheckpointResult,
@@ -126,6 +127,27 @@ def _recent_classic(table: Table, version: int, window: int) -> bool:
     """Whether a classic-named checkpoint exists within `window` versions before `version`."""
     listing = table.list_log(max(0, version - window))
     return any(c.kind is Kind.CHECKPOINT for found in listing.checkpoints.values() for c in found)
+
+
+def spark_done(table: Table, out: Outcome, planned_version: int) -> None:
+    """Delta Spark's checkpoint is believed once `_last_checkpoint` names its version or a
+    later one (the version planned, when the launcher cannot see the job's output)."""
+    tag = out.job_id
+    reported = (out.job_result or {}).get("checkpointVersion")
+    version = int(reported) if reported is not None else planned_version
+    hint = table.read_hint().checkpoint
+    if hint is None or hint.version < version:
+        found = "none" if hint is None else hint.version
+        out.result = Result.FAILED
+        out.message = (
+            f"Spark job {tag} ended, but _last_checkpoint names {found}, "
+            f"not version {version} or later"
+        )
+        out.error = JobFailed(out.message)
+        return
+    # A SparkApplication's output is not seen: the version is the one the log names.
+    out.version = version = version if reported is not None else hint.version
+    out.message = f"Delta Spark wrote the checkpoint at version {version} (Spark job {tag})"
 
 
 def run(r: Running) -> Outcome:
@@ -248,6 +270,7 @@ SPEC = OperationSpec(
     _done,
     force=force,
     spark=on_spark,
+    spark_done=spark_done,
     history=_history,
     report=_report,
     warning=_repaired,

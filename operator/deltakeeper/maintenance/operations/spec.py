@@ -112,6 +112,9 @@ class OperationSpec:
     # Its step when Delta Spark runs it as a job, and why (spec.<op>.engine, the memory
     # budget); None: only deltakeeper runs it.
     spark: Callable[[Planning, str], Step] | None = None
+    # Its finished Spark job's Outcome (done, the job's line in job_result) made true to what
+    # the job did, given the version planned: what it wrote, deleted, or why it failed.
+    spark_done: Callable[[Table, Outcome, int], None] | None = None
     skip: Callable[[Step], Outcome] | None = None  # its Outcome when not due (default: skipped)
     # The Normal event of a dry run (reason, message), for an operation a resource can set
     # to dry-run (a DeltaTable's vacuum.dryRun); None: no event.

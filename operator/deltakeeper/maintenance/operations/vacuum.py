@@ -18,6 +18,7 @@ from deltakeeper.delta.errors import (
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.properties import duration_text
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum import inventory
 from deltakeeper.delta.vacuum import plan as vacuum
 from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
@@ -207,6 +208,14 @@ def run(r: Running) -> Outcome:
     return outcome
 
 
+def spark_done(table: Table, out: Outcome, planned_version: int) -> None:
+    """Delta Spark's VACUUM: the files its line says it deleted."""
+    deleted = (out.job_result or {}).get("filesDeleted")
+    out.deleted_files = int(deleted or 0)
+    counted = f"deleted {deleted} files" if deleted is not None else "ran (no counts logged)"
+    out.message = f"Delta Spark's VACUUM {counted} (Spark job {out.job_id})"
+
+
 def skip(step: Step) -> Outcome:
     """A vacuum not due still says its mode and what looking cost."""
     skipped = Outcome(VACUUM, Result.SKIPPED, step.reason)
@@ -276,6 +285,7 @@ SPEC = OperationSpec(
     dry_run_event=_dry_run,
     deletes="data",
     spark=on_spark,
+    spark_done=spark_done,
     record=_record,
     report=_report,
     record_schema={
