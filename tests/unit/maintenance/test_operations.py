@@ -65,7 +65,8 @@ def test_every_operation_is_whole(op: Operation) -> None:
     assert isinstance(spec.done_message(done), str) and spec.done_message(done)
     if spec.dry_run_event is not None:
         assert spec.dry_run_event(Outcome(op, Result.DRY_RUN, ""))[0].isalpha()
-    assert (spec.spark is None) == (spec.spark_done is None), "a Spark job's step and its end"
+    spark = (spec.spark, spec.spark_done, spec.engine)
+    assert all(s is None for s in spark) or all(spark), "a Spark job's step, end and setting"
 
 
 def _outcomes(op: Operation) -> list[Outcome]:

@@ -271,6 +271,7 @@ SPEC = OperationSpec(
     force=force,
     spark=on_spark,
     spark_done=spark_done,
+    engine=lambda policy: policy.checkpoint_engine,
     history=_history,
     report=_report,
     warning=_repaired,

@@ -18,7 +18,7 @@ from deltakeeper.maintenance.memory import Holding
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress
 from deltakeeper.maintenance.operations.steps import Plan, Step
-from deltakeeper.maintenance.policy import Policy
+from deltakeeper.maintenance.policy import Engine, Policy
 
 
 @dataclass
@@ -115,6 +115,7 @@ class OperationSpec:
     # Its finished Spark job's Outcome (done, the job's line in job_result) made true to what
     # the job did, given the version planned: what it wrote, deleted, or why it failed.
     spark_done: Callable[[Table, Outcome, int], None] | None = None
+    engine: Callable[[Policy], Engine] | None = None  # its setting: deltakeeper, spark or auto
     skip: Callable[[Step], Outcome] | None = None  # its Outcome when not due (default: skipped)
     # The Normal event of a dry run (reason, message), for an operation a resource can set
     # to dry-run (a DeltaTable's vacuum.dryRun); None: no event.

@@ -286,6 +286,7 @@ SPEC = OperationSpec(
     deletes="data",
     spark=on_spark,
     spark_done=spark_done,
+    engine=lambda policy: policy.vacuum_engine,
     record=_record,
     report=_report,
     record_schema={
