@@ -215,7 +215,9 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     output.warn_damage(snap)
     pol = flags.policy_for(args.uri, snap.metadata.configuration, flags.settings(args))
     spark = planner.spark_steps(pol, ops, {})  # no budget here: only --engine spark
-    plan = planner.plan(table, snap, pol, now, ops, storage_options=options, on_spark=spark)
+    plan = planner.plan(
+        table, snap, pol, now, ops, storage_options=options, on_spark=spark, named=bool(args.only)
+    )
     if plan.refusal:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:

@@ -14,7 +14,8 @@ STATS = Operation.STATS
 
 
 def plan(p: Planning) -> Step:
-    reason = "stats.enabled: files without statistics get them"
+    asked = "stats.enabled" if p.policy.stats_enabled else "asked for"
+    reason = f"{asked}: files without statistics get them"
     return Step(STATS, True, reason, stats_since=p.stats_since, base=p.snap)
 
 
