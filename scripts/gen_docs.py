@@ -51,7 +51,8 @@ def render() -> dict[Path, str]:
         )
         if not block.search(text):
             raise SystemExit(f"{name} has no `<!-- generated: {table} -->` block")
-        out[path] = block.sub(lambda m: f"{m.group(1)}{make()}\n{m.group(2)}", text)
+        made = make()
+        out[path] = block.sub(lambda m: f"{m.group(1)}{made}\n{m.group(2)}", text)
     return out
 
 
