@@ -51,8 +51,8 @@ def render() -> dict[Path, str]:
         )
         if not block.search(text):
             raise SystemExit(f"{name} has no `<!-- generated: {table} -->` block")
-        made = make()
-        out[path] = block.sub(lambda m: f"{m.group(1)}{made}\n{m.group(2)}", text)
+        made = make().replace("\\", "\\\\")  # a template: its backslashes are literal
+        out[path] = block.sub(rf"\g<1>{made}\n\g<2>", text)
     return out
 
 
