@@ -113,7 +113,8 @@ def cmd_compute_stats(args: argparse.Namespace) -> int:
 
 def cmd_manifest(args: argparse.Namespace) -> int:
     table = open_table(args.uri, flags.storage_options(args.storage_option))
-    run = manifest.generate(table, args.dry_run)
+    allows = Operation.MANIFEST in (flags.catalog_allows(args.catalog_allows) or ())
+    run = manifest.generate(table, args.dry_run, catalog_allows=allows)
     if args.json:
         output.print_json({"operation": "manifest", "dryRun": args.dry_run, **run.to_json()})
         return 0

@@ -128,7 +128,7 @@ def catalog_owned(protocol: Protocol, policy: Policy, operation: Operation) -> s
         )
     return (
         f"{lead} ({managed}); its catalog runs {operation} or permits it (if it does, name "
-        f"{operation} in catalog.allowedOperations)"
+        f"{operation} in catalog.allowedOperations, or on the command line in --catalog-allows)"
     )
 
 
