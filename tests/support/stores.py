@@ -288,7 +288,10 @@ def _http_status(url: str) -> int:
         return int(e.code)
 
 
-def start_minio(binary: str, workdir: Path, bucket: str = "lake") -> Emulator:
+def start_minio(
+    binary: str, workdir: Path, bucket: str = "lake", env: dict[str, str] | None = None
+) -> Emulator:
+    """`env`: more of MinIO's settings (its MINIO_NOTIFY_WEBHOOK_* ones, say)."""
     port, console = free_port(), free_port()
     user, password = "deltakeeper", secrets.token_hex(16)
     env = {
@@ -298,6 +301,7 @@ def start_minio(binary: str, workdir: Path, bucket: str = "lake") -> Emulator:
         "MINIO_UPDATE": "off",
         # its request metrics without a bearer token: an independent count of what was sent
         "MINIO_PROMETHEUS_AUTH_TYPE": "public",
+        **(env or {}),
     }
     (workdir / "data").mkdir(parents=True, exist_ok=True)
     cmd = [binary, "server", "--quiet", "--address", f"127.0.0.1:{port}"]

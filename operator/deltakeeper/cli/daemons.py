@@ -40,6 +40,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         _interval("--default-poll-interval", args.default_poll_interval),
         history=_history(args),
         memory_budget=_memory_budget(args.memory_budget),
+        events=_events(args),
+    )
+
+
+def _events(args: argparse.Namespace) -> Any:
+    """The webhook listener's settings (flags, else environment); None: no listener. Bad
+    ones exit now, before any table is polled."""
+    from deltakeeper.runtime import webhook
+
+    return webhook.config_from(
+        args.events_listen, args.events_token_file, args.events_tls_cert, args.events_tls_key
     )
 
 
@@ -80,6 +91,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
     from deltakeeper.k8s.spark_launcher import default_template
 
     options = Options(metrics_port=args.metrics_port, max_concurrent=args.max_concurrent)
+    options.events = _events(args)
     if args.memory_budget is not None:
         options.memory_budget = _memory_budget(args.memory_budget)
     if args.discovery:

@@ -647,7 +647,34 @@ def _retry_flag(p: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+def _events_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--events-listen",
+        metavar="HOST:PORT",
+        help="take storage events (S3 event notifications, POST /events) on HOST:PORT for "
+        "tables with spec.events.source webhook (docs/events.md; $DELTAKEEPER_EVENTS_LISTEN; "
+        "default: no listener)",
+    )
+    p.add_argument(
+        "--events-token-file",
+        metavar="FILE",
+        help="the bearer token events must carry, read from FILE "
+        "($DELTAKEEPER_EVENTS_TOKEN_FILE; required with --events-listen)",
+    )
+    p.add_argument(
+        "--events-tls-cert",
+        metavar="FILE",
+        help="serve events over TLS with this certificate ($DELTAKEEPER_EVENTS_TLS_CERT)",
+    )
+    p.add_argument(
+        "--events-tls-key",
+        metavar="FILE",
+        help="and this key ($DELTAKEEPER_EVENTS_TLS_KEY)",
+    )
+
+
 def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: str) -> None:
+    _events_flags(p)
     p.add_argument(
         "--metrics-port",
         type=_port,

@@ -27,7 +27,8 @@ from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.resources.crd import GROUP, POLICIES, TABLES, VERSION
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.resources.status_fields import PolicyStatusField
-from deltakeeper.runtime import credentials, metrics
+from deltakeeper.runtime import credentials, metrics, webhook
+from deltakeeper.runtime.events import Events
 from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.history import History
 
@@ -62,7 +63,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     await asyncio.to_thread(api.ensure_peering, memo.api, PEERING, options.namespaces)
     memo.secrets = secrets.Secrets(functools.partial(api.read_secret, memo.api))
     memo.metrics = metrics.Metrics()
-    memo.fleet = Fleet(max_concurrent=options.max_concurrent, memory_budget=options.memory_budget)
+    memo.fleet = Fleet(
+        max_concurrent=options.max_concurrent,
+        memory_budget=options.memory_budget,
+        events=Events(memo.metrics),
+    )
     launcher = functools.partial(_compactor, memo.api, options)
     memo.tables = Tables(memo.api, memo.secrets, memo.metrics, options, memo.fleet, launcher)
     memo.background = [
@@ -80,6 +85,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memo.metrics, options.metrics_port, options.metrics_bind_address, memo.fleet.healthy
     )
     log.info("metrics: %s, peering priority %d", metrics.url(memo.server), options.priority)
+    memo.listener = None
+    if options.events is not None:
+        # Every replica listens; a standby has no loops, so its events are unknown tables
+        # (counted, answered 200) and the active replica's resync polls catch up.
+        memo.listener = webhook.Listener(memo.fleet.events, options.events)
+        await memo.listener.start()
 
 
 def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
@@ -96,6 +107,8 @@ def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     for task in memo.background:
         task.cancel()
+    if getattr(memo, "listener", None) is not None:
+        await memo.listener.stop()
     memo.server.shutdown()
     await memo.tables.stop()
     if memo.history is not None:  # what the last polls did, too

@@ -21,6 +21,7 @@ from deltakeeper.maintenance.policy import (
     METRICS_PORT,
     POLL_INTERVAL_MS,
 )
+from deltakeeper.runtime import webhook
 from deltakeeper.units import parse_interval_ms
 
 PEERING = "deltakeeper"  # the name of kopf's peering objects
@@ -82,6 +83,9 @@ class Options:
     # The operation history (runtime/history.py): its table's URI and storage options (JSON).
     history_uri: str = field(default_factory=lambda: os.environ.get("DELTAKEEPER_HISTORY_URI", ""))
     history_options: dict[str, Any] = field(default_factory=lambda: _history_options())
+    # The webhook event source's listener (runtime/webhook.py); None: none. `deltakeeper
+    # operator` sets it from its flags, else the same environment variables.
+    events: webhook.Config | None = field(default_factory=lambda: webhook.config_from(None, None))
     # Empty: cluster-wide.
     namespaces: list[str] = field(
         default_factory=lambda: [

@@ -41,6 +41,12 @@ CLASSIC_V2_EVERY_INTERVALS = 10
 # cleanup is looked at even without a new checkpoint (log files expire as time passes), and how
 # often vacuum runs when vacuum.schedule is not set (a FULL one lists the whole table).
 POLL_INTERVAL_MS = 30_000
+# A table whose storage events arrive (spec.events) is still polled this often, in case one
+# was lost (docs/events.md); while its event source is down, at its pollInterval.
+RESYNC_INTERVAL_MS = HOUR_MS
+# spec.events.source values this build has (runtime/events.py); queue URIs come later.
+EVENT_SOURCES = ("webhook",)
+QUEUE_SCHEMES = ("sqs", "pubsub", "azqueue")
 # Where the daemons serve /metrics: this machine only, as metrics name every table; other hosts
 # get them only when asked for (`--metrics-bind-address 0.0.0.0`; the Helm chart does).
 METRICS_PORT = 9108

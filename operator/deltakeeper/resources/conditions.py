@@ -15,6 +15,9 @@ class ConditionType(enum.StrEnum):
     PROTOCOL_SUPPORTED = "ProtocolSupported"
     DEGRADED = "Degraded"  # the odd one: True is the bad state
     TABLE_FOUND = "TableFound"  # a DeltaLake's table: did the lake's last good scan find it
+    # A table with spec.events: True while it is polled at its pollInterval because its event
+    # source is down or its events went missing (runtime/events.py). Only on such tables.
+    EVENTS_DEGRADED = "EventsDegraded"
 
 
 # What every DeltaTable's status carries, in this order.
@@ -67,6 +70,10 @@ class Reason(enum.StrEnum):
     DUPLICATE_URI = "DuplicateUri"
     POLICY_WARNING = "PolicyWarning"
     POLLS_STALLED = "PollsStalled"  # no poll finished in STALL_INTERVALS poll intervals
+    # EventsDegraded (runtime/events.py): events arrive, the source is down, or they go missing.
+    EVENTS_LIVE = "EventsLive"
+    EVENT_SOURCE_DOWN = "EventSourceDown"
+    EVENTS_MISSED = "EventsMissed"
     # Not Degraded: a catalog-managed table's catalog owns operations deltakeeper then leaves
     # alone (Degraded stays False with this reason); also a refused run's own reason.
     CATALOG_OWNED = "CatalogOwned"

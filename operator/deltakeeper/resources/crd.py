@@ -71,6 +71,26 @@ def policy_fields() -> dict[str, Any]:
             "How often the table's log is checked "
             f"(default {format_duration(defaults.POLL_INTERVAL_MS)}).",
         ),
+        "events": _obj(
+            {
+                "source": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "webhook: S3 event notifications POSTed to the daemon's "
+                    "--events-listen (MinIO, Ceph RGW, ...). Queue URIs (sqs://, pubsub://, "
+                    "azqueue://) are not supported yet and are refused.",
+                },
+                "resyncInterval": _str(
+                    DURATION,
+                    "While events arrive, the table is still polled this often "
+                    f"(default {format_duration(defaults.RESYNC_INTERVAL_MS)}); at pollInterval "
+                    "while its source is down or events go missing.",
+                ),
+            },
+            "Storage events wake the table: its next poll happens when its log changes "
+            "(docs/events.md).",
+            required=["source"],
+        ),
         "logRetention": _str(
             DURATION,
             f"Keep log files this long (default {format_duration(defaults.LOG_RETENTION_MS)}).",
@@ -302,6 +322,22 @@ def _table_status() -> dict[str, Any]:
         F.LAST_MAINTENANCE: _obj(runs),
         F.COMPACTION: _compaction_status(count),
         F.HEALTH: _health(),
+        F.EVENTS: _obj(
+            {
+                "source": {"type": "string"},
+                "live": {
+                    "type": "boolean",
+                    "description": "Events stand in for polls: the source is up and none went "
+                    "missing (then polled every resyncInterval).",
+                },
+                "lastEventTime": {"type": "string", "format": "date-time", "nullable": True},
+                "missed": {
+                    "type": "integer",
+                    "description": "Resync polls in a row that found commits no event announced.",
+                },
+            },
+            "Storage events (spec.events): whether they are live and when the last one came.",
+        ),
         F.CONDITIONS: _conditions(),
     }
     return _fields(F, fields)

@@ -191,7 +191,39 @@ def watch_settings(
         "small_file_bytes": small_file_bytes(table, policy),
         "vacuum_schedule": schedule or None,
         "vacuum_dry_run": bool(vacuum.get("dryRun", False)),
+        **events_settings(table, policy),
     }
+
+
+def events_settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
+    """spec.events (the table's, else its policy's) as Target fields; {} without events. A
+    source this build does not have is refused, not polled as if it were not there."""
+    events = _first(table, policy, "events")
+    if not events:
+        return {}
+    source = str(events.get("source") or "")
+    scheme = source.partition("://")[0]
+    if source not in defaults.EVENT_SOURCES:
+        if scheme in defaults.QUEUE_SCHEMES:
+            raise PolicyError(
+                f"events.source {source}: queue sources ({', '.join(defaults.QUEUE_SCHEMES)}) are "
+                "not supported by this version of deltakeeper yet; use webhook, or remove "
+                "spec.events to poll at pollInterval"
+            )
+        raise PolicyError(
+            f"events.source {source!r}: expected one of {', '.join(defaults.EVENT_SOURCES)}"
+        )
+    uri = str(table.spec.get("uri", ""))
+    if "://" not in uri or uri.lower().startswith("file:"):
+        raise PolicyError(
+            "events: storage events come from an object store (s3://, gs://, abfss://, az://); "
+            f"{uri or 'this table'} is not in one: remove spec.events to poll it"
+        )
+    value = events.get("resyncInterval")
+    ms = _duration("events.resyncInterval", value) if value else defaults.RESYNC_INTERVAL_MS
+    if ms <= 0:
+        raise PolicyError(f"events.resyncInterval {value!r} must be more than 0s")
+    return {"events_source": source, "resync_interval_s": ms / 1000}
 
 
 def _first(table: TableResource, policy: PolicyResource | None, key: str) -> Any:

@@ -28,6 +28,7 @@ class StatusField(enum.StrEnum):
     LAST_MAINTENANCE = "lastMaintenance"
     COMPACTION = "compaction"
     HEALTH = "health"
+    EVENTS = "events"  # only on tables with spec.events
     CONDITIONS = "conditions"
 
 

@@ -27,6 +27,7 @@ from deltakeeper.maintenance.operations.registry import estimate
 from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
+from deltakeeper.runtime.events import Events, TableEvents, Trigger
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.poller import Handed, Parked, Poller, Quiet
 from deltakeeper.runtime.slots import Slots
@@ -71,8 +72,11 @@ class Fleet:
         clock: Callable[[], int] = now_ms,
         memory_budget: int | None = None,
         park_quiet: bool = True,
+        events: Events | None = None,
     ) -> None:
         self.clock = clock
+        # Tables with spec.events, and where events and polls are counted (runtime/events.py).
+        self.events = events if events is not None else Events()
         self.max_concurrent = max_concurrent
         self.memory_budget = memory_budget  # bytes for maintenance steps; None: no budget
         self._slots: Slots | None = None
@@ -103,54 +107,101 @@ class Fleet:
         sleep: Sleep,
         publish: Publish,
         park: Park | None = None,
+        owner: Loop | None = None,
     ) -> None:
         """Poll the table `current()` describes until `sleep` says stop; each observation
         goes to `publish`. With `park`, a table whose poll was quiet is polled by the Poller
-        until a poll of it needs this loop."""
+        until a poll of it needs this loop. `owner`: the Loop, which storage events wake when
+        the Target has spec.events (then polled every resyncInterval while they are live)."""
         interval = DEFAULT_POLL_S
         with contextlib.suppress(Exception):  # the first poll logs it
             interval = (await current()).poll_interval_s
         if await sleep(random.uniform(0, JITTER * interval)):
             return
         first = True
-        while True:
-            try:
-                target = await current()
-                interval = target.poll_interval_s
-                obs = await self.poll_once(target, watcher, publish, first)
-                first = False
-                while park is not None and obs.quiet and not obs.due:
-                    handed = await park(target, interval)
-                    if handed is None:  # woken or stopped: `sleep` says which
-                        break
-                    obs = await self.act(target, watcher, publish, handed[0])
-                    if not handed[1]:  # its Target may have changed: resolved before parking
-                        target = await current()
-                        interval = target.poll_interval_s
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a bug must not end the table's loop; it is logged and retried
-                log.exception("%s: poll failed", _task_name())
-            if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
-                return
+        try:
+            while True:
+                try:
+                    target = await current()
+                    ev = self._follow(owner, target)
+                    trigger = ev.begin() if ev is not None else Trigger.INTERVAL
+                    self.events.counts.poll(trigger)
+                    obs = await self.poll_once(target, watcher, publish, first, ev)
+                    first = False
+                    interval = _interval(target, ev)
+                    while park is not None and obs.quiet and not obs.due:
+                        if ev is not None:
+                            ev.park()
+                        handed = await park(target, interval)
+                        if handed is None:  # woken or stopped: `sleep` says which
+                            break
+                        obs = await self.act(target, watcher, publish, handed[0], ev)
+                        if not handed[1]:  # its Target may have changed: resolved before parking
+                            target = await current()
+                            ev = self._follow(owner, target)
+                        interval = _interval(target, ev)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a bug must not end the table's loop; logged and retried
+                    log.exception("%s: poll failed", _task_name())
+                if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
+                    return
+        finally:
+            if owner is not None and owner.events is not None:
+                owner.events.close()
+                owner.events = None
+
+    def _follow(self, owner: Loop | None, target: Target) -> TableEvents | None:
+        """The table's events, made or dropped as its Target has spec.events or not."""
+        if owner is None:
+            return None
+        ev = owner.events
+        if target.events_source is None:
+            if ev is not None:
+                ev.close()
+                owner.events = None
+            return None
+        if ev is None:
+            ev = owner.events = self.events.table(owner.poke)
+        ev.follow(target)
+        return ev
+
+    def count_poll(self, ev: TableEvents | None) -> None:
+        """A poll of a parked table (the Poller's), by its trigger."""
+        self.events.counts.poll(ev.trigger if ev is not None else Trigger.INTERVAL)
 
     async def poll_once(
-        self, target: Target, watcher: TableWatcher, publish: Publish, first: bool = False
+        self,
+        target: Target,
+        watcher: TableWatcher,
+        publish: Publish,
+        first: bool = False,
+        ev: TableEvents | None = None,
     ) -> Observation:
         obs = await (self._first_observe if first else self._observe)(target, watcher)
-        return await self.act(target, watcher, publish, obs)
+        return await self.act(target, watcher, publish, obs, ev)
 
     async def act(
-        self, target: Target, watcher: TableWatcher, publish: Publish, obs: Observation
+        self,
+        target: Target,
+        watcher: TableWatcher,
+        publish: Publish,
+        obs: Observation,
+        ev: TableEvents | None = None,
     ) -> Observation:
-        """Publish a poll's observation, then run what it found due and publish again."""
+        """Publish a poll's observation, then run what it found due and publish again. `ev`:
+        the table's events, which count the poll and add their status."""
         self._polled += 1
+        if ev is not None:
+            obs = ev.polled(obs)
         # Published before any maintenance: a table waiting for a maintenance slot (after a
         # restart, thousands may be due at once) still shows its new commits at once.
         await publish(target, obs)
         if not obs.due:
             return obs
         done = await self._maintain(target, watcher, obs)
+        if ev is not None:
+            done = ev.annotate(done)
         await publish(target, done)
         return done
 
@@ -244,6 +295,11 @@ class Fleet:
         self._maintenance.shutdown(wait=True, cancel_futures=True)
 
 
+def _interval(target: Target, ev: TableEvents | None) -> float:
+    """Seconds to the table's next poll unless something wakes it."""
+    return ev.interval_s(target) if ev is not None else target.poll_interval_s
+
+
 def _needs(obs: Observation) -> dict[Operation, int]:
     """Each due step's memory estimate, from what the poll counted."""
     counts = obs.counts
@@ -268,6 +324,7 @@ class Loop:
         self._woken = False  # poked while awake: the next sleep returns at once
         self._parked: tuple[Poller, Parked] | None = None  # while quiet polls run off the loop
         self.quiet: Quiet | None = None  # how the Poller polls and settles the table
+        self.events: TableEvents | None = None  # while its Target has spec.events
 
     def start(
         self,
@@ -290,13 +347,15 @@ class Loop:
         async def run() -> None:
             if after is not None:
                 await asyncio.gather(after, return_exceptions=True)
-            await fleet.watch(current, watcher, self.sleep, publish, park)
+            await fleet.watch(current, watcher, self.sleep, publish, park, self)
 
         self.fleet = fleet
         self.task = asyncio.create_task(run(), name=name, context=context)
 
     def stop(self) -> None:
         self.stopped = True
+        if self.events is not None:  # its events are unknown tables from now on
+            self.events.close()
         self._wake()
         if self.task is not None and self.fleet is not None:
             self.fleet.give_up(self.task)

@@ -39,6 +39,7 @@ from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime.events import SOURCES, EventResult, Trigger
 from deltakeeper.runtime.health import Health
 from deltakeeper.runtime.model import ScanResult
 
@@ -168,6 +169,31 @@ _LAKE_REQUESTS = (
 )
 _LAKE_SCANS = ("deltakeeper_lake_scans_total", "counter", "Scans of the lake, by result")
 
+# Storage events (runtime/events.py): daemon-wide, no table labels; every label value known up
+# front is exported at 0 from the start.
+_EVENTS = (
+    "deltakeeper_events_total",
+    "counter",
+    "Storage events by source and result (woke, duplicate, ignored, unknown_table; rejected "
+    "and malformed count requests)",
+)
+_POLLS = (
+    "deltakeeper_polls_total",
+    "counter",
+    "Polls by what triggered them (event, interval, resync, fallback)",
+)
+_EVENT_LAG = (
+    "deltakeeper_event_poll_lag_seconds",
+    "histogram",
+    "From an event's arrival to the end of the poll it woke",
+)
+_SOURCE_UP = (
+    "deltakeeper_event_source_up",
+    "gauge",
+    "1 while the event source is running in this daemon (webhook: listening), else 0",
+)
+LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
 
 @dataclass(slots=True)
 class _Duration:
@@ -241,8 +267,28 @@ class _Lake:
         self.labels = f'namespace="{_escape(self.namespace)}",lake="{_escape(self.name)}"'
 
 
+@dataclass(slots=True)
+class _Daemon:
+    """The daemon-wide series: no namespace or table label, only their own."""
+
+    namespace: str = ""
+    name: str = ""
+    labels: str = ""
+    label: ClassVar[str] = ""
+    events: dict[tuple[str, str], int] = field(
+        default_factory=lambda: {(s, str(r)): 0 for s in SOURCES for r in EventResult}
+    )
+    polls: dict[str, int] = field(default_factory=lambda: {str(t): 0 for t in Trigger})
+    lag: list[int] = field(default_factory=lambda: [0] * len(LAG_BUCKETS))
+    lag_sum: float = 0.0
+    lag_count: int = 0
+    up: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
+
+
 Labels = tuple[tuple[str, str], ...]
-Sample = tuple[_Table | _Lake, str, Labels, float]  # table, name suffix, extra labels, value
+Sample = tuple[
+    _Table | _Lake | _Daemon, str, Labels, float
+]  # table, name suffix, extra labels, value
 Family = tuple[tuple[str, str, str], Iterator[Sample]]  # (name, type, help), samples
 
 # The series at 0 from a table's first sight: every counter, by every label value known up
@@ -300,6 +346,7 @@ class Metrics:
         self._tables: dict[tuple[str, str], _Table] = {}
         self._lakes: dict[tuple[str, str], _Lake] = {}
         self._lock = threading.Lock()  # writers only: the scrape copies the dict (atomic)
+        self._daemon = _Daemon()
         self.registry = registry or CollectorRegistry()
         self.registry.register(_Collector(self))
 
@@ -407,6 +454,31 @@ class Metrics:
         record.requests += requests
         record.scans[result] = record.scans.get(result, 0) + 1
 
+    # -- storage events (runtime/events.Counts) ------------------------------------------------
+    def event(self, source: str, result: str, n: int = 1) -> None:
+        key = (source, str(result))
+        with self._lock:
+            self._daemon.events[key] = self._daemon.events.get(key, 0) + n
+
+    def poll(self, trigger: str) -> None:
+        """One poll (from poll threads too: hence the lock)."""
+        with self._lock:
+            self._daemon.polls[str(trigger)] += 1
+
+    def event_lag(self, seconds: float) -> None:
+        d = self._daemon
+        with self._lock:
+            for i, bound in enumerate(LAG_BUCKETS):
+                if seconds <= bound:
+                    d.lag[i] += 1
+                    break
+            d.lag_sum += seconds
+            d.lag_count += 1
+
+    def source_up(self, source: str, up: bool) -> None:
+        with self._lock:
+            self._daemon.up[source] = int(up)
+
     def forget_lake(self, namespace: str, lake: str) -> None:
         with self._lock:
             self._lakes.pop((namespace, lake), None)
@@ -466,6 +538,7 @@ class Metrics:
             _REQUESTS,
             (s for t in tables for s in _known_first(t, t.requests, _REQUEST_LABELS, _operation)),
         )
+        yield from _daemon_families(self._daemon)
 
     def exposition(self, chunk_lines: int = 5000) -> Iterator[str]:
         """The text format (version 0.0.4), in chunks of a few hundred KiB, for /metrics."""
@@ -473,6 +546,11 @@ class Metrics:
             lines = [f"# HELP {name} {text}\n# TYPE {name} {kind}\n"]
             for t, suffix, extra, value in samples:
                 labels = t.labels + _extra_labels(extra) if extra else t.labels
+                if not t.labels:  # a daemon-wide series: its own labels only, if any
+                    labels = labels.removeprefix(",")
+                    if not labels:
+                        lines.append(f"{name}{suffix} {float(value)!r}\n")
+                        continue
                 lines.append(f"{name}{suffix}{{{labels}}} {float(value)!r}\n")
                 if len(lines) >= chunk_lines:
                     yield "".join(lines)
@@ -552,6 +630,29 @@ def _lake_families(lakes: list[_Lake]) -> Iterator[Family]:
     )
 
 
+def _daemon_families(d: _Daemon) -> Iterator[Family]:
+    yield (
+        _EVENTS,
+        (
+            (d, "", (("source", s), ("result", r)), n)
+            for (s, r), n in sorted(list(d.events.items()))
+        ),
+    )
+    yield _POLLS, ((d, "", (("trigger", t),), n) for t, n in list(d.polls.items()))
+    yield _EVENT_LAG, _lag(d)
+    yield _SOURCE_UP, ((d, "", (("source", s),), n) for s, n in list(d.up.items()))
+
+
+def _lag(d: _Daemon) -> Iterator[Sample]:
+    cumulative = 0
+    for bound, n in zip(LAG_BUCKETS, d.lag, strict=True):
+        cumulative += n
+        yield d, "_bucket", (("le", str(bound)),), cumulative
+    yield d, "_bucket", (("le", "+Inf"),), d.lag_count
+    yield d, "_sum", (), d.lag_sum
+    yield d, "_count", (), d.lag_count
+
+
 def _runs(t: _Table) -> Iterator[Sample]:
     runs = t.runs
     known = _KNOWN[bool(t.compaction)].runs
@@ -607,6 +708,8 @@ class _Collector(Collector):
             family = Metric(name.removesuffix("_total") if counter else name, text, kind)
             for t, suffix, extra, value in samples:
                 labels = {"namespace": t.namespace, t.label: t.name, **dict(extra)}
+                if not t.label:  # a daemon-wide series
+                    labels = dict(extra)
                 family.add_sample(name + suffix, labels, value)
             yield family
 

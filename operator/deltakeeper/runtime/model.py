@@ -19,7 +19,7 @@ from typing import Any
 
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome
-from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, SMALL_FILE_BYTES
+from deltakeeper.maintenance.policy import POLL_INTERVAL_MS, RESYNC_INTERVAL_MS, SMALL_FILE_BYTES
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
 from deltakeeper.runtime.health import Health
 
@@ -59,6 +59,10 @@ class Target:
     problem: Problem | None = None
     warnings: tuple[str, ...] = ()  # acted on, but the user should look (Degraded)
     duplicates: tuple[str, ...] = ()  # other resources ("ns/name") naming the same table
+    # spec.events: the source whose storage events wake the table (runtime/events.py); None:
+    # polled every poll_interval_s only. With a live source, polled every resync_interval_s.
+    events_source: str | None = None
+    resync_interval_s: float = RESYNC_INTERVAL_MS / 1000
 
     @property
     def key(self) -> tuple[str, str]:
@@ -102,6 +106,8 @@ class Observation:
     due: tuple[Operation, ...] = ()  # operations worth planning now; `maintain` runs them
     compaction_jobs: dict[str, int] = field(default_factory=dict)  # state -> jobs
     quiet: bool = False  # the log did not move: the last observation again (a new poll time)
+    # the status's `events` (runtime/events.py), on tables with spec.events
+    storage_events: Mapping[str, Any] | None = None
 
     @property
     def ready(self) -> bool:

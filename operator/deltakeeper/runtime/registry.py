@@ -32,6 +32,7 @@ from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
 from deltakeeper.resources.conditions import EventType, Reason
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import conditions
+from deltakeeper.runtime.events import TableEvents
 from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
@@ -66,10 +67,12 @@ class Shown:
     obs: Observation
     at_ms: int
     stalled: bool = False  # shown as stalled since
+    interval_s: float = 0.0  # the wait to its next poll then (its resyncInterval with events)
 
     @property
     def stalls_at_ms(self) -> int:
-        stall_s = max(STALL_INTERVALS * self.target.poll_interval_s, STALL_MIN_S)
+        interval = self.interval_s or self.target.poll_interval_s
+        stall_s = max(STALL_INTERVALS * interval, STALL_MIN_S)
         return self.at_ms + int(stall_s * 1000)
 
 
@@ -284,7 +287,7 @@ class Registry(Generic[E]):
         return found
 
     async def _show_stalled(self, entry: E, shown: Shown, now: int) -> None:
-        interval = shown.target.poll_interval_s
+        interval = shown.interval_s or shown.target.poll_interval_s
         marked = conditions.stalled(shown.obs.conditions, now - shown.at_ms, interval)
         obs = dataclasses.replace(shown.obs, conditions=marked, events=[], outcomes=[])
         key = shown.target.key
@@ -324,7 +327,16 @@ class Watched(Generic[E]):
     def check(self, target: Target) -> Observation:
         """The table's poll, in a poll thread (the Poller's)."""
         assert self.watcher is not None and self.fleet is not None
+        self.fleet.count_poll(self._events())
         return self.watcher.observe(target, self.fleet.clock())
+
+    def _events(self) -> TableEvents | None:
+        loop = self.entry.loop if self.entry is not None else None
+        return loop.events if loop is not None else None
+
+    def _interval_s(self, target: Target) -> float:
+        ev = self._events()
+        return ev.interval_s(target) if ev is not None else target.poll_interval_s
 
     def settle(self, target: Target, obs: Observation) -> Settled:
         """A quiet poll, on the event loop: shown here (metrics, history, stall deadline, the
@@ -335,12 +347,16 @@ class Watched(Generic[E]):
         shown = entry.shown
         if shown is None or shown.stalled or not _same_show(shown.obs, obs):
             return Settled.PUBLISH
+        ev = self._events()
+        if ev.shown_differs(shown.obs) if ev is not None else shown.obs.storage_events is not None:
+            return Settled.PUBLISH  # its events' status or condition changed
         if not r.sink.fresh(key, entry, target):
             return Settled.STALE
         if not r.sink.quiet(entry, target, obs):
             return Settled.PUBLISH
         r._count(target, obs, shown.obs)
         shown.at_ms = r.clock()
+        shown.interval_s = self._interval_s(target)
         r._watch(entry, shown)
         return Settled.SHOWN
 
@@ -365,7 +381,7 @@ class Watched(Generic[E]):
             r._in_flight.discard(key)
         if entry.shown is not None and entry.shown.stalled:
             r.log.info("%s/%s: polls resumed", *key)
-        entry.shown = Shown(target, obs, r.clock())
+        entry.shown = Shown(target, obs, r.clock(), interval_s=self._interval_s(target))
         r._watch(entry, entry.shown)
         r._post(entry, key, obs.events)
 

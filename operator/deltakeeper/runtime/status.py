@@ -58,6 +58,8 @@ def build(
         body[F.COMPACTION] = obs.compaction
     if obs.health is not None:
         body[F.HEALTH] = obs.health.status()
+    if obs.storage_events is not None:
+        body[F.EVENTS] = obs.storage_events
     body[F.OBSERVED_GENERATION] = target.generation
     body[F.CONDITIONS] = conditions_status(
         [*obs.conditions, *extra], previous, target.generation, now_ms

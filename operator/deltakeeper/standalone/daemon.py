@@ -12,7 +12,7 @@ from pathlib import Path
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.maintenance.policy import POLL_INTERVAL_MS
-from deltakeeper.runtime import credentials, metrics
+from deltakeeper.runtime import credentials, metrics, webhook
 from deltakeeper.runtime.history import History
 from deltakeeper.standalone.status_file import status_file_for
 from deltakeeper.standalone.tables import Standalone
@@ -32,6 +32,7 @@ def run(
     default_poll_ms: int | None = None,
     history: History | None = None,
     memory_budget: int | None = None,
+    events: webhook.Config | None = None,
 ) -> int:
     credentials.install_log_scrubbing()
     path = Path(folder)
@@ -57,7 +58,15 @@ def run(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await daemon.run(stop, once=once, summary_s=summary_s)
+        listener = None
+        if events is not None and not once:  # one poll each: no events to wait for
+            listener = webhook.Listener(daemon.fleet.events, events)
+            await listener.start()
+        try:
+            return await daemon.run(stop, once=once, summary_s=summary_s)
+        finally:
+            if listener is not None:
+                await listener.stop()
 
     try:
         return asyncio.run(main())

@@ -28,6 +28,7 @@ from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import credentials, metrics, status
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
+from deltakeeper.runtime.events import Events
 from deltakeeper.runtime.fleet import Fleet, now_ms
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import Event, Observation, Target
@@ -79,7 +80,9 @@ class Standalone:
         self.default_poll_ms = default_poll_ms  # for tables whose spec and policy set none
         self.registry: Registry[FolderTable] = Registry(registry, self, self.target, log)
         self.registry.history = history
-        self.fleet = Fleet(max_concurrent, clock=clock, memory_budget=memory_budget)
+        self.fleet = Fleet(
+            max_concurrent, clock=clock, memory_budget=memory_budget, events=Events(registry)
+        )
         self.policies: list[PolicyResource] = []
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
         stored = status_file.read(status_path)

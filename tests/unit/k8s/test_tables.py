@@ -36,7 +36,13 @@ class Watching:
         self.targets: list[Target] = []
 
     async def watch(
-        self, current: Any, watcher: TableWatcher, sleep: Any, publish: Any, park: Any = None
+        self,
+        current: Any,
+        watcher: TableWatcher,
+        sleep: Any,
+        publish: Any,
+        park: Any = None,
+        owner: Any = None,
     ) -> None:
         target = await current()
         self.targets.append(target)
@@ -317,7 +323,13 @@ def test_a_restarted_loop_waits_for_the_previous_one() -> None:
 
         class Slow:
             async def watch(
-                self, current: Any, watcher: Any, sleep: Any, publish: Any, park: Any
+                self,
+                current: Any,
+                watcher: Any,
+                sleep: Any,
+                publish: Any,
+                park: Any,
+                owner: Any = None,
             ) -> None:
                 order.append("start")
                 await release.wait()

@@ -240,3 +240,29 @@ def test_merge_merges_objects_and_replaces_the_rest() -> None:
     base = {"a": {"b": 1, "c": [1]}, "d": 1}
     assert merge(base, {"a": {"c": [2]}, "e": 2}) == {"a": {"b": 1, "c": [2]}, "d": 1, "e": 2}
     assert base == {"a": {"b": 1, "c": [1]}, "d": 1}
+
+
+def test_events_from_the_table_else_its_policy_with_the_resync_default() -> None:
+    p = _policy("p", {}, events={"source": "webhook", "resyncInterval": "2h"})
+    assert spec.watch_settings(_table({}), p)["resync_interval_s"] == 7200
+    own = _table({}, events={"source": "webhook"})
+    got = spec.watch_settings(own, p)
+    assert (got["events_source"], got["resync_interval_s"]) == ("webhook", 3600)
+    assert "events_source" not in spec.watch_settings(_table({}), None)  # polled only
+
+
+@pytest.mark.parametrize(
+    ("events", "uri", "message"),
+    [
+        ({"source": "sqs://queue"}, "s3://lake/t", "queue sources .* not supported"),
+        ({"source": "pubsub://projects/p/subscriptions/s"}, "s3://lake/t", "not supported"),
+        ({"source": "azqueue://acct/q"}, "s3://lake/t", "not supported"),
+        ({"source": "kafka"}, "s3://lake/t", "expected one of webhook"),
+        ({"source": "webhook"}, "/data/t", "not in one: remove spec.events"),
+        ({"source": "webhook", "resyncInterval": "0s"}, "s3://lake/t", "more than 0s"),
+    ],
+)
+def test_events_this_build_cannot_keep_are_refused(events: Any, uri: str, message: str) -> None:
+    table = TableResource("lake", "t", {}, 1, {"uri": uri, "events": events})
+    with pytest.raises(PolicyError, match=message):
+        spec.watch_settings(table, None)

@@ -38,3 +38,14 @@ def test_the_secrets_region_joins_the_specs_client_kwargs() -> None:
     assert "spec.storage.options: storage option client_kwargs takes a JSON object" in (
         bad.problem.message
     )
+
+
+def test_a_queue_event_source_is_a_problem_not_a_silent_poll() -> None:
+    from deltakeeper.resources.conditions import Reason
+    from deltakeeper.resources.manifests import TableResource
+    from deltakeeper.runtime.targets import resolve
+
+    spec = {"uri": "s3://lake/t", "events": {"source": "sqs://eu-west-1/q"}}
+    target = resolve(TableResource("ns", "t", {}, 1, spec), [], lambda ns, name: None)
+    assert target.problem is not None and target.problem.reason is Reason.INVALID_SPEC
+    assert "not supported" in target.problem.message

@@ -1,0 +1,260 @@
+"""runtime/webhook.py: the webhook event source on a real socket, under friendly and hostile
+requests (raw HTTP/1.1, so that what is sent, and what is not, is exactly known)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltakeeper.runtime import webhook
+from deltakeeper.runtime.events import WEBHOOK, Events
+from deltakeeper.runtime.metrics import Metrics
+from deltakeeper.runtime.model import Target
+
+TOKEN = "s3cret-token-for-tests-0123456789"
+
+
+def s3_event(bucket: str, *keys: str) -> bytes:
+    """An S3 event notification as MinIO sends it (keys URL-encoded)."""
+    records = [
+        {
+            "eventVersion": "2.0",
+            "eventSource": "minio:s3",
+            "eventName": "s3:ObjectCreated:Put",
+            "s3": {"bucket": {"name": bucket}, "object": {"key": key, "size": 1}},
+        }
+        for key in keys
+    ]
+    return json.dumps({"EventName": "s3:ObjectCreated:Put", "Records": records}).encode()
+
+
+async def exchange(
+    port: int, head: str, body: bytes = b"", tls: ssl.SSLContext | None = None
+) -> tuple[int, bytes]:
+    """Send `head` (request line and headers) and `body`; the status and the answer's body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls)
+    try:
+        writer.write(head.encode() + b"\r\n" + body)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.partition(b"\r\n\r\n")[2]
+
+
+def post(length: int, token: str | None = TOKEN, extra: str = "") -> str:
+    auth = f"Authorization: Bearer {token}\r\n" if token is not None else ""
+    return (
+        f"POST /events HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+        f"Content-Length: {length}\r\nConnection: close\r\n{extra}"
+    )
+
+
+class Setup:
+    def __init__(self, **config: Any) -> None:
+        self.metrics = Metrics()
+        self.events = Events(self.metrics)
+        self.woken: list[str] = []
+        self.woken_by_events: list[str] = []
+        for uri in ("s3://lake/sales/orders", "s3://lake/a b/été=1%"):
+            table = self.events.table(lambda uri=uri: self.woken.append(uri))  # type: ignore[misc]
+            table.follow(Target("ns", uri.rsplit("/", 1)[-1], uri, events_source=WEBHOOK))
+        self.listener = webhook.Listener(
+            self.events, webhook.Config("127.0.0.1", 0, TOKEN, **config)
+        )
+
+    def count(self, result: str) -> float:
+        labels = {"source": WEBHOOK, "result": result}
+        value = self.metrics.registry.get_sample_value("deltakeeper_events_total", labels)
+        assert value is not None
+        return value
+
+
+def serve(scenario: Callable[[Setup, int], Awaitable[None]], **config: Any) -> Setup:
+    setup = Setup(**config)
+
+    async def main() -> None:
+        await setup.listener.start()
+        setup.woken.clear()  # the source coming up wakes its tables: not the events'
+        try:
+            assert setup.listener.port is not None
+            await scenario(setup, setup.listener.port)
+            setup.woken_by_events = list(setup.woken)
+        finally:
+            await setup.listener.stop()
+
+    asyncio.run(main())
+    return setup
+
+
+def test_an_event_in_a_tables_log_wakes_it_and_the_source_is_up_while_listening() -> None:
+    async def scenario(s: Setup, port: int) -> None:
+        assert s.metrics.registry.get_sample_value(
+            "deltakeeper_event_source_up", {"source": WEBHOOK}
+        )
+        key = "a+b/%C3%A9t%C3%A9%3D1%25/_delta_log/00000000000000000001.json"
+        body = s3_event("lake", key, "sales/orders/_delta_log/00000000000000000007.json")
+        status, answer = await exchange(port, post(len(body)), body)
+        assert (status, json.loads(answer)) == (200, {"records": 2, "woke": 2})
+
+    s = serve(scenario)
+    assert sorted(s.woken_by_events) == ["s3://lake/a b/été=1%", "s3://lake/sales/orders"]
+    assert s.count("woke") == 2
+    up = s.metrics.registry.get_sample_value("deltakeeper_event_source_up", {"source": WEBHOOK})
+    assert up == 0  # stopped
+
+
+def test_a_wrong_or_missing_token_gets_401_before_the_body_is_read() -> None:
+    async def scenario(s: Setup, port: int) -> None:
+        # A body announced and never sent: the answer comes without waiting for it.
+        for token in (None, "wrong", TOKEN[:-1], TOKEN + "x", ""):
+            status, _ = await exchange(port, post(10 * 2**20, token))
+            assert status == 401, token
+        status, _ = await exchange(port, post(0, None).replace("Bearer", "Basic"))
+        assert status == 401
+
+    s = serve(scenario)
+    assert s.count("rejected") == 6 and s.woken_by_events == []
+
+
+def test_a_body_over_one_mib_gets_413_announced_or_streamed() -> None:
+    async def scenario(s: Setup, port: int) -> None:
+        status, _ = await exchange(port, post(2**20 + 1))  # announced: never read
+        assert status == 413
+        chunked = post(0).replace("Content-Length: 0\r\n", "Transfer-Encoding: chunked\r\n")
+        big = b"x" * (2**20 + 10)
+        body = f"{len(big):x}\r\n".encode() + big + b"\r\n0\r\n\r\n"
+        status, _ = await exchange(port, chunked, body)
+        assert status == 413
+
+    s = serve(scenario)
+    assert s.count("rejected") == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"[]", b'{"Records": "x"}', b'{"Records": [{"s3": {"bucket": {}}}]}', b""],
+)
+def test_malformed_json_gets_400(body: bytes) -> None:
+    async def scenario(s: Setup, port: int) -> None:
+        status, _ = await exchange(port, post(len(body)), body)
+        assert status == 400
+
+    s = serve(scenario)
+    assert s.count("malformed") == 1 and s.woken_by_events == []
+
+
+def test_keys_out_of_a_table_or_bucket_are_unknown_tables() -> None:
+    keys = [
+        "sales/orders/../../etc/_delta_log/00000000000000000001.json",
+        "/sales/orders/_delta_log/00000000000000000001.json",
+        "sales/orders%2F..%2F..%2Fx/_delta_log/00000000000000000001.json",
+        "sales/_delta_log/00000000000000000001.json",
+    ]
+
+    async def scenario(s: Setup, port: int) -> None:
+        for body in (s3_event("lake", *keys), s3_event("other", "sales/orders/_delta_log/1.json")):
+            status, answer = await exchange(port, post(len(body)), body)
+            assert status == 200 and json.loads(answer)["woke"] == 0
+
+    s = serve(scenario)
+    assert s.count("unknown_table") == 5 and s.woken_by_events == []
+
+
+def test_a_flood_from_one_client_is_rate_limited() -> None:
+    body = s3_event("lake", "sales/orders/_delta_log/00000000000000000001.json")
+
+    async def scenario(s: Setup, port: int) -> None:
+        statuses = [(await exchange(port, post(len(body)), body))[0] for _ in range(8)]
+        assert statuses[:3] == [200] * 3 and set(statuses[3:]) == {429}
+
+    s = serve(scenario, rate=0.001, burst=3)
+    assert s.count("rejected") == 5
+    assert s.count("woke") + s.count("duplicate") == 3
+
+
+def test_the_rate_limits_table_of_clients_stays_bounded() -> None:
+    now = [0.0]
+    clients = webhook._Clients(rate=1, burst=1, clock=lambda: now[0])
+    for i in range(webhook.MAX_CLIENTS * 3):
+        assert clients.allow(f"10.0.{i // 256}.{i % 256}")
+    assert len(clients) == webhook.MAX_CLIENTS
+    last = webhook.MAX_CLIENTS * 3 - 1
+    assert not clients.allow(f"10.0.{last // 256}.{last % 256}")  # remembered: no burst left
+    assert clients.allow("10.0.0.0")  # forgotten, the least recent: a new bucket
+    assert clients.allow("a") and not clients.allow("a")
+    now[0] += 1
+    assert clients.allow("a")
+
+
+def test_no_log_line_carries_the_token(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    body = s3_event("lake", "sales/orders/_delta_log/00000000000000000001.json")
+
+    async def scenario(s: Setup, port: int) -> None:
+        await exchange(port, post(len(body)), body)
+        await exchange(port, post(len(body), TOKEN + "wrong"), body)
+        await exchange(port, post(3), b"{x}")
+
+    serve(scenario)
+    assert caplog.records  # it does log (the listening line)
+    assert all(TOKEN not in r.getMessage() for r in caplog.records)
+    assert TOKEN not in repr(webhook.Config("h", 1, TOKEN))
+
+
+def test_tls_from_a_cert_and_key(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    subprocess.run(
+        [*command, "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    client = ssl.create_default_context(cafile=str(cert))
+    client.check_hostname = False
+    body = s3_event("lake", "sales/orders/_delta_log/00000000000000000001.json")
+
+    async def scenario(s: Setup, port: int) -> None:
+        status, _ = await exchange(port, post(len(body)), body, tls=client)
+        assert status == 200
+        with pytest.raises((ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError)):
+            await exchange(port, post(len(body)), body)  # plain HTTP to a TLS port
+
+    s = serve(scenario, cert_file=str(cert), key_file=str(key))
+    assert s.woken_by_events == ["s3://lake/sales/orders"]
+
+
+def test_the_settings_come_from_flags_else_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    assert webhook.config_from(None, None) is None
+    monkeypatch.setenv("DELTAKEEPER_EVENTS_LISTEN", "0.0.0.0:9443")
+    monkeypatch.setenv("DELTAKEEPER_EVENTS_TOKEN_FILE", str(token))
+    config = webhook.config_from(None, None)
+    assert config is not None and (config.host, config.port, config.token) == (
+        "0.0.0.0",
+        9443,
+        TOKEN,
+    )
+    config = webhook.config_from("[::1]:8080", str(token))
+    assert config is not None and (config.host, config.port) == ("::1", 8080)
+    monkeypatch.delenv("DELTAKEEPER_EVENTS_TOKEN_FILE")
+    with pytest.raises(webhook.EventsListenError, match="needs --events-token-file"):
+        webhook.config_from(None, None)
+    short = tmp_path / "short"
+    short.write_text("abc")
+    with pytest.raises(webhook.EventsListenError, match="at least 16"):
+        webhook.config_from("127.0.0.1:1", str(short))
+    with pytest.raises(webhook.EventsListenError, match="HOST:PORT"):
+        webhook.config_from("127.0.0.1", str(token))
