@@ -14,8 +14,8 @@ from deltakeeper.delta.storage import normalize_options
 from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.registry import catalog_allowed
 from deltakeeper.maintenance.policy import PolicyError
-from deltakeeper.resources.spec import catalog_allowed
 from deltakeeper.units import parse_duration_ms, parse_size, parse_timestamp_ms
 
 if TYPE_CHECKING:

@@ -13,8 +13,7 @@ from typing import Any
 
 from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
-from deltakeeper.maintenance.operations import OnCatalogManaged, Operation
-from deltakeeper.maintenance.operations.registry import CATALOG_PERMITS, REGISTRY
+from deltakeeper.maintenance.operations.registry import catalog_allowed
 from deltakeeper.maintenance.policy import Engine, PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron
 from deltakeeper.resources.manifests import PolicyResource, TableResource
@@ -60,30 +59,6 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     if allowed is not None:
         out["catalog_allowed"] = catalog_allowed("catalog.allowedOperations", allowed)
     return out
-
-
-def catalog_allowed(key: str, value: Any) -> frozenset[str]:
-    """The operations a catalog-managed table's catalog permits: only those that need its
-    permission (each operation's spec says); one that commits never runs, one that needs no
-    permission is not named."""
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise PolicyError(f"{key}: expected a list of operation names, got {value!r}")
-    for name in value:
-        if name in CATALOG_PERMITS:
-            continue
-        if name not in list(Operation):
-            raise PolicyError(
-                f"{key}: unknown operation {name!r}; the catalog can permit "
-                f"{', '.join(CATALOG_PERMITS)}"
-            )
-        rule = REGISTRY[Operation(name)].catalog
-        if rule is OnCatalogManaged.NEVER:
-            raise PolicyError(
-                f"{key}: {name} commits, and commits to a catalog-managed table go through its "
-                "catalog, which deltakeeper does not do; no setting allows it"
-            )
-        raise PolicyError(f"{key}: {name} runs on catalog-managed tables without permission")
-    return frozenset(value)
 
 
 def _at_least_two(key: str, value: Any) -> int:

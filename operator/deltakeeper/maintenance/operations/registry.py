@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from deltakeeper.maintenance.memory import Holding
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.spec import OperationSpec
-from deltakeeper.maintenance.policy import Policy
+from deltakeeper.maintenance.policy import Policy, PolicyError
 
 
 def module_name(operation: Operation) -> str:
@@ -65,3 +65,27 @@ def in_order(operations: Iterable[Operation | str]) -> tuple[Operation, ...]:
     """`operations` in the order a plan runs them, each once."""
     wanted = set(map(Operation, operations))
     return tuple(op for op in REGISTRY if op in wanted)
+
+
+def catalog_allowed(key: str, value: object) -> frozenset[str]:
+    """The operations a catalog-managed table's catalog permits: only those that need its
+    permission (each operation's spec says); one that commits never runs, one that needs no
+    permission is not named."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{key}: expected a list of operation names, got {value!r}")
+    for name in value:
+        if name in CATALOG_PERMITS:
+            continue
+        if name not in list(Operation):
+            raise PolicyError(
+                f"{key}: unknown operation {name!r}; the catalog can permit "
+                f"{', '.join(CATALOG_PERMITS)}"
+            )
+        rule = REGISTRY[Operation(name)].catalog
+        if rule is OnCatalogManaged.NEVER:
+            raise PolicyError(
+                f"{key}: {name} commits, and commits to a catalog-managed table go through its "
+                "catalog, which deltakeeper does not do; no setting allows it"
+            )
+        raise PolicyError(f"{key}: {name} runs on catalog-managed tables without permission")
+    return frozenset(value)
