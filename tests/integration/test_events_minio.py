@@ -103,6 +103,7 @@ def test_minio_events_bring_commits_to_the_status_within_seconds(
             _until(lambda: _statuses(folder).get("lake/t", {}).get("version") == 0, 60, "polled")
             status = _statuses(folder)["lake/t"]
             assert status["events"]["live"] is True, status
+            timed = counter(_scrape(port), "deltakeeper_polls_total", trigger="interval")
             lags = []
             for v in range(1, 6):
                 write_deltalake(
@@ -123,11 +124,13 @@ def test_minio_events_bring_commits_to_the_status_within_seconds(
                 )
             # Polled every 30 s (and resynced every hour), yet each commit is in the metrics
             # within a second or two (MinIO's delivery, the event poll, the scrape): measured
-            # 0.2 to 2.7 s on a loaded 2-core machine; a poll would have taken up to 33 s.
-            assert statistics.median(lags) < 2.5 and max(lags) < 5, lags
+            # 0.2 to 2.7 s on a loaded 2-core machine; a poll would have taken up to 33 s. The
+            # figures under load are benchmarks/'s to give; here: no interval poll found them.
+            assert statistics.median(lags) < 2.5, lags
             status = _statuses(folder)["lake/t"]
             assert status["events"]["lastEventTime"] is not None
             text = _scrape(port)
+            assert counter(text, "deltakeeper_polls_total", trigger="interval") == timed
             assert counter(text, "deltakeeper_polls_total", trigger="event") >= 5
             assert counter(text, "deltakeeper_events_total", source="webhook", result="woke") >= 5
             assert counter(text, "deltakeeper_event_source_up", source="webhook") == 1
