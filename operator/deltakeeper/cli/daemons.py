@@ -124,10 +124,7 @@ def _memory_budget(text: str | None) -> int | None:
     """--memory-budget: a size, `none`, or (absent) the container's limit less a margin."""
     from deltakeeper.maintenance import memory
 
-    try:
-        return memory.budget(text)
-    except InvalidInputError as e:
-        raise InvalidInputError(f"--{e}") from None
+    return memory.budget(text, "--memory-budget")
 
 
 def _history(args: argparse.Namespace) -> Any:
