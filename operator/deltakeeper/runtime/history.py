@@ -30,6 +30,7 @@ from deltakeeper.delta.errors import (
     StorageUnreachableError,
 )
 from deltakeeper.delta.features import Protocol
+from deltakeeper.delta.paths import LOG_DIR as LOG
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import open_storage
 from deltakeeper.delta.storage.local import LocalStorage
@@ -369,8 +370,9 @@ def _type(t: Any) -> str:
 
 def _check_empty(table: Table) -> None:
     """Create the history only where nothing is: Delta Spark will not create a table in a
-    non-empty location that is not one, and a vacuum of it would delete the files there."""
-    found = next(table.storage.walk(""), None)
+    non-empty location that is not one, and a vacuum of it would delete the files there. The
+    log folder does not count: another replica may be creating the history this moment."""
+    found = next((f for f in table.storage.walk("") if not f.key.startswith(f"{LOG}/")), None)
     if found is not None:
         raise InvalidInputError(
             f"{safe_uri(table.uri)} is not empty and not a Delta table (it holds {found.key}): "

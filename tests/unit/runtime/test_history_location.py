@@ -83,7 +83,8 @@ def test_a_folder_with_other_files_is_never_adopted(tmp_path: Path) -> None:
 
 def test_an_empty_folder_or_a_new_location_becomes_the_history(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    for root in (tmp_path / "empty", tmp_path / "new" / "h"):
+    (tmp_path / "log" / "_delta_log").mkdir(parents=True)  # another replica creating it
+    for root in (tmp_path / "empty", tmp_path / "new" / "h", tmp_path / "log"):
         history = one_row(History(str(root), clock=lambda: T0))
         history.check()
         assert history.flush() == 1
