@@ -299,6 +299,12 @@ def from_footer(spec: StatsSpec, pf: pq.ParquetFile) -> FileStats:
         found = _lookup(columns, leaf.dotted)
         if found is not None:
             _check_type(md, found, leaf)
+        elif not leaf.nested and _is_group(columns, leaf.dotted):
+            # Not absent: a group where the table has a value; "all null" would be false.
+            raise UnreadableFileError(
+                f"column {leaf.dotted}: the file holds a group (struct, map or list), the "
+                f"table's type is {leaf.delta_type}"
+            )
         got = None if found is None else _footer_values(md, found, leaf, drop_floats)
         top = _file_top(columns, leaf.path[0])
         if got is None and top is not None and (found is not None or leaf.nested):
@@ -353,6 +359,12 @@ def _check_type(md: pq.FileMetaData, j: int, leaf: Leaf) -> None:
         raise UnreadableFileError(
             f"column {leaf.dotted}: the file holds {held}, the table's type is {t}"
         )
+
+
+def _is_group(columns: Mapping[str, int], dotted: str) -> bool:
+    """Whether the file has columns inside `dotted` (Spark matches names case-blind)."""
+    prefix = dotted.lower() + "."
+    return any(key.lower().startswith(prefix) for key in columns)
 
 
 def _file_top(columns: Mapping[str, int], name: str) -> str | None:

@@ -46,6 +46,16 @@ def test_a_column_of_another_type_is_an_unreadable_file(
         from_footer(spec, pf)
 
 
+@pytest.mark.parametrize("delta_type", ["long", "boolean"])
+def test_a_group_where_the_table_has_a_value_is_an_unreadable_file(
+    tmp_path: Path, delta_type: str
+) -> None:
+    spec = spec_for(schema(c=delta_type), {}, (), None)
+    pf = footer_of(tmp_path, pa.table({"c": pa.array([{"x": 1}, None])}))
+    with pytest.raises(UnreadableFileError, match="column c: the file holds a group"):
+        from_footer(spec, pf)
+
+
 def test_widened_integers_and_doubles_are_read(tmp_path: Path) -> None:
     spec = spec_for(schema(a="long", b="double"), {}, (), None)
     data = pa.table({"a": pa.array([3, 1], pa.int32()), "b": pa.array([5, 2], pa.int32())})
