@@ -71,7 +71,7 @@ def test_a_checkpoint_too_big_for_the_budget_is_refused_naming_both(tmp_path: Pa
 def test_a_budget_that_is_not_a_size_is_exit_2(tmp_path: Path) -> None:
     done = run_once(tmp_path, "lots")
     assert done.returncode == 2
-    assert "--memory budget: 'lots' is not a size" in done.stderr
+    assert "--memory-budget: 'lots' is not a size" in done.stderr
 
 
 def _requests(port: int) -> dict[str, float]:

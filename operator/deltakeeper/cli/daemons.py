@@ -115,6 +115,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
     if args.history_uri or args.history_option:
         history = _history(args)
         options.history_uri, options.history_options = history.uri, history.storage_options
+    elif options.history_uri:  # $DELTAKEEPER_HISTORY_URI: checked as the flag is
+        _checked_history(options.history_uri, options.history_options)
     if args.spark_application is not None:
         default_template(args.spark_application, required=True)  # bad input: exit 2 now
         options.spark_application = args.spark_application
@@ -134,10 +136,7 @@ def _memory_budget(text: str | None) -> int | None:
     """--memory-budget: a size, `none`, or (absent) the container's limit less a margin."""
     from deltakeeper.maintenance import memory
 
-    try:
-        return memory.budget(text)
-    except InvalidInputError as e:
-        raise InvalidInputError(f"--{e}") from None
+    return memory.budget(text, "--memory-budget")
 
 
 def _history(args: argparse.Namespace) -> Any:
@@ -146,10 +145,18 @@ def _history(args: argparse.Namespace) -> Any:
         if args.history_option:
             raise InvalidInputError("--history-option needs --history-uri")
         return None
+    options = flags.storage_options(args.history_option, "--history-option")
+    return _checked_history(args.history_uri, options)
+
+
+def _checked_history(uri: str, options: dict[str, Any]) -> Any:
+    """The history at `uri`, opened (or created) now: a setting that can never work is bad
+    input at start, not rows dropped later (runtime/history.py, History.check)."""
     from deltakeeper.runtime.history import History
 
-    options = flags.storage_options(args.history_option, "--history-option")
-    return History(args.history_uri, options)
+    history = History(uri, options)
+    history.check()
+    return history
 
 
 def _interval(flag: str, text: str | None) -> int | None:

@@ -718,8 +718,8 @@ def _daemon_flags(p: argparse.ArgumentParser, bind_default: str, poll_default: s
         "--history-uri",
         metavar="URI",
         help="append one row per maintenance operation (succeeded, failed or skipped, with its "
-        "metrics) to the Delta table at URI, created if absent; readable by Spark, delta-rs and "
-        "DuckDB (docs/history.md)",
+        "metrics) to the Delta table at URI, created at start in a new or empty location; "
+        "readable by Spark, delta-rs and DuckDB (docs/history.md)",
     )
     p.add_argument(
         "--history-option",

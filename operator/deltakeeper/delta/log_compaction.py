@@ -27,6 +27,7 @@ from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.features import require_writable
 from deltakeeper.delta.log.json_files import commit_lines
 from deltakeeper.delta.log.reconcile import dv_unique_id
+from deltakeeper.delta.log.segment import Listing
 from deltakeeper.delta.table import Table
 
 LOG = paths.LOG_DIR
@@ -62,12 +63,7 @@ def compact_log(table: Table, start: int, end: int, dry_run: bool = False) -> Co
             f"a log compaction covers at least two commits: --from {start} --to {end}"
         )
     listing = table.list_log(start)
-    missing = [v for v in range(start, end + 1) if v not in listing.commits]
-    if missing:
-        raise InvalidInputError(
-            f"{table.uri}: cannot compact commits {start}..{end}: commit {missing[0]} is not "
-            "published (or was cleaned up); compact a range of commits the log still has"
-        )
+    _require_published(table, listing, start, end)
     # The protocol at `end` decides; the file actions are not needed (paths only: cheap).
     snap = table.snapshot(version=end, add_cols=("path",), remove_cols=("path",))
     require_writable(snap, "checkpoint")
@@ -83,6 +79,24 @@ def compact_log(table: Table, start: int, end: int, dry_run: bool = False) -> Co
         except FileExistsError:
             existed = True
     return Compaction(start, end, key, len(lines), len(body), written, existed)
+
+
+def _require_published(table: Table, listing: Listing, start: int, end: int) -> None:
+    """Refuse a range with a commit the log does not list. The end is checked against the
+    newest commit first, so that a range of any size costs nothing per version."""
+    newest = listing.latest_commit
+    if newest is None or end > newest:
+        newest = table.latest_version() if newest is None else newest
+        raise InvalidInputError(
+            f"{table.uri}: cannot compact commits {start}..{end}: commit {max(start, newest + 1)}"
+            f" is not published; the newest published commit is {newest}"
+        )
+    missing = next((v for v in range(start, end + 1) if v not in listing.commits), None)
+    if missing is not None:
+        raise InvalidInputError(
+            f"{table.uri}: cannot compact commits {start}..{end}: commit {missing} is not "
+            "published (or was cleaned up); compact a range of commits the log still has"
+        )
 
 
 def reconciled(table: Table, keys: list[str]) -> list[dict[str, Any]]:

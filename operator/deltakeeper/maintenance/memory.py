@@ -117,11 +117,13 @@ def default_budget(limit: int | None = None) -> int | None:
 
 def budget_from_env() -> int | None:
     """DELTAKEEPER_MEMORY_BUDGET (a size, or "none"), else the default."""
-    return budget(os.environ.get("DELTAKEEPER_MEMORY_BUDGET", "").strip() or None)
+    text = os.environ.get("DELTAKEEPER_MEMORY_BUDGET", "").strip() or None
+    return budget(text, "$DELTAKEEPER_MEMORY_BUDGET")
 
 
-def budget(text: str | None) -> int | None:
-    """A budget as users write it: a size (2Gi) or `none`; the default when not given."""
+def budget(text: str | None, name: str = "memory budget") -> int | None:
+    """A budget as users write it: a size (2Gi) or `none`; the default when not given.
+    `name`: where it was written (a flag, a variable), for the error."""
     if text is None:
         return default_budget()
     if text.strip().lower() == "none":
@@ -129,7 +131,7 @@ def budget(text: str | None) -> int | None:
     try:
         return parse_size(text)
     except ValueError as e:
-        raise InvalidInputError(f"memory budget: {e}") from None
+        raise InvalidInputError(f"{name}: {e}") from None
 
 
 def over_budget(operation: str, need: int, budget: int) -> str:
@@ -138,6 +140,10 @@ def over_budget(operation: str, need: int, budget: int) -> str:
         f"{format_bytes(budget)}"
     )
 
+
+# The `reason` of a lastMaintenance entry refused over the budget: the daemon's budget, not
+# the table, refused it, so a restart (perhaps with a bigger budget) plans the step again.
+REFUSED_REASON = "OverMemoryBudget"
 
 # What a refused step's message goes on to say.
 REFUSAL_HINT = (

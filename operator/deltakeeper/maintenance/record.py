@@ -29,7 +29,8 @@ SCHEMA: Mapping[RunField, Mapping[str, Any]] = {
     RunField.MESSAGE: {"type": "string"},
     RunField.REASON: {
         "type": "string",
-        "description": "Why a run was refused, when it has a reason of its own: CatalogOwned.",
+        "description": "Why a run was refused, when it has a reason of its own: CatalogOwned, "
+        "OverMemoryBudget.",
     },
     RunField.WRITTEN_FILES: {**COUNT_SCHEMA, "description": "Files given statistics or written."},
     RunField.ENGINE: {

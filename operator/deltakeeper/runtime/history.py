@@ -21,10 +21,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltakeeper.delta import append, commit
-from deltakeeper.delta.errors import DeltaError, NotADeltaTableError
+from deltakeeper.delta import append, commit, storage_options
+from deltakeeper.delta.errors import (
+    DeltaError,
+    InvalidCredentialsError,
+    InvalidInputError,
+    NotADeltaTableError,
+    StorageUnreachableError,
+)
 from deltakeeper.delta.features import Protocol
+from deltakeeper.delta.paths import LOG_DIR as LOG
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.storage import open_storage
+from deltakeeper.delta.storage.local import LocalStorage
 from deltakeeper.delta.storage.retries import safe_uri
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
@@ -248,22 +257,45 @@ class History:
         commit.commit(table, snap, change, now_ms=now)
         self._snap = table.update(snap)  # to the version written (and any before it)
 
+    def check(self) -> None:
+        """Open the history table now, creating it in an empty location: a setting that can
+        never work (options the store does not know, a location that is a file, under one or
+        read-only, a folder of other files, a table of other columns) is bad input when the
+        daemon starts, not rows dropped later. An object store out of reach stays
+        StorageUnreachableError."""
+        _check_options(self.uri, self.storage_options)
+        try:
+            self._open()
+        except StorageUnreachableError as e:
+            if self._table is None or not isinstance(self._table.storage, LocalStorage):
+                raise
+            raise _cannot_hold(self.uri, str(e)) from None
+        except NotADeltaTableError:  # raised before any listing: the location is a file
+            raise _cannot_hold(self.uri, "it is a file, not a folder") from None
+        except OSError as e:  # the local disk: not a folder, no such file system entry
+            raise _cannot_hold(self.uri, e.strerror or str(e)) from None
+
     def _open(self) -> tuple[Table, Snapshot]:
         if self._table is None:
             self._table = open_table(self.uri, self.storage_options)
         table = self._table
-        if self._snap is None:
+        snap = self._snap
+        if snap is None:
             try:
-                self._snap = table.snapshot()
+                snap = table.snapshot()
             except NotADeltaTableError:
+                _check_empty(table)
                 now = self.clock()
                 with contextlib.suppress(FileExistsError):  # another writer created it first
                     commit.create(table, Protocol(1, 2), _metadata(now), now)
-                self._snap = table.snapshot()
-            _check_schema(self._snap)
-        elif table.moved_on(self._snap):
-            self._snap = table.update(self._snap)
-        return table, self._snap
+                snap = table.snapshot()
+        elif table.moved_on(snap):
+            snap = table.update(snap)
+        # Checked before it is kept: a refused table stays refused at every flush, and one
+        # another writer changed since is checked again.
+        _check_schema(snap)
+        self._snap = snap
+        return table, snap
 
     def _maintain(self) -> None:
         """Checkpoint (and clean the log after it) when due; vacuum once a day."""
@@ -299,10 +331,73 @@ def _metadata(now_ms: int) -> dict[str, Any]:
 
 
 def _check_schema(snap: Snapshot) -> None:
-    theirs = [f.get("name") for f in json.loads(snap.metadata.schema_string).get("fields", [])]
-    ours = [name for name, _, _ in COLUMNS] + ["metrics"]
-    if theirs != ours:
-        raise DeltaError(
+    """Append only to a table whose columns are the history's, by name, type and
+    nullability, unpartitioned: rows of another type would leave it unreadable."""
+    fields = json.loads(snap.metadata.schema_string).get("fields", [])
+    theirs = [f.get("name") for f in fields]
+    ours = DELTA_SCHEMA["fields"]
+    if theirs != [f["name"] for f in ours]:
+        raise InvalidInputError(
             f"{snap.uri} is a Delta table with other columns ({', '.join(map(str, theirs))}): "
             "give --history-uri a new location or an earlier history table"
         )
+    for their, our in zip(fields, ours, strict=True):
+        if their.get("type") != our["type"] or their.get("nullable") is False:
+            nullable = "" if their.get("nullable") is not False else " not null"
+            raise InvalidInputError(
+                f"{snap.uri} is a Delta table with the history's columns but other types: "
+                f"column {our['name']} is {_type(their.get('type'))}{nullable}, not "
+                f"{_type(our['type'])}; give --history-uri a new location or an earlier "
+                "history table"
+            )
+    if snap.metadata.partition_columns:
+        raise InvalidInputError(
+            f"{snap.uri} is a Delta table partitioned by "
+            f"{', '.join(snap.metadata.partition_columns)}; the history is not partitioned: "
+            "give --history-uri a new location or an earlier history table"
+        )
+
+
+def _type(t: Any) -> str:
+    """A Delta type as a person reads it: long, map<string, long>."""
+    if isinstance(t, dict) and t.get("type") == "map":
+        return f"map<{_type(t.get('keyType'))}, {_type(t.get('valueType'))}>"
+    if isinstance(t, dict):
+        return str(t.get("type"))
+    return str(t)
+
+
+def _check_empty(table: Table) -> None:
+    """Create the history only where nothing is: Delta Spark will not create a table in a
+    non-empty location that is not one, and a vacuum of it would delete the files there. The
+    log folder does not count: another replica may be creating the history this moment."""
+    found = next((f for f in table.storage.walk("") if not f.key.startswith(f"{LOG}/")), None)
+    if found is not None:
+        raise InvalidInputError(
+            f"{safe_uri(table.uri)} is not empty and not a Delta table (it holds {found.key}): "
+            "give --history-uri a new or empty location, or an earlier history table"
+        )
+
+
+def _check_options(uri: str, options: Mapping[str, Any]) -> None:
+    """Options the history's store cannot use, refused before any request."""
+    store = storage_options.store_of(uri)
+    if store is not None:
+        unknown = storage_options.unknown_keys(store, options)
+        if unknown:
+            raise InvalidCredentialsError(
+                f"deltakeeper does not know the storage option '{unknown[0]}' for the history "
+                f"table {safe_uri(uri)}; check its spelling against docs/storage.md"
+            )
+    elif options and isinstance(open_storage(uri), LocalStorage):
+        raise InvalidInputError(
+            f"the history table {safe_uri(uri)} is on the local disk, which takes no storage "
+            f"options ({', '.join(sorted(options))} given)"
+        )
+
+
+def _cannot_hold(uri: str, why: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"{safe_uri(uri)} cannot hold the operation history: {why}; give --history-uri a "
+        "folder deltakeeper can create and write"
+    )

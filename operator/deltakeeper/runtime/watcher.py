@@ -44,7 +44,7 @@ from deltakeeper.maintenance.compaction_plan import CompactionPlan
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
-from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
+from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result, RunField
 from deltakeeper.maintenance.operations.registry import WRITERS, asked
 from deltakeeper.maintenance.operations.steps import Plan
 from deltakeeper.maintenance.policy import (
@@ -92,10 +92,14 @@ class TableWatcher:
         )
         self.last_maintenance: dict[str, dict[str, Any]] = dict(last_maintenance or {})
         self.compactions = JobTracker(compactor, self.last_maintenance.get(COMPACTION))
+        # A step refused over the memory budget was refused by the daemon, whose budget may
+        # have changed since: planned again at the first poll, not after its cadence.
         self.last_run_ms = {
             op: int(entry["timeMs"])
             for op, entry in self.last_maintenance.items()
-            if isinstance(entry, dict) and isinstance(entry.get("timeMs"), int)
+            if isinstance(entry, dict)
+            and isinstance(entry.get("timeMs"), int)
+            and not _over_budget(entry)
         }
         self._opened: tuple[str, str] | None = None
         self._table: Table | None = None
@@ -283,7 +287,7 @@ class TableWatcher:
         ops = tuple(op for op in Operation if op in wanted)
         if ops:
             outcomes += self._run(target, table, snap, ops, now_ms, spark)
-        self._record(outcomes, snap.version, now_ms)
+        self._record(outcomes, snap.version, now_ms, over_budget=frozenset(refused))
         for o in outcomes:
             if o.operation in WRITERS and o.result is not Result.FAILED:
                 self._writers_at[o.operation] = snap.version
@@ -418,7 +422,15 @@ class TableWatcher:
         detail = step.detail if isinstance(step.detail, CompactionPlan) else None
         self.compactions.planned(plan.version, outcome, detail, now_ms)
 
-    def _record(self, outcomes: list[Outcome], version: int, now_ms: int) -> None:
+    def _record(
+        self,
+        outcomes: list[Outcome],
+        version: int,
+        now_ms: int,
+        over_budget: frozenset[Operation] = frozenset(),
+    ) -> None:
+        """Keep each run for the schedules and the status; `over_budget`: the steps the
+        memory budget refused (here, or because Spark could not take them either)."""
         for o in outcomes:
             if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
                 continue  # a started job is recorded when it ends
@@ -429,10 +441,16 @@ class TableWatcher:
                 self.last_run_ms.pop(op, None)  # retried at the next poll
             else:
                 self.last_run_ms[op] = now_ms
-            if o.result is Result.SKIPPED:
-                continue  # looked, nothing due: the status keeps the last real run
             before = self.last_maintenance.get(op)
+            if o.result is Result.SKIPPED:
+                # Looked, nothing due: the status keeps the last real run, but not a refusal
+                # over a budget that no longer refuses it.
+                if before is not None and _over_budget(before):
+                    del self.last_maintenance[op]
+                continue
             self.last_maintenance[op] = record.entry(o, version, now_ms, before)
+            if o.result is Result.REFUSED and o.operation in over_budget:
+                self.last_maintenance[op][str(RunField.REASON)] = memory.REFUSED_REASON
 
     # -- describe -----------------------------------------------------------------------------
     def _describe(
@@ -584,3 +602,8 @@ def _stats_complete_at(o: Outcome) -> int | None:
     if run is None or o.result not in (Result.DONE, Result.SKIPPED):
         return None
     return run.version if not (run.deferred or run.unreadable) else None
+
+
+def _over_budget(entry: Mapping[str, Any]) -> bool:
+    """Whether a lastMaintenance entry is a step refused over the memory budget."""
+    return entry.get(RunField.REASON) == memory.REFUSED_REASON

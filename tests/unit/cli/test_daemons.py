@@ -18,6 +18,7 @@ from deltakeeper.cli import build_parser, main
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.k8s.options import Options
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, POLL_INTERVAL_MS
+from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.standalone import daemon as standalone_daemon
 from deltakeeper.standalone import tables as standalone
@@ -72,6 +73,8 @@ def test_run_writes_the_history_its_flags_name(
 ) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(standalone_daemon, "run", lambda *a, **kw: seen.append(kw["history"]) or 0)
+    # Opening the history at start: tests/unit/cli/test_run_history.py. No request to S3 here.
+    monkeypatch.setattr(History, "check", lambda self: None)
     flags = ["--history-uri", "s3://lake/history", "--history-option", "aws_region=eu-west-1"]
     assert main(["run", "--manifests", str(tmp_path), *flags]) == 0
     assert main(["run", "--manifests", str(tmp_path)]) == 0

@@ -201,7 +201,8 @@ def _computed(
             pf = pq.ParquetFile(table.storage.open_input(key, add.get("size")))
             got = file.from_footer(spec, pf)
             stats = got.stats if got.stats is not None else _with_data(spec, pf, got)
-        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        # pyarrow's ArrowInvalid is a ValueError; a column of another type, UnreadableFile.
+        except (OSError, ValueError, file.UnreadableFileError) as e:
             with lock:
                 run.unreadable.append((add["path"], str(e)))
             return None

@@ -55,6 +55,26 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _UNIT_PER_MS = {"milliseconds": 1, "microseconds": 1000, "nanoseconds": 1_000_000}
 
 
+class UnreadableFileError(InvalidInputError):
+    """A data file whose statistics cannot be built (a column of another type than the
+    table's): compute-stats lists it as unreadable, by path, and goes on with the others."""
+
+
+# What a Parquet column may hold, (physical types, logical types), for each bounded Delta type
+# (integers and floats as Delta's type widening may have left older files).
+_INTEGERS = ({"INT32", "INT64"}, {"NONE", "INT"})
+_FITS: dict[str, tuple[set[str], set[str]]] = {
+    **dict.fromkeys(("byte", "short", "integer", "int", "long"), _INTEGERS),
+    "float": ({"FLOAT"}, {"NONE"}),
+    "double": ({"FLOAT", "DOUBLE", "INT32", "INT64"}, {"NONE", "INT"}),
+    "date": ({"INT32"}, {"DATE"}),
+    "timestamp": ({"INT64"}, {"TIMESTAMP"}),
+    "timestamp_ntz": ({"INT64"}, {"TIMESTAMP"}),
+    "string": ({"BYTE_ARRAY"}, {"NONE", "STRING", "ENUM", "JSON"}),
+}
+_DECIMALS = {"INT32", "INT64", "FIXED_LEN_BYTE_ARRAY", "BYTE_ARRAY"}
+
+
 @dataclass(frozen=True)
 class Leaf:
     """One indexed column: its path of physical names and its Delta type."""
@@ -112,7 +132,10 @@ def spec_for(
     data = [f for f in schema_fields(schema_string) if str(f["name"]).lower() not in skip]
     named = columns if columns is not None else configuration.get(STATS_COLUMNS)
     if named is not None:
-        chosen = _named(data, [[p.lower() for p in c] for c in parse_column_list(named)])
+        paths = [[p.lower() for p in c] for c in parse_column_list(named)]
+        if columns is not None:  # asked for now: a typo must not commit numRecords alone
+            _require_columns(data, paths, partition_columns)
+        chosen = _named(data, paths)
     else:
         n = _int_property(configuration, NUM_INDEXED_COLS, NUM_INDEXED_COLS_DEFAULT)
         chosen = data if n < 0 else _first_leaves(data, n)[0]
@@ -196,6 +219,32 @@ def _named(fields: list[dict[str, Any]], paths: list[list[str]]) -> list[dict[st
     return out
 
 
+def _require_columns(
+    fields: list[dict[str, Any]], paths: list[list[str]], partition_columns: Sequence[str]
+) -> None:
+    """Refuse column paths that name no data column (or a struct's field) of the table."""
+    unknown = [".".join(p) for p in paths if not _resolves(fields, p)]
+    if unknown:
+        names = ", ".join(str(f["name"]) for f in fields) or "none"
+        partitions = f"; partition columns ({', '.join(partition_columns)}) have no statistics"
+        raise InvalidInputError(
+            f"no column {', '.join(unknown)} in the table's data columns ({names})"
+            + (partitions if partition_columns else "")
+        )
+
+
+def _resolves(fields: list[dict[str, Any]], path: list[str]) -> bool:
+    for f in fields:
+        if str(f["name"]).lower() != path[0]:
+            continue
+        t = f.get("type")
+        if len(path) == 1:
+            return True
+        if isinstance(t, dict) and t.get("type") == "struct":
+            return _resolves(t.get("fields", []), path[1:])
+    return False
+
+
 def _leaves(
     fields: Iterable[dict[str, Any]], physical: bool, parent: tuple[str, ...]
 ) -> list[Leaf]:
@@ -248,6 +297,14 @@ def from_footer(spec: StatsSpec, pf: pq.ParquetFile) -> FileStats:
     missing: set[str] = set()
     for leaf in spec.leaves:
         found = _lookup(columns, leaf.dotted)
+        if found is not None:
+            _check_type(md, found, leaf)
+        elif not leaf.nested and _is_group(columns, leaf.dotted):
+            # Not absent: a group where the table has a value; "all null" would be false.
+            raise UnreadableFileError(
+                f"column {leaf.dotted}: the file holds a group (struct, map or list), the "
+                f"table's type is {leaf.delta_type}"
+            )
         got = None if found is None else _footer_values(md, found, leaf, drop_floats)
         top = _file_top(columns, leaf.path[0])
         if got is None and top is not None and (found is not None or leaf.nested):
@@ -275,6 +332,39 @@ def from_data(spec: StatsSpec, pf: pq.ParquetFile, footer: FileStats) -> dict[st
         got = _footer_values(md, found, leaf, drop_floats) if found is not None else None
         values[leaf.path] = got or _Values(nulls=md.num_rows)
     return _document(spec, md.num_rows, values)
+
+
+def _check_type(md: pq.FileMetaData, j: int, leaf: Leaf) -> None:
+    """Refuse a column the file stores as another type than the table's: its footer bounds
+    would be of that type (a long column written as strings would get string bounds)."""
+    if not leaf.bounded:
+        return
+    column = md.schema.column(j)
+    physical, logical = column.physical_type, column.logical_type.type
+    t = str(leaf.delta_type)
+    if t.startswith(_DECIMAL_PREFIX):
+        fits = (physical in _DECIMALS and logical == "DECIMAL") or (physical, logical) in {
+            ("INT32", "NONE"),
+            ("INT64", "NONE"),
+            ("INT32", "INT"),
+            ("INT64", "INT"),
+        }
+    elif t in ("timestamp", "timestamp_ntz") and physical == "INT96":
+        fits = True  # Spark's legacy timestamps: read from the data
+    else:
+        physicals, logicals = _FITS[t]
+        fits = physical in physicals and logical in logicals
+    if not fits:
+        held = physical if logical == "NONE" else f"{physical} ({logical.lower()})"
+        raise UnreadableFileError(
+            f"column {leaf.dotted}: the file holds {held}, the table's type is {t}"
+        )
+
+
+def _is_group(columns: Mapping[str, int], dotted: str) -> bool:
+    """Whether the file has columns inside `dotted` (Spark matches names case-blind)."""
+    prefix = dotted.lower() + "."
+    return any(key.lower().startswith(prefix) for key in columns)
 
 
 def _file_top(columns: Mapping[str, int], name: str) -> str | None:
@@ -339,7 +429,7 @@ def _footer_bound(st: Any, leaf: Leaf, high: bool = False) -> Any:
     if leaf.delta_type in ("timestamp", "timestamp_ntz"):
         unit = orjson.loads(st.logical_type.to_json()).get("timeUnit")
         if unit not in _UNIT_PER_MS:
-            raise InvalidInputError(f"column {leaf.dotted}: timestamps in {unit!r}")
+            raise UnreadableFileError(f"column {leaf.dotted}: timestamps in {unit!r}")
         return _Stamp(st.max_raw if high else st.min_raw, unit)
     value = st.max if high else st.min
     return value.decode("utf-8") if isinstance(value, bytes) else value
@@ -366,7 +456,7 @@ def _data_values(table: pa.Table, leaf: Leaf, rows: int) -> _Values:
         return _Values(bounds["min"].as_py(), high, nulls)
     if pa.types.is_timestamp(t):
         if t.unit == "s":
-            raise InvalidInputError(f"column {leaf.dotted}: timestamps in seconds")
+            raise UnreadableFileError(f"column {leaf.dotted}: timestamps in seconds")
         unit = {"ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[t.unit]
         bounds = pc.min_max(column.cast(pa.int64()))
         low, high = (_Stamp(bounds[k].as_py(), unit) for k in ("min", "max"))
@@ -445,7 +535,7 @@ def _json_bound(value: Any, leaf: Leaf, prefix: int, high: bool) -> Any:
         return value
     if isinstance(value, int | bool):
         return value
-    raise InvalidInputError(f"column {leaf.dotted}: a {type(value).__name__} bound")
+    raise UnreadableFileError(f"column {leaf.dotted}: a {type(value).__name__} bound")
 
 
 def _timestamp(stamp: _Stamp, utc: bool) -> str:
