@@ -125,3 +125,97 @@ def test_a_nul_partition_value_is_exit_2_naming_it(capsys, tmp_path, command):
     assert code == 2, (out, err)
     assert "a NUL character" in out + err and "embedded null byte" not in out + err
     assert not (root / "_symlink_format_manifest").exists() and not temp_files(root)
+
+
+# -- item 5: an unparseable input stops its own step, under its own name, and nothing else ------
+
+
+def deeply_nested(path: Path) -> None:
+    path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+
+
+@pytest.mark.parametrize("command", ["cleanup", "vacuum", "maintain"])
+def test_a_deeply_nested_last_vacuum_info_is_read_as_corrupt(capsys, tmp_path, command):
+    root = tmp_path / "t"
+    daily_table(root)
+    deeply_nested(root / "_delta_log" / "_last_vacuum_info")
+    code, out, err = run(capsys, command, str(root), "--dry-run")
+    assert code == 0, (out, err)
+    assert "RecursionError" not in out + err
+
+
+def bad_inventories(tmp_path: Path, root: Path) -> dict[str, tuple[str, str]]:
+    """Each kind of inventory the issue names, as (URI, what the error says)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    out = {}
+    (tmp_path / "notpq.parquet").write_bytes(b"hello, not Parquet")
+    out["not-parquet"] = (str(tmp_path / "notpq.parquet"), "not a Parquet file")
+    dest = tmp_path / "dest"
+    (dest / "data").mkdir(parents=True)
+    (dest / "data" / "x.csv").write_text(f'"b","{root}/f1.parquet","100","yesterday"\n')
+    manifest = {
+        "sourceBucket": "b",
+        "destinationBucket": f"arn:aws:s3:::{dest}",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": [{"key": "data/x.csv"}],
+    }
+    cases = {
+        "no-files": {k: v for k, v in manifest.items() if k != "files"},
+        "no-bucket": {**manifest, "destinationBucket": f"arn:aws:s3:::{tmp_path}/nope"},
+        "csv-yesterday": manifest,
+        "dot-dot": {**manifest, "files": [{"key": "../../../../etc/passwd"}]},
+    }
+    says = {
+        "no-files": "is not an S3 Inventory manifest",
+        "no-bucket": "data/x.csv not found",
+        "csv-yesterday": "LastModifiedDate 'yesterday'",
+        "dot-dot": "lies outside the destination bucket",
+    }
+    for name, body in cases.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps(body))
+        out[name] = (f"file://{tmp_path / name}/manifest.json", says[name])
+    table = pa.table(
+        {
+            "path": [f"file:{root}/f1.parquet"],
+            "length": pa.array([100], pa.int64()),
+            "isDir": [False],
+            "modificationTime": pa.array([0], pa.int64()),
+        }
+    )
+    write_deltalake(str(tmp_path / "inv-table"), table)
+    for data in (tmp_path / "inv-table").glob("*.parquet"):
+        data.unlink()
+    out["table-file-gone"] = (str(tmp_path / "inv-table"), "not found")
+    return out
+
+
+INVENTORY_CASES = [
+    "not-parquet",
+    "no-files",
+    "no-bucket",
+    "csv-yesterday",
+    "dot-dot",
+    "table-file-gone",
+]
+
+
+@pytest.mark.parametrize("case", INVENTORY_CASES)
+def test_an_unreadable_inventory_is_exit_2_and_stops_only_the_vacuum(capsys, tmp_path, case):
+    root = tmp_path / "t"
+    daily_table(root)
+    uri, says = bad_inventories(tmp_path, root)[case]
+    before = files_under(root)
+    code, out, err = run(capsys, "vacuum", str(root), "--inventory", uri)
+    assert code == 2, (out, err)
+    assert f"inventory {uri}" in err and says in err, err
+    assert files_under(root) == before
+    code, out, err = run(capsys, "maintain", str(root), "--inventory", uri, "--json")
+    results = {r["operation"]: r for r in json.loads(out)["results"]}
+    assert code == 2, (out, err)
+    assert results["vacuum"]["result"] in ("refused", "failed") and says in out, out
+    assert results["checkpoint"]["result"] == "done", out
+    assert (root / "f1.parquet").exists()
