@@ -28,7 +28,7 @@ class InfoStatus(enum.StrEnum):
     RECORDED = "recorded"  # holds an N
     EMPTY = "empty"  # `{}`: Spark's FULL vacuum, or a run with no commit past its cut-off
     CORRUPT = "corrupt"
-    FOLDER = "a folder"  # nothing can be written there
+    FOLDER = "folder"  # a folder of that name: nothing can be written there
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class LastVacuumInfo:
     def describe(self) -> str:
         if self.status is InfoStatus.RECORDED:
             return f"{paths.LAST_VACUUM_INFO} records N = {self.version}"
-        return f"{paths.LAST_VACUUM_INFO} is {self.status} (no N recorded)"
+        found = "a folder" if self.status is InfoStatus.FOLDER else self.status
+        return f"{paths.LAST_VACUUM_INFO} is {found} (no N recorded)"
 
 
 def parse(data: bytes) -> LastVacuumInfo:
