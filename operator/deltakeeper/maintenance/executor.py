@@ -5,7 +5,8 @@ The only place in maintenance/ that writes or deletes: each operation's runner
 and stops before each write. After a step fails the remaining steps are skipped: a failure
 means the store or the log is not what the plan saw, and deleting on that basis is the one
 thing not to risk. A step the plan marks optional (`compact`'s checkpoint before its job) is
-the one exception.
+one exception; a step that could not even be planned (an input only it reads cannot be read,
+so nothing was done) is the other: it fails alone, under its own name.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from deltakeeper.maintenance.operations.outcome import (
 )
 from deltakeeper.maintenance.operations.registry import REGISTRY
 from deltakeeper.maintenance.operations.spec import Running
-from deltakeeper.maintenance.operations.steps import Plan, Step
+from deltakeeper.maintenance.operations.steps import Plan, Step, unplanned
 
 
 def execute(
@@ -39,8 +40,8 @@ def execute(
     dry_operations: Collection[Operation] = (),
 ) -> Report:
     """Run every due step of `plan` in order; the first failure of a step that is not
-    `optional` skips the rest. Steps of `dry_operations` are shown, as a dry run would, and
-    the others run (a DeltaTable's `vacuum.dryRun`)."""
+    `optional`, and was planned, skips the rest. Steps of `dry_operations` are shown, as a dry
+    run would, and the others run (a DeltaTable's `vacuum.dryRun`)."""
     report = Report(plan.uri, plan.version, dry_run)
     started = time.monotonic()
     blocked = False
@@ -53,10 +54,7 @@ def execute(
             try:
                 step = step.plan_later()
             except Exception as e:  # planned only now: failing to plan is the step failing
-                message = f"{type(e).__name__}: {e}"
-                report.outcomes.append(Outcome(step.operation, Result.FAILED, message))
-                blocked = True
-                continue
+                step = unplanned(step.operation, e)
         elif blocked:
             report.outcomes.append(
                 Outcome(step.operation, Result.SKIPPED_AFTER_FAILURE, AFTER_FAILURE)
@@ -65,7 +63,8 @@ def execute(
         dry = dry_run or step.operation in dry_operations
         outcome = _run_step(table, plan, step, dry, progress, compactor)
         report.outcomes.append(outcome)
-        blocked = blocked or (outcome.result is Result.FAILED and not step.optional)
+        alone = step.optional or step.failed  # nothing was done that the others would trust
+        blocked = blocked or (outcome.result is Result.FAILED and not alone)
         if outcome.result is Result.DONE:
             done.add(step.operation)
     report.seconds = time.monotonic() - started
@@ -83,6 +82,8 @@ def _run_step(
     spec = REGISTRY[step.operation]
     if step.refused:
         return Outcome(step.operation, Result.REFUSED, step.reason, error=step.error)
+    if step.failed:
+        return Outcome(step.operation, Result.FAILED, step.reason, error=step.error)
     if not step.due:
         if spec.skip is not None:
             return spec.skip(step)

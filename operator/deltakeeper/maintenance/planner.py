@@ -30,7 +30,7 @@ from deltakeeper.maintenance.operations import cleanup as cleanup_op
 from deltakeeper.maintenance.operations import compaction as compaction_op
 from deltakeeper.maintenance.operations.registry import REGISTRY, in_order
 from deltakeeper.maintenance.operations.spec import Planning
-from deltakeeper.maintenance.operations.steps import Plan, Step
+from deltakeeper.maintenance.operations.steps import Plan, Step, unplanned
 from deltakeeper.maintenance.policy import Engine, Policy
 
 CHECKPOINT, CLEANUP, VACUUM = Operation.CHECKPOINT, Operation.CLEANUP, Operation.VACUUM
@@ -75,7 +75,11 @@ def plan(
     if result.refusal:
         return result
     ops = in_order(operations)
-    keep = cleanup_op.lite_floor(table, policy) if CLEANUP in ops else None
+    keep, floor_failed = None, None
+    try:
+        keep = cleanup_op.lite_floor(table, policy) if CLEANUP in ops else None
+    except Exception as e:  # cleanup cannot know what to keep: it alone fails
+        floor_failed = unplanned(CLEANUP, e)
     p = Planning(
         table,
         snap,
@@ -97,8 +101,10 @@ def plan(
             error = CatalogOwnedError(f"{table.uri}: {owned}")
             result.steps.append(Step(op, False, owned, refused=True, error=error))
             continue
-        why = (on_spark or {}).get(op)
-        step = spec.spark(p, why) if why and spec.spark else spec.plan(p)
+        if op is CLEANUP and floor_failed is not None:
+            result.steps.append(floor_failed)
+            continue
+        step = _planned(p, op, (on_spark or {}).get(op))
         if step is not None:
             result.steps.append(step)
     _vacuum_first(p, result)
@@ -106,6 +112,16 @@ def plan(
     if cleanup_after_checkpoint and p.due(CHECKPOINT) and CLEANUP not in ops and not owned:
         result.steps.append(cleanup_op.after_checkpoint(p))
     return result
+
+
+def _planned(p: Planning, op: Operation, on_spark: str | None) -> Step | None:
+    """`op`'s step; a failed one when planning it raises: an input one operation reads (an
+    inventory, `_last_vacuum_info`) that cannot be read stops that operation, not the plan."""
+    spec = REGISTRY[op]
+    try:
+        return spec.spark(p, on_spark) if on_spark and spec.spark else spec.plan(p)
+    except Exception as e:
+        return unplanned(op, e)
 
 
 def catalog_owned(protocol: Protocol, policy: Policy, operation: Operation) -> str | None:

@@ -268,3 +268,45 @@ def test_a_vacuum_that_moves_n_runs_before_the_cleanup_it_frees(tmp_path):
     assert sorted(n for n in log_names(tmp_path) if n.endswith(".json")) == [
         "00000000000000000011.json"
     ]
+
+
+# -- one step that cannot be planned fails alone, under its own name (issue 49, 2.5) ------------
+
+
+def _boom(*args: Any, **kwargs: Any) -> Any:
+    raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
+
+
+def test_a_step_that_cannot_be_planned_fails_alone_and_the_others_run(tmp_path, monkeypatch):
+    daily_table(tmp_path)
+    monkeypatch.setattr(vacuum_op, "_plan", _boom)
+    table, plan = plan_for(tmp_path, START + 60 * DAY, vacuum_mode=Mode.FULL)
+    s = steps(plan)
+    assert s["checkpoint"].due and s["cleanup"].due
+    assert s["vacuum"].failed
+    assert "vacuum could not be planned: RecursionError" in s["vacuum"].reason
+    assert "vacuum: failed: vacuum could not be planned" in "\n".join(plan.lines())
+    report = executor.execute(table, plan)
+    by_op = {o.operation: o for o in report.outcomes}
+    assert {op: o.result for op, o in by_op.items()} == {
+        "checkpoint": "done",
+        "cleanup": "done",
+        "vacuum": "failed",
+    }
+    assert "RecursionError" in by_op["vacuum"].message and by_op["vacuum"].error is not None
+    assert (tmp_path / "f1.parquet").exists()
+
+
+def test_a_cleanup_whose_lite_floor_cannot_be_read_fails_alone(tmp_path, monkeypatch):
+    daily_table(tmp_path)
+    monkeypatch.setattr(info, "read", _boom)
+    table, plan = plan_for(tmp_path, START + 60 * DAY, vacuum_mode=Mode.LITE)
+    s = steps(plan)
+    assert s["checkpoint"].due and s["cleanup"].failed and s["vacuum"].failed
+    report = executor.execute(table, plan)
+    assert {o.operation: o.result for o in report.outcomes} == {
+        "checkpoint": "done",
+        "cleanup": "failed",
+        "vacuum": "failed",
+    }
+    assert "00000000000000000000.json" in log_names(tmp_path)  # nothing cleaned up

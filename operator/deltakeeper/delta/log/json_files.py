@@ -21,7 +21,8 @@ def read_actions(storage: Storage, key: str) -> list[tuple[int, dict[str, Any]]]
 
 
 def commit_lines(storage: Storage, key: str) -> Iterator[tuple[int, bytes, str, Any]]:
-    """(line number, raw line, action name, action body) for each line of a JSON log file."""
+    """(line number, raw line, action name, action body) for each line of a JSON log file;
+    a line whose action is not shaped as the protocol says is a CorruptLogError naming it."""
     for lineno, line in enumerate(_read(storage, key).split(b"\n"), start=1):
         if line.strip():
             kind, body = _parsed(storage, key, lineno, line)
@@ -63,8 +64,39 @@ def _parsed(storage: Storage, key: str, lineno: int, line: bytes) -> tuple[str, 
         raise CorruptLogError(
             f"{storage.uri}/{key}: line {lineno}: expected one action object per line"
         ) from None
-    if (kind == "add" or kind == "remove") and not (
-        type(body) is dict and type(body.get("path")) is str
-    ):
-        raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: {kind} without a path")
+    need = SHAPES.get(kind)
+    if need is None:
+        return kind, body  # an action this build does not read: left as it is
+    if type(body) is not dict:
+        raise CorruptLogError(f"{storage.uri}/{key}: line {lineno}: {kind} is not an object")
+    if need and type(body.get(need)) is not str:
+        article = "an" if need[0] in "aeiou" else "a"
+        raise CorruptLogError(
+            f"{storage.uri}/{key}: line {lineno}: {kind} without {article} {need}"
+        )
+    if (kind == "add" or kind == "remove") and type(
+        body.get("deletionVector", EMPTY)
+    ) not in DV_TYPES:
+        raise CorruptLogError(
+            f"{storage.uri}/{key}: line {lineno}: {kind}'s deletionVector is not an object"
+        )
     return kind, body
+
+
+# The actions this build reads, each an object, and the string field it cannot be without
+# ("": none). Checked once here, where every JSON log line is parsed, so that replay, the
+# checkpoint writer, log compaction and vacuum never meet a `{"txn": "x"}`.
+SHAPES = {
+    "add": "path",
+    "remove": "path",
+    "cdc": "path",
+    "txn": "appId",
+    "domainMetadata": "domain",
+    "sidecar": "path",
+    "protocol": "",
+    "metaData": "",
+    "commitInfo": "",
+    "checkpointMetadata": "",
+}
+EMPTY: dict[str, Any] = {}
+DV_TYPES = (dict, type(None))

@@ -42,7 +42,7 @@ def parse(data: bytes) -> LastCheckpoint:
     """Parse and validate; InvalidLastCheckpoint when it cannot be trusted."""
     try:
         raw = json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # too deep to parse
         raise InvalidLastCheckpoint(f"not JSON: {e}") from e
     if not isinstance(raw, dict) or not isinstance(raw.get("version"), int) or raw["version"] < 0:
         raise InvalidLastCheckpoint("no integer version")

@@ -34,7 +34,7 @@ from urllib.parse import unquote, urlparse
 
 from deltakeeper.delta.errors import InvalidInputError, NotADeltaTableError
 from deltakeeper.delta.storage.azure import AzureStorage
-from deltakeeper.delta.storage.base import Deletes, FileInfo, Storage
+from deltakeeper.delta.storage.base import Deletes, FileInfo, IsAFolder, Storage
 from deltakeeper.delta.storage.fsspec import FsspecStorage, open_fsspec
 from deltakeeper.delta.storage.gcs import GcsStorage
 from deltakeeper.delta.storage.local import LocalStorage
@@ -56,6 +56,7 @@ __all__ = [
     "FileInfo",
     "FsspecStorage",
     "GcsStorage",
+    "IsAFolder",
     "LocalStorage",
     "ObjectStorage",
     "RangedFile",

@@ -14,6 +14,11 @@ from typing import Any
 import pyarrow as pa
 
 
+class IsAFolder(FileNotFoundError):
+    """A read of a key where the store has a folder (only the local disk has folders): no
+    file, as a listing sees it, and no file can be written there either."""
+
+
 @dataclass(frozen=True, slots=True)
 class FileInfo:
     key: str  # relative to the table root; folders end with '/'

@@ -13,8 +13,12 @@ from typing import Any
 import pyarrow as pa
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.errors import StorageUnreachableError
-from deltakeeper.delta.storage.base import FileInfo, Storage, Upload
+from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
+from deltakeeper.delta.storage.base import FileInfo, IsAFolder, Storage, Upload
+
+# What a file system says when a folder is where a file goes, or a file where a folder goes
+# (EEXIST: makedirs meeting a file); `_collision` tells which, or that it was neither.
+COLLISIONS = (errno.EISDIR, errno.ENOTDIR, errno.EEXIST)
 
 
 class LocalStorage(Storage):
@@ -65,6 +69,8 @@ class LocalStorage(Storage):
         removed = 0
         for key in keys:
             self.requests["delete"] += 1
+            if "\0" in key:
+                continue  # no folder has such a name
             with self._writable(key):
                 try:
                     os.rmdir(self._path(key))  # refuses a folder that is not empty
@@ -79,18 +85,24 @@ class LocalStorage(Storage):
 
     def _read(self, key: str) -> bytes:
         self.requests["read"] += 1
+        if "\0" in key:
+            raise FileNotFoundError(key)  # no file has such a name
         try:
             with open(self._path(key), "rb") as f:
                 return f.read()
-        except (IsADirectoryError, NotADirectoryError) as e:
+        except IsADirectoryError as e:
+            raise IsAFolder(key) from e
+        except NotADirectoryError as e:
             raise FileNotFoundError(key) from e
         except PermissionError as e:
             raise StorageUnreachableError(f"cannot read {self.uri}/{key}: permission denied") from e
 
     def _open_input(self, key: str, size: int | None) -> pa.NativeFile:
         self.requests["read"] += 1
-        if os.path.isdir(self._path(key)):
+        if "\0" in key:
             raise FileNotFoundError(key)
+        if os.path.isdir(self._path(key)):
+            raise IsAFolder(key)
         try:
             return pa.OSFile(self._path(key))
         except PermissionError as e:
@@ -100,7 +112,7 @@ class LocalStorage(Storage):
         self.requests["head"] += 1
         try:
             st = os.stat(self._path(key))
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL
             return None
         return FileInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
 
@@ -112,7 +124,7 @@ class LocalStorage(Storage):
 
     def _write_temp(self, key: str, data: bytes) -> str:
         tmp = self._temp_path(key)
-        with open(tmp, "wb") as f:
+        with _dropped_on_failure(tmp), open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -137,8 +149,9 @@ class LocalStorage(Storage):
         self.requests["put"] += 1
         with self._writable(key):
             tmp = self._write_temp(key, data)
-            self._drop_hadoop_checksum(key)
-            os.replace(tmp, self._path(key))
+            with _dropped_on_failure(tmp):
+                self._drop_hadoop_checksum(key)
+                os.replace(tmp, self._path(key))
 
     def _drop_hadoop_checksum(self, key: str) -> None:
         # Spark on a local disk keeps `.<name>.crc` beside each file it wrote and refuses to
@@ -153,6 +166,8 @@ class LocalStorage(Storage):
         deleted = 0
         for key in keys:
             self.requests["delete"] += 1
+            if "\0" in key:
+                continue  # no file has such a name
             with self._writable(key), contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path(key))
                 deleted += 1
@@ -160,16 +175,49 @@ class LocalStorage(Storage):
 
     @contextlib.contextmanager
     def _writable(self, key: str) -> Iterator[None]:
-        """A write or delete the file system refuses is the store refusing, not a bug."""
+        """A write or delete the file system refuses is the store refusing, not a bug; one
+        that meets a folder where a file goes (or a file where a folder goes), or a name no
+        file can have, is bad input."""
+        if "\0" in key:
+            raise InvalidInputError(
+                f"cannot write {self.uri}/{key!r}: it holds a NUL character, which no file "
+                "name on a local disk can (a partition value of NUL?)"
+            )
         try:
             yield
         except OSError as e:
+            collision = self._collision(key) if e.errno in COLLISIONS else None
+            if collision is not None:
+                raise InvalidInputError(f"cannot write {self.uri}/{key}: {collision}") from e
             if not isinstance(e, PermissionError) and e.errno != errno.EROFS:
                 raise
             raise StorageUnreachableError(
                 f"cannot write {self.uri}/{key}: {e.strerror or 'permission denied'}; "
                 "deltakeeper needs write access to the table (read-only mount or permissions?)"
             ) from e
+
+    def _collision(self, key: str) -> str | None:
+        """What stands in the way of writing `key`: a folder at its place, or a file at the
+        place of one of its folders; None when neither does (the error was another)."""
+        if os.path.isdir(self._path(key)):
+            return f"{key} is a folder, where a file goes; nothing was written there"
+        parts = key.strip("/").split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if os.path.lexists(self._path(folder)) and not os.path.isdir(self._path(folder)):
+                return f"{folder} is a file, where a folder goes; nothing was written there"
+        return None
+
+
+@contextlib.contextmanager
+def _dropped_on_failure(tmp: str) -> Iterator[None]:
+    """A temporary file is removed when what it was written for fails: none is left behind."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class _LocalUpload(Upload):
@@ -191,7 +239,7 @@ class _LocalUpload(Upload):
         assert self.file is not None, "the upload was committed or aborted"
         storage = self.storage
         storage.requests["put"] += 1
-        with storage._writable(self.key):
+        with storage._writable(self.key), _dropped_on_failure(self.tmp):
             self.file.flush()
             os.fsync(self.file.fileno())
             self.file.close()

@@ -11,7 +11,10 @@ Two kinds of source (`InventoryFormat`):
   table.
 
 Rows come back as they are (`Row`, the path not decoded); which of them lie in a table, and
-what that table may delete, is vacuum/plan.py's business. The report is opened with the table's
+what that table may delete, is vacuum/plan.py's business. A report that cannot be read (not
+Parquet, a file it names gone, a time that is no time, a key that leaves its bucket) is an
+InvalidInputError naming the inventory, raised as its rows are read: bad input that stops the
+vacuum, and nothing else. The report is opened with the table's
 storage options: inventories live on the table's store, often in another bucket.
 """
 
@@ -32,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError
 from deltakeeper.delta.properties import when_text
 from deltakeeper.delta.storage import FileInfo, Storage, open_storage
 from deltakeeper.delta.table import open_table
@@ -86,12 +89,44 @@ def open_inventory(
     if fmt is InventoryFormat.AUTO:
         fmt = _detect(storage, name)
     if fmt is InventoryFormat.S3:
-        return _s3_report(storage, name, uri, options)
-    if fmt is InventoryFormat.DELTA:
+        found = _s3_report(storage, name, uri, options)
+    elif fmt is InventoryFormat.DELTA:
         table = open_table(uri, options)
         keys = [str(p) for p in table.snapshot().files["path"].to_pylist()]
-        return Inventory(f"Delta table {uri}", None, _delta_rows(table.storage, keys, uri))
-    return Inventory(f"Parquet inventory {uri}", None, _parquet_rows(storage, name, uri))
+        found = Inventory(f"Delta table {uri}", None, _delta_rows(table.storage, keys, uri))
+    else:
+        found = Inventory(f"Parquet inventory {uri}", None, _parquet_rows(storage, name, uri))
+    found.rows = _guarded(found.rows, uri)
+    return found
+
+
+class _Unreadable(Exception):
+    """A report's file that cannot be read, said plainly; `_guarded` names the inventory."""
+
+
+def _guarded(rows: Iterator[Row], uri: str) -> Iterator[Row]:
+    """`rows`, with whatever a report that cannot be read raises as they are read turned into
+    an InvalidInputError naming the inventory (the store's own errors pass as they are)."""
+    try:
+        yield from rows
+    except DeltaError:
+        raise
+    except _Unreadable as e:
+        raise InvalidInputError(f"inventory {uri}: {e}") from e
+    except FileNotFoundError as e:
+        raise InvalidInputError(f"inventory {uri}: {e.filename or e} not found") from e
+    except (OSError, ValueError, EOFError, csv.Error, pa.ArrowException) as e:
+        raise InvalidInputError(f"inventory {uri}: cannot be read ({type(e).__name__}: {e})") from e
+
+
+def _parquet_file(storage: Storage, key: str, size: int | None = None) -> pq.ParquetFile:
+    """A Parquet file of a report; _Unreadable when it is gone or not Parquet."""
+    try:
+        return pq.ParquetFile(storage.open_input(key, size))
+    except FileNotFoundError as e:
+        raise _Unreadable(f"{storage.uri}/{key} not found") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise _Unreadable(f"{storage.uri}/{key} is not a Parquet file ({e})") from e
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -126,11 +161,8 @@ def _parquet_rows(storage: Storage, name: str, uri: str) -> Iterator[Row]:
     if not files:
         raise InvalidInputError(f"inventory {uri}: no Parquet files found there")
     for f in files:
-        try:
-            source = storage.open_input(f.key, f.size if f.size >= 0 else None)
-        except FileNotFoundError as e:
-            raise InvalidInputError(f"inventory {uri}: not found") from e
-        yield from _delta_schema_rows(pq.ParquetFile(source), uri)
+        file = _parquet_file(storage, f.key, f.size if f.size >= 0 else None)
+        yield from _delta_schema_rows(file, uri)
 
 
 def _delta_rows(storage: Storage, keys: Iterable[str], uri: str) -> Iterator[Row]:
@@ -138,7 +170,7 @@ def _delta_rows(storage: Storage, keys: Iterable[str], uri: str) -> Iterator[Row
     for key in keys:
         if "://" in key or key.startswith("/"):
             raise InvalidInputError(f"inventory table {uri}: file {key} lies outside it")
-        yield from _delta_schema_rows(pq.ParquetFile(storage.open_input(unquote(key))), uri)
+        yield from _delta_schema_rows(_parquet_file(storage, unquote(key)), uri)
 
 
 def _hidden(key: str) -> bool:
@@ -172,11 +204,13 @@ def _s3_report(storage: Storage, name: str, uri: str, options: dict[str, Any] | 
         source = str(manifest["sourceBucket"])
         destination = str(manifest["destinationBucket"]).rsplit(":", 1)[-1]
         fmt = str(manifest["fileFormat"]).upper()
-        files = [str(f["key"]) for f in manifest["files"]]
+        files = [_report_key(str(f["key"]), key) for f in manifest["files"]]
         schema = str(manifest.get("fileSchema", ""))
     except FileNotFoundError as e:
         raise InvalidInputError(f"inventory {uri}: {key} not found") from e
-    except (ValueError, KeyError, TypeError) as e:
+    except _Unreadable as e:
+        raise InvalidInputError(f"inventory {uri}: {e}") from e
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise InvalidInputError(f"inventory {uri}: {key} is not an S3 Inventory manifest") from e
     if fmt not in ("CSV", "PARQUET"):
         raise InvalidInputError(f"inventory {uri}: {fmt} reports are not read; use CSV or Parquet")
@@ -188,6 +222,17 @@ def _s3_report(storage: Storage, name: str, uri: str, options: dict[str, Any] | 
     reader = _csv_rows if fmt == "CSV" else _s3_parquet_rows
     rows = (row for f in files for row in reader(reports, f, schema, scheme))
     return Inventory(text, source, rows)
+
+
+def _report_key(found: str, manifest: str) -> str:
+    """A data file's key as the manifest names it, in the destination bucket; one that would
+    leave it (`..`, an absolute path or a URI) is refused, never read."""
+    parts = found.split("/")
+    if not found or found.startswith("/") or "://" in found or ".." in parts or "\0" in found:
+        raise _Unreadable(
+            f"{manifest} names file {found!r}, which lies outside the destination bucket"
+        )
+    return found
 
 
 def _manifest_key(storage: Storage, uri: str) -> str:
@@ -209,17 +254,24 @@ def _csv_rows(storage: Storage, key: str, schema: str, scheme: str) -> Iterator[
     missing = [n for n in ("Bucket", "Key") if n not in names]
     if missing:
         raise InvalidInputError(f"S3 Inventory fileSchema lacks {', '.join(missing)}: {schema}")
-    data = storage.read(key)
+    try:
+        data = storage.read(key)
+    except FileNotFoundError as e:
+        raise _Unreadable(f"{storage.uri}/{key} not found") from e
     text = gzip.decompress(data) if key.endswith(".gz") else data
-    for values in csv.reader(io.StringIO(text.decode("utf-8"))):
+    for line, values in enumerate(csv.reader(io.StringIO(text.decode("utf-8"))), start=1):
         row = dict(zip(names, values, strict=False))
         if _is_object(row.get("IsLatest"), row.get("IsDeleteMarker")):
             path = f"{scheme}://{row['Bucket']}/{unquote_plus(row['Key'])}"
-            yield Row(path, _size(row.get("Size")), _mtime(row.get("LastModifiedDate")))
+            try:
+                mtime = _mtime(row.get("LastModifiedDate"))
+            except ValueError as e:
+                raise _Unreadable(f"{key}: line {line}: {e}") from e
+            yield Row(path, _size(row.get("Size")), mtime)
 
 
 def _s3_parquet_rows(storage: Storage, key: str, schema: str, scheme: str) -> Iterator[Row]:
-    file = pq.ParquetFile(storage.open_input(key))
+    file = _parquet_file(storage, key)
     present = [c for c in S3_COLUMNS if c in file.schema_arrow.names]
     if "bucket" not in present or "key" not in present:
         raise InvalidInputError(f"S3 Inventory file {key} has no bucket and key columns")
@@ -255,7 +307,11 @@ def _mtime(value: Any) -> int:
         return value
     if not value:
         return 0
-    return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() * 1000)
+    try:
+        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"LastModifiedDate {value!r} is not an ISO 8601 time") from None
+    return int(when.timestamp() * 1000)
 
 
 def file_info(row: Row, key: str) -> FileInfo:

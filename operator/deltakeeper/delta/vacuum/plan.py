@@ -553,6 +553,12 @@ def plan_table_vacuum(
     else:
         plan = run.full()
     plan.requests = Counter(table.storage.requests) - before
+    if plan.record is not None and info.status is InfoStatus.FOLDER:
+        raise InvalidInputError(
+            f"{table.uri}/{vacuum_info.LOCATION} is a folder, not a file: the vacuum could not "
+            f"record N = {plan.record} there when it is done, so it does not start; nothing "
+            "deleted. Remove the folder (Delta Spark writes a file of that name)"
+        )
     return plan
 
 

@@ -27,7 +27,10 @@ class Step:
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
     detail: cleanup.CleanupPlan | plan.VacuumPlan | compaction_plan.CompactionPlan | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
-    error: DeltaError | None = field(default=None, repr=False)  # for a refusal: its cause
+    # not due because planning it failed (an input it reads cannot be read): it fails alone,
+    # and the other steps run, as nothing was done
+    failed: bool = False
+    error: DeltaError | None = field(default=None, repr=False)  # a refusal's or failure's cause
     classic_v2: bool = False  # checkpoint: a classic-named V2 checkpoint for older readers
     # checkpoint: damaged checkpoints to rewrite first (classic-named, one file each)
     repair: tuple[int, ...] = ()
@@ -62,6 +65,7 @@ class Step:
             "operation": self.operation,
             "due": self.due,
             "refused": self.refused,
+            "failed": self.failed,
             "reason": self.reason,
         }
         if self.detail is not None:
@@ -90,10 +94,7 @@ class Plan:
         if self.refusal:
             return [head, f"refused: {self.refusal}"]
         marks = {True: "due", False: "not due"}
-        body = [
-            f"  {s.operation}: {'refused' if s.refused else marks[s.due]}: {s.reason}"
-            for s in self.steps
-        ]
+        body = [f"  {s.operation}: {_state(s, marks)}: {s.reason}" for s in self.steps]
         return [head, *body]
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +105,21 @@ class Plan:
             "refusal": self.refusal,
             "steps": [s.to_json() for s in self.steps],
         }
+
+
+def _state(step: Step, marks: dict[bool, str]) -> str:
+    return "refused" if step.refused else "failed" if step.failed else marks[step.due]
+
+
+def unplanned(operation: Operation, e: Exception) -> Step:
+    """The step of an operation whose planning raised `e`: failed, with `e` as a DeltaError
+    (its own when it is one; else an unexpected one, exit 1, that names it)."""
+    error = e if isinstance(e, DeltaError) else DeltaError(f"{type(e).__name__}: {e}")
+    if error is not e:
+        error.__cause__ = e
+    return Step(
+        operation, False, f"{operation} could not be planned: {error}", failed=True, error=error
+    )
 
 
 def spark_job(snap: SnapshotHeader, operation: Operation, now_ms: int) -> dict[str, Any]:

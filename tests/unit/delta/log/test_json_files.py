@@ -42,3 +42,29 @@ def test_table_action_lines_skip_file_actions_unparsed_and_keep_the_rest(tmp_pat
 def test_table_action_lines_name_a_bad_table_level_line(tmp_path):
     with pytest.raises(CorruptLogError, match=r"00000000000000000000\.json: line 2"):
         _table_actions(tmp_path, '{"add": {}}\n{"metaData": oops}\n')
+
+
+# Actions of the right name but the wrong shape: each names its file and line (issue 49).
+COMMIT_1 = "00000000000000000001.json"
+MALFORMED = [
+    ('{"txn": "x"}', "txn is not an object"),
+    ('{"domainMetadata": [1]}', "domainMetadata is not an object"),
+    ('{"metaData": 5}', "metaData is not an object"),
+    ('{"protocol": "x"}', "protocol is not an object"),
+    ('{"txn": {"version": 1}}', "txn without an appId"),
+    ('{"domainMetadata": {"removed": false}}', "domainMetadata without a domain"),
+    ('{"remove": {"path": "x", "deletionVector": 7}}', "remove's deletionVector is not an object"),
+    ('{"add": {"path": "x", "deletionVector": "u"}}', "add's deletionVector is not an object"),
+]
+
+
+@pytest.mark.parametrize(("line", "says"), MALFORMED)
+def test_a_malformed_action_is_a_corrupt_log_naming_file_and_line(tmp_path, line, says):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata())
+    b.raw(COMMIT_1, f'{{"commitInfo": {{}}}}\n{line}\n')
+    with pytest.raises(CorruptLogError, match=rf"00000000000000000001\.json: line 2: {says}"):
+        open_table(str(tmp_path)).snapshot()
+    if not line.startswith(('{"add"', '{"remove"')):  # file actions are skipped unparsed there
+        with pytest.raises(CorruptLogError, match=rf"line 2: {says}"):
+            list(table_action_lines(open_table(str(tmp_path)).storage, "_delta_log/" + COMMIT_1))

@@ -44,6 +44,7 @@ def test_the_checksums_delta_spark_wrote_validate(corpus):
         (b'{"version": -1}', "no integer version"),
         (b'{"version": 3, "version": 4}', "duplicate"),
         (b'{"version": 3, "size": 10, "checksum": "00000000000000000000000000000000"}', "checksum"),
+        pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "not JSON", id="too-deep"),
     ],
 )
 def test_untrustworthy_files_are_rejected(content, why):

@@ -10,7 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.storage import LocalStorage
+from deltakeeper.delta.storage.base import IsAFolder
 
 # -- listings while other processes rename and delete ------------------------------------------
 # Found beside a live delta-rs writer (tests/integration/test_concurrency.py): delta-rs writes
@@ -125,3 +127,59 @@ def test_list_from_sorts_and_keeps_the_last_of_a_key_a_store_gave_twice(tmp_path
         "_delta_log/0.json",
         "_delta_log/1.json",
     ]
+
+
+# -- a folder where a file goes, a file where a folder goes, a NUL in a name (issue 49) ---------
+
+
+def test_a_folder_where_a_file_is_written_is_bad_input_and_no_temp_file_stays(tmp_path):
+    store = LocalStorage(str(tmp_path), str(tmp_path))
+    (tmp_path / "d" / "x").mkdir(parents=True)
+    for write in (
+        lambda: store.overwrite("d/x", b"1"),
+        lambda: store.put_if_absent("d/x", b"1"),
+        lambda: _upload(store, "d/x"),
+    ):
+        with pytest.raises(InvalidInputError, match=r"d/x is a folder, where a file goes"):
+            write()
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x"]
+    with pytest.raises(FileNotFoundError):
+        store.read("d/x")
+    with pytest.raises(IsAFolder):
+        store.read("d/x")
+
+
+def test_a_file_where_a_folder_goes_is_bad_input_and_no_temp_file_stays(tmp_path):
+    store = LocalStorage(str(tmp_path), str(tmp_path))
+    (tmp_path / "d").write_text("a file")
+    for write in (
+        lambda: store.overwrite("d/x", b"1"),
+        lambda: store.put_if_absent("d/x", b"1"),
+        lambda: _upload(store, "d/x"),
+    ):
+        with pytest.raises(InvalidInputError, match=r"d is a file, where a folder goes"):
+            write()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    assert (tmp_path / "d").read_text() == "a file"
+
+
+def test_a_nul_in_a_key_is_no_file_to_read_or_delete_and_bad_input_to_write(tmp_path):
+    store = LocalStorage(str(tmp_path), str(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        store.read("a\0b")
+    with pytest.raises(FileNotFoundError):
+        store.open_input("a\0b")
+    assert store.head("a\0b") is None
+    assert store.delete_many(["a\0b"]) == 0
+    with pytest.raises(InvalidInputError, match="a NUL character"):
+        store.overwrite("p=\0/manifest", b"1")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _upload(store: LocalStorage, key: str) -> None:
+    upload = store.open_upload(key)
+    try:
+        upload.write(b"1")
+        upload.commit()
+    finally:
+        upload.abort()

@@ -37,3 +37,14 @@ def test_read_and_write_on_a_table(tmp_path):
     assert (tmp_path / "_delta_log" / "_last_vacuum_info").read_bytes() == info.render(5)
     assert info.read(storage) == LastVacuumInfo(InfoStatus.RECORDED, 5)
     assert "N = 5" in info.read(storage).describe()
+
+
+def test_a_file_too_deeply_nested_to_parse_is_corrupt():
+    assert info.parse(b'{"a":' * 100_000 + b"1" + b"}" * 100_000).status is InfoStatus.CORRUPT
+
+
+def test_a_folder_of_that_name_records_nothing_and_says_so(tmp_path):
+    (tmp_path / "_delta_log" / "_last_vacuum_info").mkdir(parents=True)
+    found = info.read(open_storage(str(tmp_path)))
+    assert found == LastVacuumInfo(InfoStatus.FOLDER)
+    assert found.describe() == "_last_vacuum_info is a folder (no N recorded)"
