@@ -89,3 +89,15 @@ def test_symlink_loops_end_and_aliases_are_not_tables(
     code, out, err = run(capsys, "discover", str(lake), "--max-depth", "1000")
     assert code == 0, err
     assert out.splitlines() == ["sub/t2", "sub/t3", "t0", "t1"]
+
+
+@pytest.mark.parametrize("uri", ["", " "])
+def test_an_empty_uri_is_exit_2(capsys: pytest.CaptureFixture[str], uri: str) -> None:
+    """Issue 49, section 2, item 11: `discover ""` scanned the current folder and printed
+    URIs rooted at `/`."""
+    code, out, err = run(capsys, "discover", uri, "--json")
+    assert code == 2, err
+    assert json.loads(out)["error"] == "InvalidInput"
+    assert "no URI given" in err
+    code, _, err = run(capsys, "inspect", uri)  # the table commands said so already
+    assert code == 2 and ("URI is required" in err or "no URI given" in err)

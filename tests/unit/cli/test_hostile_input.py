@@ -104,6 +104,27 @@ def test_a_secret_option_is_masked_in_an_error_that_quotes_it(capsys, tmp_path, 
 
 
 @pytest.mark.parametrize("command", URI_COMMANDS)
+def test_a_uri_query_is_masked_like_a_password(capsys, tmp_path, command):
+    """Issue 49, section 2, item 11: a presigned URL's signature was printed back."""
+    uri = f"file://{tmp_path}/missing?X-Amz-Signature={SECRET}"
+    says = "no such folder" if command == "discover" else "not a Delta table"
+    check(capsys, tmp_path, [command, uri], 2, says)
+
+
+def test_a_uri_query_is_masked_in_a_report(capsys, table):
+    for argv in (
+        ["inspect", f"file://{table}?X-Amz-Signature={SECRET}"],
+        ["inspect", f"file://{table}?sig={SECRET}&x=1", "--json"],
+        ["discover", f"file://{table.parent}?X-Amz-Signature={SECRET}"],
+        ["discover", f"file://{table.parent}?X-Amz-Signature={SECRET}", "--json"],
+    ):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, (argv, err)
+        assert SECRET not in out + err, argv
+        assert "***" in out + err, argv
+
+
+@pytest.mark.parametrize("command", URI_COMMANDS)
 @pytest.mark.parametrize("value", ["abc", "[1]"])
 def test_a_mapping_option_that_is_not_a_json_object_is_exit_2(capsys, table, command, value):
     argv = [command, str(table), "--storage-option", f"client_kwargs={value}"]

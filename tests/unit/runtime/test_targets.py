@@ -38,3 +38,14 @@ def test_the_secrets_region_joins_the_specs_client_kwargs() -> None:
     assert "spec.storage.options: storage option client_kwargs takes a JSON object" in (
         bad.problem.message
     )
+
+
+def test_a_uri_query_is_masked_once_its_table_is_resolved() -> None:
+    """Issue 49, section 2, item 11: a presigned URL's signature in spec.uri showed in the
+    status and logs; it is masked like a password."""
+    from deltakeeper.runtime.credentials import SCRUBBER
+
+    signature = "Zm9vYmFyc2lnbmF0dXJlMDAwMQ"
+    uri = f"s3://b/t?X-Amz-Signature={signature}"
+    resolve(TableResource("ns", "t", {}, 1, {"uri": uri}), [], lambda ns, name: None)
+    assert signature not in SCRUBBER.scrub(f"cannot read {uri}: refused")
