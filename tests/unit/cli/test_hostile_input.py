@@ -207,6 +207,33 @@ def test_a_regular_file_as_the_table_is_exit_2(capsys, tmp_path, command):
     check(capsys, tmp_path, [command, str(f)], 2, says)
 
 
+@pytest.fixture
+def no_aws_credentials(monkeypatch):
+    """No AWS_* variable; the metadata service, should it be asked, a closed local port."""
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
+    return monkeypatch
+
+
+@pytest.mark.parametrize("command", URI_COMMANDS)
+def test_no_s3_credentials_anywhere_is_said(capsys, tmp_path, command, no_aws_credentials):
+    """Issue 49, section 2, item 12: with no credentials the metadata service was asked, and
+    its 403 read "refused (403)". Off (AWS_EC2_METADATA_DISABLED): exit 2, nothing sent;
+    asked and refusing: exit 4. Both say what to give."""
+    from tests.support.http import refusing_server
+
+    with refusing_server() as (imds, asked), refusing_server() as (s3, s3_asked):
+        argv = [command, "s3://bucket/t", "--storage-option", f"endpoint_url={s3}"]
+        no_aws_credentials.setenv("AWS_METADATA_ENDPOINT", imds)
+        check(capsys, tmp_path, argv, 4, "no credentials: give aws_access_key_id")
+        assert asked and not s3_asked
+        no_aws_credentials.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        asked.clear()
+        check(capsys, tmp_path, argv, 2, "no credentials: give aws_access_key_id")
+        assert not asked and not s3_asked
+
+
 @pytest.mark.parametrize("command", TIMED)
 @pytest.mark.parametrize(
     ("now", "says"),
