@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -9,6 +10,13 @@ from typing import Any
 import pytest
 
 from deltakeeper.runtime import credentials
+
+# Tests never leave loopback: an S3 table opened without credentials must not send deltakeeper
+# (object_store) to the EC2 instance metadata service at 169.254.169.254. With the lookup off,
+# "no credentials" is said before any request; a test that asks a metadata service runs its own
+# on 127.0.0.1 (tests/support/http.py). Subprocesses inherit both.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
 
 TESTS = Path(__file__).resolve().parent
 CORPUS = TESTS.parents[1] / "shared" / "conformance" / "tables"

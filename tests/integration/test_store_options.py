@@ -141,3 +141,38 @@ def test_the_same_dict_opens_the_table_in_delta_rs(table, spelling):
 
 def _flags(options: dict[str, str]) -> list[str]:
     return [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+
+
+def test_no_s3_credentials_on_minio_says_what_to_give(minio, monkeypatch, capsys) -> None:
+    """Issue 49, section 2, item 12, on a real S3 server: with the credentials left out the
+    table is not read, and the error says "no credentials: give ...", not MinIO's or the
+    metadata service's 403. Nothing leaves loopback: the metadata lookup is off, then asked of
+    a local server that refuses."""
+    import os
+
+    from tests.support.http import refusing_server
+
+    uri = minio.uri(f"no-credentials-{uuid.uuid4().hex[:8]}")
+    minio.upload_folder(CORPUS / "simple_table_with_checkpoint", uri)
+    endpoint = f"endpoint_url={minio.storage_options['endpoint_url']}"
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")  # should it be asked
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    keys = [f"key={minio.storage_options['key']}", f"secret={minio.storage_options['secret']}"]
+    flags = [a for kv in (endpoint, *keys) for a in ("--storage-option", kv)]
+    assert main(["inspect", uri, "--json", *flags]) == 0  # with its keys, it is read
+    assert json.loads(capsys.readouterr().out)["version"] == VERSION
+
+    assert main(["inspect", uri, "--storage-option", endpoint]) == 2
+    assert "no credentials: give aws_access_key_id" in capsys.readouterr().err
+    with refusing_server() as (imds, asked):
+        monkeypatch.delenv("AWS_EC2_METADATA_DISABLED")
+        # an option, not the variable: a store built before (the process keeps them by their
+        # options) would still ask where the variable said then
+        metadata = f"aws_metadata_endpoint={imds}"
+        argv = ["inspect", uri, "--storage-option", endpoint, "--storage-option", metadata]
+        assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert "no credentials: give aws_access_key_id" in err and "refused" not in err
+    assert asked  # the metadata service was asked, and only the local one

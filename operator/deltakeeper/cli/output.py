@@ -44,14 +44,15 @@ def masked(argv: Sequence[str]) -> Iterator[None]:
 
 
 def register_secrets(argv: Sequence[str]) -> None:
-    """Storage option values and the user:password part of a URI are masked from now on."""
+    """Storage option values, and the user:password part and the query of a URI, are masked
+    from now on."""
     words = list(argv)
     values: set[str] = set()
     for i, word in enumerate(words):
         if word.startswith("--storage-option"):
             pair = word.partition("=")[2] if "=" in word else (words[i + 1 : i + 2] or [""])[0]
             values |= credentials.option_secrets(pair)
-        elif "@" in word:
+        elif "@" in word or "?" in word:
             values |= credentials.uri_secrets(word)
     credentials.SCRUBBER.register(values)
 

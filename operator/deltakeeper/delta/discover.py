@@ -18,13 +18,17 @@ there are none) and no exclude pattern. Folders that no pattern lets through are
 
 Folders whose names start with '_' or '.' (`_spark_metadata`, `_temporary`, `.hive-staging`)
 are not entered: writers keep their own bookkeeping there, as Spark's file index assumes.
+
+On the local disk a folder is visited once, under its real path (symbolic links resolved,
+`Storage.real_folder`): a link back up the tree (a loop) or a second name for a folder is
+skipped, and so is a link out of the prefix; a table is reported under its real path only.
 """
 
 from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -82,6 +86,8 @@ def discover(
     patterns = _Patterns(tuple(include), tuple(exclude))
     forks: list[Storage] = []
     visits: list[_Visit] = []
+    seen = {""}  # real folders visited or queued: each is visited once
+    roots: set[str] = set()  # the tables found so far
     level = [""]
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="discover") as pool:
         for depth in range(max_depth + 1):
@@ -94,15 +100,20 @@ def discover(
 
             found = list(pool.map(visit, level))
             visits.extend(found)
-            level = [c for v in found for c in v.children if patterns.may_hold(c)]
+            roots.update(v.path for v in found if v.is_table)
+            children = (c for v in found for c in v.children)
+            level = [
+                c for c in _real(storage, children, seen, roots, max_depth) if patterns.may_hold(c)
+            ]
             if not level:
                 break
     requests = 0
     for fork in forks:
         storage.requests.update(fork.requests)
         requests += sum(fork.requests.values())
-    roots = sorted(_rel(v.path) for v in visits if v.is_table)
-    tables = tuple(p for p in roots if patterns.wanted(p))
+    # a link may have led into a table before its root was known: that is the table's data
+    paths_found = sorted(_rel(p) for p in roots if not _inside(p, roots))
+    tables = tuple(p for p in paths_found if patterns.wanted(p))
     return Scan(
         tables=tables,
         requests=requests,
@@ -110,8 +121,32 @@ def discover(
         folders_listed=sum(v.listed for v in visits),
         logs_checked=sum(v.log_checked for v in visits),
         empty_logs=tuple(sorted(_rel(v.path) for v in visits if v.empty_log)),
-        excluded=len(roots) - len(tables),
+        excluded=len(paths_found) - len(tables),
     )
+
+
+def _real(
+    storage: Storage, folders: Iterable[str], seen: set[str], tables: set[str], max_depth: int
+) -> Iterator[str]:
+    """Each folder under its real path, when that is new, within `max_depth`, not hidden and
+    not inside a table (a link can lead anywhere in the prefix); `seen` gains it."""
+    for folder in folders:
+        real = storage.real_folder(folder)
+        if real is None or real in seen:
+            continue  # out of the prefix, or a loop, or a second name for a folder
+        seen.add(real)
+        parts = real.split("/")
+        if len(parts) > max_depth or any(p.startswith(("_", ".")) for p in parts):
+            continue
+        if _inside(real, tables):
+            continue
+        yield real
+
+
+def _inside(path: str, tables: set[str]) -> bool:
+    """Whether `path` lies below one of `tables` (a table's root is not below itself)."""
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in tables for i in range(1, len(parts)))
 
 
 def is_table(storage: Storage, path: str = "") -> bool:

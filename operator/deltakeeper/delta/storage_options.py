@@ -408,6 +408,43 @@ def _text(value: Any) -> Any:
 
 ENDPOINTS = ("aws_endpoint", "google_base_url", "azure_storage_endpoint")
 
+# Where object_store finds S3 credentials besides keys in the options: these environment
+# variables (keys, a web identity, an ECS/EKS container endpoint); with none, it asks the EC2
+# instance metadata service (docs/storage.md, "Where S3 credentials come from").
+AWS_CREDENTIAL_OPTIONS = (
+    "aws_access_key_id",
+    "aws_container_credentials_relative_uri",
+    "aws_container_credentials_full_uri",
+)
+AWS_CREDENTIAL_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+NO_AWS_CREDENTIALS = (
+    "no credentials: give aws_access_key_id and aws_secret_access_key (storage options, a "
+    "Secret's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or those environment variables), a "
+    "web identity (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), container credentials "
+    "(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI), an instance role, or "
+    "aws_skip_signature=true for a public bucket"
+)
+
+
+def aws_credentials_given(options: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """Whether canonical S3 `options` or the environment give object_store credentials (or
+    tell it to sign nothing); if not, it asks the instance metadata service for some."""
+    if any(options.get(k) for k in AWS_CREDENTIAL_OPTIONS):
+        return True
+    if _true(options.get("aws_skip_signature", env.get("AWS_SKIP_SIGNATURE", False))):
+        return True
+    return any(env.get(k) for k in AWS_CREDENTIAL_ENV)
+
+
+def metadata_lookup_off(env: Mapping[str, str]) -> bool:
+    """AWS_EC2_METADATA_DISABLED, as the AWS SDKs and CLI read it (object_store does not)."""
+    return env.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() == "true"
+
 
 def obstore_config(store: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(store config, client options) for obstore from canonical options: an `http://`

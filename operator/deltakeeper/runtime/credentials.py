@@ -24,6 +24,7 @@ from deltakeeper.delta import storage_options as storage_opts
 from deltakeeper.delta.errors import InvalidInputError
 
 MASK = "***"
+SHORTEST_SECRET = 6  # shorter values ("1", "eu") would mask ordinary words
 
 # Secret keys that are no storage option of their own, per store -> the option they give.
 _GCS_JSON_KEYS = ("service-account.json", "GOOGLE_APPLICATION_CREDENTIALS_JSON")
@@ -101,7 +102,7 @@ def secret_values(secret: Mapping[str, str]) -> set[str]:
         if isinstance(inner, dict):
             out.update(v for v in inner.values() if isinstance(v, str))
     # Short values ("1", "us-east-1"-like) would mask ordinary words; they are not secrets.
-    return {v for v in out if len(v) >= 6}
+    return {v for v in out if len(v) >= SHORTEST_SECRET}
 
 
 def _connection_string_secrets(value: str) -> set[str]:
@@ -122,15 +123,29 @@ def option_secrets(pair: str) -> set[str]:
 
 
 def uri_secrets(uri: str) -> set[str]:
-    """The user and password of a URI like s3://KEY:SECRET@bucket/path."""
+    """The user and password of a URI like s3://KEY:SECRET@bucket/path, and its query: a
+    presigned URL's signature or a SAS token rides there (?X-Amz-Signature=..., ?sig=...)."""
     try:
         parsed = urlparse(uri)
         user, password = parsed.username, parsed.password
     except ValueError:
         return set()
+    found = _query_secrets(parsed.query)
     if password is None:
-        return set()  # abfss://container@account...: no credential in it
-    return secret_values({"user": unquote(user or ""), "password": unquote(password)}) | {password}
+        return found  # abfss://container@account...: no credential in it
+    login = {"user": unquote(user or ""), "password": unquote(password)}
+    return found | secret_values(login) | {password}
+
+
+def _query_secrets(query: str) -> set[str]:
+    """The whole query, as written and decoded, and each value in it."""
+    if not query:
+        return set()
+    values = {query, unquote(query)}
+    for pair in query.split("&"):
+        value = pair.partition("=")[2]
+        values.update((value, unquote(value)))
+    return {v for v in values if len(v) >= SHORTEST_SECRET}
 
 
 class ScrubbingStream(io.TextIOBase):

@@ -22,9 +22,11 @@ import contextvars
 import dataclasses
 import heapq
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
+from urllib.parse import unquote, urlparse
 
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Result
@@ -51,11 +53,16 @@ STALL_CHECK_S = 1.0
 
 
 def same_table(uri: str) -> str:
-    """A URI in one spelling per table: no trailing '/', a local path for file: URIs."""
-    for prefix in ("file://", "file:"):
-        if uri.startswith(prefix):
-            uri = uri[len(prefix) :]
-            break
+    """A URI in one spelling per table: no trailing '/'; a local path (plain, file:/ or
+    file:///, percent-decoded as open_storage reads it) as its real path, with '//', '.',
+    '..' and symbolic links resolved. On an object store `a//b` is another key than `a/b`."""
+    if not uri:
+        return uri
+    if "://" not in uri and not uri.lower().startswith("file:"):
+        return os.path.realpath(uri)
+    parsed = urlparse(uri)
+    if parsed.scheme.lower() == "file":
+        return os.path.realpath(unquote(parsed.path) or "/")
     return uri.rstrip("/") or uri
 
 

@@ -56,6 +56,8 @@ def resolve(
     """`duplicates`: the other resources naming the same table (Registry.duplicates);
     `default_poll_ms`: the poll interval when neither the table nor its policy sets one."""
     spec = table.spec
+    if in_uri := credentials.uri_secrets(str(spec.get("uri", ""))):  # a query: a signature?
+        credentials.SCRUBBER.register(in_uri)
     base: dict[str, Any] = {
         "namespace": table.namespace,
         "name": table.name,

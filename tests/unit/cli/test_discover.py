@@ -72,3 +72,32 @@ def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert code == 2 and "--max-depth" in err
     code, _, err = run(capsys, "discover", "nosuch://host/x")  # a scheme fsspec does not know
     assert code == 2 and "scheme" in err
+
+
+def test_symlink_loops_end_and_aliases_are_not_tables(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 49, section 2, item 7: a loop listed every alias until ELOOP (exit 1)."""
+    lake = tmp_path / "lake"
+    for rel in ("t0", "t1", "sub/t2", "sub/t3"):
+        make_table(lake, rel)
+    make_table(tmp_path, "outside")
+    (lake / "loop").symlink_to(lake)
+    (lake / "sub" / "up").symlink_to("..")
+    (lake / "again").symlink_to(lake / "sub" / "t2")
+    (lake / "out").symlink_to(tmp_path / "outside")
+    code, out, err = run(capsys, "discover", str(lake), "--max-depth", "1000")
+    assert code == 0, err
+    assert out.splitlines() == ["sub/t2", "sub/t3", "t0", "t1"]
+
+
+@pytest.mark.parametrize("uri", ["", " "])
+def test_an_empty_uri_is_exit_2(capsys: pytest.CaptureFixture[str], uri: str) -> None:
+    """Issue 49, section 2, item 11: `discover ""` scanned the current folder and printed
+    URIs rooted at `/`."""
+    code, out, err = run(capsys, "discover", uri, "--json")
+    assert code == 2, err
+    assert json.loads(out)["error"] == "InvalidInput"
+    assert "no URI given" in err
+    code, _, err = run(capsys, "inspect", uri)  # the table commands said so already
+    assert code == 2 and ("URI is required" in err or "no URI given" in err)

@@ -104,6 +104,27 @@ def test_a_secret_option_is_masked_in_an_error_that_quotes_it(capsys, tmp_path, 
 
 
 @pytest.mark.parametrize("command", URI_COMMANDS)
+def test_a_uri_query_is_masked_like_a_password(capsys, tmp_path, command):
+    """Issue 49, section 2, item 11: a presigned URL's signature was printed back."""
+    uri = f"file://{tmp_path}/missing?X-Amz-Signature={SECRET}"
+    says = "no such folder" if command == "discover" else "not a Delta table"
+    check(capsys, tmp_path, [command, uri], 2, says)
+
+
+def test_a_uri_query_is_masked_in_a_report(capsys, table):
+    for argv in (
+        ["inspect", f"file://{table}?X-Amz-Signature={SECRET}"],
+        ["inspect", f"file://{table}?sig={SECRET}&x=1", "--json"],
+        ["discover", f"file://{table.parent}?X-Amz-Signature={SECRET}"],
+        ["discover", f"file://{table.parent}?X-Amz-Signature={SECRET}", "--json"],
+    ):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, (argv, err)
+        assert SECRET not in out + err, argv
+        assert "***" in out + err, argv
+
+
+@pytest.mark.parametrize("command", URI_COMMANDS)
 @pytest.mark.parametrize("value", ["abc", "[1]"])
 def test_a_mapping_option_that_is_not_a_json_object_is_exit_2(capsys, table, command, value):
     argv = [command, str(table), "--storage-option", f"client_kwargs={value}"]
@@ -184,6 +205,33 @@ def test_a_regular_file_as_the_table_is_exit_2(capsys, tmp_path, command):
     if command == "discover":  # discover takes a folder of tables, not a table
         says = "is a file; give the folder the tables are in"
     check(capsys, tmp_path, [command, str(f)], 2, says)
+
+
+@pytest.fixture
+def no_aws_credentials(monkeypatch):
+    """No AWS_* variable; the metadata service, should it be asked, a closed local port."""
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
+    return monkeypatch
+
+
+@pytest.mark.parametrize("command", URI_COMMANDS)
+def test_no_s3_credentials_anywhere_is_said(capsys, tmp_path, command, no_aws_credentials):
+    """Issue 49, section 2, item 12: with no credentials the metadata service was asked, and
+    its 403 read "refused (403)". Off (AWS_EC2_METADATA_DISABLED): exit 2, nothing sent;
+    asked and refusing: exit 4. Both say what to give."""
+    from tests.support.http import refusing_server
+
+    with refusing_server() as (imds, asked), refusing_server() as (s3, s3_asked):
+        argv = [command, "s3://bucket/t", "--storage-option", f"endpoint_url={s3}"]
+        no_aws_credentials.setenv("AWS_METADATA_ENDPOINT", imds)
+        check(capsys, tmp_path, argv, 4, "no credentials: give aws_access_key_id")
+        assert asked and not s3_asked
+        no_aws_credentials.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        asked.clear()
+        check(capsys, tmp_path, argv, 2, "no credentials: give aws_access_key_id")
+        assert not asked and not s3_asked
 
 
 @pytest.mark.parametrize("command", TIMED)

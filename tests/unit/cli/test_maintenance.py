@@ -310,6 +310,31 @@ def test_inventory_flags_are_checked(capsys, tmp_path):
     assert code == 2 and "not found" in err
 
 
+def test_a_bare_relative_inventory_file_is_read_as_a_file(capsys, tmp_path, monkeypatch):
+    """Issue 49, section 2, item 11: `--inventory inv.parquet` was read as a table ("is a
+    file, not a table") while `./inv.parquet` worked."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    daily_table(table)
+    touch(table / "stray.parquet", START)
+    keys = [f"_delta_log/{v:020d}.json" for v in range(12)] + ["stray.parquet", "f1.parquet"]
+    rows = {
+        "path": pa.array([f"file:{table}/{k}" for k in keys], pa.string()),
+        "length": pa.array([1] * len(keys), pa.int64()),
+        "isDir": pa.array([False] * len(keys), pa.bool_()),
+        "modificationTime": pa.array([START] * len(keys), pa.int64()),
+    }
+    pq.write_table(pa.table(rows), tmp_path / "inv.parquet")
+    monkeypatch.chdir(tmp_path)
+    for name in ("inv.parquet", "./inv.parquet"):
+        code, report, err = vacuum_json(capsys, table, "--inventory", name, "--dry-run")
+        assert code == 0, err
+        assert report["mode"] == "inventory"
+        assert sorted(report["files"]) == ["f1.parquet", "stray.parquet"]
+
+
 def test_maintain_takes_the_vacuum_mode(capsys, tmp_path):
     daily_table(tmp_path)
     code, report, _ = maintain_json(capsys, tmp_path, "--mode", "lite", "--dry-run")

@@ -137,3 +137,42 @@ def test_pruning_never_loses_a_wanted_table(
     )
     scan = discover(open_storage(str(lake)), include=include, exclude=exclude, max_depth=4)
     assert scan.tables == wanted
+
+
+@pytest.fixture
+def looped(tmp_path: Path) -> Path:
+    """A lake of 4 tables with symlinks back up (loops), a second name for a table, and a
+    link to a table outside the lake (issue 49, section 2, item 7)."""
+    lake = tmp_path / "lake"
+    for rel in ("t0", "t1", "sub/t2", "sub/deeper/t3"):
+        make_table(lake, rel)
+    make_table(tmp_path, "outside/t9")
+    (lake / "loop").symlink_to(lake)  # the lake itself, again
+    (lake / "sub" / "up").symlink_to("..")  # relative, one level up
+    (lake / "sub" / "deeper" / "self").symlink_to(".")
+    (lake / "alias").symlink_to(lake / "t0")  # one table under two names
+    (lake / "out").symlink_to(tmp_path / "outside")  # leaves the prefix
+    (lake / "out9").symlink_to(tmp_path / "outside" / "t9")
+    return lake
+
+
+@pytest.mark.parametrize("depth", [6, 1000])
+def test_symlinks_are_followed_once_within_the_prefix(looped: Path, depth: int) -> None:
+    scan = discover(open_storage(str(looped)), max_depth=depth)
+    # each real folder once, under its own name: no alias, nothing outside the lake
+    assert scan.tables == ("sub/deeper/t3", "sub/t2", "t0", "t1")
+    assert scan.logs_checked == 7  # the root, t0, t1, sub, sub/t2, sub/deeper, sub/deeper/t3
+    assert discover(open_storage(str(looped)), max_depth=3).tables == scan.tables
+
+
+def test_a_prefix_reached_through_a_symlink_is_scanned(looped: Path, tmp_path: Path) -> None:
+    (tmp_path / "link").symlink_to(looped)
+    scan = discover(open_storage(str(tmp_path / "link")), max_depth=10)
+    assert scan.tables == ("sub/deeper/t3", "sub/t2", "t0", "t1")
+
+
+def test_a_link_into_a_table_finds_its_data_not_a_table(tmp_path: Path) -> None:
+    make_table(tmp_path, "t0")
+    make_table(tmp_path, "t0/part=1")  # inside a table: its data
+    (tmp_path / "a").symlink_to(tmp_path / "t0" / "part=1")  # sorts before t0
+    assert discover(open_storage(str(tmp_path))).tables == ("t0",)

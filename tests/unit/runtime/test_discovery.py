@@ -72,3 +72,15 @@ def test_a_failed_scan_changes_nothing() -> None:
     assert conditions == {"Ready": "False", "StorageReachable": "Unknown"}
     assert [e.reason for e in result.events()] == ["ScanFailed"]
     assert scanner.known == ("a",)
+
+
+def test_a_lake_reports_each_real_table_once_and_none_outside(tmp_path: Path) -> None:
+    """Issue 49, section 2, item 7: one table under two paths became two DeltaTables, and a
+    link out of the prefix a third."""
+    make_table(tmp_path, "lake/t0")
+    make_table(tmp_path, "elsewhere/t9")
+    (tmp_path / "lake" / "t0-again").symlink_to(tmp_path / "lake" / "t0")
+    (tmp_path / "lake" / "t9").symlink_to(tmp_path / "elsewhere" / "t9")
+    (tmp_path / "lake" / "loop").symlink_to(tmp_path / "lake")
+    scan = LakeScanner(lake_at(tmp_path / "lake")).scan()
+    assert scan.ok and scan.tables == ("t0",)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from pathlib import Path
 
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, Reason
 from deltakeeper.resources.manifests import TableResource
@@ -48,6 +49,27 @@ def test_every_spelling_of_a_uri_names_one_table() -> None:
     assert same_table("s3://lake/t/") == "s3://lake/t"
     assert same_table("/") == "/"
     assert same_table("s3://lake/t") != same_table("s3://lake/u")
+
+
+def test_local_paths_compare_as_their_real_folder(tmp_path: Path) -> None:
+    """Issue 49, section 2, item 7: `/x//t0` and `/x/a/../t0` were other tables than `/x/t0`."""
+    (tmp_path / "t0").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "t0")
+    real = same_table(str(tmp_path / "t0"))
+    for uri in (
+        f"{tmp_path}//t0",
+        f"{tmp_path}/a/../t0",
+        f"{tmp_path}/./t0/",
+        f"file://{tmp_path}/link",
+        f"file://{tmp_path}/t%30",
+    ):
+        assert same_table(uri) == real, uri
+    r = registry()
+    a = add(r, "lake", "a", f"{tmp_path}/t0")
+    add(r, "lake", "b", f"{tmp_path}//t0")
+    add(r, "lake", "c", f"file:{tmp_path}/a/../t0")
+    assert r.duplicates(a) == ("lake/b", "lake/c")
 
 
 def test_tables_naming_one_uri_name_each_other() -> None:

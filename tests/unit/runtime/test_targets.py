@@ -49,3 +49,14 @@ def test_a_queue_event_source_is_a_problem_not_a_silent_poll() -> None:
     target = resolve(TableResource("ns", "t", {}, 1, spec), [], lambda ns, name: None)
     assert target.problem is not None and target.problem.reason is Reason.INVALID_SPEC
     assert "not supported" in target.problem.message
+
+
+def test_a_uri_query_is_masked_once_its_table_is_resolved() -> None:
+    """Issue 49, section 2, item 11: a presigned URL's signature in spec.uri showed in the
+    status and logs; it is masked like a password."""
+    from deltakeeper.runtime.credentials import SCRUBBER
+
+    signature = "Zm9vYmFyc2lnbmF0dXJlMDAwMQ"
+    uri = f"s3://b/t?X-Amz-Signature={signature}"
+    resolve(TableResource("ns", "t", {}, 1, {"uri": uri}), [], lambda ns, name: None)
+    assert signature not in SCRUBBER.scrub(f"cannot read {uri}: refused")

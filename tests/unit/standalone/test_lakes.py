@@ -160,3 +160,24 @@ def test_a_gone_tables_status_goes_with_its_lake(lake_folder: tuple[Path, Path])
         (manifests / "lake.json").unlink()
         asyncio.run(cycle(daemon))
     assert set(json.loads(status_file.read_text())["tables"]) == {"data/mine"}
+
+
+def test_a_lake_with_symlinks_makes_one_table_per_real_table_inside_it(
+    lake_folder: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Issue 49, section 2, item 7: in `run`, a DeltaLake made a DeltaTable for each name of a
+    table and one for a table outside its prefix, and a loop multiplied them."""
+    data, manifests = lake_folder
+    small_table(tmp_path / "outside", commits=1)
+    (data / "events-again").symlink_to(data / "events")
+    (data / "loop").symlink_to(data)
+    (data / "away").symlink_to(tmp_path / "outside")
+    status_file = manifests / ".deltakeeper" / "status.json"
+    daemon = standalone.Standalone(manifests, status_file, Metrics())
+    try:
+        asyncio.run(cycle(daemon))
+        body = json.loads(status_file.read_text())
+        assert set(body["tables"]) == {found_key("events"), found_key("sales/orders"), "data/mine"}
+        assert body["lakes"]["data/main"]["tables"] == 3
+    finally:
+        daemon.fleet.close()

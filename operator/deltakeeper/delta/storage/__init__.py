@@ -80,6 +80,11 @@ def _local(uri: str, path: str) -> LocalStorage:
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
     """Storage for a table URI: a plain path, file://, an object store's URI (s3://, gs://,
     abfss://, az://, ...), or any other scheme fsspec knows."""
+    if not uri.strip():  # not the current folder: a URI left empty by mistake
+        raise InvalidInputError(
+            "no URI given (an empty string); give the table's or the prefix's URI: "
+            "s3://bucket/path, gs://, abfss://, az://, file:// or a local path"
+        )
     options = normalize_options(dict(options or {}))
     if "://" not in uri and not uri.lower().startswith("file:"):
         return _local(uri, uri)

@@ -145,6 +145,13 @@ class Storage(ABC):
         listing, never a recursive one. Files in the folder cost pages, not results."""
         return sorted({f.name for f in self._list_from(_folder(prefix), "") if f.is_dir})
 
+    def real_folder(self, path: str) -> str | None:
+        """Folder `path` under its one real name, relative to the root, or None when that lies
+        outside the root. Object stores have no links: the path as given. The local disk
+        resolves symbolic links, so a link back up the tree (a loop) or a second name for a
+        folder comes back as a path already seen."""
+        return path
+
     def fork(self) -> Storage:
         """The same store with its own request counter, for one thread: `requests` is a plain
         Counter, and `+=` from several threads can lose counts. Add the fork's counts back."""

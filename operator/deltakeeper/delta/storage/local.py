@@ -34,6 +34,15 @@ class LocalStorage(Storage):
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *key.strip("/").split("/")) if key.strip("/") else self.root
 
+    def real_folder(self, path: str) -> str | None:
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(self._path(path))
+        if real == root:
+            return ""
+        if os.path.commonpath([root, real]) != root:
+            return None  # a link out of the root
+        return os.path.relpath(real, root).replace(os.sep, "/")
+
     def _list_from(self, folder: str, start_after: str) -> Iterable[FileInfo]:
         self.requests["list"] += 1
         try:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from deltakeeper.delta.errors import InvalidInputError, StorageUnreachableError
+from deltakeeper.delta.storage_options import NO_AWS_CREDENTIALS
 
 T = TypeVar("T")
 
@@ -60,6 +61,9 @@ _CONNECTION_MARKERS = (
     "error decoding response body",
 )
 _STATUS = re.compile(r"status code: (\d{3})")
+# The EC2 instance metadata service's paths: object_store asks it for credentials when no
+# other source gave any, and a failure there is no credentials, not the bucket's answer.
+_METADATA_PATHS = ("/latest/api/token", "/latest/meta-data/")
 
 
 def http_status(e: BaseException) -> int | None:
@@ -78,6 +82,8 @@ def classify(e: BaseException) -> Failure:
     """What kind of failure `e` is: by the HTTP status when there is one, else by its class
     and words."""
     text, names, status = str(e), _names(e), http_status(e)
+    if _asked_metadata(text):
+        return Failure.OTHER  # no credentials: asking again finds none
     if "ConditionalRequestConflict" in text:
         return Failure.TRANSIENT
     if isinstance(e, FileNotFoundError) or status == 404:
@@ -131,6 +137,13 @@ def translate(
     """Our error for a store's failure of `op` on `uri`."""
     where = safe_uri(uri)
     status = http_status(e)
+    if _asked_metadata(str(e)):
+        answer = f"answered HTTP {status}" if status else "did not answer"
+        return StorageUnreachableError(
+            f"{NO_AWS_CREDENTIALS}, for {where}: none is configured, and the instance metadata "
+            f"service, asked for some, {answer} (off the cloud, set AWS_EC2_METADATA_DISABLED="
+            "true so it is not asked)"
+        )
     if failure is Failure.MISSING:
         if op == "list":  # listing a missing prefix is not an error; a missing bucket is
             return StorageUnreachableError(f"list on {where} failed: bucket or container not found")
@@ -154,6 +167,10 @@ def translate(
             "allowed; set allow_http=true (AWS_ALLOW_HTTP) or use https://"
         )
     return e if isinstance(e, Exception) else RuntimeError(str(e))
+
+
+def _asked_metadata(text: str) -> bool:
+    return _has(text, _METADATA_PATHS)
 
 
 def _has(text: str, markers: Iterable[str]) -> bool:

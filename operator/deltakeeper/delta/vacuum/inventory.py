@@ -131,9 +131,9 @@ def _parquet_file(storage: Storage, key: str, size: int | None = None) -> pq.Par
 
 def _split(uri: str) -> tuple[str, str]:
     """(folder, file name) of a URI that names a manifest or a Parquet file; else (uri, '')."""
-    head, _, last = uri.rstrip("/").rpartition("/")
-    if head and last.endswith((".json", ".parquet")):
-        return head, last
+    head, sep, last = uri.rstrip("/").rpartition("/")
+    if last.endswith((".json", ".parquet")):
+        return (head or sep or "."), last  # a bare relative name lies in the current folder
     return uri.rstrip("/"), ""
 
 

@@ -413,8 +413,22 @@ def plan_vacuum(
         else:
             doomed.append(info)
     plan.delete = sorted(doomed, key=lambda f: f.key)
-    plan.folders = empty_folders(infos, plan, columns, iceberg_metadata)
+    folders = empty_folders(infos, plan, columns, iceberg_metadata)
+    plan.folders = _without_live_files(folders, referenced)
     return plan
+
+
+def _without_live_files(folders: list[str], referenced: set[str]) -> list[str]:
+    """The folders no referenced file lies in. A listing shows those files, but an inventory
+    can list a folder and miss the live files written after it was made. Only looked at when
+    some folder would go, which a steady table seldom has."""
+    if not folders:
+        return folders
+    busy: set[str] = set()
+    for key in referenced:
+        parts = key.split("/")
+        busy.update("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    return [f for f in folders if f not in busy]
 
 
 def nested_tables(infos: Iterable[FileInfo]) -> list[str]:

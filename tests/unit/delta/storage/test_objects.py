@@ -61,7 +61,9 @@ class _Batches(S3Storage):
     DELETE_THREADS = 2
 
     def __init__(self) -> None:
-        super().__init__("s3://b/t", "b", "t", {"endpoint_url": "http://127.0.0.1:9"})
+        # keys given: a store without any would be told "no credentials" (tests/conftest.py)
+        options = {"endpoint_url": "http://127.0.0.1:9", "key": "test", "secret": "test-secret"}
+        super().__init__("s3://b/t", "b", "t", options)
         self.sent: list[list[str]] = []
         self.lock = threading.Lock()
 

@@ -151,3 +151,29 @@ def test_s3_csv_rows_decode_keys_and_skip_old_versions_and_delete_markers(tmp_pa
     rows = list(inventory._csv_rows(storage, "f.csv.gz", schema, "s3"))
     assert rows == [Row("s3://lake/t/a b%.parquet", 5, 1704164645000)]
     assert os.path.exists(tmp_path / "f.csv.gz")
+
+
+def test_a_folder_row_whose_live_files_the_report_misses_is_not_left_empty(tmp_path):
+    """Issue 49, section 2, item 11: isDir rows of folders holding live files (written after
+    the report) were reported as "folders left empty"."""
+    root = tmp_path / "t"
+    b = LogBuilder(root)
+    b.commit(protocol(), metadata(), add("p=1/live.parquet"), add("p=1/q=2/live.parquet"))
+    for key in ("p=1/live.parquet", "p=1/q=2/live.parquet"):
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(b"x")
+    (root / "p=3").mkdir()  # really empty
+    data = rows_for(root, LOG)
+    dirs = [f"file:{root.resolve()}/{d}" for d in ("p=1", "p=1/q=2/", "p=3")]
+    folders = pa.table(
+        {
+            "path": pa.array(dirs, pa.string()),
+            "length": pa.array([0] * 3, pa.int64()),
+            "isDir": pa.array([True] * 3, pa.bool_()),
+            "modificationTime": pa.array([OLD] * 3, pa.int64()),
+        }
+    )
+    pq.write_table(pa.concat_tables([data.drop(["extra"]), folders]), tmp_path / "inv.parquet")
+    p = vacuum_with(root, str(tmp_path / "inv.parquet"))
+    assert p.folders == ["p=3/"]
+    assert p.delete == []
