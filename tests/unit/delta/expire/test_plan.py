@@ -3,8 +3,6 @@ read from hand-written logs."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,96 +14,11 @@ from deltakeeper.delta.errors import (
     InvalidInputError,
     UnsupportedProtocolError,
 )
-from deltakeeper.delta.expire import times
 from deltakeeper.delta.expire.plan import check_fraction
 from deltakeeper.delta.expire.run import Expiry, plan_expiry
 from deltakeeper.delta.table import open_table
-from tests.support.logbuilder import LogBuilder, protocol
-
-DAY_MS = 86_400_000
-NOW_MS = times.micros(dt.datetime(2026, 1, 10, 12)) // 1000  # cutoff 2026-01-05 12:00 at keep 5d
-KEEP_MS = 5 * DAY_MS
-
-COLUMNS = {
-    "id": "long",
-    "day": "string",
-    "d": "date",
-    "ts": "timestamp",
-    "ntz": "timestamp_ntz",
-    "n": "integer",
-    "day2": "date",
-}
-
-
-def schema(generated: dict[str, str] | None = None, physical: bool = False) -> str:
-    fields = []
-    for i, (name, kind) in enumerate(COLUMNS.items()):
-        meta: dict[str, Any] = {}
-        if generated and name in generated:
-            meta["delta.generationExpression"] = generated[name]
-        if physical:
-            meta |= {
-                "delta.columnMapping.id": i + 1,
-                "delta.columnMapping.physicalName": f"col-{name}",
-            }
-        fields.append({"name": name, "type": kind, "nullable": True, "metadata": meta})
-    return json.dumps({"type": "struct", "fields": fields})
-
-
-def metadata(
-    partitions: tuple[str, ...] = (), generated: dict[str, str] | None = None, **conf: str
-) -> dict[str, Any]:
-    return {
-        "metaData": {
-            "id": "00000000-0000-0000-0000-000000000001",
-            "format": {"provider": "parquet", "options": {}},
-            "schemaString": schema(generated, conf.get("delta.columnMapping.mode") == "name"),
-            "partitionColumns": list(partitions),
-            "configuration": conf,
-            "createdTime": 1_700_000_000_000,
-        }
-    }
-
-
-def stats(
-    records: int,
-    column: str = "ts",
-    low: str | None = None,
-    high: str | None = None,
-    nulls: int | None = 0,
-) -> str:
-    doc: dict[str, Any] = {"numRecords": records}
-    if low is not None:
-        doc["minValues"] = {column: low}
-    if high is not None:
-        doc["maxValues"] = {column: high}
-    if nulls is not None:
-        doc["nullCount"] = {column: nulls}
-    return json.dumps(doc)
-
-
-def add(
-    path: str, records: int | None = 10, size: int = 100, stat: str | None = None, **pv: str
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "path": path,
-        "partitionValues": pv,
-        "size": size,
-        "modificationTime": 1_700_000_000_000,
-        "dataChange": True,
-    }
-    if stat is not None:
-        body["stats"] = stat
-    elif records is not None:
-        body["stats"] = json.dumps({"numRecords": records})
-    return {"add": body}
-
-
-def table(
-    root: Path, meta: dict[str, Any], *adds: dict[str, Any], proto: dict[str, Any] | None = None
-) -> Path:
-    LogBuilder(root).commit(proto or protocol(1, 2), meta, *adds)
-    return root
+from tests.support.expire_tables import KEEP_MS, NOW_MS, add, metadata, stats, table, ts
+from tests.support.logbuilder import protocol
 
 
 def planned(root: Path, column: str, max_fraction: float = 1.0) -> Any:
@@ -164,10 +77,6 @@ def test_a_partition_value_that_is_not_iso_is_refused_naming_it(tmp_path: Path) 
     )
     with pytest.raises(InvalidInputError, match="'20260102' of column 'day' is not an ISO-8601"):
         planned(root, "day")
-
-
-def ts(day: int, hour: int = 0) -> str:
-    return f"2026-01-{day:02d}T{hour:02d}:00:00.000Z"
 
 
 def test_by_statistics_wholly_older_files_go_straddling_and_unknown_ones_stay(

@@ -13,8 +13,8 @@ from deltakeeper.delta.commit import commit
 from deltakeeper.delta.errors import CommitConflictError, ExpiryLimitError
 from deltakeeper.delta.expire.run import Expiry, change, expire, plan_expiry
 from deltakeeper.delta.table import open_table
+from tests.support.expire_tables import KEEP_MS, NOW_MS, add, metadata, stats, ts
 from tests.support.logbuilder import LogBuilder, protocol
-from tests.unit.delta.expire.test_plan import KEEP_MS, NOW_MS, add, metadata, stats, ts
 
 WRITTEN_MS = 1_800_000_000_000
 DV = {
