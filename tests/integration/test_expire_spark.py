@@ -22,7 +22,7 @@ from deltakeeper.delta.expire.run import Expiry, ExpiryRun, expire
 from deltakeeper.delta.table import open_table
 from deltakeeper.units import parse_timestamp_ms
 from tests.support.cli import run
-from tests.support.rows import digest, deltars_digest, duckdb_digest, spark_digest
+from tests.support.rows import deltars_digest, digest, duckdb_digest, spark_digest
 from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.spark
