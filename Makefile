@@ -45,6 +45,7 @@ test-integration test-e2e test-chart test-image test-monitoring: test-deps
 lint: setup
 	.venv/bin/ruff check operator tests benchmarks scripts
 	$(PY) scripts/gen_crds.py --check
+	$(PY) scripts/gen_docs.py --check
 	$(PY) scripts/lock.py --check
 	.venv/bin/ruff format --check operator tests benchmarks scripts
 	.venv/bin/mypy

@@ -10,6 +10,7 @@ deletion, namespace scoping, and no secret anywhere it should not be.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -27,7 +28,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from deltakeeper.k8s.secrets import TTL_S as SECRET_TTL_S
-from tests.support import stores
+from tests.support import catalog_tables, stores
 from tests.support.kube import KubeCluster
 from tests.support.rows import deltars_digest
 
@@ -767,3 +768,53 @@ def test_the_finalizer_of_earlier_versions_is_removed(
     _until(lambda: not k.get("t")["metadata"].get("finalizers"), 60, "the old finalizer to go")
     k.delete("t")
     _until(lambda: not k.exists("t"), 30, "the DeltaTable to go")
+
+
+def _objects(s3: Minio, prefix: str) -> dict[str, int]:
+    """Every object under `prefix` (bucket/path), by key relative to it, and its size."""
+    found = s3.fs().find(prefix, detail=True)
+    return {k[len(prefix) + 1 :]: int(v["size"]) for k, v in found.items()}
+
+
+def test_a_catalog_managed_table_on_minio_is_left_to_its_catalog(
+    kube_cluster: KubeCluster, operator_factory: Any, s3: Minio, tmp_path: Path
+) -> None:
+    """The operator on a catalog-managed table (tests/support/catalog_tables.py) on MinIO:
+    the checkpoint Delta lets any client write lands at the newest published version; cleanup
+    and statistics, the catalog's, are refused with reason CatalogOwned and Degraded stays
+    False; no object is deleted or rewritten, staged commits included."""
+    local = catalog_tables.build(tmp_path / "cm")
+    fs = s3.fs()
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.put_file(str(path), f"lake/cm/{path.relative_to(local)}")
+    before = _objects(s3, "lake/cm")
+    assert sum("_staged_commits/" in key for key in before) == len(catalog_tables.STAGED)
+    k = Api(kube_cluster, "catalog")
+    k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
+    storage = {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}}
+    spec = {"checkpoint": {"interval": 3}, "stats": {"enabled": True}}
+    k.create("cm", {"uri": "s3://lake/cm", "storage": storage, "pollInterval": "1s", **spec})
+    operator_factory("--namespace", "catalog")
+
+    published = catalog_tables.PUBLISHED
+    _until(lambda: k.status("cm").get("lastCheckpointVersion") == published, 90, "a checkpoint")
+    k.wait_condition("cm", "Degraded", "False", "CatalogOwned")
+
+    def refused() -> dict[str, Any] | None:
+        done = k.status("cm").get("lastMaintenance") or {}
+        return done if all(op in done for op in ("cleanup", "stats")) else None
+
+    done = _until(refused, 60, "cleanup and stats refused")
+    for op in ("cleanup", "stats"):
+        assert (done[op]["result"], done[op]["reason"]) == ("refused", "CatalogOwned"), done[op]
+    ready = k.condition("cm", "Ready")
+    assert ready["status"] == "True" and "newest published commit" in ready["message"], ready
+    assert k.status("cm")["version"] == published
+
+    after = _objects(s3, "lake/cm")
+    hint = "_delta_log/_last_checkpoint"
+    kept = {key: size for key, size in before.items() if key != hint}
+    assert {key: after.get(key) for key in kept} == kept  # nothing deleted or rewritten
+    checkpoint = f"_delta_log/{published:020d}.checkpoint.parquet"
+    assert set(after) - set(before) == {checkpoint}
+    assert json.loads(fs.cat_file(f"lake/cm/{hint}"))["version"] == published

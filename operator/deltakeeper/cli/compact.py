@@ -10,7 +10,7 @@ from deltakeeper.compaction import launcher
 from deltakeeper.delta import features
 from deltakeeper.delta.schema import LEAN_ADD
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance import compaction_plan, executor, planner
+from deltakeeper.maintenance import compaction_plan, executor, planner, record
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
 from deltakeeper.maintenance.operations.outcome import RunField as R
 
@@ -50,7 +50,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         outcome = outcomes[-1]
         if len(outcomes) > 1:  # the checkpoint step ran first
             report["checkpoint"] = _checkpoint_first(outcomes[0], args.json)
-            report[R.CHECKPOINT_VERSION] = outcomes[0].checkpoint_version
+            report[R.CHECKPOINT_VERSION] = outcomes[0].version
         if not args.dry_run:
             if outcome.result is Result.SKIPPED:
                 raise launcher.JobRunning(outcome.message)
@@ -77,6 +77,6 @@ def _checkpoint_first(outcome: Outcome, as_json: bool) -> dict[str, Any]:
         )
     elif not as_json and outcome.result is not Result.SKIPPED:  # the plan said why
         output.lines([f"checkpoint: {outcome.result}: {outcome.message}"])
-    out = outcome.to_json()
+    out = record.as_json(outcome)
     out["error"] = exits.error_name(outcome.error) if outcome.error is not None else None
     return out

@@ -14,6 +14,8 @@ from deltakeeper.delta.storage import normalize_options
 from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.resources.spec import catalog_allowed
 from deltakeeper.units import parse_duration_ms, parse_size, parse_timestamp_ms
 
 if TYPE_CHECKING:
@@ -79,7 +81,18 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "compaction_min_files_per_partition": given.get("min_files"),
         # 0 counts as not given: the default (policy.COMPACTION_MAX_AGE_MS)
         "compaction_max_age_ms": _text(given, "--max-age", parse_duration_ms) or None,
+        "catalog_allowed": catalog_allows(given.get("catalog_allows")),
     }
+
+
+def catalog_allows(text: str | None) -> frozenset[str] | None:
+    """--catalog-allows OPS: what a catalog-managed table's catalog permits; None: not given."""
+    if text is None:
+        return None
+    try:
+        return catalog_allowed("--catalog-allows", [n for n in text.split(",") if n])
+    except PolicyError as e:
+        raise InvalidInputError(str(e)) from e
 
 
 def vacuum_settings(given: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,10 @@ from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.stats import compute
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum import plan as vacuum
-from deltakeeper.maintenance import executor, planner
+from deltakeeper.maintenance import executor, planner, record
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
+from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress, Report
 from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import SPARK
@@ -35,7 +37,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         table, snap, pol, now, Operation.CHECKPOINT, classic=args.classic, source=source
     )
     outcome = _run_one(table, plan, args.dry_run, None)
-    result, checksum = outcome.written, outcome.checksum
+    run = checkpoint_op.detail(outcome)
+    result, checksum = run.written, run.checksum
     assert result is not None
     written = [*result.keys, *([checksum.key] if checksum and not checksum.existed else [])]
     report = {
@@ -110,7 +113,8 @@ def cmd_compute_stats(args: argparse.Namespace) -> int:
 
 def cmd_manifest(args: argparse.Namespace) -> int:
     table = open_table(args.uri, flags.storage_options(args.storage_option))
-    run = manifest.generate(table, args.dry_run)
+    allows = Operation.MANIFEST in (flags.catalog_allows(args.catalog_allows) or ())
+    run = manifest.generate(table, args.dry_run, catalog_allows=allows)
     if args.json:
         output.print_json({"operation": "manifest", "dryRun": args.dry_run, **run.to_json()})
         return 0
@@ -170,8 +174,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     forced = planner.forced(table, snap, pol, now, Operation.VACUUM, storage_options=options)
     outcome = _run_one(table, forced, args.dry_run, None if args.json else output.progress)
     plan = forced.steps[0].detail
-    assert isinstance(plan, vacuum.VacuumPlan) and outcome.vacuum is not None
-    deleted, folders = outcome.deleted_files, outcome.deleted_folders
+    run = vacuum_op.run_of(outcome)
+    assert isinstance(plan, vacuum.VacuumPlan) and run is not None
+    deleted, folders = outcome.deleted_files, run.folders
     report = {
         R.OPERATION: Operation.VACUUM,
         "version": plan.version,
@@ -190,7 +195,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         "cutoffTimestamp": plan.cutoff_ms,
         "scannedFiles": plan.scanned,
         "referencedFiles": plan.referenced,
-        **outcome.vacuum.to_json(),
+        **run.to_json(),
         "reasons": [f"mode {plan.mode}: {plan.why}", *plan.reasons()],
     }
     if args.json:
@@ -211,7 +216,9 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     output.warn_damage(snap)
     pol = flags.policy_for(args.uri, snap.metadata.configuration, flags.settings(args))
     spark = planner.spark_steps(pol, ops, {})  # no budget here: only --engine spark
-    plan = planner.plan(table, snap, pol, now, ops, storage_options=options, on_spark=spark)
+    plan = planner.plan(
+        table, snap, pol, now, ops, storage_options=options, on_spark=spark, named=bool(args.only)
+    )
     if plan.refusal:
         raise UnsupportedProtocolError(f"{args.uri}: {plan.refusal}")
     if not args.json:
@@ -246,7 +253,8 @@ def _run_one(table: Table, plan: Plan, dry_run: bool, progress: Progress | None)
 
 
 def _maintain_json(plan: Plan, report: Report) -> dict[str, Any]:
-    written = [o.checkpoint_version for o in report.outcomes if o.checkpoint_version is not None]
+    ran = (o for o in report.outcomes if o.operation is Operation.CHECKPOINT)
+    written = [o.version for o in ran if o.version is not None]
     return {
         R.OPERATION: "maintain",
         "version": plan.version,
@@ -257,6 +265,6 @@ def _maintain_json(plan: Plan, report: Report) -> dict[str, Any]:
         R.FILES: [f for o in report.outcomes for f in o.files],
         "retention": plan.policy.retention_json(),
         "plan": plan.to_json(),
-        "results": [o.to_json() for o in report.outcomes],
+        "results": [record.as_json(o) for o in report.outcomes],
         R.SECONDS: round(report.seconds, 3),
     }

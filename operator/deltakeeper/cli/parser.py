@@ -138,6 +138,15 @@ def _maintenance_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
     _report_flags(p, dry_run)
 
 
+def _catalog_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--catalog-allows",
+        metavar="OPS",
+        help="on a catalog-managed table, the operations its catalog permits (comma-separated, "
+        "as a DeltaTable's catalog.allowedOperations): refused without it (docs/maintenance.md)",
+    )
+
+
 def _report_flags(p: argparse.ArgumentParser, dry_run: str) -> None:
     """--dry-run (what it does instead, in `dry_run`) and --json."""
     p.add_argument("--dry-run", action="store_true", help=dry_run)
@@ -275,6 +284,7 @@ def _maintenance_commands(sub: Any) -> None:
         log_retention=f"keep the log for D (30d, 12h, ...; default {LOG_RETENTION}, never "
         "below the table's delta.logRetentionDuration)",
     )
+    _catalog_flag(p)
     _maintenance_flags(p, dry_run="list what would be deleted, delete nothing")
 
     p = _table_command(
@@ -296,6 +306,7 @@ def _maintenance_commands(sub: Any) -> None:
         "fail)",
     )
     _vacuum_flags(p)
+    _catalog_flag(p)
     _maintenance_flags(p, dry_run="list what would be deleted, with sizes; delete nothing")
 
 
@@ -408,6 +419,7 @@ def _manifest_command(sub: Any) -> None:
         "layout. Only changed manifests are written (each whole, in one write); those of "
         "emptied partitions are deleted.",
     )
+    _catalog_flag(p)
     _report_flags(p, "say what would change; write nothing")
 
 
@@ -461,6 +473,7 @@ def _maintain_command(sub: Any) -> None:
         metavar="OPS",
         help="comma-separated subset of " + ",".join(Operation),
     )
+    _catalog_flag(p)
     _maintenance_flags(p, dry_run="print the plan and what each step would do; change nothing")
 
 

@@ -29,8 +29,6 @@ from deltakeeper.maintenance.operations.registry import REGISTRY
 from deltakeeper.maintenance.operations.spec import Running
 from deltakeeper.maintenance.operations.steps import Plan, Step
 
-CHECKPOINT = Operation.CHECKPOINT
-
 
 def execute(
     table: Table,
@@ -144,33 +142,14 @@ def _on_spark(
 def spark_outcome(
     table: Table, operation: Operation, tag: str, result: JobResult, planned_version: int
 ) -> Outcome:
-    """A finished Spark checkpoint or vacuum (spec.checkpoint.engine, spec.vacuum.engine) as an
-    Outcome: a checkpoint is believed once `_last_checkpoint` names its version or a later one
-    (the version it was decided at, when the launcher cannot see the job's output)."""
+    """A finished Spark job of `operation` (its spec.<op>.engine) as an Outcome: failed as the
+    job says, else as its operation reads the job's result (`spark_done`)."""
     out = Outcome(operation, Result.FAILED, "", job_id=tag, job_result=result.result)
     if not result.ok:
         out.message, out.error = f"Spark job {tag}: {result.error}", JobFailed(result.error)
         return out
+    done = REGISTRY[operation].spark_done
+    assert done is not None, f"{operation} has no Spark job"
     out.result = Result.DONE
-    if operation is CHECKPOINT:
-        reported = result.result.get("checkpointVersion")
-        version = int(reported) if reported is not None else planned_version
-        hint = table.read_hint().checkpoint
-        if hint is None or hint.version < version:
-            found = "none" if hint is None else hint.version
-            out.result = Result.FAILED
-            out.message = (
-                f"Spark job {tag} ended, but _last_checkpoint names {found}, "
-                f"not version {version} or later"
-            )
-            out.error = JobFailed(out.message)
-            return out
-        # A SparkApplication's output is not seen: the version is the one the log names.
-        out.checkpoint_version = version = version if reported is not None else hint.version
-        out.message = f"Delta Spark wrote the checkpoint at version {version} (Spark job {tag})"
-        return out
-    deleted = result.result.get("filesDeleted")
-    out.deleted_files = int(deleted or 0)
-    counted = f"deleted {deleted} files" if deleted is not None else "ran (no counts logged)"
-    out.message = f"Delta Spark's VACUUM {counted} (Spark job {tag})"
+    done(table, out, planned_version)
     return out

@@ -28,7 +28,7 @@ from deltakeeper.maintenance.operations import OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
 from deltakeeper.maintenance.operations import cleanup as cleanup_op
 from deltakeeper.maintenance.operations import compaction as compaction_op
-from deltakeeper.maintenance.operations.registry import REGISTRY, SPARK, in_order
+from deltakeeper.maintenance.operations.registry import REGISTRY, in_order
 from deltakeeper.maintenance.operations.spec import Planning
 from deltakeeper.maintenance.operations.steps import Plan, Step
 from deltakeeper.maintenance.policy import Engine, Policy
@@ -49,13 +49,14 @@ def plan(
     known: LastVacuumInfo | None = None,
     stats_since: int | None = None,
     on_spark: Mapping[Operation, str] | None = None,
+    named: bool = False,
 ) -> Plan:
     """The Plan for `snap` (any column set; checkpoint columns are loaded by the executor). A
     watcher's held snapshot, without file actions, serves every step: compaction reads the
     file actions at its version, a vacuum only when it has candidates to check against them.
     A bare header (read for the steps a Spark job runs) serves those; any other is loaded.
     An operation the policy does not ask for (compaction not enabled, no statistics, ...) is
-    no step at all.
+    no step at all, unless `named`: the caller named `operations` itself (`maintain --only`).
 
     A new checkpoint is what lets cleanup drop the commits before it, so cleanup asked for
     with a due checkpoint is planned as it will be once the checkpoint is written. A watch
@@ -89,7 +90,7 @@ def plan(
     )
     for op in ops:
         spec = REGISTRY[op]
-        if not spec.asked(policy):
+        if not (named or spec.asked(policy)):
             continue
         owned = catalog_owned(snap.protocol, policy, op)
         if owned is not None:
@@ -127,7 +128,7 @@ def catalog_owned(protocol: Protocol, policy: Policy, operation: Operation) -> s
         )
     return (
         f"{lead} ({managed}); its catalog runs {operation} or permits it (if it does, name "
-        f"{operation} in catalog.allowedOperations)"
+        f"{operation} in catalog.allowedOperations, or on the command line in --catalog-allows)"
     )
 
 
@@ -187,13 +188,13 @@ def forced_compaction(
 def spark_steps(
     policy: Policy, operations: Iterable[Operation], too_big: Mapping[Operation, str]
 ) -> dict[Operation, str]:
-    """Of `operations`, those a Spark job runs (checkpoint and vacuum), each with why: its
+    """Of `operations`, those a Spark job runs (those with an engine setting), each with why: its
     engine says spark, or auto and its estimate does not fit the memory budget (`too_big`:
     the step and what it needs against the budget). For callers that have a Spark launcher."""
-    engines = {CHECKPOINT: policy.checkpoint_engine, VACUUM: policy.vacuum_engine}
     out: dict[Operation, str] = {}
     for op in operations:
-        engine = engines.get(op) if op in SPARK else None
+        choose = REGISTRY[op].engine
+        engine = choose(policy) if choose is not None else None
         if engine is Engine.SPARK:
             out[op] = f"{op}.engine is spark"
         elif engine is Engine.AUTO and op in too_big:

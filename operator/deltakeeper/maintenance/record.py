@@ -1,8 +1,8 @@
 """One operation's run as the status keeps it: its lastMaintenance entry, of the fields
-RunField names (operations/outcome.py: the CLI's --json, history and the status report use
-the same names). Every entry has COMMON; each operation adds its own (its spec's `record`,
-with their schema), a writer its written files, a run on Spark its engine and job. The
-watcher builds entries with `entry`; the CRD's schema comes from `fields`."""
+RunField names (operations/outcome.py; the CLI's --json, `as_json` here, history and the
+status report use the same names). Every entry has COMMON; each operation adds its own (its
+spec's `record`, with their schema), a writer its written files, a run on Spark its engine
+and job. The watcher builds entries with `entry`; the CRD's schema comes from `fields`."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def entry(
         RunField.TIME: rfc3339(now_ms),
         TIME_MS: now_ms,
         RunField.RESULT: o.result,
-        RunField.VERSION: o.checkpoint_version if o.checkpoint_version is not None else version,
+        RunField.VERSION: o.version if o.version is not None else version,
         RunField.DELETED_FILES: o.deleted_files,
         RunField.DELETED_BYTES: o.deleted_bytes,
         RunField.SECONDS: round(o.seconds, 3),
@@ -83,6 +83,28 @@ def entry(
         out |= {RunField.ENGINE: "spark", RunField.JOB_ID: o.job_id}
     if spec.writes:
         out[RunField.WRITTEN_FILES] = o.written_files
+    return {str(k): v for k, v in out.items()}
+
+
+def as_json(o: Outcome) -> dict[str, Any]:
+    """`o` as the CLI's --json shows a step: every step's keys, then its operation's own.
+    checkpointVersion and repairedCheckpoints are in every step's (docs/cli.md); only a
+    checkpoint's report fills them."""
+    out: dict[str, Any] = {
+        RunField.OPERATION: o.operation,
+        RunField.RESULT: o.result,
+        RunField.MESSAGE: o.message,
+        RunField.SECONDS: round(o.seconds, 3),
+        RunField.CHECKPOINT_VERSION: None,
+        RunField.DELETED_FILES: o.deleted_files,
+        RunField.DELETED_BYTES: o.deleted_bytes,
+        RunField.WRITTEN_FILES: o.written_files,
+        RunField.FILES: o.files,
+        RunField.REPAIRED: [],
+    }
+    if on_spark(o):
+        out |= {RunField.ENGINE: "spark", RunField.JOB_ID: o.job_id, RunField.JOB: o.job_result}
+    out |= REGISTRY[o.operation].report(o)
     return {str(k): v for k, v in out.items()}
 
 

@@ -70,11 +70,8 @@ class Reason(enum.StrEnum):
     # Not Degraded: a catalog-managed table's catalog owns operations deltakeeper then leaves
     # alone (Degraded stays False with this reason); also a refused run's own reason.
     CATALOG_OWNED = "CatalogOwned"
-    # Events of maintenance (each operation's own event when done is its spec's done_reason,
-    # maintenance/operations/).
-    CHECKPOINT_REPAIRED = "CheckpointRepaired"
-    COMPACTION_STARTED = "CompactionStarted"
-    SPARK_JOB_STARTED = "SparkJobStarted"  # a checkpoint or vacuum on Spark
+    # Events of maintenance are each operation's own (its spec's done_reason, started_reason,
+    # warning and dry_run_event, maintenance/operations/).
     # DeltaLakes and their tables.
     SCANNED = "Scanned"
     LISTED = "Listed"

@@ -23,7 +23,6 @@ from deltakeeper.delta.errors import (
 )
 from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.maintenance import record
-from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import spec_of
@@ -236,11 +235,10 @@ def outcome_events(outcomes: list[Outcome]) -> list[Event]:
     for o in outcomes:
         spec = spec_of(o.operation)
         if o.result is Result.STARTED:
-            compacting = o.operation is Operation.COMPACTION
-            started = Reason.COMPACTION_STARTED if compacting else Reason.SPARK_JOB_STARTED
-            events.append(Event(NORMAL, started, f"{o.operation}: {o.message}"))
-        if o.result is Result.DONE and o.repaired:
-            events.append(Event(WARNING, Reason.CHECKPOINT_REPAIRED, o.message))
+            events.append(Event(NORMAL, spec.started_reason, f"{o.operation}: {o.message}"))
+        warned = spec.warning(o) if o.result is Result.DONE else None
+        if warned is not None:
+            events.append(Event(WARNING, *warned))
         if o.result is Result.DONE:
             # A Spark job's message names the engine and why: it is the event's.
             said = o.message if record.on_spark(o) else spec.done_message(o)

@@ -29,6 +29,7 @@ from deltakeeper.delta.storage.retries import safe_uri
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.maintenance import executor, planner
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.outcome import RunField as R
 from deltakeeper.maintenance.operations.registry import spec_of
@@ -100,7 +101,7 @@ def rows(target: Target, obs: Observation, before: Mapping[str, Any]) -> list[di
             begin, end = start, start + took
             start = end
         out.append(_row(target, obs, o, begin, end, _metrics(o, before, obs.counts)))
-        checksum = o.checksum
+        checksum = checkpoint_op.detail(o).checksum
         if checksum is not None and checksum.written:
             crc = {"bytes": checksum.size_bytes}
             out.append(_row(target, obs, o, end, end, crc, operation="crc"))
@@ -122,9 +123,7 @@ def _row(
     metrics: dict[str, int],
     operation: str | None = None,
 ) -> dict[str, Any]:
-    version = (
-        o.checkpoint_version if o.checkpoint_version is not None else obs.counts.get(F.VERSION)
-    )
+    version = o.version if o.version is not None else obs.counts.get(F.VERSION)
     status = STATUS[o.result]
     return {
         "namespace": target.namespace,

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
 from deltakeeper.resources.conditions import EventType, Reason
@@ -397,9 +398,9 @@ def record(
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends
         metrics.maintenance(ns, name, o.operation, o.result, o.seconds)
-        if o.vacuum is not None:
-            found = (o.vacuum.candidates, o.vacuum.listed)
-            metrics.vacuum(ns, name, o.vacuum.mode, o.result, found, o.vacuum.requests)
+        run = vacuum_op.run_of(o)
+        if run is not None:
+            metrics.vacuum(ns, name, run.mode, o.result, (run.candidates, run.listed), run.requests)
         kind = DELETES.get(o.operation)
         if kind is not None and o.result is Result.DONE:
             metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)

@@ -34,6 +34,7 @@ from deltakeeper.delta.held import (
     update_held,
 )
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.stats import compute
 from deltakeeper.delta.summary import log_listing, staged_commits, summarize
 from deltakeeper.delta.table import Table, open_table
 from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
@@ -567,7 +568,7 @@ def _vacuum_info_after(
     """`_last_vacuum_info` as this poll's vacuum found or left it (the next plan reads no file;
     if another engine moves it on meanwhile, the next LITE only reads more commits)."""
     for o in outcomes:
-        run = o.vacuum
+        run = vacuum_op.run_of(o)
         if run is None or run.mode is Mode.INVENTORY:
             continue
         if o.result is Result.DONE and run.records is not None:
@@ -579,7 +580,7 @@ def _vacuum_info_after(
 def _stats_complete_at(o: Outcome) -> int | None:
     """The version at which a statistics run left every live file with its statistics, or
     None: it failed, left files for later (read budget), or was a dry run."""
-    run = o.stats
+    run = o.detail_as(compute.StatsRun)
     if run is None or o.result not in (Result.DONE, Result.SKIPPED):
         return None
     return run.version if not (run.deferred or run.unreadable) else None

@@ -244,3 +244,30 @@ def test_a_policy_can_allow_for_its_tables_and_a_tables_own_list_wins() -> None:
     table = TableResource("ns", "t", {}, 1, own)
     assert effective({}, **settings(table, policy)).catalog_allowed == {"cleanup"}
     assert effective({}).catalog_allowed == frozenset()  # off by default
+
+
+def test_catalog_allows_on_the_command_line_lets_cleanup_run_and_nothing_else(
+    table: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--catalog-allows is catalog.allowedOperations for one command: cleanup named, cleanup
+    runs (commits 0-4, before the checkpoint at 5 and past the retention); vacuum still not."""
+    code, out, err = run(capsys, "vacuum", "--catalog-allows", "cleanup", str(table))
+    assert code == 3 and "catalog-managed" in out + err
+    kept = staged(table)
+    code, out, err = run(capsys, "cleanup", "--catalog-allows", "cleanup", str(table))
+    assert code == 0, out + err
+    assert catalog_tables.commits(table) == list(range(5, PUBLISHED + 1))
+    assert staged(table) == kept
+
+
+@pytest.mark.parametrize(
+    ("allows", "error"),
+    [("compaction", "no setting allows it"), ("nope", "unknown operation 'nope'")],
+)
+def test_catalog_allows_names_only_what_a_catalog_can_permit(
+    table: Path, capsys: pytest.CaptureFixture[str], allows: str, error: str
+) -> None:
+    before = listing(table)
+    code, _, err = run(capsys, "maintain", "--catalog-allows", allows, str(table))
+    assert code == 2 and "--catalog-allows" in err and error in err, err
+    assert listing(table) == before

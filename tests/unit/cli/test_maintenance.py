@@ -345,3 +345,20 @@ def test_with_no_mode_the_command_line_vacuums_full_and_deletes_orphans(capsys, 
             assert (ran, deleted) == ("lite", 1) and orphan.exists()
         else:
             assert (ran, deleted) == ("full", 2) and not orphan.exists()
+
+
+def test_only_names_an_operation_the_policy_does_not_ask_for(capsys, tmp_path):
+    """--only stats runs the statistics step although stats.enabled is off by default: the
+    command line asked for it."""
+    import deltalake
+    import pyarrow as pa
+
+    deltalake.write_deltalake(str(tmp_path), pa.table({"x": [1, 2, 3]}))
+    code, report, _ = maintain_json(capsys, tmp_path, "--only", "stats")
+    assert code == 0 and [r["operation"] for r in report["results"]] == ["stats"], report
+    assert report["results"][0]["result"] == "skipped", report  # delta-rs wrote statistics
+    assert "every file of 1 files has statistics" in report["results"][0]["message"]
+    # Named without the setting it needs: not due, and why.
+    code, report, _ = maintain_json(capsys, tmp_path, "--only", "logCompaction")
+    step = report["plan"]["steps"][0]
+    assert code == 0 and not step["due"] and "logCompaction.interval" in step["reason"], report

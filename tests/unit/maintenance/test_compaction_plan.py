@@ -297,7 +297,7 @@ def test_a_jobs_commits_are_read_back_by_their_tag(tmp_path: Path) -> None:
 
     done = {"result": "done", "commits": [{"version": v}]}
     outcome = job_outcome(table, tag, JobResult(0, done, ""))
-    assert outcome.result is Result.DONE and outcome.compacted == back
+    assert outcome.result is Result.DONE and outcome.detail == back
     assert "rewrote 4 files" in outcome.message and f"at version {v}" in outcome.message
 
     # A job that claims a commit the log does not carry with its tag did not do it.

@@ -1,7 +1,7 @@
 """maintenance/executor.py: what running a plan changes: dry runs, refusals, skipped steps."""
 
 from deltakeeper.delta.vacuum.modes import Mode
-from deltakeeper.maintenance import executor
+from deltakeeper.maintenance import executor, record
 from deltakeeper.maintenance.operations.outcome import Report, Result
 from tests.support.planning import plan_for, steps
 from tests.support.tables import DAY, START, daily_table, log_names, touch
@@ -73,5 +73,5 @@ def test_a_step_skipped_after_a_failure_reads_skipped_but_is_its_own_result(tmp_
     after = executor.execute(table, plan).outcomes[1:]
     assert all(o.result is Result.SKIPPED_AFTER_FAILURE for o in after)
     assert all(o.result is not Result.SKIPPED for o in after)
-    assert [o.to_json()["result"] for o in after] == ["skipped", "skipped"]
+    assert [record.as_json(o)["result"] for o in after] == ["skipped", "skipped"]
     assert [f"{o.result}" for o in after] == ["skipped", "skipped"]

@@ -12,7 +12,7 @@ from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import record
 from deltakeeper.maintenance.memory import Holding
 from deltakeeper.maintenance.operations import Operation, registry
-from deltakeeper.maintenance.operations.outcome import Outcome, Result, VacuumRun
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.registry import (
     DELETES,
     REGISTRY,
@@ -21,6 +21,7 @@ from deltakeeper.maintenance.operations.registry import (
     estimate,
     in_order,
 )
+from deltakeeper.maintenance.operations.vacuum import VacuumRun
 from deltakeeper.resources.conditions import Reason
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "deltatable.yaml"
@@ -60,10 +61,12 @@ def test_every_operation_is_whole(op: Operation) -> None:
     assert spec.done_reason not in set(Reason), "its own, not a condition's"
     held = Holding(1000, 10, 20)
     assert estimate(op, held) > estimate(op, Holding(0, 0, 0)) > 0
-    done = Outcome(op, Result.DONE, "wrote it", seconds=1.5, checkpoint_version=3, job_id="j")
+    done = Outcome(op, Result.DONE, "wrote it", seconds=1.5, version=3, job_id="j")
     assert isinstance(spec.done_message(done), str) and spec.done_message(done)
     if spec.dry_run_event is not None:
         assert spec.dry_run_event(Outcome(op, Result.DRY_RUN, ""))[0].isalpha()
+    spark = (spec.spark, spec.spark_done, spec.engine)
+    assert all(s is None for s in spark) or all(spark), "a Spark job's step, end and setting"
 
 
 def _outcomes(op: Operation) -> list[Outcome]:
@@ -74,7 +77,7 @@ def _outcomes(op: Operation) -> list[Outcome]:
     if op is Operation.VACUUM:
         info = LastVacuumInfo(InfoStatus.RECORDED, 4)
         run = VacuumRun(Mode.FULL, "why", 3, 5, {"list": 2}, (1, 4), info, 9)
-        out.append(Outcome(op, Result.DONE, "vacuumed", vacuum=run))
+        out.append(Outcome(op, Result.DONE, "vacuumed", detail=run))
     return out
 
 

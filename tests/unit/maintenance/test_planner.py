@@ -34,7 +34,7 @@ def test_a_long_log_without_checkpoint_gets_one_and_cleanup_uses_it_in_the_same_
     assert s["cleanup"].detail.cutoff_checkpoint == 11 and s["cleanup"].detail.files == 11
     report = executor.execute(table, plan)
     by_op = {o.operation: o for o in report.outcomes}
-    assert by_op["checkpoint"].result == "done" and by_op["checkpoint"].checkpoint_version == 11
+    assert by_op["checkpoint"].result == "done" and by_op["checkpoint"].version == 11
     assert by_op["cleanup"].result == "done" and by_op["cleanup"].deleted_files == 11
     assert "00000000000000000011.checkpoint.parquet" in log_names(tmp_path)
     assert sorted(n for n in log_names(tmp_path) if n.endswith(".json")) == [

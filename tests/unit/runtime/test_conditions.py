@@ -16,6 +16,7 @@ from deltakeeper.delta.errors import (
     UnsupportedProtocolError,
 )
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.checkpoint import CheckpointRun
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.resources.conditions import (
@@ -135,7 +136,9 @@ def test_transitions_warn_when_a_condition_goes_bad_and_tell_when_it_heals() -> 
 
 def test_maintenance_events_say_what_was_done_and_what_went_wrong() -> None:
     outcomes = [
-        Outcome(Operation.CHECKPOINT, Result.DONE, "", checkpoint_version=9, repaired=[8]),
+        Outcome(
+            Operation.CHECKPOINT, Result.DONE, "", version=9, detail=CheckpointRun(repaired=[8])
+        ),
         Outcome(Operation.CLEANUP, Result.DONE, "", deleted_files=3, deleted_bytes=2048),
         Outcome(Operation.VACUUM, Result.DRY_RUN, "", files=["a", "b"]),
         Outcome(Operation.COMPACTION, Result.STARTED, "started job j"),

@@ -13,6 +13,7 @@ import pytest
 from deltakeeper.delta.checkpoint.write import CheckpointResult
 from deltakeeper.delta.table import open_table
 from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.checkpoint import CheckpointRun
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import Observation, Target
@@ -61,8 +62,8 @@ def test_rows_of_a_maintenance_run_as_readers_see_them(tmp_path: Path) -> None:
                 Result.DONE,
                 "written",
                 0.5,
-                checkpoint_version=7,
-                written=written(4096),
+                version=7,
+                detail=CheckpointRun(written(4096)),
             ),
             Outcome(Operation.CLEANUP, Result.SKIPPED, "nothing expired", 0.0),
             Outcome(Operation.VACUUM, Result.FAILED, "list on s3://bucket/events failed", 0.25),

@@ -14,7 +14,7 @@ import pytest
 
 from deltakeeper.compaction.launcher import AtLimit, Found, Limited, Planned
 from deltakeeper.delta.table import open_table
-from deltakeeper.maintenance.compaction_plan import CompactionPlan
+from deltakeeper.maintenance.compaction_plan import Compacted, CompactionPlan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS, CompactionSettings
@@ -65,8 +65,9 @@ def test_a_tracker_follows_its_job_to_the_tagged_commit(tmp_path: Path) -> None:
     job.end(0, {"result": "done", "commits": [{"version": v}]})
     outcome = tracker.check(table, T0 + 30_000)
     assert outcome is not None and outcome.result is Result.DONE
-    assert outcome.seconds == 30 and outcome.compacted is not None
-    assert (outcome.compacted.files_removed, outcome.compacted.files_added) == (3, 1)
+    back = outcome.detail_as(Compacted)
+    assert outcome.seconds == 30 and back is not None
+    assert (back.files_removed, back.files_added) == (3, 1)
     assert tracker.jobs(True) == {"RUNNING": 0, "COMPLETED": 1, "FAILED": 0}
     assert tracker.jobs(False) == tracker.jobs(True)  # disabled since: the last job still shows
     done = tracker.status()
@@ -271,8 +272,9 @@ def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_t
     left.end(0, {"result": "done", "startVersion": 0})
     outcome = tracker.check(table, T0 + 5_000)
     assert outcome is not None and outcome.result is Result.DONE, outcome
-    assert outcome.compacted is not None and outcome.compacted.versions == (v,)
-    assert (outcome.compacted.files_removed, outcome.compacted.files_added) == (3, 1)
+    back = outcome.detail_as(Compacted)
+    assert back is not None and back.versions == (v,)
+    assert (back.files_removed, back.files_added) == (3, 1)
     assert limited.running == 0
 
 
@@ -343,7 +345,7 @@ def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_job(tmp_path: Path) 
     job.end(0, {"result": "done", "checkpointVersion": 11})
     done = watcher.observe(target, T0 + 30_000)
     [outcome] = done.outcomes
-    assert outcome.result is Result.DONE and outcome.checkpoint_version == 11
+    assert outcome.result is Result.DONE and outcome.version == 11
     entry = status_of(done)["lastMaintenance"]["checkpoint"]
     assert (entry["engine"], entry["jobId"], entry["version"]) == ("spark", job.job_id, 11)
     assert "Delta Spark wrote the checkpoint at version 11" in entry["message"]
@@ -452,7 +454,7 @@ def test_an_adopted_spark_checkpoint_is_read_back_as_a_checkpoint(tmp_path: Path
     left.end(0, {"result": "done"})  # a SparkApplication: its output line is not seen
     outcome = tracker.check(table, T0 + 1000)
     assert outcome is not None and outcome.operation is Operation.CHECKPOINT
-    assert outcome.result is Result.DONE and outcome.checkpoint_version == 11
+    assert outcome.result is Result.DONE and outcome.version == 11
     block = tracker.status()
     assert block is not None and block["running"] is None and block["last"] is None
 

@@ -19,6 +19,9 @@ import pytest
 from deltakeeper.cli import main
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.table import Table, open_table
+from deltakeeper.maintenance.operations import vacuum as vacuum_op
+from deltakeeper.maintenance.operations.outcome import Outcome
+from deltakeeper.maintenance.operations.vacuum import VacuumRun
 from deltakeeper.resources.conditions import TABLE_CONDITIONS as CONDITIONS
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import credentials
@@ -205,23 +208,23 @@ def test_auto_vacuums_full_first_then_lite_and_a_quiet_vacuum_costs_one_listing(
     w = TableWatcher(now)
     first = w.maintain(target, w.observe(target, now), now)
     vac = next(o for o in first.outcomes if o.operation == "vacuum")
-    assert vac.vacuum.mode == "full" and vac.vacuum.reason == "auto: no FULL vacuum on record"
+    assert _run(vac).mode == "full" and _run(vac).reason == "auto: no FULL vacuum on record"
     entry = status_of(first)["lastMaintenance"]["vacuum"]
     assert entry["lastFull"] == status_of(first)["lastPoll"] and entry["mode"] == "full"
     assert entry["listedObjects"] > 12 and entry["requests"]["list"] >= 1
     later = now + DAY  # vacuum due again; nothing new in the table
     quiet = w.maintain(target, w.observe(target, later), later)
     vac = next(o for o in quiet.outcomes if o.operation == "vacuum")
-    assert vac.vacuum.mode == "lite" and vac.result == "skipped"
+    assert _run(vac).mode == "lite" and vac.result == "skipped"
     # One listing of _delta_log from N, as a poll: _last_vacuum_info is known from the FULL
     # run, no commit is new, no data folder is listed.
-    assert vac.vacuum.requests == {"list": 1} and vac.vacuum.commits is None
+    assert _run(vac).requests == {"list": 1} and _run(vac).commits is None
     entry = status_of(quiet)["lastMaintenance"]["vacuum"]
     assert entry["mode"] == "full"  # a skipped run leaves the last real one in the status
     week = now + 7 * DAY
     full = w.maintain(target, w.observe(target, week), week)
     vac = next(o for o in full.outcomes if o.operation == "vacuum")
-    assert vac.vacuum.mode == "full" and "over 7 days ago" in vac.vacuum.reason
+    assert _run(vac).mode == "full" and "over 7 days ago" in _run(vac).reason
     assert isinstance(w._snap, HeldSnapshot) == (holding == "held")
 
 
@@ -606,7 +609,7 @@ def test_a_held_table_reads_its_file_actions_only_for_a_vacuum_with_candidates(
     later = now + DAY
     quiet = w.maintain(target, w.observe(target, later), later)
     vac = next(o for o in quiet.outcomes if o.operation == "vacuum")
-    assert vac.vacuum.mode == "lite" and vac.result == "skipped"
+    assert _run(vac).mode == "lite" and vac.result == "skipped"
     assert loads == []  # nothing removed since: no candidates, no file actions read
     b = LogBuilder(tmp_path)
     b.next_version = 12
@@ -614,7 +617,7 @@ def test_a_held_table_reads_its_file_actions_only_for_a_vacuum_with_candidates(
     again = later + DAY
     done = w.maintain(target, w.observe(target, again), again)
     vac = next(o for o in done.outcomes if o.operation == "vacuum")
-    assert vac.vacuum.mode == "lite" and vac.result == "done"
+    assert _run(vac).mode == "lite" and vac.result == "done"
     assert not (tmp_path / "f0.parquet").exists() and (tmp_path / "f1.parquet").exists()
     # The references, at the version the vacuum brought it to. The table read again after a
     # change made by maintenance, as every watcher does, is counted from its checkpoint a
@@ -644,3 +647,9 @@ def test_a_long_log_without_a_checkpoint_is_counted_in_runs_of_commits(
     assert status_of(obs)["files"] == 8 and status_of(obs)["tombstones"] == 1
     full = TableWatcher(START + 10 * DAY, hold_file_actions=10**12)
     assert status_of(full.observe(target, START + 10 * DAY)) == status_of(obs)
+
+
+def _run(o: Outcome) -> VacuumRun:
+    run = vacuum_op.run_of(o)
+    assert run is not None, o
+    return run

@@ -5,10 +5,13 @@ where the policy asks for one."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from deltakeeper.compaction.launcher import JobFailed
 from deltakeeper.delta import crc
 from deltakeeper.delta.checkpoint import (
+    CheckpointResult,
     CheckpointSource,
     checkpoint_source,
     load_for_checkpoint,
@@ -27,6 +30,21 @@ from deltakeeper.maintenance.operations.steps import Plan, Step, spark_job
 from deltakeeper.maintenance.policy import CLASSIC_V2_EVERY_INTERVALS, Policy
 
 CHECKPOINT = Operation.CHECKPOINT
+
+
+@dataclass(slots=True)
+class CheckpointRun:
+    """A checkpoint step's own facts (its Outcome's detail): what it wrote, for a front-end
+    that reports more than the counts (the CLI, history's checksum row)."""
+
+    written: CheckpointResult | None = None  # the regular checkpoint
+    checksum: crc.CrcResult | None = None
+    repaired: list[int] = field(default_factory=list)  # damaged versions rewritten
+
+
+def detail(o: Outcome) -> CheckpointRun:
+    """`o`'s CheckpointRun, empty for one that has none (a Spark job's, a failure)."""
+    return o.detail_as(CheckpointRun) or CheckpointRun()
 
 
 def plan(p: Planning) -> Step:
@@ -111,6 +129,27 @@ def _recent_classic(table: Table, version: int, window: int) -> bool:
     return any(c.kind is Kind.CHECKPOINT for found in listing.checkpoints.values() for c in found)
 
 
+def spark_done(table: Table, out: Outcome, planned_version: int) -> None:
+    """Delta Spark's checkpoint is believed once `_last_checkpoint` names its version or a
+    later one (the version planned, when the launcher cannot see the job's output)."""
+    tag = out.job_id
+    reported = (out.job_result or {}).get("checkpointVersion")
+    version = int(reported) if reported is not None else planned_version
+    hint = table.read_hint().checkpoint
+    if hint is None or hint.version < version:
+        found = "none" if hint is None else hint.version
+        out.result = Result.FAILED
+        out.message = (
+            f"Spark job {tag} ended, but _last_checkpoint names {found}, "
+            f"not version {version} or later"
+        )
+        out.error = JobFailed(out.message)
+        return
+    # A SparkApplication's output is not seen: the version is the one the log names.
+    out.version = version = version if reported is not None else hint.version
+    out.message = f"Delta Spark wrote the checkpoint at version {version} (Spark job {tag})"
+
+
 def run(r: Running) -> Outcome:
     step, dry_run = r.step, r.dry_run
     repaired = [_repair(r.table, r.plan, version, dry_run) for version in step.repair]
@@ -125,7 +164,7 @@ def run(r: Running) -> Outcome:
         outcome.message = f"{verb} damaged checkpoint {keys}" + (
             f"; {outcome.message}" if step.regular else ""
         )
-        outcome.repaired = list(step.repair)
+        outcome.detail = replace(detail(outcome), repaired=list(step.repair))
     return outcome
 
 
@@ -146,7 +185,7 @@ def _repair(table: Table, plan: Plan, version: int, dry_run: bool) -> Outcome:
         CHECKPOINT,
         Result.DRY_RUN if dry_run else Result.DONE,
         result.key,
-        checkpoint_version=result.version,
+        version=result.version,
         files=list(result.keys) if dry_run else [],
     )
 
@@ -183,10 +222,9 @@ def _write(table: Table, plan: Plan, step: Step, dry_run: bool) -> Outcome:
         CHECKPOINT,
         Result.DRY_RUN if dry_run else Result.DONE,
         message,
-        checkpoint_version=result.version,
+        version=result.version,
         files=written if dry_run else [],
-        written=result,
-        checksum=checksum,
+        detail=CheckpointRun(result, checksum),
     )
 
 
@@ -201,13 +239,23 @@ def _source(table: Table, plan: Plan, step: Step) -> CheckpointSource:
 
 
 def _done(o: Outcome) -> str:
-    return f"wrote the checkpoint at version {o.checkpoint_version}"
+    return f"wrote the checkpoint at version {o.version}"
 
 
 def _history(o: Outcome) -> dict[str, int]:
-    if o.written is None:
+    written = detail(o).written
+    if written is None:
         return {}
-    return {"checkpointBytes": o.written.size_bytes, "checkpointActions": o.written.rows}
+    return {"checkpointBytes": written.size_bytes, "checkpointActions": written.rows}
+
+
+def _repaired(o: Outcome) -> tuple[str, str] | None:
+    """A Warning: a checkpoint was damaged (readers may have failed on it until now)."""
+    return ("CheckpointRepaired", o.message) if detail(o).repaired else None
+
+
+def _report(o: Outcome) -> dict[str, Any]:
+    return {"checkpointVersion": o.version, "repairedCheckpoints": detail(o).repaired}
 
 
 SPEC = OperationSpec(
@@ -222,6 +270,10 @@ SPEC = OperationSpec(
     _done,
     force=force,
     spark=on_spark,
+    spark_done=spark_done,
+    engine=lambda policy: policy.checkpoint_engine,
     history=_history,
+    report=_report,
+    warning=_repaired,
     catalog=OnCatalogManaged.RUNS,
 )

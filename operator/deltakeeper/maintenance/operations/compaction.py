@@ -104,7 +104,7 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
         since = int(result.result.get("startVersion") or 0)
         back = compaction_plan.read_back(table, tag, compaction_plan.commits_after(table, since))
         reported = list(back.versions)
-    out.compacted = back
+    out.detail = back
     if len(back.versions) != len(reported):
         missing = sorted(set(reported) - set(back.versions))
         out.message = f"the job reported commits at {missing}, but the log has none of {tag} there"
@@ -126,14 +126,15 @@ _REWRITTEN = ("filesRemoved", "filesAdded", "bytesRemoved", "bytesAdded")
 
 def _record(o: Outcome, previous: object, now_ms: int) -> dict[str, object]:
     """Its files and bytes removed and added, as its commits in the log show."""
-    if o.compacted is None:
+    back = o.detail_as(compaction_plan.Compacted)
+    if back is None:
         return {}
-    c = o.compacted.to_json()
+    c = back.to_json()
     return {k: c[k] for k in ("jobId", *_REWRITTEN)}
 
 
 def _history(o: Outcome) -> dict[str, int]:
-    c = o.compacted
+    c = o.detail_as(compaction_plan.Compacted)
     if c is None:
         return {}
     return {
@@ -142,6 +143,12 @@ def _history(o: Outcome) -> dict[str, int]:
         "bytesRemoved": c.bytes_removed,
         "bytesAdded": c.bytes_added,
     }
+
+
+def _report(o: Outcome) -> dict[str, object]:
+    """Its job's id and line, and what the job's commits did (null until it ended)."""
+    back = o.detail_as(compaction_plan.Compacted)
+    return {"jobId": o.job_id, "job": o.job_result, "compacted": back and back.to_json()}
 
 
 SPEC = OperationSpec(
@@ -157,5 +164,7 @@ SPEC = OperationSpec(
     record=_record,
     record_schema={**{k: COUNT_SCHEMA for k in _REWRITTEN}, "jobId": {"type": "string"}},
     history=_history,
+    report=_report,
+    started_reason="CompactionStarted",
     catalog=OnCatalogManaged.NEVER,
 )

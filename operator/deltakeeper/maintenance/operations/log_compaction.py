@@ -16,7 +16,9 @@ LOG_COMPACTION = Operation.LOG_COMPACTION
 
 def plan(p: Planning) -> Step:
     snap, every = p.snap, p.policy.log_compaction_interval
-    assert every is not None  # asked for
+    if not every:  # named (maintain --only) without an interval: nothing says which commits
+        reason = "logCompaction.interval is not set (or run `deltakeeper compact-log`)"
+        return Step(LOG_COMPACTION, False, reason)
     cp = snap.segment.checkpoint
     floor = cp.version if cp is not None else -1
     found = [

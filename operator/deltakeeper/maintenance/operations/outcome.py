@@ -4,25 +4,18 @@ runner (maintenance/operations/) makes Outcomes; the front-ends report them."""
 from __future__ import annotations
 
 import enum
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from deltakeeper.compaction.launcher import Job, Launcher
-from deltakeeper.delta.checkpoint import CheckpointResult
-from deltakeeper.delta.crc import CrcResult
 from deltakeeper.delta.errors import DeltaError
-from deltakeeper.delta.stats import compute
-from deltakeeper.delta.vacuum import plan
-from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
-from deltakeeper.delta.vacuum.modes import Mode
-from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import COMPACTION_RETRY_MS
 from deltakeeper.units import format_bytes
 
 Progress = Callable[[str, int, int], None]  # operation, done, total
+D = TypeVar("D")
 AFTER_FAILURE = "an earlier step failed"  # the message of a step skipped because of one
 
 
@@ -60,7 +53,8 @@ class RunField(enum.StrEnum):
     WRITTEN_FILES = "writtenFiles"  # the writers (spec.writes)
     ENGINE = "engine"  # a run Delta Spark made (spec.spark): "spark"
     JOB_ID = "jobId"  # its Spark job
-    # The CLI's --json of a run besides (Outcome.to_json):
+    # The CLI's --json of a run besides (record.as_json):
+    JOB = "job"  # the Spark job's own result line
     OPERATION = "operation"
     CHECKPOINT_VERSION = "checkpointVersion"
     FILES = "files"  # what a dry run would write or delete
@@ -80,33 +74,11 @@ class Compactor:
 
 
 @dataclass(slots=True)
-class VacuumRun:
-    """What a vacuum step did besides deleting: how it found its candidates, at what cost."""
-
-    mode: Mode
-    reason: str  # why this mode ran
-    candidates: int  # files considered: listed, named by the log or inventoried
-    listed: int  # objects a listing or an inventory returned (LITE: 0)
-    requests: dict[str, int]  # storage requests by operation, planning included
-    commits: tuple[int, int] | None  # LITE: the commits read
-    info: LastVacuumInfo  # _last_vacuum_info as the run found it
-    records: int | None  # the N it writes there (a dry run: would write); None: left alone
-
-    def to_json(self) -> dict[str, Any]:
-        found = self.info.version if self.info.status is InfoStatus.RECORDED else None
-        return {
-            "mode": self.mode,
-            "modeReason": self.reason,
-            "candidates": self.candidates,
-            "listedObjects": self.listed,
-            "requests": dict(sorted(self.requests.items())),
-            "commitsRead": list(self.commits) if self.commits else None,
-            "lastVacuumInfo": {"status": self.info.status, "before": found, "after": self.records},
-        }
-
-
-@dataclass(slots=True)
 class Outcome:
+    """One step's run. Every operation's facts are the fields here; what only one operation
+    knows (a vacuum's mode and cost, a checkpoint's files, a compaction's commits) is its
+    `detail`, of a type its module defines, read back with `detail_as`."""
+
     operation: Operation
     result: Result
     message: str = ""
@@ -114,47 +86,18 @@ class Outcome:
     deleted_files: int = 0
     deleted_bytes: int = 0
     written_files: int = 0  # writers: files given statistics, manifests or compaction files
-    checkpoint_version: int | None = None
+    version: int | None = None  # the version it wrote at (a checkpoint's); None: the plan's
     files: list[str] = field(default_factory=list)  # what a dry run would write or delete
-    repaired: list[int] = field(default_factory=list)  # checkpoint: damaged versions rewritten
-    # In full, for a front-end that reports more than the counts (the CLI); not in to_json.
     error: DeltaError | None = field(default=None, repr=False)  # why it failed or was refused
-    written: CheckpointResult | None = field(default=None, repr=False)  # checkpoint
-    checksum: CrcResult | None = field(default=None, repr=False)  # checkpoint
-    deleted_folders: int = 0  # vacuum
-    vacuum: VacuumRun | None = None  # vacuum: its mode, candidates and requests
-    stats: compute.StatsRun | None = field(default=None, repr=False)  # stats: its run
-    job: Job | None = field(default=None, repr=False)  # compaction started, not waited for
-    job_id: str | None = None  # compaction
-    job_result: dict[str, Any] | None = None  # compaction: the job's own JSON line
-    compacted: compaction_plan.Compacted | None = None  # compaction: its commits, read from the log
+    # A step Spark runs (compaction; a checkpoint or vacuum on spec.<op>.engine: spark)
+    job: Job | None = field(default=None, repr=False)  # started, not waited for
+    job_id: str | None = None
+    job_result: dict[str, Any] | None = None  # the job's own JSON line
+    detail: object = None  # its operation's own facts
 
-    def to_json(self) -> dict[str, Any]:
-        out = self._json()
-        if self.vacuum is not None:
-            out["vacuum"] = self.vacuum.to_json()
-        if self.operation is Operation.COMPACTION:
-            out["jobId"] = self.job_id
-            out["job"] = self.job_result
-            out["compacted"] = self.compacted.to_json() if self.compacted else None
-        elif self.job_id is not None:  # a checkpoint or vacuum Delta Spark ran
-            out.update(engine="spark", jobId=self.job_id, job=self.job_result)
-        return out
-
-    def _json(self) -> dict[str, Any]:
-        fields = {
-            RunField.OPERATION: self.operation,
-            RunField.RESULT: self.result,
-            RunField.MESSAGE: self.message,
-            RunField.SECONDS: round(self.seconds, 3),
-            RunField.CHECKPOINT_VERSION: self.checkpoint_version,
-            RunField.DELETED_FILES: self.deleted_files,
-            RunField.DELETED_BYTES: self.deleted_bytes,
-            RunField.WRITTEN_FILES: self.written_files,
-            RunField.FILES: self.files,
-            RunField.REPAIRED: self.repaired,
-        }
-        return {str(k): v for k, v in fields.items()}
+    def detail_as(self, kind: type[D]) -> D | None:
+        """Its detail when it is a `kind` (the operation's own type), else None."""
+        return self.detail if isinstance(self.detail, kind) else None
 
 
 @dataclass
@@ -174,21 +117,6 @@ class Report:
 
     def lines(self) -> list[str]:
         return [f"  {o.operation}: {o.result}: {o.message}" for o in self.outcomes]
-
-
-def vacuum_run(detail: plan.VacuumPlan, spent: Counter[str]) -> VacuumRun:
-    """The facts of a vacuum step: its plan's, and the requests planning and running sent."""
-    window = detail.window
-    return VacuumRun(
-        detail.mode,
-        detail.why,
-        detail.scanned,
-        detail.listed,
-        dict(detail.requests + spent),
-        None if window is None or window.empty else (window.start, window.end),
-        detail.last_info,
-        detail.record,
-    )
 
 
 def deleting(

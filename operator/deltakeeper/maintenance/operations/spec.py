@@ -18,7 +18,7 @@ from deltakeeper.maintenance.memory import Holding
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Progress
 from deltakeeper.maintenance.operations.steps import Plan, Step
-from deltakeeper.maintenance.policy import Policy
+from deltakeeper.maintenance.policy import Engine, Policy
 
 
 @dataclass
@@ -83,6 +83,10 @@ def _no_metrics(o: Outcome) -> dict[str, int]:
     return {}
 
 
+def _nothing_more(o: Outcome) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class OperationSpec:
     """One operation, whole: how it is planned and run, what it costs, and how it is told."""
@@ -108,12 +112,22 @@ class OperationSpec:
     # Its step when Delta Spark runs it as a job, and why (spec.<op>.engine, the memory
     # budget); None: only deltakeeper runs it.
     spark: Callable[[Planning, str], Step] | None = None
+    # Its finished Spark job's Outcome (done, the job's line in job_result) made true to what
+    # the job did, given the version planned: what it wrote, deleted, or why it failed.
+    spark_done: Callable[[Table, Outcome, int], None] | None = None
+    engine: Callable[[Policy], Engine] | None = None  # its setting: deltakeeper, spark or auto
     skip: Callable[[Step], Outcome] | None = None  # its Outcome when not due (default: skipped)
     # The Normal event of a dry run (reason, message), for an operation a resource can set
     # to dry-run (a DeltaTable's vacuum.dryRun); None: no event.
     dry_run_event: Callable[[Outcome], tuple[str, str]] | None = None
+    # The Normal event's reason when its Spark job started (the daemon follows it).
+    started_reason: str = "SparkJobStarted"
+    # A Warning event a done run raises besides its Normal one (reason, message), or None.
+    warning: Callable[[Outcome], tuple[str, str] | None] = lambda o: None
     # What its lastMaintenance entry adds to every run's fields (record.RUN_FIELDS), with the
     # schema of each for the CRD; `previous` is its entry before this run.
     record: Callable[[Outcome, Mapping[str, Any], int], dict[str, Any]] = _no_fields
     record_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     history: Callable[[Outcome], dict[str, int]] = _no_metrics  # its history row's metrics
+    # What its --json adds to every step's keys (record.as_json): its Outcome's detail.
+    report: Callable[[Outcome], dict[str, Any]] = _nothing_more

@@ -14,7 +14,8 @@ STATS = Operation.STATS
 
 
 def plan(p: Planning) -> Step:
-    reason = "stats.enabled: files without statistics get them"
+    asked = "stats.enabled" if p.policy.stats_enabled else "asked for"
+    reason = f"{asked}: files without statistics get them"
     return Step(STATS, True, reason, stats_since=p.stats_since, base=p.snap)
 
 
@@ -26,13 +27,13 @@ def run(r: Running) -> Outcome:
     if found.unreadable:
         path, why = found.unreadable[0]
         more = f" (and {len(found.unreadable) - 1} more)" if len(found.unreadable) > 1 else ""
-        return Outcome(STATS, Result.FAILED, f"{path}: not read: {why}{more}", stats=found)
+        return Outcome(STATS, Result.FAILED, f"{path}: not read: {why}{more}", detail=found)
     looked = f"{found.files} files"
     if found.since is not None:
         looked = f"the {looked} added since {found.since}"
     if not found.given:
         message = f"every file of {looked} has statistics"
-        return Outcome(STATS, Result.SKIPPED, message, stats=found)
+        return Outcome(STATS, Result.SKIPPED, message, detail=found)
     verb = "would give" if dry_run else "gave"
     message = f"{verb} {found.given} of {looked} statistics"
     if found.commits:
@@ -40,7 +41,7 @@ def run(r: Running) -> Outcome:
     if found.deferred:
         message += f"; {found.deferred} wait for the next run (read budget)"
     result = Result.DRY_RUN if dry_run else Result.DONE
-    return Outcome(STATS, result, message, written_files=found.given, stats=found)
+    return Outcome(STATS, result, message, written_files=found.given, detail=found)
 
 
 SPEC = OperationSpec(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from deltakeeper.delta.errors import (
@@ -17,12 +18,14 @@ from deltakeeper.delta.errors import (
 from deltakeeper.delta.held import HeldSnapshot
 from deltakeeper.delta.properties import duration_text
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import Table
 from deltakeeper.delta.vacuum import inventory
 from deltakeeper.delta.vacuum import plan as vacuum
+from deltakeeper.delta.vacuum.info import InfoStatus, LastVacuumInfo
 from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
-from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting, vacuum_run
+from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting
 from deltakeeper.maintenance.operations.spec import (
     COUNT_SCHEMA,
     OperationSpec,
@@ -34,6 +37,54 @@ from deltakeeper.maintenance.policy import VACUUM_EVERY_MS, Policy
 from deltakeeper.units import format_bytes, format_ms, rfc3339
 
 VACUUM = Operation.VACUUM
+
+
+@dataclass(slots=True)
+class VacuumRun:
+    """A vacuum step's own facts (its Outcome's detail): how it found its candidates, at what
+    cost, and what it did besides deleting files."""
+
+    mode: Mode
+    reason: str  # why this mode ran
+    candidates: int  # files considered: listed, named by the log or inventoried
+    listed: int  # objects a listing or an inventory returned (LITE: 0)
+    requests: dict[str, int]  # storage requests by operation, planning included
+    commits: tuple[int, int] | None  # LITE: the commits read
+    info: LastVacuumInfo  # _last_vacuum_info as the run found it
+    records: int | None  # the N it writes there (a dry run: would write); None: left alone
+    folders: int = 0  # empty folders removed
+
+    def to_json(self) -> dict[str, Any]:
+        found = self.info.version if self.info.status is InfoStatus.RECORDED else None
+        return {
+            "mode": self.mode,
+            "modeReason": self.reason,
+            "candidates": self.candidates,
+            "listedObjects": self.listed,
+            "requests": dict(sorted(self.requests.items())),
+            "commitsRead": list(self.commits) if self.commits else None,
+            "lastVacuumInfo": {"status": self.info.status, "before": found, "after": self.records},
+        }
+
+
+def vacuum_run(detail: vacuum.VacuumPlan, spent: Counter[str], folders: int = 0) -> VacuumRun:
+    """The facts of a vacuum step: its plan's, and the requests planning and running sent."""
+    window = detail.window
+    return VacuumRun(
+        detail.mode,
+        detail.why,
+        detail.scanned,
+        detail.listed,
+        dict(detail.requests + spent),
+        None if window is None or window.empty else (window.start, window.end),
+        detail.last_info,
+        detail.record,
+        folders,
+    )
+
+
+def run_of(o: Outcome) -> VacuumRun | None:
+    return o.detail_as(VacuumRun)
 
 
 def plan(p: Planning) -> Step:
@@ -143,8 +194,7 @@ def run(r: Running) -> Outcome:
     if not dry_run:
         vacuum.record_vacuum(table, detail)
     outcome = deleting(VACUUM, detail.files, detail.bytes, deleted, detail.delete, dry_run)
-    outcome.deleted_folders = folders
-    outcome.vacuum = vacuum_run(detail, Counter(table.storage.requests) - before)
+    outcome.detail = vacuum_run(detail, Counter(table.storage.requests) - before, folders)
     outcome.message = f"{detail.mode.upper()} ({detail.why}): {outcome.message}"
     if detail.folders:
         outcome.message += (
@@ -158,17 +208,26 @@ def run(r: Running) -> Outcome:
     return outcome
 
 
+def spark_done(table: Table, out: Outcome, planned_version: int) -> None:
+    """Delta Spark's VACUUM: the files its line says it deleted."""
+    deleted = (out.job_result or {}).get("filesDeleted")
+    out.deleted_files = int(deleted or 0)
+    counted = f"deleted {deleted} files" if deleted is not None else "ran (no counts logged)"
+    out.message = f"Delta Spark's VACUUM {counted} (Spark job {out.job_id})"
+
+
 def skip(step: Step) -> Outcome:
     """A vacuum not due still says its mode and what looking cost."""
     skipped = Outcome(VACUUM, Result.SKIPPED, step.reason)
     if isinstance(step.detail, vacuum.VacuumPlan):
-        skipped.vacuum = vacuum_run(step.detail, Counter())
+        skipped.detail = vacuum_run(step.detail, Counter())
     return skipped
 
 
 def _mode(o: Outcome) -> str:
     """Which mode a vacuum ran in and why, to begin its event's message."""
-    return f"{o.vacuum.mode.upper()} ({o.vacuum.reason}) " if o.vacuum else ""
+    run = run_of(o)
+    return f"{run.mode.upper()} ({run.reason}) " if run else ""
 
 
 def _done(o: Outcome) -> str:
@@ -183,7 +242,7 @@ def _dry_run(o: Outcome) -> tuple[str, str]:
 def _record(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     """Its mode and cost, and when the last FULL one ran (carried over from the run before
     when this one was not FULL)."""
-    run = o.vacuum
+    run = run_of(o)
     if run is None:
         return {}
     full = run.mode is Mode.FULL and o.result in (Result.DONE, Result.DRY_RUN)
@@ -199,10 +258,16 @@ def _record(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, A
 
 
 def _history(o: Outcome) -> dict[str, int]:
-    if o.vacuum is None:
+    run = run_of(o)
+    if run is None:
         return {}
-    out = {"candidates": o.vacuum.candidates, "listedObjects": o.vacuum.listed}
-    return out | {f"requests.{k}": v for k, v in o.vacuum.requests.items()}
+    out = {"candidates": run.candidates, "listedObjects": run.listed}
+    return out | {f"requests.{k}": v for k, v in run.requests.items()}
+
+
+def _report(o: Outcome) -> dict[str, Any]:
+    run = run_of(o)
+    return {} if run is None else {"vacuum": run.to_json()}
 
 
 SPEC = OperationSpec(
@@ -220,7 +285,10 @@ SPEC = OperationSpec(
     dry_run_event=_dry_run,
     deletes="data",
     spark=on_spark,
+    spark_done=spark_done,
+    engine=lambda policy: policy.vacuum_engine,
     record=_record,
+    report=_report,
     record_schema={
         "mode": {"type": "string", "enum": [str(m) for m in Mode if m is not Mode.AUTO]},
         "modeReason": {"type": "string"},
