@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from deltakeeper.maintenance.operations import expire as expire_op
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
@@ -394,6 +395,8 @@ def record(
         metrics.compaction_jobs(ns, name, obs.compaction_jobs)
     if shown is None or obs.health is not shown.health:
         metrics.health(ns, name, obs.health)
+    if shown is None:
+        metrics.expires(ns, name, target.settings.get("data_retention") is not None)
     for o in obs.outcomes:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends
@@ -406,3 +409,6 @@ def record(
             metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)
         if o.operation in WRITERS and o.result is Result.DONE:
             metrics.written(ns, name, o.operation, o.written_files)
+        removed = expire_op.removed(o)
+        if removed:
+            metrics.expired(ns, name, removed)

@@ -123,6 +123,19 @@ def expire(
     it, so a cutoff computed for another `now` does not shorten it)."""
     started = time.monotonic()
     plan = plan_expiry(table, expiry, now_ms, snap)
+    return commit_plan(table, plan, dry_run, write_ms, started)
+
+
+def commit_plan(
+    table: Table,
+    plan: ExpiryPlan,
+    dry_run: bool = False,
+    write_ms: int | None = None,
+    started: float | None = None,
+) -> ExpiryRun:
+    """Commit the removes of `plan` (unless a dry run, or nothing goes) on the snapshot it
+    was planned from (a concurrent commit is judged by delta/commit.py's rules)."""
+    started = time.monotonic() if started is None else started
     run = ExpiryRun(plan, dry_run)
     if not dry_run and plan.remove:
         written = write_ms if write_ms is not None else int(time.time() * 1000)
