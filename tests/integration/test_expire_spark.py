@@ -22,6 +22,7 @@ from deltakeeper.delta.expire.run import Expiry, ExpiryRun, expire
 from deltakeeper.delta.table import open_table
 from deltakeeper.units import parse_timestamp_ms
 from tests.support.cli import run
+from tests.support.compaction import cli_spark_flags
 from tests.support.rows import deltars_digest, digest, duckdb_digest, spark_digest
 from tests.support.spark import spark_session
 
@@ -290,3 +291,34 @@ def test_refusals_write_nothing(
         got, _, err = run(capsys, "expire", str(path), *base, *flags)
         assert (got, says in err) == (code, True), err
         assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before
+
+
+def test_rewrite_spark_deletes_the_straddling_rows_as_spark_does(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--rewrite spark: the metadata-only commit, then Delta Spark's DELETE limited to the
+    straddling files' partitions (spark-submit): the same rows as Spark's DELETE on the whole
+    table, and the files of other partitions untouched by the job."""
+    made = tmp_path / "made"
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{made}` (id INT, ts TIMESTAMP, "
+        "day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))) USING delta PARTITIONED BY (day)",
+    )
+    schema = "id INT, ts TIMESTAMP"
+    for d in range(1, 8):
+        append(spark, made, [(d * 10, ts(d, 1)), (d * 10 + 1, ts(d, 6))], schema)
+    append(spark, made, [(102, ts(5, 3)), (103, ts(5, 23))], schema)  # straddles
+    ours, theirs = copies(tmp_path, made)
+    flags = ["--column", "ts", "--keep", "5d", "--now", "2026-01-10T12:00:00Z", "--json"]
+    code, out, err = run(capsys, "expire", str(ours), *flags, "--rewrite", "spark",
+                         "--max-fraction", "1", *cli_spark_flags())  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["straddlingFiles"] == 1 and report["removedFiles"] == 5
+    job = report["job"]
+    assert job["result"] == "done" and job["rowsDeleted"] == 1, job
+    assert "`day` = CAST('2026-01-05' AS date)" in job["condition"]
+    spark_delete(spark, theirs, f"ts < {CUTOFF}")
+    assert readers_agree(spark, ours) == readers_agree(spark, theirs)
+    assert older_rows_of(spark, ours, "ts") == []

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from deltakeeper.cli import flags, output
-from deltakeeper.delta.errors import InvalidInputError
+from deltakeeper.cli import exits, flags, output
+from deltakeeper.compaction.launcher import JobRequest
 from deltakeeper.delta.expire.run import Expiry, ExpiryRun, expire, rfc3339_us
-from deltakeeper.delta.table import open_table
+from deltakeeper.delta.table import Table, open_table
+from deltakeeper.maintenance.operations import expire as expire_op
 from deltakeeper.units import format_bytes, parse_interval_ms
 
 
@@ -16,17 +17,46 @@ def cmd_expire(args: argparse.Namespace) -> int:
     now = flags.now(args)
     keep = flags.parsed("--keep", args.keep, parse_interval_ms)
     assert keep is not None  # required by the parser
-    if args.rewrite != "none":
-        raise InvalidInputError(
-            "--rewrite spark is not in this build yet: straddling files are kept (--rewrite none)"
-        )
-    table = open_table(args.uri, flags.storage_options(args.storage_option))
+    options = flags.storage_options(args.storage_option)
+    table = open_table(args.uri, options)
     run = expire(table, Expiry(args.column, keep, args.max_fraction), now, args.dry_run)
-    if args.json:
-        output.print_json({"operation": "expire", "rewrite": args.rewrite, **run.to_json()})
-    else:
+    if not args.json:
         _print(run, args.uri)
-    return 0
+    job: dict[str, Any] | None = None
+    code = exits.OK
+    if args.rewrite == "spark" and run.plan.straddling:
+        job, code = _rewrite(args, table, run, now, options)
+    if args.json:
+        report = {"operation": "expire", "rewrite": args.rewrite, **run.to_json(), "job": job}
+        output.print_json(report)
+    return code
+
+
+def _rewrite(
+    args: argparse.Namespace, table: Table, run: ExpiryRun, now: int, options: dict[str, Any]
+) -> tuple[dict[str, Any], int]:
+    """Delta Spark's DELETE of the straddling files' expired rows, after the expiry's commit:
+    the job's spec (a dry run), or its JSON line once it ended, and the exit code."""
+    base = run.version if run.version is not None else run.plan.version
+    spec = expire_op.rewrite_spec(run.plan, base, now)
+    where = (
+        f"{len(spec['partitions'])} partitions"
+        if run.plan.base.metadata.partition_columns
+        else "the table"
+    )
+    if args.dry_run:
+        if not args.json:
+            print(f"would run Delta Spark's DELETE WHERE {spec['condition']} on {where}")
+        return {"spec": spec}, exits.OK
+    done = flags.spark_launcher(args).start(JobRequest(table.uri, spec, options)).wait()
+    if not args.json:
+        r = done.result
+        print(
+            f"Delta Spark's DELETE on {where}: {r.get('result')}, {r.get('rowsDeleted')} rows "
+            f"deleted, {r.get('filesRemoved')} files rewritten into {r.get('filesAdded')}"
+            + (f"; {done.error}" if not done.ok else "")
+        )
+    return done.result, exits.OK if done.ok else exits.UNEXPECTED
 
 
 def _print(run: ExpiryRun, uri: str) -> None:

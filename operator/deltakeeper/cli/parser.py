@@ -397,8 +397,10 @@ def _expire_command(sub: Any) -> None:
         choices=["none", "spark"],
         default="none",
         help="straddling files: none (default) keeps them until they are wholly older; spark "
-        "runs Delta Spark's DELETE on their partitions",
+        "then runs Delta Spark's DELETE WHERE the cutoff on their partitions, with spark-submit "
+        "(--master, --jars-dir, --spark-conf)",
     )
+    _spark_flags(p)
     p.add_argument(
         "--now",
         metavar="T",

@@ -78,7 +78,10 @@ def data_retention(spec: Any) -> defaults.DataRetention:
     keep = positive(f"{key}.keep", _duration(f"{key}.keep", spec["keep"]))
     rewrite = _choice(f"{key}.rewrite", spec.get("rewrite", "none"), defaults.Rewrite)
     if rewrite is defaults.Rewrite.SPARK:
-        raise PolicyError(f"{key}.rewrite: spark is not in this build yet; use none")
+        raise PolicyError(
+            f"{key}.rewrite: spark is not in this build yet for the daemons (the command line's "
+            "`expire --rewrite spark` runs it); use none"
+        )
     schedule = spec.get("schedule")
     if schedule:
         check_cron(schedule, f"{key}.schedule")

@@ -136,3 +136,40 @@ def test_append_only_exits_2_and_catalog_managed_3(
 
 def test_the_help_states_the_librarys_default() -> None:
     assert parser.EXPIRE_MAX_FRACTION == plan.DEFAULT_MAX_FRACTION
+
+
+def test_rewrite_spark_dry_run_shows_the_job_and_runs_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The straddling files' partitions, by logical name, and the condition the job would give
+    Delta Spark's DELETE; no Spark is started by a dry run."""
+    table(
+        tmp_path,
+        metadata(("day2",), {"day2": "CAST(ntz AS DATE)"}),
+        add("a.parquet", records=None, day2="2026-01-01"),
+        add(
+            "b.parquet",
+            stat=stats(5, "ntz", "2026-01-05T00:00:00.000", "2026-01-05T13:00:00.000"),
+            day2="2026-01-05",
+        ),
+        add(
+            "c.parquet",
+            stat=stats(5, "ntz", "2026-01-05T01:00:00.000", "2026-01-05T14:00:00.000"),
+            day2="2026-01-05",
+        ),
+        add(
+            "d.parquet",
+            stat=stats(5, "ntz", "2026-01-06T00:00:00.000", "2026-01-06T13:00:00.000"),
+            day2="2026-01-06",
+        ),
+    )
+    flags = ["--column", "ntz", "--keep", "5d", "--now", NOW, "--dry-run", "--json"]
+    code, out, _ = run(capsys, "expire", str(tmp_path), *flags, "--rewrite", "spark")
+    report = json.loads(out)
+    assert code == 0 and report["straddlingFiles"] == 2
+    spec = report["job"]["spec"]
+    assert (spec["operation"], spec["plannedVersion"]) == ("expire", 0)
+    assert spec["condition"] == "`ntz` < TIMESTAMP_NTZ'2026-01-05 12:00:00.000000'"
+    assert spec["partitions"] == [{"day2": "2026-01-05"}]
+    assert spec["partitionTypes"] == {"day2": "date"}
+    assert commits(tmp_path) == 1

@@ -71,6 +71,9 @@ class ExpiryPlan:
     uncounted: int = 0  # removed files without a record count
     bytes: int = 0
     straddling: list[str] = field(default_factory=list)
+    # The partitions of the straddling files (partition values as the log keys them), once
+    # each: where a rewrite (Delta Spark's DELETE) must look.
+    straddling_partitions: list[dict[str, str | None]] = field(default_factory=list)
     without_stats: list[str] = field(default_factory=list)
     table_files: int = 0
     table_rows: int = 0
@@ -263,6 +266,9 @@ def _count(plan: ExpiryPlan, add: dict[str, Any], fate: Fate) -> None:
             plan.rows += rows
     elif fate is Fate.STRADDLING:
         plan.straddling.append(add["path"])
+        values = _values_of(add)
+        if values not in plan.straddling_partitions:
+            plan.straddling_partitions.append(values)
     elif fate is Fate.WITHOUT_STATS:
         plan.without_stats.append(add["path"])
 
@@ -274,6 +280,11 @@ def _rows(add: Mapping[str, Any]) -> int | None:
         return None
     dv = add.get("deletionVector") or {}
     return records - int(dv.get("cardinality") or 0)
+
+
+def _values_of(add: Mapping[str, Any]) -> dict[str, str | None]:
+    values = add.get("partitionValues") or {}
+    return dict(values) if not isinstance(values, dict) else {**values}
 
 
 def _partition_value(add: Mapping[str, Any], key: str) -> str | None:

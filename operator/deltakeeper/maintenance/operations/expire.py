@@ -13,6 +13,7 @@ from deltakeeper.delta.expire import plan as expiry
 from deltakeeper.delta.expire.run import ExpiryRun, commit_plan, read_snapshot, rfc3339_us
 from deltakeeper.delta.expire.times import cutoff_us
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
@@ -82,6 +83,28 @@ def run(r: Running) -> Outcome:
         return Outcome(EXPIRE, Result.DRY_RUN, message + _kept(found), files=files, detail=done)
     message = f"removed {what} older than {cutoff} in version {done.version}"
     return Outcome(EXPIRE, Result.DONE, message + _kept(found), version=done.version, detail=done)
+
+
+def rewrite_spec(found: expiry.ExpiryPlan, planned_version: int, now_ms: int) -> dict[str, Any]:
+    """The Spark job (compaction/job.py, operation expire) that deletes the expired rows the
+    straddling files hold: Delta Spark's `DELETE WHERE predicate`, limited to their partitions
+    (the whole table when it is not partitioned), on the version after the expiry's commit."""
+    meta = found.base.metadata
+    names = compaction_plan.logical_partition_names(meta)
+    spec: dict[str, Any] = {
+        "jobId": f"{compaction_plan.job_id(meta.id, now_ms)}-{EXPIRE}",
+        "operation": str(EXPIRE),
+        "plannedVersion": planned_version,
+        "condition": found.predicate,
+        "partitions": [
+            {names.get(k, k): (v or None) for k, v in values.items()}
+            for values in found.straddling_partitions
+        ],
+    }
+    types = compaction_plan.spark_partition_types(meta)
+    if types is not None:
+        spec["partitionTypes"] = types
+    return spec
 
 
 def skip(step: Step) -> Outcome:
