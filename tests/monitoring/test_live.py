@@ -13,6 +13,7 @@ at a folder that is not a Delta table yet.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -42,7 +43,14 @@ COMPACTION = "deltakeeper_compaction_jobs"
 
 
 def _batch(i: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
+    """Ten rows written now (`ts`: what the healthy table's dataRetention reads)."""
+    now = [dt.datetime.now(dt.UTC)] * 10
+    return pa.table(
+        {
+            "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+            "ts": pa.array(now, pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def _old_table(root: Path) -> None:
@@ -60,8 +68,13 @@ def _old_table(root: Path) -> None:
 
 def _manifest(name: str, uri: Path, kind: str = "DeltaTable") -> str:
     """A DeltaTable polled every second with a log compaction file every 4 commits (the
-    writers panel's series), or a DeltaLake scanned every two seconds."""
-    table = {"pollInterval": "1s", "logCompaction": {"interval": 4}}
+    writers panel's series) and a data retention (the expiry panel's series; its rows are all
+    recent, so nothing goes), or a DeltaLake scanned every two seconds."""
+    table = {
+        "pollInterval": "1s",
+        "logCompaction": {"interval": 4},
+        "dataRetention": {"column": "ts", "keep": "30d"},
+    }
     spec = table if kind == "DeltaTable" else {"scanInterval": "2s"}
     return json.dumps(
         {

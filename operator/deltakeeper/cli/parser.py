@@ -30,6 +30,8 @@ POLL_INTERVAL = format_duration(policy.POLL_INTERVAL_MS)
 # because importing it loads pyarrow (tests/unit/cli/test_parser.py checks they agree).
 STATS_BATCH = 10_000
 STATS_MAX_READ_BYTES = 256 * 2**20
+# expire's default maxFraction is delta/expire/plan.py's DEFAULT_MAX_FRACTION (likewise).
+EXPIRE_MAX_FRACTION = 0.5
 
 
 class Command:
@@ -74,6 +76,16 @@ def _positive(text: str) -> int:
 
 def _non_negative(text: str) -> int:
     return _whole(text, 0)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
 
 
 def _port(text: str) -> int:
@@ -206,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     _maintain_command(sub)
     _compact_log_command(sub)
     _compute_stats_command(sub)
+    _expire_command(sub)
     _manifest_command(sub)
     _compact_command(sub)
     _discover_command(sub)
@@ -343,6 +356,58 @@ def _compute_stats_command(sub: Any) -> None:
         help=f"files re-added per commit (default {STATS_BATCH})",
     )
     _report_flags(p, "compute, commit nothing")
+
+
+def _expire_command(sub: Any) -> None:
+    p = _table_command(
+        sub,
+        "expire",
+        "expire",
+        "remove the data older than a cutoff (now minus --keep) from the table (DELETE)",
+        "Data retention by age. The cutoff is now minus --keep, in UTC; a row expires when its "
+        "value in --column is older (a date column: when its day is before the cutoff's day). "
+        "The column is a date, timestamp or timestamp_ntz (read as UTC), or a partition column "
+        "of ISO-8601 strings (2026-01-05, 2026-01-05T07, 2026-01-05 07:00:00). Files of "
+        "partitions older than the cutoff, and files whose maximum statistic for the column is, "
+        "are removed in one commit (operation DELETE, as Delta Spark's metadata-only DELETE), "
+        "without reading or rewriting data. Files with rows on both sides of the cutoff "
+        "(straddling) and files without statistics for the column stay, and are listed. "
+        "Refused, nothing written: delta.appendOnly, catalog-managed tables, a missing column "
+        "or another type, and a run past --max-fraction (exit 2). Until vacuum deletes the "
+        "removed files (after the deleted-file retention), time travel still reads the rows.",
+    )
+    p.add_argument("--column", required=True, metavar="C", help="the time column")
+    p.add_argument(
+        "--keep",
+        required=True,
+        metavar="D",
+        help="how much to keep: the cutoff is now minus D (90d, 36h, ...)",
+    )
+    p.add_argument(
+        "--max-fraction",
+        type=_fraction,
+        default=EXPIRE_MAX_FRACTION,
+        metavar="F",
+        help="refuse (exit 2, nothing written) a run that would remove more than this share "
+        f"of the table's rows, 0 to 1 (default {EXPIRE_MAX_FRACTION:g}; of its bytes when some "
+        "files have no record count)",
+    )
+    p.add_argument(
+        "--rewrite",
+        choices=["none", "spark"],
+        default="none",
+        help="straddling files: none (default) keeps them until they are wholly older; spark "
+        "then runs Delta Spark's DELETE WHERE the cutoff on their partitions, with spark-submit "
+        "(--master, --jars-dir, --spark-conf)",
+    )
+    _spark_flags(p)
+    p.add_argument(
+        "--now",
+        metavar="T",
+        help="compute the cutoff as if now were T (epoch ms or ISO-8601); the commit keeps "
+        "the real time",
+    )
+    _report_flags(p, "list what would be removed, commit nothing")
 
 
 def _manifest_command(sub: Any) -> None:

@@ -1,5 +1,6 @@
 """The Spark job: run by spark-submit, it compacts the partitions a plan names, or (for a
-table too big for deltakeeper's memory budget) writes a checkpoint or vacuums with Delta Spark.
+table too big for deltakeeper's memory budget) writes a checkpoint or vacuums with Delta Spark,
+or rewrites the files an expiry could not remove whole (Delta Spark's DELETE).
 
 It imports nothing but PySpark, delta-spark and the standard library, so it runs in a plain
 Spark image. deltakeeper plans, this file executes: the spec (one JSON object, from
@@ -14,7 +15,11 @@ Spec keys:
                    the latest version, in the layout the table asks for, then `_last_checkpoint`
                    and Delta's own expired-log cleanup, as a writer's checkpoint does) or vacuum
                    (Delta Spark's VACUUM with `retentionHours`; `allowShortRetention` turns off
-                   its retention check, as deltakeeper's own flag does)
+                   its retention check, as deltakeeper's own flag does) or expire (Delta
+                   Spark's `DELETE WHERE condition`, limited to `partitions`)
+  condition        expire: the rows to delete, a Spark SQL condition (its timestamps UTC)
+  partitions       expire: the partitions to delete in ({logical column: serialized value});
+                   [] or [{}]: the whole table
   compact          list of partitions to bin-pack: {logical column: serialized value or null};
                    [{}] on an unpartitioned table means the whole table
   purge            list of partitions to rewrite without their deleted rows (same form)
@@ -47,7 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 MARK = "deltakeeperCompaction"
-OPERATIONS = ("compaction", "checkpoint", "vacuum")
+OPERATIONS = ("compaction", "checkpoint", "vacuum", "expire")
 
 # Spark conf keys of Delta's OPTIMIZE, by spec key.
 OPTIMIZE_CONF = {
@@ -138,7 +143,10 @@ def load_spec(args: argparse.Namespace) -> dict[str, Any]:
         isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours < 0
     ):
         raise SpecError("spec.retentionHours must be a number of hours >= 0 for a vacuum")
-    for key in ("compact", "purge"):
+    condition = spec.get("condition")
+    if operation == "expire" and (not isinstance(condition, str) or not condition.strip()):
+        raise SpecError("spec.condition must be the DELETE's condition for an expire")
+    for key in ("compact", "purge", "partitions"):
         groups = spec.setdefault(key, [])
         if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
             raise SpecError(f"spec.{key} must be a list of {{column: value}} objects")
@@ -345,6 +353,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     table = DeltaTable.forPath(spark, spec["table"])
     if spec["operation"] == "vacuum":
         return {**timing, **_vacuum(spark, table, spec)}
+    if spec["operation"] == "expire":
+        return {**timing, **_expire(spark, table, spec)}
     start = start_version(spec, lambda: _latest_version(table))
     types = partition_types(spec, lambda: _spark_partition_types(table))
     if spec["compact"]:
@@ -404,6 +414,28 @@ def _vacuum(spark: Any, table: Any, spec: dict[str, Any]) -> dict[str, Any]:
         "commits": commits,
         "filesDeleted": _metric(ended, "numDeletedFiles") if ended else None,
         "directoriesVacuumed": _metric(ended, "numVacuumedDirectories") if ended else None,
+    }
+
+
+def _expire(spark: Any, table: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Delta Spark's DELETE of the rows `condition` names, in the partitions given (those of
+    the files an expiry left because they straddle its cutoff)."""
+    start = start_version(spec, lambda: _latest_version(table))
+    where = f"({spec['condition']})"
+    groups = [g for g in spec["partitions"] if g]
+    if groups:
+        types = partition_types(spec, lambda: _spark_partition_types(table))
+        where += f" AND ({any_of(_predicates(groups, types))})"
+    spark.sql(f"DELETE FROM delta.{quote_identifier(spec['table'])} WHERE {where}")
+    commits = _our_commits(table, spec["jobId"], start)
+    return {
+        "result": "done" if commits else "nothing-to-do",
+        "startVersion": start,
+        "condition": where,
+        "commits": commits,
+        "rowsDeleted": _metric(commits, "numDeletedRows"),
+        "filesRemoved": _metric(commits, "numRemovedFiles"),
+        "filesAdded": _metric(commits, "numAddedFiles"),
     }
 
 

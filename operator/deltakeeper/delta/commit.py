@@ -7,6 +7,9 @@ Spark's conflict rules (ConflictChecker.scala), for the kinds of commit deltakee
 - a winner that removed a file this commit read (re-adds, with new statistics) or removes too:
   those files are dropped from the commit when the change allows it, else give up
   (ConcurrentDeleteRead / ConcurrentDeleteDelete);
+- a winner that added data files this commit's predicate would have read (`Change.reads_added`:
+  a DELETE's, such as an expiry's): give up (ConcurrentAppend), so rows appended meanwhile are
+  never missed or removed unseen;
 - a winner that set the same application transaction, or wrote the same metadata domain: give
   up (ConcurrentTransaction / domain conflicts);
 - anything else (appends, other files' changes) does not conflict: commit again at the next
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,6 +76,10 @@ class Change:
     metrics: Mapping[str, Any] = field(default_factory=dict)  # commitInfo operationMetrics
     reads: frozenset[str] = frozenset()
     droppable: bool = False  # a read file removed meanwhile: drop its actions, commit the rest
+    # Whether a data file another commit adds falls under this change's predicate (a DELETE
+    # reads every file that may hold rows it deletes); None: no predicate, appends never
+    # conflict.
+    reads_added: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False)
 
     @property
     def blind_append(self) -> bool:
@@ -177,6 +184,11 @@ def judge(change: Change, winners: Iterable[tuple[int, list[dict[str, Any]]]]) -
                 return Verdict(reason=f"version {version} set transaction {body.get('appId')}")
             if kind == "domainMetadata" and body.get("domain") in domains:
                 return Verdict(reason=f"version {version} wrote domain {body.get('domain')}")
+            if kind == "add" and _read_added(change, body):
+                return Verdict(
+                    reason=f"version {version} added {body.get('path')}, which may hold "
+                    f"rows this {change.operation} reads (a concurrent append into them)"
+                )
             if kind == "remove" and (
                 body.get("path") in change.reads or body.get("path") in removes
             ):
@@ -204,6 +216,11 @@ def commit_info(
     if read_version is not None:
         info["readVersion"] = read_version
     return info
+
+
+def _read_added(change: Change, add: Mapping[str, Any]) -> bool:
+    """Whether `add`, a winner's, is a data file `change`'s predicate would have read."""
+    return bool(change.reads_added and add.get("dataChange", True) and change.reads_added(add))
 
 
 def _check_duties(base: SnapshotHeader, change: Change) -> None:

@@ -105,6 +105,13 @@ class CommitConflictError(DeltaError):
     error_name = "CommitConflict"
 
 
+class ExpiryLimitError(InvalidInputError):
+    """An expiry would remove a larger share of the table's rows than its maxFraction allows
+    (a `keep` of 9d meant as 90d): refused, nothing written."""
+
+    error_name = "MaxFractionExceeded"
+
+
 class LiteVacuumImpossible(InvalidInputError):
     """A LITE vacuum cannot see every file it should (Delta Spark's DELTA_CANNOT_VACUUM_LITE):
     commits after the last vacuum are gone. A FULL vacuum can."""

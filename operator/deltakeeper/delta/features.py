@@ -173,6 +173,11 @@ _WORDING = {
         "; upgrade deltakeeper",
         catalog="symlink manifests are its catalog's to write or permit",
     ),
+    "expire": _Wording(
+        "expire refused, nothing removed: this deltakeeper does not support ",
+        "; upgrade deltakeeper",
+        catalog="its catalog owns data cleanup, and commits go through the catalog",
+    ),
     "maintenance": _Wording(
         "this build does not support ",
         "; nothing will be written or deleted (upgrade deltakeeper)",
@@ -184,6 +189,9 @@ _WORDING = {
     ),
 }
 OPERATIONS = tuple(_WORDING)
+# What no catalog permission allows: these commit, and a catalog-managed table's commits go
+# through its catalog.
+COMMITS = ("commit", "expire")
 
 
 def catalog_managed(p: Protocol) -> str | None:
@@ -210,7 +218,7 @@ def catalog_refusal(p: Protocol, operation: str, catalog_allows: bool = False) -
     managed = catalog_managed(p)
     if managed is None or wording.catalog is None:
         return None
-    if catalog_allows and operation != "commit":
+    if catalog_allows and operation not in COMMITS:
         return None
     lead = wording.lead.partition(":")[0]
     return f"{lead}: the table is catalog-managed ({managed}); {wording.catalog}"

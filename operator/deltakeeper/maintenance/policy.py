@@ -62,6 +62,12 @@ SPARK_MASTER = "local[*]"
 LAKE_SCAN_INTERVAL_MS = 10 * 60_000
 CLEANUP_EVERY_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
+# Data retention (dataRetention): an expiry runs this often when dataRetention.schedule is not
+# set, and refuses a run that would remove more than this share of the table's rows (a keep of
+# 9d meant as 90d cannot empty a table). delta/expire/plan.py's DEFAULT_MAX_FRACTION is the
+# same (a test holds them together).
+EXPIRE_EVERY_MS = DAY_MS
+EXPIRE_MAX_FRACTION = 0.5
 # The daemons' vacuum: LITE (from the log) while Delta allows it, and a FULL listing this often
 # under AUTO, for the files no commit names (those of failed writes).
 VACUUM_MODE = Mode.AUTO
@@ -140,6 +146,26 @@ class CompactionSettings:
         return self.min_file_size if self.min_file_size is not None else self.target_file_size // 2
 
 
+class Rewrite(enum.StrEnum):
+    """What becomes of files that straddle an expiry's cutoff (dataRetention.rewrite)."""
+
+    NONE = "none"  # kept until they are wholly older
+    SPARK = "spark"  # Delta Spark's DELETE on their partitions (`expire --rewrite spark` only)
+
+
+@dataclass(frozen=True)
+class DataRetention:
+    """Data retention by age (dataRetention, `deltakeeper expire`): rows older than now minus
+    `keep_ms` in `column` are removed from the table."""
+
+    column: str
+    keep_ms: int
+    dry_run: bool = False
+    max_fraction: float = EXPIRE_MAX_FRACTION
+    rewrite: Rewrite = Rewrite.NONE
+    schedule: str | None = None  # cron, UTC; None: every EXPIRE_EVERY_MS
+
+
 @dataclass(frozen=True)
 class InventorySettings:
     """Where a vacuum in INVENTORY mode reads its storage inventory (vacuum.inventory)."""
@@ -173,6 +199,7 @@ class Policy:
     # can ask a catalog. Empty: only what Delta allows every client (checkpoints, log
     # compaction files, checksums) runs on such a table.
     catalog_allowed: frozenset[str] = frozenset()
+    data_retention: DataRetention | None = None  # expire, where set
     # For each retention field: spec, policy, flag, table or default (see SOURCES).
     sources: Mapping[str, str] = dataclass_field(default_factory=dict)
 
@@ -223,6 +250,7 @@ SETTINGS = (
     "checkpoint_engine",
     "vacuum_engine",
     "catalog_allowed",
+    "data_retention",
     *(f"compaction_{name}" for name in COMPACTION_FIELDS),
     "sources",
 )
@@ -272,6 +300,7 @@ def effective(
     checkpoint_engine: Engine | None = None,
     vacuum_engine: Engine | None = None,
     catalog_allowed: frozenset[str] | None = None,
+    data_retention: DataRetention | None = None,
     sources: Mapping[str, str] | None = None,
     **compaction: Any,
 ) -> Policy:
@@ -315,6 +344,7 @@ def effective(
         checkpoint_engine=Engine(checkpoint_engine or Engine.AUTO),
         vacuum_engine=Engine(vacuum_engine or Engine.AUTO),
         catalog_allowed=frozenset(catalog_allowed or ()),
+        data_retention=data_retention,
         sources={key: value[1] for key, value in chosen.items()},
     )
 

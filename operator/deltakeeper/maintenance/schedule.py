@@ -4,8 +4,8 @@ Planning a checkpoint is cheap (it reads the snapshot's log position); planning 
 the log, and planning vacuum reads the commits since the last one (a FULL one lists the whole
 table), so a watch loop plans those only when they can have become due, by each operation's
 cadence: cleanup every CLEANUP_EVERY_MS (and after a new checkpoint: the planner's rule),
-vacuum on its cron schedule or else every VACUUM_EVERY_MS. Pure: the caller passes the clock
-and the last run times.
+vacuum and expire on their cron schedules or else every VACUUM_EVERY_MS and EXPIRE_EVERY_MS.
+Pure: the caller passes the clock and the last run times.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from croniter import croniter
 from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations.registry import REGISTRY
 from deltakeeper.maintenance.operations.spec import OperationSpec
-from deltakeeper.maintenance.policy import PolicyError
+from deltakeeper.maintenance.policy import Policy, PolicyError, effective
 
 
-def check_cron(expression: str) -> None:
+def check_cron(expression: str, key: str = "vacuum.schedule") -> None:
     """PolicyError unless `expression` is a cron schedule croniter accepts."""
     valid = croniter.is_valid(expression)
     if valid:
@@ -31,7 +31,7 @@ def check_cron(expression: str) -> None:
             valid = False
     if not valid:
         raise PolicyError(
-            f"vacuum.schedule {expression!r} is not a cron expression; use five fields "
+            f"{key} {expression!r} is not a cron expression; use five fields "
             "like '0 3 * * *' (03:00 UTC daily) or @daily"
         )
 
@@ -58,6 +58,7 @@ def operations_to_plan(
     version_changed: bool,
     schedules: Mapping[str, str | None] | None = None,
     watched_since_ms: int | None = None,
+    policy: Policy | None = None,
 ) -> tuple[Operation, ...]:
     """The operations worth planning now, in execution order, each by its cadence.
 
@@ -67,13 +68,16 @@ def operations_to_plan(
     schedule of an operation that has one (vacuum.schedule). With a schedule and no run on
     record, the first run waits for the schedule's first time after `watched_since_ms` (a user
     who wrote '0 3 * * *' expects 03:00, not now). The writers and compaction have rules of
-    their own (`writers_to_plan`, the job tracker).
+    their own (`writers_to_plan`, the job tracker). An operation the table's `policy` does not
+    ask for (an expiry without dataRetention) is never planned; None: Delta's defaults.
     """
     crons = schedules or {}
+    wants = policy if policy is not None else effective({})
     return tuple(
         op
         for op, spec in REGISTRY.items()
-        if _worth_planning(
+        if spec.asked(wants)
+        and _worth_planning(
             spec, now_ms, last_run_ms.get(op), version_changed, crons.get(op), watched_since_ms
         )
     )

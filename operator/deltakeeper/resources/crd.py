@@ -157,6 +157,38 @@ def policy_fields() -> dict[str, Any]:
                 ),
             }
         ),
+        "dataRetention": _obj(
+            {
+                "column": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The time column: date, timestamp, timestamp_ntz (read as "
+                    "UTC), or a partition column of ISO-8601 strings.",
+                },
+                "keep": _str(DURATION, "Keep rows this recent: the cutoff is now minus keep."),
+                "dryRun": {
+                    "type": "boolean",
+                    "description": "Report what would be removed; commit nothing.",
+                },
+                "maxFraction": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "Refuse a run that would remove more than this share of the "
+                    f"table's rows (default {defaults.EXPIRE_MAX_FRACTION:g}).",
+                },
+                "rewrite": {
+                    "type": "string",
+                    "enum": ["none"],
+                    "description": "Files straddling the cutoff: none (default) keeps them "
+                    "until they are wholly older.",
+                },
+                "schedule": _str(CRON, "Cron schedule in UTC (default: once a day)."),
+            },
+            "Data retention by age: rows older than keep are removed, whole files at a time, "
+            "in one DELETE commit (never on catalog-managed tables).",
+            required=["column", "keep"],
+        ),
         "stats": _obj(
             {
                 "enabled": {

@@ -55,10 +55,46 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     log = spec.get("logCompaction") or {}
     if log.get("interval") is not None:
         out["log_compaction_interval"] = _at_least_two("logCompaction.interval", log["interval"])
+    if spec.get("dataRetention") is not None:
+        out["data_retention"] = data_retention(spec["dataRetention"])
     allowed = (spec.get("catalog") or {}).get("allowedOperations")
     if allowed is not None:
         out["catalog_allowed"] = catalog_allowed("catalog.allowedOperations", allowed)
     return out
+
+
+def data_retention(spec: Any) -> defaults.DataRetention:
+    """spec.dataRetention as expire's settings (a table's replaces its policy's whole: its
+    column and keep belong together)."""
+    key = "dataRetention"
+    if not isinstance(spec, Mapping):
+        raise PolicyError(f"{key}: expected {{column, keep, ...}}, got {spec!r}")
+    column = spec.get("column")
+    if not isinstance(column, str) or not column.strip():
+        raise PolicyError(f"{key}.column: expected the name of the time column, got {column!r}")
+    if spec.get("keep") is None:
+        raise PolicyError(f"{key}.keep: required (how much to keep, e.g. 90d)")
+    keep = positive(f"{key}.keep", _duration(f"{key}.keep", spec["keep"]))
+    rewrite = _choice(f"{key}.rewrite", spec.get("rewrite", "none"), defaults.Rewrite)
+    if rewrite is defaults.Rewrite.SPARK:
+        raise PolicyError(
+            f"{key}.rewrite: spark is not in this build yet for the daemons (the command line's "
+            "`expire --rewrite spark` runs it); use none"
+        )
+    schedule = spec.get("schedule")
+    if schedule:
+        check_cron(schedule, f"{key}.schedule")
+    fraction = spec.get("maxFraction")
+    return defaults.DataRetention(
+        column,
+        keep,
+        dry_run=_bool(f"{key}.dryRun", spec.get("dryRun", False)),
+        max_fraction=defaults.EXPIRE_MAX_FRACTION
+        if fraction is None
+        else _ratio(f"{key}.maxFraction", fraction),
+        rewrite=rewrite,
+        schedule=schedule or None,
+    )
 
 
 def _at_least_two(key: str, value: Any) -> int:

@@ -37,7 +37,7 @@ from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.operations import Cadence
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS
-from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT
+from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT, effective
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.events import SOURCES, EventResult, Trigger
 from deltakeeper.runtime.health import Health
@@ -115,6 +115,13 @@ _WRITTEN = (
     "Files the writer steps wrote, by operation (stats: data files given statistics, "
     "logCompaction: log compaction files, manifest: symlink manifests)",
 )
+# Data retention (expire), for the tables whose policy sets dataRetention: at 0 from the first
+# sight of such a table.
+_EXPIRED = {
+    "files": ("deltakeeper_expired_files_total", "counter", "Files expiry removed from the table"),
+    "rows": ("deltakeeper_expired_rows_total", "counter", "Rows those files held"),
+    "bytes": ("deltakeeper_expired_bytes_total", "counter", "Bytes of those files"),
+}
 _CONDITION = (
     "deltakeeper_table_condition",
     "gauge",
@@ -243,6 +250,7 @@ class _Table:
     requests: dict[str, int] = field(default_factory=dict)
     vacuum: _Vacuums | None = None
     health: Health | None = None
+    expired: dict[str, int] | None = None  # files, rows, bytes; None: it does not expire
     labels: str = ""  # the two labels as exposed, escaped once
     label: ClassVar[str] = "table"
 
@@ -299,7 +307,9 @@ Family = tuple[tuple[str, str, str], Iterator[Sample]]  # (name, type, help), sa
 # skipped after a failure nor a started job (registry.record). Per table 71 samples: 4
 # deleted, 3 written, 13 runs and 3 histograms of 11, 5 storage requests, and the vacuums' 6
 # runs, 2 counts and 5 requests; 89 compacting: 17 runs, 4 histograms and the gauge's 3
-# states. A table maintained for a while has most of them anyway (every look counts as a run).
+# states. An operation only some policies ask for (expire) has its runs and histogram where
+# asked (5 runs, 11 samples and the 3 expired counters more). A table maintained for a while
+# has most of them anyway (every look counts as a run).
 _KINDS = {kind: (("kind", kind),) for kind in DELETES.values()}  # log, data -> labels
 _WRITER_LABELS = {str(op): (("operation", str(op)),) for op in WRITERS}
 _RESULTS = (Result.DONE, Result.SKIPPED, Result.REFUSED, Result.FAILED)
@@ -319,12 +329,18 @@ class _Known(NamedTuple):
     runs: dict[tuple[str, str], Labels]  # (operation, result) -> its labels, made once
 
 
-def _known(compacts: bool) -> _Known:
-    """Every table plans the operations of these cadences (the writers only where asked);
-    compaction where it is enabled. Those a resource can dry-run also count dry runs."""
+def _known(compacts: bool, expires: bool) -> _Known:
+    """Every table plans the operations of these cadences its policy asks for by default
+    (the writers only where asked); compaction where it is enabled, and those only some
+    policies ask for (expiry: dataRetention) where asked. Those a resource can dry-run also
+    count dry runs."""
     planned = {Cadence.NEW_VERSION, Cadence.PERIODIC, Cadence.SCHEDULED}
-    planned |= {Cadence.JOBS} if compacts else set()
-    ops = tuple(op for op, spec in REGISTRY.items() if spec.cadence in planned)
+    ops = tuple(
+        op
+        for op, spec in REGISTRY.items()
+        if (spec.cadence is Cadence.JOBS and compacts)
+        or (spec.cadence in planned and (expires or spec.asked(_DEFAULTS)))
+    )
     runs = [(op, r) for op in ops for r in _RESULTS]
     runs += [(op, Result.DRY_RUN) for op in ops if REGISTRY[op].dry_run_event is not None]
     return _Known(
@@ -333,7 +349,9 @@ def _known(compacts: bool) -> _Known:
     )
 
 
-_KNOWN = {compacts: _known(compacts) for compacts in (False, True)}  # by: does it compact
+_DEFAULTS = effective({})  # what a table asks for when its policy sets nothing
+# by: does it compact, does it expire
+_KNOWN = {(c, e): _known(c, e) for c in (False, True) for e in (False, True)}
 
 
 class Metrics:
@@ -421,6 +439,22 @@ class Metrics:
         v.listed += found[1]
         for operation, n in requests.items():
             v.requests[operation] = v.requests.get(operation, 0) + n
+
+    def expires(self, namespace: str, table: str, asked: bool) -> None:
+        """Whether the table's policy asks for expiry: its expired counters exist (at 0 until
+        they move) while it does."""
+        t = self._of(namespace, table)
+        if asked and t.expired is None:
+            t.expired = dict.fromkeys(_EXPIRED, 0)
+        elif not asked and t.expired is not None:
+            t.expired = None
+
+    def expired(self, namespace: str, table: str, counts: Mapping[str, int]) -> None:
+        """One expiry's removals: files, rows, bytes."""
+        t = self._of(namespace, table)
+        t.expired = t.expired or dict.fromkeys(_EXPIRED, 0)
+        for key in _EXPIRED:
+            t.expired[key] += counts.get(key, 0)
 
     def health(self, namespace: str, table: str, health: Health | None) -> None:
         """The table's health as of its last poll; None (not read yet) leaves the last one."""
@@ -533,6 +567,7 @@ class Metrics:
             ),
         )
         yield from _vacuum_families(tables)
+        yield from _expired_families(tables)
         yield from _lake_families(list(self._lakes.values()))
         yield (
             _REQUESTS,
@@ -576,6 +611,12 @@ def _vacuum_families(tables: list[_Table]) -> Iterator[Family]:
         _VACUUM_REQUESTS,
         (s for t, v in vacs for s in _known_first(t, v.requests, _REQUEST_LABELS, _operation)),
     )
+
+
+def _expired_families(tables: list[_Table]) -> Iterator[Family]:
+    expiring = [(t, e) for t in tables if (e := t.expired) is not None]
+    for what, family in _EXPIRED.items():
+        yield family, ((t, "", (), e[what]) for t, e in expiring)
 
 
 def _mode_result(key: tuple[str, str]) -> Labels:
@@ -655,7 +696,7 @@ def _lag(d: _Daemon) -> Iterator[Sample]:
 
 def _runs(t: _Table) -> Iterator[Sample]:
     runs = t.runs
-    known = _KNOWN[bool(t.compaction)].runs
+    known = _KNOWN[bool(t.compaction), t.expired is not None].runs
     for key, labels in known.items():
         yield t, "", labels, runs.get(key, 0)
     for (op, result), n in list(runs.items()):
@@ -675,7 +716,7 @@ def _deleted(t: _Table, index: int) -> Iterator[Sample]:
 
 def _histogram(t: _Table) -> Iterator[Sample]:
     durations = t.durations
-    known = _KNOWN[bool(t.compaction)].operations
+    known = _KNOWN[bool(t.compaction), t.expired is not None].operations
     for op in (*known, *(o for o in list(durations) if o not in known)):
         d = durations.get(op, _NOT_RUN)
         cumulative = 0

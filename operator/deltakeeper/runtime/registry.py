@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 from urllib.parse import unquote, urlparse
 
+from deltakeeper.maintenance.operations import expire as expire_op
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Result
 from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
@@ -417,6 +418,8 @@ def record(
         metrics.compaction_jobs(ns, name, obs.compaction_jobs)
     if shown is None or obs.health is not shown.health:
         metrics.health(ns, name, obs.health)
+    if shown is None:
+        metrics.expires(ns, name, target.settings.get("data_retention") is not None)
     for o in obs.outcomes:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends
@@ -429,3 +432,6 @@ def record(
             metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)
         if o.operation in WRITERS and o.result is Result.DONE:
             metrics.written(ns, name, o.operation, o.written_files)
+        removed = expire_op.removed(o)
+        if removed:
+            metrics.expired(ns, name, removed)

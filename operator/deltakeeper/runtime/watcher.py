@@ -148,12 +148,13 @@ class TableWatcher:
                     now_ms,
                     self.last_run_ms,
                     changed,
-                    {VACUUM: target.vacuum_schedule},
+                    self._schedules(target),
                     self.watched_since_ms,
+                    self._policy,
                 )
             except ValueError as e:  # a schedule croniter cannot step through
                 self._last = None
-                return self._describe(target, now_ms, error=PolicyError(f"vacuum.schedule: {e}"))
+                return self._describe(target, now_ms, error=PolicyError(f"schedule: {e}"))
             obs.due = self._with_compaction(obs.due, now_ms)
             version = self._snap.version  # type: ignore[union-attr]
             obs.due += schedule.writers_to_plan(self._writers(), self._writers_at, version)
@@ -171,6 +172,12 @@ class TableWatcher:
             return 0
         checkpoint = max(listing.checkpoints, default=-1)
         return sum(e.info.size for v, e in listing.commits.items() if v > checkpoint)
+
+    def _schedules(self, target: Target) -> dict[str, str | None]:
+        """The cron schedules of the operations that have one (vacuum's, expire's)."""
+        retention = self._policy.data_retention if self._policy is not None else None
+        expire = retention.schedule if retention is not None else None
+        return {VACUUM: target.vacuum_schedule, Operation.EXPIRE: expire}
 
     def _writers(self) -> tuple[Operation, ...]:
         """The writers this table's policy asks for."""
@@ -383,7 +390,7 @@ class TableWatcher:
         if plan.refusal:
             refused = UnsupportedProtocolError(plan.refusal)
             return [Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
-        dry = (Operation.VACUUM,) if target.vacuum_dry_run else ()
+        dry = self._dry_operations(target)
         compactor = self._compactor(target)
         report = executor.execute(table, plan, compactor=compactor, dry_operations=dry)
         outcomes = list(report.outcomes)
@@ -392,6 +399,12 @@ class TableWatcher:
         for o in outcomes:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
+
+    def _dry_operations(self, target: Target) -> tuple[Operation, ...]:
+        """What the resource says to dry-run: vacuum.dryRun, dataRetention.dryRun."""
+        retention = self._policy.data_retention if self._policy is not None else None
+        dry = (Operation.VACUUM,) if target.vacuum_dry_run else ()
+        return dry + ((Operation.EXPIRE,) if retention is not None and retention.dry_run else ())
 
     def _last_full_ms(self) -> int | None:
         """When the last FULL vacuum ran, as the status records it (None: never)."""

@@ -82,6 +82,8 @@ def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
         return f"v{entry.get(R.VERSION)} "
     if operation == Operation.COMPACTION:
         return f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files "
+    if operation == Operation.EXPIRE:  # removed from the table, not deleted: vacuum's later
+        return f"{entry.get('removedFiles', 0)} files removed "
     return f"{entry.get(R.DELETED_FILES, 0)} files "
 
 

@@ -150,3 +150,20 @@ def test_a_bad_snapshot_partitions_is_a_spec_error(
     assert job.main(["--spec-json", json.dumps(spec)]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["error"] == "SpecError" and "spec.snapshotPartitions" in out["message"], out
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({}, "spec.condition must be the DELETE's condition"),
+        ({"condition": "  "}, "spec.condition must be the DELETE's condition"),
+        ({"condition": "ts < x", "partitions": {"day": "1"}}, "spec.partitions must be a list"),
+    ],
+)
+def test_an_expire_spec_needs_its_condition(
+    extra: dict[str, Any], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {"jobId": "dk-1", "table": "/t", "operation": "expire", **extra}
+    assert job.main(["--spec-json", json.dumps(spec)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"] == "SpecError" and says in out["message"], out

@@ -27,6 +27,7 @@ EXPECTED = {
     errors.StorageUnreachableError: ("StorageUnreachable", 4, "StorageUnreachable"),
     errors.CommitConflictError: ("CommitConflict", 1, "Error"),
     errors.LiteVacuumImpossible: ("InvalidInput", 2, "InvalidSpec"),
+    errors.ExpiryLimitError: ("MaxFractionExceeded", 2, "InvalidSpec"),
 }
 
 

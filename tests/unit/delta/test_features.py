@@ -27,7 +27,7 @@ def test_only_checkpoints_log_compaction_and_checksums_run_on_catalog_managed_ta
     refused = {op for op in features.OPERATIONS if features.refusal(managed, op)}
     # Delta's exceptions are checkpoints, log compaction (written as a checkpoint is) and
     # checksums; maintenance and status are no write of their own.
-    assert refused == {"cleanup", "vacuum", "compaction", "commit", "manifest"}
+    assert refused == {"cleanup", "vacuum", "compaction", "commit", "manifest", "expire"}
     feature = managed.reader_features[0]  # type: ignore[index]
     assert features.refusal(managed, "cleanup") == (
         f"refusing to clean the log: the table is catalog-managed ({feature}); log cleanup is "
@@ -35,10 +35,14 @@ def test_only_checkpoints_log_compaction_and_checksums_run_on_catalog_managed_ta
     )
 
 
-def test_the_catalogs_permission_lifts_the_refusal_but_never_for_a_commit():
+def test_the_catalogs_permission_lifts_the_refusal_but_never_for_a_commit_or_expiry():
     for op in ("cleanup", "vacuum", "compaction", "manifest"):
         assert features.refusal(CATALOG, op, catalog_allows=True) is None
     assert features.refusal(CATALOG, "commit", catalog_allows=True) is not None
+    assert features.refusal(CATALOG, "expire", catalog_allows=True) == (
+        "expire refused, nothing removed: the table is catalog-managed (catalogManaged); its "
+        "catalog owns data cleanup, and commits go through the catalog"
+    )
     # A feature this build lacks is refused whatever the catalog says.
     both = Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "someFutureFeature"))
     refused = features.refusal(both, "cleanup", catalog_allows=True)

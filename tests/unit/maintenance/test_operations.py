@@ -30,6 +30,7 @@ CRD = Path(__file__).resolve().parents[3] / "crds" / "deltatable.yaml"
 def test_a_plan_runs_the_operations_in_their_order() -> None:
     assert list(Operation) == [
         "checkpoint",
+        "expire",
         "compaction",
         "cleanup",
         "vacuum",

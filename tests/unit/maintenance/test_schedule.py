@@ -133,3 +133,23 @@ def test_check_cron_accepts_schedules(expression: str) -> None:
 def test_check_cron_rejects_a_schedule_that_never_fires() -> None:
     with pytest.raises(PolicyError):
         schedule.check_cron("0 0 30 2 *")
+
+
+def test_expiry_is_planned_only_where_the_policy_sets_data_retention() -> None:
+    from deltakeeper.maintenance.policy import DAY_MS, DataRetention, effective
+
+    plain = effective({})
+    daily = effective({}, data_retention=DataRetention("day", 90 * DAY_MS))
+    nightly = effective({}, data_retention=DataRetention("day", 90 * DAY_MS, schedule=NIGHTLY))
+
+    def due(now: int, ran: dict[str, int], pol, since: int | None = None) -> tuple[str, ...]:
+        crons = {Operation.EXPIRE: pol.data_retention.schedule if pol.data_retention else None}
+        return schedule.operations_to_plan(now, ran, False, crons, since, pol)
+
+    assert "expire" not in due(NOW, {}, plain)
+    assert due(NOW, {}, daily) == ("checkpoint", "expire", "cleanup", "vacuum")
+    assert "expire" not in due(NOW + DAY_MS - 1, {"expire": NOW}, daily)
+    assert "expire" in due(NOW + DAY_MS, {"expire": NOW}, daily)
+    # On its cron (UTC): not before its first time after watching began, 03:00.
+    assert "expire" not in due(NOW, {}, nightly, since=NOW)
+    assert "expire" in due(ms("2027-01-16T03:00:00"), {}, nightly, since=NOW)

@@ -129,3 +129,18 @@ def test_a_found_tables_manifest_is_a_valid_delta_table() -> None:
     assert isinstance(table, manifests.TableResource)
     assert table_manifest(lake, ".")["spec"]["uri"] == "s3://bucket/lake/"
     assert lake.table_template["labels"] == {"team": "data"}  # the template is not consumed
+
+
+def test_a_lakes_template_gives_its_tables_data_retention() -> None:
+    from deltakeeper.maintenance.policy import DAY_MS, DataRetention
+    from deltakeeper.resources.spec import settings
+
+    retention = {"column": "event_date", "keep": "90d", "maxFraction": 0.2}
+    lake = parse_lake(lake_doc(tableTemplate={"dataRetention": retention}))
+    body = table_manifest(lake, "events")
+    assert body["spec"]["dataRetention"] == retention
+    table = manifests.parse(body)
+    assert isinstance(table, manifests.TableResource)
+    assert settings(table, None)["data_retention"] == DataRetention(
+        "event_date", 90 * DAY_MS, max_fraction=0.2
+    )

@@ -266,3 +266,58 @@ def test_events_this_build_cannot_keep_are_refused(events: Any, uri: str, messag
     table = TableResource("lake", "t", {}, 1, {"uri": uri, "events": events})
     with pytest.raises(PolicyError, match=message):
         spec.watch_settings(table, None)
+
+
+def test_data_retention_becomes_expire_settings() -> None:
+    got = from_spec({"dataRetention": {"column": "day", "keep": "90d"}})
+    assert got == {"data_retention": policy.DataRetention("day", 90 * DAY_MS)}
+    assert got["data_retention"].max_fraction == policy.EXPIRE_MAX_FRACTION == 0.5
+    full = {
+        "column": "ts",
+        "keep": "36h",
+        "dryRun": True,
+        "maxFraction": 0.9,
+        "rewrite": "none",
+        "schedule": "0 4 * * *",
+    }
+    assert from_spec({"dataRetention": full})["data_retention"] == policy.DataRetention(
+        "ts", 36 * 3_600_000, True, 0.9, policy.Rewrite.NONE, "0 4 * * *"
+    )
+    chosen = effective({}, **from_spec({"dataRetention": full}))
+    assert chosen.data_retention is not None and chosen.data_retention.column == "ts"
+    assert effective({}).data_retention is None
+
+
+def test_the_delta_library_and_the_policy_default_max_fraction_agree() -> None:
+    from deltakeeper.delta.expire.plan import DEFAULT_MAX_FRACTION
+
+    assert DEFAULT_MAX_FRACTION == policy.EXPIRE_MAX_FRACTION
+
+
+@pytest.mark.parametrize(
+    ("retention", "message"),
+    [
+        ({"keep": "90d"}, "dataRetention.column: expected the name of the time column"),
+        ({"column": "day"}, "dataRetention.keep: required"),
+        ({"column": "day", "keep": "0d"}, "dataRetention.keep: expected a whole number above 0"),
+        ({"column": "day", "keep": "3 months"}, "dataRetention.keep: '3 months' is not a duration"),
+        ({"column": "day", "keep": "9d", "maxFraction": 2}, "dataRetention.maxFraction"),
+        ({"column": "day", "keep": "9d", "rewrite": "spark"}, "spark is not in this build yet"),
+        ({"column": "day", "keep": "9d", "rewrite": "all"}, "dataRetention.rewrite: expected one"),
+        ({"column": "day", "keep": "9d", "schedule": "daily"}, "dataRetention.schedule 'daily'"),
+        ({"column": "day", "keep": "9d", "dryRun": "yes"}, "dataRetention.dryRun"),
+    ],
+)
+def test_bad_data_retention_names_the_field(retention: dict[str, Any], message: str) -> None:
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        from_spec({"dataRetention": retention})
+
+
+def test_a_policys_data_retention_applies_unless_the_table_sets_its_own() -> None:
+    ninety = {"dataRetention": {"column": "day", "keep": "90d"}}
+    pol = PolicyResource("ns", "std", {}, 1, ninety, None)
+    plain = TableResource("ns", "t", {}, 1, {"uri": "s3://b/t"})
+    seven = {"column": "ts", "keep": "7d"}
+    own = TableResource("ns", "u", {}, 1, {"uri": "s3://b/u", "dataRetention": seven})
+    assert settings(plain, pol)["data_retention"] == policy.DataRetention("day", 90 * DAY_MS)
+    assert settings(own, pol)["data_retention"] == policy.DataRetention("ts", 7 * DAY_MS)

@@ -378,3 +378,30 @@ def test_exposition_is_chunked() -> None:
     chunks = list(m.exposition(chunk_lines=10))
     assert len(chunks) > len(metrics._TABLE_GAUGES) * 3
     assert sum(c.count("deltakeeper_table_files{") for c in chunks) == 30
+
+
+EXPIRED = ("deltakeeper_expired_files_total", "deltakeeper_expired_rows_total")
+
+
+def test_a_table_that_expires_has_its_expiry_series_at_0_then_counts() -> None:
+    m = Metrics()
+    m.table("ns", "t", STATUS)
+    m.table("ns", "plain", STATUS)
+    m.expires("ns", "t", True)
+    m.expires("ns", "plain", False)
+    for name in (*EXPIRED, "deltakeeper_expired_bytes_total"):
+        assert _values(m, name) == {(): 0.0}
+        assert _values(m, name, "plain") == {}
+    runs = _values(m, "deltakeeper_maintenance_runs_total")
+    assert {k: v for k, v in runs.items() if k[0] == "expire"} == {
+        ("expire", r): 0.0 for r in (*RESULTS, "dry-run")
+    }
+    assert not any(
+        k[0] == "expire" for k in _values(m, "deltakeeper_maintenance_runs_total", "plain")
+    )
+    m.expired("ns", "t", {"files": 4, "rows": 40, "bytes": 400})
+    m.expired("ns", "t", {"files": 1, "rows": 10, "bytes": 100})
+    assert _values(m, "deltakeeper_expired_rows_total") == {(): 50.0}
+    assert _values(m, "deltakeeper_expired_bytes_total") == {(): 500.0}
+    m.expires("ns", "t", False)  # dataRetention taken away: the series go
+    assert _values(m, "deltakeeper_expired_rows_total") == {}

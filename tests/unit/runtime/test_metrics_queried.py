@@ -15,6 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from deltakeeper.maintenance.operations.outcome import Compactor
+from deltakeeper.maintenance.policy import DAY_MS, DataRetention
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import ScanResult, Target
 from deltakeeper.runtime.registry import record
@@ -84,11 +85,16 @@ def _matches(labels: dict[str, str], matchers: tuple[tuple[str, str, str], ...])
 
 @pytest.fixture
 def first_polls(tmp_path: Path) -> Metrics:
-    """A daemon's metrics after the first poll of two tables, one compacting, and the first
-    scan of a lake: read, nothing maintained."""
+    """A daemon's metrics after the first poll of three tables, one compacting, one with a
+    data retention, and the first scan of a lake: read, nothing maintained."""
     metrics = Metrics(clock=lambda: NOW / 1000)
     watcher = TableWatcher(NOW, compactor=Compactor(StandInLauncher(), wait=False))
-    for name, settings in (("plain", {}), ("compacting", {"compaction_enabled": True})):
+    retention = DataRetention("day", 90 * DAY_MS)
+    for name, settings in (
+        ("plain", {}),
+        ("compacting", {"compaction_enabled": True}),
+        ("expiring", {"data_retention": retention}),
+    ):
         root = partitioned_table(tmp_path / name)
         checkpoint(root)
         target = Target("lake", name, str(root), settings=settings, suspend=True)

@@ -40,3 +40,12 @@ def test_status_json_without_lakes_has_only_tables(
     status_file.write_text(json.dumps({"tables": {"ns/t": {"version": 3}}, "lakes": {}}))
     assert main(["status", "--status-file", str(status_file), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"ns/t": {"version": 3}}
+
+
+def test_an_expiry_shows_the_files_it_removed_from_the_table() -> None:
+    from deltakeeper.standalone.report import status_rows
+
+    entry = {"time": "2026-01-10T04:00:00Z", "result": "done", "deletedFiles": 0}
+    status = {"lastMaintenance": {"expire": {**entry, "removedFiles": 9}}}
+    (row,) = status_rows({"lake/events": status})
+    assert row[-1] == "expire done 9 files removed 04:00:00Z"

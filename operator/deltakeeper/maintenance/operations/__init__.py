@@ -1,6 +1,7 @@
 """The maintenance operations by name, in the order a plan runs them: a new checkpoint lets a
-later cleanup drop the commits before it, compaction's tombstones become vacuumable later,
-and cleanup never touches data files. Then what Delta Spark gives its own tables and other
+later cleanup drop the commits before it, an expiry removes what compaction would otherwise
+rewrite (and statistics and manifests cover), compaction's tombstones become vacuumable
+later, and cleanup never touches data files. Then what Delta Spark gives its own tables and other
 writers' tables lack: file statistics (a commit), a log compaction file over the commits up
 to the newest (statistics' commit included), symlink manifests of the files now live.
 
@@ -14,6 +15,7 @@ import enum
 
 class Operation(enum.StrEnum):
     CHECKPOINT = "checkpoint"
+    EXPIRE = "expire"
     COMPACTION = "compaction"
     CLEANUP = "cleanup"
     VACUUM = "vacuum"

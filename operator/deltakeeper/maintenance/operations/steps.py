@@ -11,6 +11,7 @@ from typing import Any
 from deltakeeper.delta import cleanup
 from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.errors import DeltaError
+from deltakeeper.delta.expire import plan as expiry
 from deltakeeper.delta.snapshot import SnapshotHeader
 from deltakeeper.delta.vacuum import plan
 from deltakeeper.maintenance import compaction_plan
@@ -25,7 +26,13 @@ class Step:
     due: bool
     reason: str
     # What the step would delete, as planned by delta/ (cleanup and vacuum only).
-    detail: cleanup.CleanupPlan | plan.VacuumPlan | compaction_plan.CompactionPlan | None = None
+    detail: (
+        cleanup.CleanupPlan
+        | plan.VacuumPlan
+        | compaction_plan.CompactionPlan
+        | expiry.ExpiryPlan
+        | None
+    ) = None
     refused: bool = False  # not due because running it would be unsafe or against policy
     # not due because planning it failed (an input it reads cannot be read): it fails alone,
     # and the other steps run, as nothing was done

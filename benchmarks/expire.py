@@ -1,0 +1,253 @@
+"""Data retention by age on MinIO: deltakeeper `expire` against Delta Spark's own
+`DELETE FROM t WHERE day < cutoff`, each on its own copy of the same table.
+
+The table: `--days` daily partitions (`day` a string, `2020-01-01` on) of `--files` pyarrow
+files each, 10 rows a file (`id` long, `day`), with statistics, added by commits of 10,000
+adds; built once (cached), uploaded twice to a fresh local MinIO. The cutoff leaves the newest
+`--keep` days: deltakeeper expires the older ones in one commit; Delta Spark (s3a, local[2])
+runs its DELETE on the other copy. Measured for each: wall time, bytes written (the objects
+new under the table after the run: log files for deltakeeper; Spark's too), MinIO's own
+request count around it. Then Delta Spark reads both copies: the same row count and the same
+sum of ids. The issue's targets: time <= 0.05x, bytes written <= 0.001x, requests <= 0.1x.
+
+    python -m benchmarks.expire                             # 1,000 days x 10 files
+    python -m benchmarks.expire --days 30 --files 2 --keep 3 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import REPO, building, machine, machine_line, write_section
+from benchmarks.vacuum import files_below, minio_requests, spark_session, start_minio, upload
+
+ROWS = 10
+PER_COMMIT = 10_000
+FIRST_DAY = dt.date(2020, 1, 1)
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": n, "type": t, "nullable": True, "metadata": {}}
+        for n, t in (("id", "long"), ("day", "string"))
+    ],
+}
+
+
+def day_text(n: int) -> str:
+    return (FIRST_DAY + dt.timedelta(days=n)).isoformat()
+
+
+def build(root: Path, days: int, files: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    adds = []
+    for d in range(days):
+        folder = root / f"day={day_text(d)}"
+        folder.mkdir()
+        for f in range(files):
+            first = (d * files + f) * ROWS
+            rows = pa.table({"id": pa.array(range(first, first + ROWS), pa.int64())})
+            name = f"day={day_text(d)}/part-{f:03d}.parquet"
+            pq.write_table(rows, root / name)
+            stats = {
+                "numRecords": ROWS,
+                "minValues": {"id": first},
+                "maxValues": {"id": first + ROWS - 1},
+                "nullCount": {"id": 0},
+            }
+            adds.append(
+                {
+                    "add": {
+                        "path": name,
+                        "partitionValues": {"day": day_text(d)},
+                        "size": (root / name).stat().st_size,
+                        "modificationTime": 1_700_000_000_000,
+                        "dataChange": True,
+                        "stats": json.dumps(stats),
+                    }
+                }
+            )
+    head = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": "bench-expire",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(SCHEMA),
+                "partitionColumns": ["day"],
+                "configuration": {},
+                "createdTime": 1_700_000_000_000,
+            }
+        },
+    ]
+    chunks = [adds[i : i + PER_COMMIT] for i in range(0, len(adds), PER_COMMIT)] or [[]]
+    for version, chunk in enumerate(chunks):
+        actions = (head if version == 0 else []) + chunk
+        text = "".join(json.dumps(a) + "\n" for a in actions)
+        (log / f"{version:020d}.json").write_text(text)
+
+
+def cached_table(days: int, files: int) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = base / "deltakeeper" / "bench-data" / f"expire-{days}x{files}"
+    if not root.exists():
+        started = time.perf_counter()
+        with building(root) as tmp:
+            build(tmp, days, files)
+        print(f"built the table in {time.perf_counter() - started:.0f} s", flush=True)
+    return root
+
+
+def objects(emu: Any, uri: str) -> dict[str, int]:
+    base = uri.split("://", 1)[1]
+    emu.fs.invalidate_cache()
+    found = emu.fs.find(base, detail=True)
+    return {k[len(base) + 1 :]: int(v["size"]) for k, v in found.items()}
+
+
+def written(before: dict[str, int], after: dict[str, int]) -> int:
+    """Bytes of the objects that are new (or rewritten) under the table."""
+    return sum(size for key, size in after.items() if before.get(key) != size)
+
+
+def totals(spark: Any, uri: str) -> tuple[int, int]:
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    row = spark.read.format("delta").load(uri).selectExpr("count(*) AS n", "sum(id) AS s").first()
+    return int(row["n"]), int(row["s"] or 0)
+
+
+def measure(src: Path, days: int, keep: int) -> dict[str, Any]:
+    from deltakeeper.delta.expire.run import Expiry, expire
+    from deltakeeper.delta.table import open_table
+
+    last = dt.datetime.combine(FIRST_DAY + dt.timedelta(days=days), dt.time(), dt.UTC)
+    now_ms = int(last.timestamp() * 1000)  # the day after the newest: keep `keep` days
+    cutoff = day_text(days - keep)
+    out: dict[str, Any] = {"cutoff": cutoff}
+    with tempfile.TemporaryDirectory(prefix="bench-expire-") as tmp:
+        emu = start_minio(Path(tmp))
+        try:
+            ours, theirs = emu.uri("bench/ours"), emu.uri("bench/theirs")
+            keys = sorted(files_below(src, log=True))
+            started = time.perf_counter()
+            upload(emu, src, ours, keys)
+            upload(emu, src, theirs, keys)
+            print(f"uploaded in {time.perf_counter() - started:.0f} s", flush=True)
+            spark = spark_session(emu.storage_options)
+            s3a = theirs.replace("s3://", "s3a://", 1)
+            out["rows_before"] = totals(spark, s3a)
+
+            before_objects, before = objects(emu, theirs), minio_requests(emu.endpoint)
+            t0 = time.perf_counter()
+            spark.sql(f"DELETE FROM delta.`{s3a}` WHERE day < '{cutoff}'").collect()
+            out["spark"] = {
+                "seconds": time.perf_counter() - t0,
+                "requests": dict(minio_requests(emu.endpoint) - before),
+                "written": written(before_objects, objects(emu, theirs)),
+            }
+            print(f"spark: {out['spark']['seconds']:.1f} s", flush=True)
+
+            before_objects, before = objects(emu, ours), minio_requests(emu.endpoint)
+            t0 = time.perf_counter()
+            table = open_table(ours, emu.storage_options)
+            run = expire(table, Expiry("day", keep * 86_400_000, 1.0), now_ms)
+            out["deltakeeper"] = {
+                "seconds": time.perf_counter() - t0,
+                "requests": dict(minio_requests(emu.endpoint) - before),
+                "written": written(before_objects, objects(emu, ours)),
+                "own": dict(table.storage.requests),
+                "files": run.plan.files,
+                "rows": run.plan.rows,
+            }
+            print(f"deltakeeper: {out['deltakeeper']['seconds']:.1f} s", flush=True)
+            out["rows_ours"] = totals(spark, ours.replace("s3://", "s3a://", 1))
+            out["rows_theirs"] = totals(spark, s3a)
+            spark.stop()
+        finally:
+            emu.stop()
+    return out
+
+
+def requests_text(r: dict[str, int]) -> str:
+    parts = ", ".join(f"{n:,} {api}" for api, n in Counter(r).most_common())
+    return f"{sum(r.values()):,} ({parts})"
+
+
+def ratios(r: dict[str, Any]) -> dict[str, float]:
+    ours, theirs = r["deltakeeper"], r["spark"]
+    return {
+        "time": ours["seconds"] / theirs["seconds"],
+        "written": ours["written"] / max(theirs["written"], 1),
+        "requests": sum(ours["requests"].values()) / max(sum(theirs["requests"].values()), 1),
+    }
+
+
+def report(cmd: str, m: dict[str, Any], days: int, files: int, keep: int, r: dict[str, Any]) -> str:
+    ours, theirs, x = r["deltakeeper"], r["spark"], ratios(r)
+    same = r["rows_ours"] == r["rows_theirs"]
+    return "\n".join(
+        [
+            f"## Data expiry on MinIO: {days:,} daily partitions of {files} files, "
+            f"the oldest {days - keep:,} expired",
+            "",
+            f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, deltakeeper "
+            f"commit {m['deltakeeper_commit']}",
+            machine_line(m, spark=True),
+            f"- Command: `{cmd}`",
+            f"- Table (`benchmarks/expire.py`): {days * files:,} pyarrow files of {ROWS} rows "
+            f"with statistics, partitioned by a string `day`, on a fresh local MinIO, one copy "
+            f"per engine. Delta Spark (s3a, local[2]) runs `DELETE ... WHERE day < "
+            f"'{r['cutoff']}'`; deltakeeper `expire --column day --keep {keep}d`. Bytes "
+            "written: the objects new under the table after the run. Requests: MinIO's count.",
+            "",
+            "| engine | time | bytes written | requests (MinIO) |",
+            "|---|---|---|---|",
+            f"| Delta Spark DELETE | {theirs['seconds']:.1f} s | {theirs['written']:,} | "
+            f"{requests_text(theirs['requests'])} |",
+            f"| deltakeeper expire | {ours['seconds']:.1f} s | {ours['written']:,} | "
+            f"{requests_text(ours['requests'])} |",
+            "",
+            f"- deltakeeper removed {ours['files']:,} files ({ours['rows']:,} rows) in one "
+            f"commit; its own count: {requests_text(ours['own'])}",
+            f"- **time {x['time']:.3f}x, bytes written {x['written']:.4f}x, requests "
+            f"{x['requests']:.3f}x Delta Spark's** (targets: 0.05x, 0.001x, 0.1x)",
+            f"- Rows left (count, sum of ids), read by Delta Spark: {r['rows_ours']} and "
+            f"{r['rows_theirs']}: {'the same' if same else 'DIFFERENT'}",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.expire", description=__doc__)
+    ap.add_argument("--days", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=10, help="files a day")
+    ap.add_argument("--keep", type=int, default=100, help="days kept (the newest)")
+    ap.add_argument("--no-write", dest="write", action="store_false")
+    ap.add_argument("--output", type=Path, default=REPO / "BENCHMARKS.md")
+    a = ap.parse_args(argv)
+    m = machine()
+    r = measure(cached_table(a.days, a.files), a.days, a.keep)
+    cmd = "python -m benchmarks.expire" + "".join(f" {x}" for x in argv)
+    text = report(cmd, m, a.days, a.files, a.keep, r)
+    print("\n" + text, flush=True)
+    if a.write:
+        write_section(a.output, "bench", f"expire-{a.days}x{a.files}", text)
+        print(f"wrote {a.output}")
+    return 0 if r["rows_ours"] == r["rows_theirs"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""runtime/watcher.py with dataRetention: the daemon expires on its schedule (daily, or its
+cron in UTC), reports it in status, events and history metrics, a dry-run policy changes
+nothing, and a catalog-managed table is refused by design."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deltakeeper.maintenance.policy import DataRetention
+from deltakeeper.runtime.model import Target
+from deltakeeper.runtime.watcher import TableWatcher
+from tests.support.expire_tables import DAY_MS, KEEP_MS, NOW_MS, add, metadata, table
+from tests.support.logbuilder import protocol
+from tests.support.observed import status_of
+
+HOUR_MS = 3_600_000
+
+
+def days(root: Path, proto: dict | None = None) -> Path:
+    adds = [add(f"day=2026-01-0{d}/0.parquet", day=f"2026-01-0{d}") for d in range(1, 10)]
+    return table(root, metadata(("day",)), *adds, proto=proto)
+
+
+def target(root: Path, **retention: object) -> Target:
+    settings = {"data_retention": DataRetention("day", KEEP_MS, **retention)}  # type: ignore[arg-type]
+    return Target("ns", "t", str(root), settings=settings, vacuum_dry_run=True)
+
+
+def commits(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "_delta_log").glob("*.json"))
+
+
+def test_expiry_runs_daily_and_is_reported(tmp_path: Path) -> None:
+    root = days(tmp_path)
+    t = target(root)
+    w = TableWatcher(NOW_MS)
+    obs = w.observe(t, NOW_MS)
+    assert "expire" in obs.due
+    obs = w.maintain(t, obs, NOW_MS)
+    done = next(o for o in obs.outcomes if o.operation == "expire")
+    assert done.result == "done" and done.version == 1, done.message
+    assert done.message.startswith(
+        "removed 4 files, 40 rows (400 B) older than 2026-01-05T12:00:00Z"
+    )
+    entry = status_of(obs)["lastMaintenance"]["expire"]
+    assert {k: entry[k] for k in entry if k not in ("time", "seconds", "message")} == {
+        "result": "done",
+        "version": 1,
+        "deletedFiles": 0,  # removed from the table; vacuum deletes them later
+        "deletedBytes": 0,
+        "cutoff": "2026-01-05T12:00:00Z",
+        "removedFiles": 4,
+        "removedRows": 40,
+        "removedBytes": 400,
+        "straddlingFiles": 0,
+        "filesWithoutStats": 0,
+    }
+    events = [(e.type, e.reason) for e in obs.events if e.reason == "Expired"]
+    assert events == [("Normal", "Expired")]
+    assert commits(root)[-1] == f"{1:020d}.json"
+    # Not again within the day; again a day later, with nothing more to remove until then.
+    later = NOW_MS + 2 * HOUR_MS
+    assert "expire" not in w.observe(t, later).due
+    next_day = NOW_MS + DAY_MS
+    obs = w.maintain(t, w.observe(t, next_day), next_day)
+    again = next(o for o in obs.outcomes if o.operation == "expire")
+    assert again.result == "done" and "removed 1 files" in again.message  # day 5 now too
+
+
+def test_a_cron_schedule_waits_for_its_time(tmp_path: Path) -> None:
+    root = days(tmp_path)
+    t = target(root, schedule="0 3 * * *")
+    w = TableWatcher(NOW_MS)  # 12:00 UTC: the first run waits for 03:00 the next day
+    assert "expire" not in w.observe(t, NOW_MS).due
+    assert "expire" in w.observe(t, NOW_MS + 15 * HOUR_MS).due
+
+
+def test_a_dry_run_policy_changes_nothing(tmp_path: Path) -> None:
+    root = days(tmp_path)
+    t = target(root, dry_run=True)
+    w = TableWatcher(NOW_MS)
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    dry = next(o for o in obs.outcomes if o.operation == "expire")
+    assert dry.result == "dry-run" and len(dry.files) == 4
+    assert commits(root) == [f"{0:020d}.json"]
+    assert [e.reason for e in obs.events if "Expire" in e.reason] == ["ExpireDryRun"]
+
+
+def test_too_much_to_expire_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    root = days(tmp_path)
+    t = target(root, max_fraction=0.3)
+    w = TableWatcher(NOW_MS)
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    refused = next(o for o in obs.outcomes if o.operation == "expire")
+    assert refused.result == "refused" and "more than maxFraction 0.3" in refused.message
+    assert commits(root) == [f"{0:020d}.json"]
+
+
+def test_catalog_managed_tables_are_never_expired(tmp_path: Path) -> None:
+    managed = protocol(3, 7, readerFeatures=["catalogManaged"], writerFeatures=["catalogManaged"])
+    root = days(tmp_path, managed)
+    t = target(root)
+    w = TableWatcher(NOW_MS)
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    refused = next(o for o in obs.outcomes if o.operation == "expire")
+    assert refused.result == "refused" and "catalog-managed" in refused.message
+    assert status_of(obs)["lastMaintenance"]["expire"]["reason"] == "CatalogOwned"
+    assert commits(root) == [f"{0:020d}.json"]
