@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,14 @@ from tests.integration.test_events_minio import counter
 from tests.integration.test_standalone import DELTAKEEPER, _scrape, _statuses, _until
 from tests.support import stores
 from tests.support.manifests import table_doc
-from tests.support.queue_messages import eventbridge, s3_event, sns
+from tests.support.queue_messages import (
+    blob_created,
+    eventbridge,
+    gcs_message,
+    queue_text,
+    s3_event,
+    sns,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -229,3 +237,178 @@ def test_a_message_received_and_not_deleted_comes_back_after_its_visibility_time
     assert woken, "the message never came back"
     assert woken[0] - received >= VISIBILITY_S - 0.5  # hidden for its visibility timeout
     _until(lambda: in_queue(sqs, url) == 0, 10, "the message deleted once handled")
+
+
+def test_azure_blob_created_events_in_a_storage_queue_wake_tables_and_fall_back_when_down(
+    azurite: stores.Emulator, store_binaries: dict[str, str], tmp_path: Path
+) -> None:
+    from azure.storage.queue import QueueClient
+
+    o = azurite.storage_options
+    account, key = o["account_name"], o["account_key"]
+    service = stores.start_azurite_queue(
+        store_binaries["AZURITE_QUEUE"], tmp_path / "azurite-queue", account, key
+    )
+    connection = (
+        f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
+        f"QueueEndpoint={service.endpoint};"
+    )
+    sdk = QueueClient.from_connection_string(connection, QUEUE)
+    sdk.create_queue()
+    source = f"azqueue://{account}/{QUEUE}?endpoint={service.endpoint}"
+    path = f"azq-{time.monotonic_ns()}/{PREFIX}"
+    uri = azurite.uri(path)
+    options = {
+        "AZURE_STORAGE_ACCOUNT_NAME": account,
+        "AZURE_STORAGE_ACCOUNT_KEY": key,
+        "AZURE_STORAGE_ENDPOINT": azurite.endpoint,
+        "AZURE_ALLOW_HTTP": "true",
+    }
+    write_deltalake(uri, pa.table({"x": [0]}), storage_options=options)
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    doc = table_doc(
+        "t",
+        uri,
+        pollInterval="5s",
+        events={"source": source, "resyncInterval": "1h"},
+        storage={"options": o},
+    )
+    (folder / "t.json").write_text(json.dumps(doc))
+    port = stores.free_port()
+    proc = run_daemon(folder, port)
+
+    def status() -> dict[str, Any]:
+        return dict(_statuses(folder).get("lake/t", {}))
+
+    def metric(name: str, **labels: str) -> float:
+        return counter(_scrape(port), name, **labels)
+
+    try:
+        _until(lambda: status().get("version") == 0, 60, "the first poll")
+        _until(lambda: status().get("events", {}).get("live"), 30, "events live")
+        fallback = metric("deltakeeper_polls_total", trigger="fallback")
+        # Event Grid's own schema, then CloudEvents': base64 JSON, as Event Grid writes them.
+        for version, cloud in ((1, False), (2, True)):
+            write_deltalake(uri, pa.table({"x": [version]}), mode="append", storage_options=options)
+            blob = f"{path}/_delta_log/{version:020d}.json"
+            sdk.send_message(queue_text(blob_created(azurite.bucket, blob, cloud=cloud)))
+            _until(
+                lambda v=version: metric("deltakeeper_table_version", **T) == v,
+                10,
+                f"version {version} by its event",
+            )
+        assert metric("deltakeeper_events_total", source=source, result="woke") == 2
+        assert metric("deltakeeper_polls_total", trigger="fallback") == fallback
+        _until(lambda: sdk.get_queue_properties().approximate_message_count == 0, 10, "deleted")
+
+        service.stop()
+        _until(lambda: metric("deltakeeper_event_source_up", source=source) == 0, 30, "down")
+        _until(lambda: status().get("events", {}).get("live") is False, 15, "events not live")
+        assert condition(status(), "EventsDegraded") == ("True", "EventSourceDown")
+        write_deltalake(uri, pa.table({"x": [3]}), mode="append", storage_options=options)
+        _until(lambda: status().get("version") == 3, 20, "version 3 by a fallback poll")
+        assert metric("deltakeeper_polls_total", trigger="fallback") > fallback
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        service.stop()
+    assert proc.returncode == 0, err.decode()
+    assert key not in err.decode()
+
+
+def publish(endpoint: str, topic: str, message: dict[str, Any]) -> None:
+    body = {"messages": [{"data": message["data"], "attributes": message["attributes"]}]}
+    request = urllib.request.Request(
+        f"{endpoint}/v1/{topic}:publish", json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert r.status == 200
+
+
+def put(endpoint: str, name: str, body: dict[str, Any]) -> None:
+    request = urllib.request.Request(
+        f"{endpoint}/v1/{name}", json.dumps(body).encode(), method="PUT"
+    )
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert r.status == 200
+
+
+def unacked(endpoint: str) -> int:
+    with urllib.request.urlopen(f"{endpoint}/_unacked/lake/lake-events", timeout=10) as r:
+        return int(json.loads(r.read())["unacked"])
+
+
+def test_gcs_notifications_through_pubsub_wake_tables_and_fall_back_when_down(
+    fake_gcs: stores.Emulator, tmp_path: Path
+) -> None:
+    """fake-gcs-server holds the table; the notifications are fed to a fake Pub/Sub server
+    (tests/support/fake_pubsub.py) as GCS documents them."""
+    service = stores.start_fake_pubsub(tmp_path / "pubsub")
+    topic, subscription = "projects/lake/topics/gcs", "projects/lake/subscriptions/lake-events"
+    put(service.endpoint, topic, {})
+    put(service.endpoint, subscription, {"topic": topic, "ackDeadlineSeconds": 10})
+    source = f"pubsub://{subscription}?endpoint={service.endpoint}"
+    path = f"ps-{time.monotonic_ns()}/{PREFIX}"
+    uri = fake_gcs.uri(path)
+    local = tmp_path / "local"  # delta-rs cannot reach fake-gcs-server without a token:
+    # it commits here, and each commit is copied there (as its writer would put it)
+
+    def commit(x: int) -> None:
+        write_deltalake(str(local), pa.table({"x": [x]}), mode="append")
+        fake_gcs.upload_folder(local, uri)
+
+    commit(0)
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    doc = table_doc(
+        "t",
+        uri,
+        pollInterval="5s",
+        events={"source": source, "resyncInterval": "1h"},
+        storage={"options": fake_gcs.storage_options},
+    )
+    (folder / "t.json").write_text(json.dumps(doc))
+    port = stores.free_port()
+    proc = run_daemon(folder, port)
+
+    def status() -> dict[str, Any]:
+        return dict(_statuses(folder).get("lake/t", {}))
+
+    def metric(name: str, **labels: str) -> float:
+        return counter(_scrape(port), name, **labels)
+
+    try:
+        _until(lambda: status().get("version") == 0, 60, "the first poll")
+        _until(lambda: status().get("events", {}).get("live"), 30, "events live")
+        fallback = metric("deltakeeper_polls_total", trigger="fallback")
+        for version in (1, 2):
+            commit(version)
+            name = f"{path}/_delta_log/{version:020d}.json"
+            publish(service.endpoint, topic, gcs_message(fake_gcs.bucket, name))
+            _until(
+                lambda v=version: metric("deltakeeper_table_version", **T) == v,
+                10,
+                f"version {version} by its event",
+            )
+        publish(service.endpoint, topic, gcs_message(fake_gcs.bucket, name, "OBJECT_DELETE"))
+        _until(
+            lambda: metric("deltakeeper_events_total", source=source, result="ignored") == 1,
+            15,
+            "the delete ignored",
+        )
+        assert metric("deltakeeper_events_total", source=source, result="woke") == 2
+        assert metric("deltakeeper_polls_total", trigger="fallback") == fallback
+        _until(lambda: unacked(service.endpoint) == 0, 10, "acknowledged")
+
+        service.stop()
+        _until(lambda: metric("deltakeeper_event_source_up", source=source) == 0, 30, "down")
+        _until(lambda: status().get("events", {}).get("live") is False, 15, "events not live")
+        assert condition(status(), "EventsDegraded") == ("True", "EventSourceDown")
+        commit(3)
+        _until(lambda: status().get("version") == 3, 20, "version 3 by a fallback poll")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        service.stop()
+    assert proc.returncode == 0, err.decode()

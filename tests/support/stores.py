@@ -445,3 +445,18 @@ def start_azurite_queue(binary: str, workdir: Path, account: str, key: str) -> S
     endpoint = f"http://127.0.0.1:{port}/{account}"
     service = Service("azurite-queue", endpoint, spawn(), workdir / "azurite-queue.log", spawn)
     return _wait_listening(service, lambda: _http_status(f"{endpoint}?comp=list") > 0)
+
+
+def start_fake_pubsub(workdir: Path) -> Service:
+    """tests/support/fake_pubsub.py (no Pub/Sub emulator can be installed here) on a free
+    port."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "tests.support.fake_pubsub", str(port)]
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return _spawn(cmd, workdir, {"PYTHONPATH": str(REPO)}, "fake-pubsub")[0]
+
+    endpoint = f"http://127.0.0.1:{port}"
+    service = Service("fake-pubsub", endpoint, spawn(), workdir / "fake-pubsub.log", spawn)
+    return _wait_listening(service, lambda: _http_status(f"{endpoint}/v1/projects/p/x/y") > 0)
