@@ -368,6 +368,7 @@ class Service:
     process: subprocess.Popen[bytes]
     log: Path
     restart: Callable[[], subprocess.Popen[bytes]]
+    grace_s: float = 15  # after SIGTERM, before SIGKILL
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -376,7 +377,7 @@ class Service:
             return "(no log)"
 
     def stop(self) -> None:
-        waiting.stop(self.process, 15, 15)
+        waiting.stop(self.process, self.grace_s, 15)
 
     def start_again(self, probe: Callable[[], bool]) -> None:
         self.process = self.restart()
@@ -428,7 +429,8 @@ def start_elasticmq(jars: str, workdir: Path, queues: dict[str, int]) -> Service
         return _spawn(cmd, workdir, {}, "elasticmq")[0]
 
     endpoint = f"http://127.0.0.1:{port}"
-    service = Service("elasticmq", endpoint, spawn(), workdir / "elasticmq.log", spawn)
+    # In memory, and slow to stop on SIGTERM (Pekko's shutdown): killed after 2 s.
+    service = Service("elasticmq", endpoint, spawn(), workdir / "elasticmq.log", spawn, 2)
     return _wait_listening(service, elasticmq_probe(endpoint))
 
 

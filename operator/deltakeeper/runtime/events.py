@@ -161,6 +161,8 @@ class TableEvents:
         place = table_place(target.uri)
         self.name = f"{target.namespace}/{target.name}"
         if target.events_source == self.source and place == self._place:
+            if self.source is not None and place is not None:
+                self._hub.refresh(self.source, target.storage_options)  # a rotated Secret
             return
         old = (self.source, self._place)
         self.source, self._place = target.events_source, place
@@ -323,6 +325,11 @@ class Events:
                 del self._tables[(source, place[0])]
         if source not in SOURCES and self.queues is not None and not self.named(source):
             self.queues.release(source)
+
+    def refresh(self, source: str, options: Mapping[str, Any]) -> None:
+        """A table still naming `source`, with its storage options as of now."""
+        if source not in SOURCES and self.queues is not None:
+            self.queues.want(source, options)
 
     def named(self, source: str) -> bool:
         """Whether any table has events from `source`."""

@@ -17,7 +17,8 @@ from deltakeeper.runtime import queues
 from deltakeeper.runtime.events import Events
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Target
-from deltakeeper.runtime.queues import Message, Parsed, azqueue, pubsub, sqs
+from deltakeeper.runtime.queues import azqueue, pubsub, sqs
+from deltakeeper.runtime.queues.messages import Message, Parsed
 from tests.support.queue_messages import (
     KEY,
     TEST_EVENT,
@@ -185,6 +186,7 @@ def run_consumer(
 
     async def main() -> None:
         queues.RETRY_MIN_S = 0.01  # the retry's wait, not its doubling, is what the test skips
+        queues.RELEASE_AFTER_S = 0.02
         q = queues.Queues(hub, {"sqs": make})
         hub.queues = q
         table = hub.table(lambda: woken.append("t"))
@@ -201,14 +203,16 @@ def run_consumer(
         for _ in range(rounds):
             await asyncio.sleep(0.02)
             ups.append(hub.is_up(SOURCE))
-        table.close()  # no table names it: stopped
+        table.close()  # no table names it: stopped after RELEASE_AFTER_S
+        assert SOURCE in q
+        await asyncio.sleep(0.1)
         assert SOURCE not in q
         await asyncio.sleep(0.05)
 
     try:
         asyncio.run(main())
     finally:
-        queues.RETRY_MIN_S = 1.0
+        queues.RETRY_MIN_S, queues.RELEASE_AFTER_S = 1.0, 30.0
     return log, woken, m, ups
 
 
@@ -250,3 +254,37 @@ def test_a_queue_that_cannot_be_read_is_down_until_it_can() -> None:
     ]
     assert ups[0] is False and ups[-1] is True  # down while failing, up again after
     assert True in ups
+
+
+class Recorded:
+    """A QueueConsumers that records what Events asks of it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def want(self, source: str, options: Mapping[str, Any]) -> None:
+        self.calls.append(("want", source, dict(options)))
+
+    def release(self, source: str) -> None:
+        self.calls.append(("release", source, None))
+
+
+def test_a_queue_is_wanted_while_any_table_names_it_and_released_after_the_last() -> None:
+    hub = Events(Metrics())
+    recorded = Recorded()
+    hub.queues = recorded
+    a, b = hub.table(lambda: None), hub.table(lambda: None)
+    options = {"aws_access_key_id": "AKIA1"}
+    a.follow(Target("ns", "a", "s3://lake/a", events_source=SOURCE, storage_options=options))
+    b.follow(Target("ns", "b", "s3://lake/b", events_source=SOURCE))
+    # A table moving to another path keeps the queue: wanted before the old place is dropped.
+    a.follow(Target("ns", "a", "s3://lake/a2", events_source=SOURCE, storage_options=options))
+    # A rotated Secret reaches the consumer at the table's next poll.
+    rotated = {"aws_access_key_id": "AKIA2"}
+    a.follow(Target("ns", "a", "s3://lake/a2", events_source=SOURCE, storage_options=rotated))
+    assert [c[0] for c in recorded.calls] == ["want"] * 4
+    assert recorded.calls[-1][2] == rotated
+    a.close()
+    assert recorded.calls[-1][0] == "want"  # b still names it
+    b.follow(Target("ns", "b", "s3://lake/b", events_source="webhook"))
+    assert recorded.calls[-1] == ("release", SOURCE, None)

@@ -22,52 +22,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from deltakeeper.delta import storage_options as storage_opts
 from deltakeeper.maintenance.policy import PolicyError
 from deltakeeper.resources.event_sources import QueueSource, parse
 from deltakeeper.runtime.events import EventResult, Events
+from deltakeeper.runtime.queues.messages import Client, Message
 
 log = logging.getLogger("deltakeeper.events")
 
 RETRY_MIN_S = 1.0
 RETRY_MAX_S = 60.0
-
-
-@dataclass
-class Message:
-    """One message received: `handle` acknowledges it; `objects` are the (bucket, key) it
-    names, keys URL-encoded as S3 sends them (Events.deliver decodes them); None: malformed."""
-
-    id: str
-    handle: Any
-    objects: list[tuple[str, str]] | None
-    ignored: int = 0  # events it carries that wake nothing (deletes, S3's test event)
-
-
-@dataclass
-class Parsed:
-    """What a message body names (the sources' parse functions return it)."""
-
-    objects: list[tuple[str, str]] = field(default_factory=list)
-    ignored: int = 0
-
-
-class Client(Protocol):
-    """One queue's client (sqs.py, azqueue.py, pubsub.py)."""
-
-    async def check(self) -> None:
-        """Raise unless the queue can be read with these credentials."""
-
-    async def receive(self) -> list[Message]:
-        """The next messages; waits a while (long poll) when there are none."""
-
-    async def ack(self, handles: list[Any]) -> None:
-        """Delete (acknowledge) these messages."""
-
-    async def close(self) -> None: ...
+# A consumer no table names is stopped this much later: a table's loop restarted (a spec edit,
+# a reload) names it again at once, and a restart would cost a reconnect, a long poll's
+# messages hidden for their visibility timeout, and a wake of every table of the source.
+RELEASE_AFTER_S = 30.0
 
 
 MakeClient = Callable[[QueueSource, Mapping[str, Any]], Client]
@@ -182,7 +152,8 @@ class Queues:
     def want(self, source: str, options: Mapping[str, Any]) -> None:
         consumer = self._consumers.get(source)
         if consumer is not None:
-            consumer.options = dict(options)
+            if consumer.options != options:  # read at its next reconnect
+                consumer.options = dict(options)
             return
         try:
             queue = parse(source)
@@ -196,6 +167,12 @@ class Queues:
         consumer.start()
 
     def release(self, source: str) -> None:
+        if source in self._consumers:
+            asyncio.get_running_loop().call_later(RELEASE_AFTER_S, self._stop_unnamed, source)
+
+    def _stop_unnamed(self, source: str) -> None:
+        if self.events.named(source):
+            return
         consumer = self._consumers.pop(source, None)
         if consumer is not None:
             log.info("events: no table names %s any more; stopped reading it", source)

@@ -28,7 +28,7 @@ import aiohttp
 import orjson
 
 from deltakeeper.resources.event_sources import QueueSource
-from deltakeeper.runtime.queues import Message, Parsed
+from deltakeeper.runtime.queues.messages import Message, Parsed
 
 log = logging.getLogger("deltakeeper.events")
 

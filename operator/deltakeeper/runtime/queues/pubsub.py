@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 
 from deltakeeper.resources.event_sources import QueueSource
-from deltakeeper.runtime.queues import Message, Parsed
+from deltakeeper.runtime.queues.messages import Message, Parsed
 
 API = "https://pubsub.googleapis.com/v1"
 METADATA_TOKEN = (
