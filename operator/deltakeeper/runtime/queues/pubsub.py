@@ -96,8 +96,14 @@ class PubSubClient:
     async def _key_token(self) -> tuple[str, float]:
         import asyncio
 
-        from google.auth.transport.requests import Request
-        from google.oauth2 import service_account
+        try:
+            from google.auth.transport.requests import Request
+            from google.oauth2 import service_account
+        except ImportError:
+            raise PermissionError(
+                "a google_service_account_key needs google-auth (pip install google-auth); "
+                "or leave it out and use the metadata server (workload identity)"
+            ) from None
 
         if self._credentials is None:
             info = self.key if isinstance(self.key, dict) else orjson.loads(str(self.key))
