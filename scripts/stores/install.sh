@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the object-store emulators the integration tests start: MinIO (S3), fake-gcs-server
-# (GCS) and Azurite (Azure Blob). Idempotent; everything lands outside the clone, in
+# (GCS) and Azurite (Azure Blob and Queue); and ElasticMQ (SQS, install_elasticmq.sh). Idempotent; everything lands outside the clone, in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/deltakeeper/<tool>-<version>/
 # so a second run, or a fresh clone on the same machine, finds it there and does nothing (the Go
 # builds through scripts/lib/go_build.sh).
@@ -51,3 +51,18 @@ LAUNCHER
     say "azurite $AZURITE_VERSION installed in $((SECONDS - start))s"
 fi
 echo "AZURITE=$launcher"
+
+# Azurite's Queue service (the azqueue:// event source's tests), from the same install.
+queue_launcher="$dir/azurite-queue"
+if [ ! -x "$queue_launcher" ]; then
+    node="$(sed -n 's/^exec "\([^"]*\)".*/\1/p' "$launcher")"
+    cat >"$queue_launcher.tmp" <<LAUNCHER
+#!/bin/sh
+exec "$node" "$dir/node_modules/azurite/dist/src/queue/main.js" "\$@"
+LAUNCHER
+    chmod +x "$queue_launcher.tmp" && mv "$queue_launcher.tmp" "$queue_launcher"
+fi
+echo "AZURITE_QUEUE=$queue_launcher"
+
+# ElasticMQ (the sqs:// event source's tests), resolved with Maven.
+"$(dirname "$0")/install_elasticmq.sh"

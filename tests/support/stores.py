@@ -356,3 +356,109 @@ def start_azurite(binary: str, workdir: Path, container: str = "lake") -> Emulat
     emu = Emulator("azurite", "az", container, endpoint, options, key, proc, log, requests_log)
     # Any HTTP answer (403 without credentials) means it is listening.
     return _wait_ready(emu, lambda: _http_status(f"{endpoint}?comp=list") > 0)
+
+
+@dataclass
+class Service:
+    """A queue server beside the stores (ElasticMQ, Azurite's Queue service): where it
+    listens, and how to stop and start it again on the same port."""
+
+    name: str
+    endpoint: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    restart: Callable[[], subprocess.Popen[bytes]]
+    grace_s: float = 15  # after SIGTERM, before SIGKILL
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        waiting.stop(self.process, self.grace_s, 15)
+
+    def start_again(self, probe: Callable[[], bool]) -> None:
+        self.process = self.restart()
+        _wait_listening(self, probe)
+
+
+def _wait_listening(service: Service, probe: Callable[[], bool], timeout: float = 90) -> Service:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            raise StoreStartError(
+                f"{service.name} exited with code {service.process.returncode}:\n"
+                f"{service.log_tail()}"
+            )
+        with contextlib.suppress(OSError):
+            if probe():
+                return service
+        time.sleep(0.2)
+    service.stop()
+    raise StoreStartError(f"{service.name} not ready after {timeout:.0f}s:\n{service.log_tail()}")
+
+
+def elasticmq_probe(endpoint: str) -> Callable[[], bool]:
+    return lambda: _http_status(f"{endpoint}/?Action=ListQueues") > 0
+
+
+def start_elasticmq(jars: str, workdir: Path, queues: dict[str, int]) -> Service:
+    """ElasticMQ (scripts/stores/install_elasticmq.sh's jars) on a free port, in memory, with
+    `queues` (name -> visibility timeout in seconds) created at start, so a restart has them
+    again (empty)."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    declared = "\n".join(
+        f"  {name} {{ defaultVisibilityTimeout = {seconds} seconds }}"
+        for name, seconds in queues.items()
+    )
+    conf = workdir / "elasticmq.conf"
+    conf.write_text(
+        'include classpath("application.conf")\n'
+        f'node-address {{ protocol = http, host = "127.0.0.1", port = {port} }}\n'
+        f'rest-sqs {{ enabled = true, bind-port = {port}, bind-hostname = "127.0.0.1" }}\n'
+        "rest-stats { enabled = false }\n"
+        f"queues {{\n{declared}\n}}\n"
+    )
+    cmd = ["java", "-Xmx256m", f"-Dconfig.file={conf}", "-cp", f"{jars}/*"]
+    cmd += ["org.elasticmq.server.Main"]
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return _spawn(cmd, workdir, {}, "elasticmq")[0]
+
+    endpoint = f"http://127.0.0.1:{port}"
+    # In memory, and slow to stop on SIGTERM (Pekko's shutdown): killed after 2 s.
+    service = Service("elasticmq", endpoint, spawn(), workdir / "elasticmq.log", spawn, 2)
+    return _wait_listening(service, elasticmq_probe(endpoint))
+
+
+def start_azurite_queue(binary: str, workdir: Path, account: str, key: str) -> Service:
+    """Azurite's Queue service on a free port, in memory, with `account` and its key."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [binary, "--queueHost", "127.0.0.1", "--queuePort", str(port), "--inMemoryPersistence"]
+    cmd += ["--skipApiVersionCheck", "--disableTelemetry", "--silent"]
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return _spawn(cmd, workdir, {"AZURITE_ACCOUNTS": f"{account}:{key}"}, "azurite-queue")[0]
+
+    endpoint = f"http://127.0.0.1:{port}/{account}"
+    service = Service("azurite-queue", endpoint, spawn(), workdir / "azurite-queue.log", spawn)
+    return _wait_listening(service, lambda: _http_status(f"{endpoint}?comp=list") > 0)
+
+
+def start_fake_pubsub(workdir: Path) -> Service:
+    """tests/support/fake_pubsub.py (no Pub/Sub emulator can be installed here) on a free
+    port."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "tests.support.fake_pubsub", str(port)]
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return _spawn(cmd, workdir, {"PYTHONPATH": str(REPO)}, "fake-pubsub")[0]
+
+    endpoint = f"http://127.0.0.1:{port}"
+    service = Service("fake-pubsub", endpoint, spawn(), workdir / "fake-pubsub.log", spawn)
+    return _wait_listening(service, lambda: _http_status(f"{endpoint}/v1/projects/p/x/y") > 0)

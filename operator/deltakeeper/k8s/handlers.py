@@ -27,7 +27,7 @@ from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.resources.crd import GROUP, POLICIES, TABLES, VERSION
 from deltakeeper.resources.manifests import select_policy
 from deltakeeper.resources.status_fields import PolicyStatusField
-from deltakeeper.runtime import credentials, metrics, webhook
+from deltakeeper.runtime import credentials, metrics, queues, webhook
 from deltakeeper.runtime.events import Events
 from deltakeeper.runtime.fleet import Fleet
 from deltakeeper.runtime.history import History
@@ -68,6 +68,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memory_budget=options.memory_budget,
         events=Events(memo.metrics),
     )
+    # Queue sources are read by the replica with table loops only: the active one.
+    memo.queues = queues.install(memo.fleet.events)
     launcher = functools.partial(_compactor, memo.api, options)
     memo.tables = Tables(memo.api, memo.secrets, memo.metrics, options, memo.fleet, launcher)
     memo.background = [
@@ -111,6 +113,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         await memo.listener.stop()
     memo.server.shutdown()
     await memo.tables.stop()
+    if getattr(memo, "queues", None) is not None:
+        await memo.queues.close()
     if memo.history is not None:  # what the last polls did, too
         await asyncio.to_thread(memo.history.flush)
     await asyncio.to_thread(memo.fleet.close)

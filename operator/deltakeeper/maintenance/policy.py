@@ -44,7 +44,7 @@ POLL_INTERVAL_MS = 30_000
 # A table whose storage events arrive (spec.events) is still polled this often, in case one
 # was lost (docs/events.md); while its event source is down, at its pollInterval.
 RESYNC_INTERVAL_MS = HOUR_MS
-# spec.events.source values this build has (runtime/events.py); queue URIs come later.
+# spec.events.source: the webhook, or a queue URI of these schemes (resources/event_sources.py).
 EVENT_SOURCES = ("webhook",)
 QUEUE_SCHEMES = ("sqs", "pubsub", "azqueue")
 # Where the daemons serve /metrics: this machine only, as metrics name every table; other hosts

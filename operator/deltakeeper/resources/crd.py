@@ -77,8 +77,11 @@ def policy_fields() -> dict[str, Any]:
                     "type": "string",
                     "minLength": 1,
                     "description": "webhook: S3 event notifications POSTed to the daemon's "
-                    "--events-listen (MinIO, Ceph RGW, ...). Queue URIs (sqs://, pubsub://, "
-                    "azqueue://) are not supported yet and are refused.",
+                    "--events-listen (MinIO, Ceph RGW, ...); or a queue: "
+                    "sqs://REGION/ACCOUNT/QUEUE (AWS S3 notifications, direct, via SNS or "
+                    "EventBridge), pubsub://projects/P/subscriptions/S (GCS notifications), "
+                    "azqueue://ACCOUNT/QUEUE (Event Grid BlobCreated); ?endpoint=URL for a "
+                    "compatible server (docs/events.md).",
                 },
                 "resyncInterval": _str(
                     DURATION,

@@ -16,6 +16,7 @@ from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.operations.registry import catalog_allowed
 from deltakeeper.maintenance.policy import Engine, PolicyError, positive
 from deltakeeper.maintenance.schedule import check_cron
+from deltakeeper.resources import event_sources
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.units import parse_duration_ms, parse_size
 
@@ -208,28 +209,20 @@ def watch_settings(
 
 def events_settings(table: TableResource, policy: PolicyResource | None) -> dict[str, Any]:
     """spec.events (the table's, else its policy's) as Target fields; {} without events. A
-    source this build does not have is refused, not polled as if it were not there."""
+    source this build cannot read (resources/event_sources.py) is refused, not polled as if
+    it were not there."""
     events = _first(table, policy, "events")
     if not events:
         return {}
     source = str(events.get("source") or "")
-    scheme = source.partition("://")[0]
-    if source not in defaults.EVENT_SOURCES:
-        if scheme in defaults.QUEUE_SCHEMES:
-            raise PolicyError(
-                f"events.source {source}: queue sources ({', '.join(defaults.QUEUE_SCHEMES)}) are "
-                "not supported by this version of deltakeeper yet; use webhook, or remove "
-                "spec.events to poll at pollInterval"
-            )
-        raise PolicyError(
-            f"events.source {source!r}: expected one of {', '.join(defaults.EVENT_SOURCES)}"
-        )
+    event_sources.check(source)
     uri = str(table.spec.get("uri", ""))
     if "://" not in uri or uri.lower().startswith("file:"):
         raise PolicyError(
             "events: storage events come from an object store (s3://, gs://, abfss://, az://); "
             f"{uri or 'this table'} is not in one: remove spec.events to poll it"
         )
+    event_sources.check_store(source, uri)
     value = events.get("resyncInterval")
     ms = _duration("events.resyncInterval", value) if value else defaults.RESYNC_INTERVAL_MS
     if ms <= 0:

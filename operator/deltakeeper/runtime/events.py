@@ -26,7 +26,7 @@ import dataclasses
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote, unquote_plus, urlparse
 
@@ -39,8 +39,8 @@ from deltakeeper.units import rfc3339
 log = logging.getLogger("deltakeeper.events")
 
 WEBHOOK = "webhook"
-# The sources this build has; queue URIs (sqs://, pubsub://, azqueue://) are refused by the
-# spec (resources/spec.py) until they are built.
+# The sources every daemon has from its start; a queue URI (sqs://, pubsub://, azqueue://) is a
+# source of its own, with a consumer (runtime/queues/) while a table names it.
 SOURCES = EVENT_SOURCES
 LOG_DIR = "_delta_log/"
 # Resync polls in a row that found commits no event announced before the table falls back.
@@ -77,6 +77,15 @@ class Counts(Protocol):
     def event_lag(self, seconds: float) -> None: ...
 
     def source_up(self, source: str, up: bool) -> None: ...
+
+
+class QueueConsumers(Protocol):
+    """Starts a queue source's consumer when a table first names it, stops it when none does
+    (runtime/queues.Queues)."""
+
+    def want(self, source: str, options: Mapping[str, Any]) -> None: ...
+
+    def release(self, source: str) -> None: ...
 
 
 class _Uncounted:
@@ -152,11 +161,16 @@ class TableEvents:
         place = table_place(target.uri)
         self.name = f"{target.namespace}/{target.name}"
         if target.events_source == self.source and place == self._place:
+            if self.source is not None and place is not None:
+                self._hub.refresh(self.source, target.storage_options)  # a rotated Secret
             return
-        self.close()
+        old = (self.source, self._place)
         self.source, self._place = target.events_source, place
-        if self.source is not None and place is not None:
-            self._hub.index(self.source, place, self)
+        if self.source is not None and place is not None:  # before the old is dropped: a
+            # queue source both name keeps its consumer
+            self._hub.index(self.source, place, self, target.storage_options)
+        if old[0] is not None and old[1] is not None:
+            self._hub.unindex(old[0], old[1], self)
 
     def close(self) -> None:
         if self.source is not None and self._place is not None:
@@ -285,12 +299,23 @@ class Events:
         self._down_why: dict[str, str] = dict.fromkeys(SOURCES, "not started")
         for source in SOURCES:
             self.counts.source_up(source, False)
+        # Starts and stops the queue sources' consumers; None: queue sources stay down.
+        self.queues: QueueConsumers | None = None
 
     def table(self, wake: Callable[[], None]) -> TableEvents:
         return TableEvents(self, wake)
 
-    def index(self, source: str, place: tuple[str, str], table: TableEvents) -> None:
+    def index(
+        self,
+        source: str,
+        place: tuple[str, str],
+        table: TableEvents,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`options`: the table's storage options, the credentials of a queue source."""
         self._tables.setdefault((source, place[0]), {})[place[1]] = table
+        if source not in SOURCES and self.queues is not None:
+            self.queues.want(source, options or {})
 
     def unindex(self, source: str, place: tuple[str, str], table: TableEvents) -> None:
         paths = self._tables.get((source, place[0]))
@@ -298,6 +323,17 @@ class Events:
             del paths[place[1]]
             if not paths:
                 del self._tables[(source, place[0])]
+        if source not in SOURCES and self.queues is not None and not self.named(source):
+            self.queues.release(source)
+
+    def refresh(self, source: str, options: Mapping[str, Any]) -> None:
+        """A table still naming `source`, with its storage options as of now."""
+        if source not in SOURCES and self.queues is not None:
+            self.queues.want(source, options)
+
+    def named(self, source: str) -> bool:
+        """Whether any table has events from `source`."""
+        return any(s == source for s, _ in self._tables)
 
     def tables(self, source: str) -> Iterator[TableEvents]:
         for (s, _), paths in list(self._tables.items()):
@@ -311,14 +347,22 @@ class Events:
     def why_down(self, source: str) -> str:
         return self._down_why.get(source, "not started")
 
+    def add_source(self, source: str) -> None:
+        """A queue source's consumer starts: counted down (0) until it reads its queue."""
+        if source not in self._up:
+            self._up[source] = False
+            self._down_why[source] = "starting"
+            self.counts.source_up(source, False)
+
     def set_up(self, source: str, up: bool, why: str = "") -> None:
         """A source started or failed. Its tables are woken either way: down, they poll at
         once (what was missed meanwhile) and then at their pollInterval; up, they are parked
         again at their resyncInterval."""
+        if not up:  # why it is down now, even when it was down already
+            self._down_why[source] = why or "stopped"
         if self._up.get(source) == up:
             return
         self._up[source] = up
-        self._down_why[source] = why or "stopped"
         self.counts.source_up(source, up)
         for table in self.tables(source):
             table.wake()

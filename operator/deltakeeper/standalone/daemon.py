@@ -67,6 +67,7 @@ def run(
         finally:
             if listener is not None:
                 await listener.stop()
+            await daemon.queues.close()
 
     try:
         return asyncio.run(main())

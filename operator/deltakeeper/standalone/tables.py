@@ -25,7 +25,7 @@ from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.manifests import PolicyResource, TableResource
 from deltakeeper.resources.status_fields import DISCOVERY, SPEC_DIGEST, LakeStatusField
 from deltakeeper.resources.status_fields import StatusField as F
-from deltakeeper.runtime import credentials, metrics, status
+from deltakeeper.runtime import credentials, metrics, queues, status
 from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
 from deltakeeper.runtime.events import Events
@@ -83,6 +83,8 @@ class Standalone:
         self.fleet = Fleet(
             max_concurrent, clock=clock, memory_budget=memory_budget, events=Events(registry)
         )
+        # Queue sources: a consumer per queue URI while a table names it (runtime/queues/).
+        self.queues = queues.install(self.fleet.events)
         self.policies: list[PolicyResource] = []
         self.secrets: dict[tuple[str, str], Mapping[str, str]] = {}
         stored = status_file.read(status_path)

@@ -252,12 +252,34 @@ def test_events_from_the_table_else_its_policy_with_the_resync_default() -> None
 
 
 @pytest.mark.parametrize(
+    ("source", "uri"),
+    [
+        ("sqs://eu-west-1/123456789012/lake-events", "s3://lake/t"),
+        ("sqs://us-east-1/000000000000/q?endpoint=http://127.0.0.1:9324", "s3://lake/t"),
+        ("pubsub://projects/my-project/subscriptions/lake-events", "gs://lake/t"),
+        ("azqueue://lakeacct/lake-events", "abfss://lake@lakeacct.dfs.core.windows.net/t"),
+        ("azqueue://lakeacct/lake-events", "az://lake/t"),
+    ],
+)
+def test_queue_sources_of_the_tables_store_are_taken(source: str, uri: str) -> None:
+    table = TableResource("lake", "t", {}, 1, {"uri": uri, "events": {"source": source}})
+    assert spec.watch_settings(table, None)["events_source"] == source
+
+
+@pytest.mark.parametrize(
     ("events", "uri", "message"),
     [
-        ({"source": "sqs://queue"}, "s3://lake/t", "queue sources .* not supported"),
-        ({"source": "pubsub://projects/p/subscriptions/s"}, "s3://lake/t", "not supported"),
-        ({"source": "azqueue://acct/q"}, "s3://lake/t", "not supported"),
-        ({"source": "kafka"}, "s3://lake/t", "expected one of webhook"),
+        ({"source": "sqs://queue"}, "s3://lake/t", "expected sqs://REGION/ACCOUNT/QUEUE"),
+        ({"source": "sqs://us-east-1/12/q"}, "s3://lake/t", "account is 12 digits"),
+        ({"source": "sqs://us-east-1/123456789012/q?x=1"}, "s3://lake/t", "only \\?endpoint"),
+        ({"source": "sqs://us-east-1/123456789012/q?endpoint=ftp://h"}, "s3://lake/t", "http"),
+        ({"source": "pubsub://projects/p/topics/s"}, "gs://lake/t", "subscriptions/SUB"),
+        ({"source": "azqueue://Acct/q"}, "az://lake/t", "ACCOUNT/QUEUE"),
+        ({"source": "azqueue://acct/Bad_Queue"}, "az://lake/t", "not an Azure queue name"),
+        ({"source": "sqs://us-east-1/123456789012/q"}, "gs://lake/t", "not a s3 table"),
+        ({"source": "pubsub://projects/p/subscriptions/s"}, "s3://lake/t", "not a gcs table"),
+        ({"source": "azqueue://acct/events"}, "s3://lake/t", "not a azure table"),
+        ({"source": "kafka"}, "s3://lake/t", "expected webhook or a queue URI"),
         ({"source": "webhook"}, "/data/t", "not in one: remove spec.events"),
         ({"source": "webhook", "resyncInterval": "0s"}, "s3://lake/t", "more than 0s"),
     ],

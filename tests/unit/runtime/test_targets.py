@@ -40,7 +40,7 @@ def test_the_secrets_region_joins_the_specs_client_kwargs() -> None:
     )
 
 
-def test_a_queue_event_source_is_a_problem_not_a_silent_poll() -> None:
+def test_a_queue_event_source_it_cannot_read_is_a_problem_not_a_silent_poll() -> None:
     from deltakeeper.resources.conditions import Reason
     from deltakeeper.resources.manifests import TableResource
     from deltakeeper.runtime.targets import resolve
@@ -48,7 +48,11 @@ def test_a_queue_event_source_is_a_problem_not_a_silent_poll() -> None:
     spec = {"uri": "s3://lake/t", "events": {"source": "sqs://eu-west-1/q"}}
     target = resolve(TableResource("ns", "t", {}, 1, spec), [], lambda ns, name: None)
     assert target.problem is not None and target.problem.reason is Reason.INVALID_SPEC
-    assert "not supported" in target.problem.message
+    assert "expected sqs://REGION/ACCOUNT/QUEUE" in target.problem.message
+    good = {**spec, "events": {"source": "sqs://eu-west-1/123456789012/lake-events"}}
+    target = resolve(TableResource("ns", "t", {}, 1, good), [], lambda ns, name: None)
+    assert target.problem is None
+    assert target.events_source == "sqs://eu-west-1/123456789012/lake-events"
 
 
 def test_a_uri_query_is_masked_once_its_table_is_resolved() -> None:
