@@ -189,6 +189,8 @@ class Policy:
     vacuum_mode: Mode = VACUUM_MODE
     vacuum_full_interval_ms: int = VACUUM_FULL_INTERVAL_MS  # AUTO: a FULL vacuum this often
     vacuum_inventory: InventorySettings | None = None
+    vacuum_schedule: str | None = None  # cron, UTC; None: every VACUUM_EVERY_MS
+    vacuum_dry_run: bool = False  # report what a vacuum would delete, delete nothing
     stats_enabled: bool = False  # compute-stats as a step (off by default)
     log_compaction_interval: int | None = None  # a log compaction file every n commits
     manifest_enabled: bool = False  # the table's delta.compatibility.symlinkFormatManifest
@@ -245,6 +247,8 @@ SETTINGS = (
     "vacuum_mode",
     "vacuum_full_interval_ms",
     "vacuum_inventory",
+    "vacuum_schedule",
+    "vacuum_dry_run",
     "stats_enabled",
     "log_compaction_interval",
     "checkpoint_engine",
@@ -295,6 +299,8 @@ def effective(
     vacuum_mode: Mode | None = None,
     vacuum_full_interval_ms: int | None = None,
     vacuum_inventory: InventorySettings | None = None,
+    vacuum_schedule: str | None = None,
+    vacuum_dry_run: bool | None = None,
     stats_enabled: bool | None = None,
     log_compaction_interval: int | None = None,
     checkpoint_engine: Engine | None = None,
@@ -338,6 +344,8 @@ def effective(
         vacuum_mode=vacuum_mode or VACUUM_MODE,
         vacuum_full_interval_ms=vacuum_full_interval_ms or VACUUM_FULL_INTERVAL_MS,
         vacuum_inventory=vacuum_inventory,
+        vacuum_schedule=vacuum_schedule,
+        vacuum_dry_run=bool(vacuum_dry_run),
         stats_enabled=bool(stats_enabled),
         log_compaction_interval=log_compaction_interval,
         manifest_enabled=props.symlink_manifest,

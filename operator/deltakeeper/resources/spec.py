@@ -105,10 +105,15 @@ def _at_least_two(key: str, value: Any) -> int:
 
 
 def _vacuum(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """spec.vacuum's mode, fullInterval and inventory as settings."""
+    """spec.vacuum's mode, schedule, dryRun, fullInterval and inventory as settings."""
     out: dict[str, Any] = {}
     if spec.get("mode") is not None:
         out["vacuum_mode"] = _choice("vacuum.mode", spec["mode"], Mode)
+    if spec.get("schedule"):
+        check_cron(spec["schedule"])
+        out["vacuum_schedule"] = spec["schedule"]
+    if spec.get("dryRun") is not None:
+        out["vacuum_dry_run"] = _bool("vacuum.dryRun", spec["dryRun"])
     if spec.get("fullInterval") is not None:
         out["vacuum_full_interval_ms"] = positive(
             "vacuum.fullInterval", _duration("vacuum.fullInterval", spec["fullInterval"])
@@ -190,19 +195,10 @@ def watch_settings(
     default_poll_ms: int = defaults.POLL_INTERVAL_MS,
 ) -> dict[str, Any]:
     """The settings of a watched table, as the fields of runtime's Target."""
-    vacuum = {
-        **((policy.spec if policy else {}).get("vacuum") or {}),
-        **(table.spec.get("vacuum") or {}),
-    }
-    schedule = vacuum.get("schedule")
-    if schedule:
-        check_cron(schedule)
     return {
         "settings": settings(table, policy),
         "poll_interval_s": poll_interval_ms(table, policy, default_poll_ms) / 1000,
         "small_file_bytes": small_file_bytes(table, policy),
-        "vacuum_schedule": schedule or None,
-        "vacuum_dry_run": bool(vacuum.get("dryRun", False)),
         **events_settings(table, policy),
     }
 

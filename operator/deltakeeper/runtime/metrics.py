@@ -34,8 +34,8 @@ from prometheus_client.registry import Collector
 
 from deltakeeper.delta.errors import InvalidInputError
 from deltakeeper.delta.vacuum.modes import Mode
-from deltakeeper.maintenance.operations import Cadence
-from deltakeeper.maintenance.operations.outcome import Result
+from deltakeeper.maintenance.operations import Cadence, Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT, effective
 from deltakeeper.resources.status_fields import StatusField as F
@@ -115,13 +115,9 @@ _WRITTEN = (
     "Files the writer steps wrote, by operation (stats: data files given statistics, "
     "logCompaction: log compaction files, manifest: symlink manifests)",
 )
-# Data retention (expire), for the tables whose policy sets dataRetention: at 0 from the first
-# sight of such a table.
-_EXPIRED = {
-    "files": ("deltakeeper_expired_files_total", "counter", "Files expiry removed from the table"),
-    "rows": ("deltakeeper_expired_rows_total", "counter", "Rows those files held"),
-    "bytes": ("deltakeeper_expired_bytes_total", "counter", "Bytes of those files"),
-}
+# Each operation's counters of its own (OperationSpec.counters: expire's), for the tables
+# whose policy asks for the operation: at 0 from the first sight of such a table.
+_OWN = tuple((op, c) for op, spec in REGISTRY.items() for c in spec.counters)
 _CONDITION = (
     "deltakeeper_table_condition",
     "gauge",
@@ -250,7 +246,9 @@ class _Table:
     requests: dict[str, int] = field(default_factory=dict)
     vacuum: _Vacuums | None = None
     health: Health | None = None
-    expired: dict[str, int] | None = None  # files, rows, bytes; None: it does not expire
+    # The operations with counters of their own its policy asks for, and those counters
+    asks: frozenset[Operation] = frozenset()
+    own: dict[str, int] = field(default_factory=dict)
     labels: str = ""  # the two labels as exposed, escaped once
     label: ClassVar[str] = "table"
 
@@ -329,17 +327,18 @@ class _Known(NamedTuple):
     runs: dict[tuple[str, str], Labels]  # (operation, result) -> its labels, made once
 
 
-def _known(compacts: bool, expires: bool) -> _Known:
+@functools.cache
+def _known(compacts: bool, asks: frozenset[Operation]) -> _Known:
     """Every table plans the operations of these cadences its policy asks for by default
     (the writers only where asked); compaction where it is enabled, and those only some
-    policies ask for (expiry: dataRetention) where asked. Those a resource can dry-run also
-    count dry runs."""
+    policies ask for (expiry: dataRetention) where `asks` has them. Those a resource can
+    dry-run also count dry runs."""
     planned = {Cadence.NEW_VERSION, Cadence.PERIODIC, Cadence.SCHEDULED}
     ops = tuple(
         op
         for op, spec in REGISTRY.items()
         if (spec.cadence is Cadence.JOBS and compacts)
-        or (spec.cadence in planned and (expires or spec.asked(_DEFAULTS)))
+        or (spec.cadence in planned and (op in asks or spec.asked(_DEFAULTS)))
     )
     runs = [(op, r) for op in ops for r in _RESULTS]
     runs += [(op, Result.DRY_RUN) for op in ops if REGISTRY[op].dry_run_event is not None]
@@ -350,8 +349,6 @@ def _known(compacts: bool, expires: bool) -> _Known:
 
 
 _DEFAULTS = effective({})  # what a table asks for when its policy sets nothing
-# by: does it compact, does it expire
-_KNOWN = {(c, e): _known(c, e) for c in (False, True) for e in (False, True)}
 
 
 class Metrics:
@@ -440,21 +437,18 @@ class Metrics:
         for operation, n in requests.items():
             v.requests[operation] = v.requests.get(operation, 0) + n
 
-    def expires(self, namespace: str, table: str, asked: bool) -> None:
-        """Whether the table's policy asks for expiry: its expired counters exist (at 0 until
-        they move) while it does."""
+    def asks(self, namespace: str, table: str, operations: frozenset[Operation]) -> None:
+        """The operations with counters of their own the table's policy asks for: those
+        counters exist (at 0 until they move) while it does."""
         t = self._of(namespace, table)
-        if asked and t.expired is None:
-            t.expired = dict.fromkeys(_EXPIRED, 0)
-        elif not asked and t.expired is not None:
-            t.expired = None
+        t.asks = operations
+        t.own = {c.name: t.own.get(c.name, 0) for op, c in _OWN if op in operations}
 
-    def expired(self, namespace: str, table: str, counts: Mapping[str, int]) -> None:
-        """One expiry's removals: files, rows, bytes."""
+    def counted(self, namespace: str, table: str, outcome: Outcome) -> None:
+        """A done run's own counters (its operation's)."""
         t = self._of(namespace, table)
-        t.expired = t.expired or dict.fromkeys(_EXPIRED, 0)
-        for key in _EXPIRED:
-            t.expired[key] += counts.get(key, 0)
+        for c in REGISTRY[outcome.operation].counters:
+            t.own[c.name] = t.own.get(c.name, 0) + c.count(outcome)
 
     def health(self, namespace: str, table: str, health: Health | None) -> None:
         """The table's health as of its last poll; None (not read yet) leaves the last one."""
@@ -567,7 +561,7 @@ class Metrics:
             ),
         )
         yield from _vacuum_families(tables)
-        yield from _expired_families(tables)
+        yield from _own_families(tables)
         yield from _lake_families(list(self._lakes.values()))
         yield (
             _REQUESTS,
@@ -613,10 +607,10 @@ def _vacuum_families(tables: list[_Table]) -> Iterator[Family]:
     )
 
 
-def _expired_families(tables: list[_Table]) -> Iterator[Family]:
-    expiring = [(t, e) for t in tables if (e := t.expired) is not None]
-    for what, family in _EXPIRED.items():
-        yield family, ((t, "", (), e[what]) for t, e in expiring)
+def _own_families(tables: list[_Table]) -> Iterator[Family]:
+    for _, c in _OWN:
+        found = [(t, n) for t in tables if (n := t.own.get(c.name)) is not None]
+        yield (c.name, "counter", c.help), ((t, "", (), n) for t, n in found)
 
 
 def _mode_result(key: tuple[str, str]) -> Labels:
@@ -696,7 +690,7 @@ def _lag(d: _Daemon) -> Iterator[Sample]:
 
 def _runs(t: _Table) -> Iterator[Sample]:
     runs = t.runs
-    known = _KNOWN[bool(t.compaction), t.expired is not None].runs
+    known = _known(bool(t.compaction), t.asks).runs
     for key, labels in known.items():
         yield t, "", labels, runs.get(key, 0)
     for (op, result), n in list(runs.items()):
@@ -716,7 +710,7 @@ def _deleted(t: _Table, index: int) -> Iterator[Sample]:
 
 def _histogram(t: _Table) -> Iterator[Sample]:
     durations = t.durations
-    known = _KNOWN[bool(t.compaction), t.expired is not None].operations
+    known = _known(bool(t.compaction), t.asks).operations
     for op in (*known, *(o for o in list(durations) if o not in known)):
         d = durations.get(op, _NOT_RUN)
         cumulative = 0

@@ -53,8 +53,6 @@ class Target:
     small_file_bytes: int = SMALL_FILE_BYTES
     poll_interval_s: float = POLL_INTERVAL_MS / 1000
     suspend: bool = False
-    vacuum_schedule: str | None = None
-    vacuum_dry_run: bool = False
     policy_name: str | None = None
     problem: Problem | None = None
     warnings: tuple[str, ...] = ()  # acted on, but the user should look (Degraded)

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 from urllib.parse import unquote, urlparse
 
-from deltakeeper.maintenance.operations import expire as expire_op
+from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Result
-from deltakeeper.maintenance.operations.registry import DELETES, WRITERS
+from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS
+from deltakeeper.maintenance.policy import effective
 from deltakeeper.resources.conditions import EventType, Reason
 from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import conditions
@@ -419,7 +420,7 @@ def record(
     if shown is None or obs.health is not shown.health:
         metrics.health(ns, name, obs.health)
     if shown is None:
-        metrics.expires(ns, name, target.settings.get("data_retention") is not None)
+        metrics.asks(ns, name, counted_operations(target))
     for o in obs.outcomes:
         if o.result is Result.SKIPPED_AFTER_FAILURE or o.result is Result.STARTED:
             continue  # a started job counts when it ends
@@ -432,6 +433,12 @@ def record(
             metrics.deleted(ns, name, kind, o.deleted_files, o.deleted_bytes)
         if o.operation in WRITERS and o.result is Result.DONE:
             metrics.written(ns, name, o.operation, o.written_files)
-        removed = expire_op.removed(o)
-        if removed:
-            metrics.expired(ns, name, removed)
+        if o.result is Result.DONE:
+            metrics.counted(ns, name, o)
+
+
+def counted_operations(target: Target) -> frozenset[Operation]:
+    """The operations with counters of their own that the table's settings ask for (the
+    table's properties aside: none of those depends on them)."""
+    policy = effective({}, **target.settings)
+    return frozenset(op for op, spec in REGISTRY.items() if spec.counters and spec.asked(policy))

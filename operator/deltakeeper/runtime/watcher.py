@@ -45,7 +45,7 @@ from deltakeeper.maintenance.operations import Cadence, Operation
 from deltakeeper.maintenance.operations import checkpoint as checkpoint_op
 from deltakeeper.maintenance.operations import vacuum as vacuum_op
 from deltakeeper.maintenance.operations.outcome import Compactor, Outcome, Result, RunField
-from deltakeeper.maintenance.operations.registry import WRITERS, asked
+from deltakeeper.maintenance.operations.registry import REGISTRY, WRITERS, asked
 from deltakeeper.maintenance.operations.steps import Plan
 from deltakeeper.maintenance.policy import (
     COMPACTION_DEADLINE_MS,
@@ -148,7 +148,7 @@ class TableWatcher:
                     now_ms,
                     self.last_run_ms,
                     changed,
-                    self._schedules(target),
+                    self._schedules(),
                     self.watched_since_ms,
                     self._policy,
                 )
@@ -173,11 +173,12 @@ class TableWatcher:
         checkpoint = max(listing.checkpoints, default=-1)
         return sum(e.info.size for v, e in listing.commits.items() if v > checkpoint)
 
-    def _schedules(self, target: Target) -> dict[str, str | None]:
-        """The cron schedules of the operations that have one (vacuum's, expire's)."""
-        retention = self._policy.data_retention if self._policy is not None else None
-        expire = retention.schedule if retention is not None else None
-        return {VACUUM: target.vacuum_schedule, Operation.EXPIRE: expire}
+    def _schedules(self) -> dict[str, str | None]:
+        """The cron schedules the policy gives its operations (vacuum.schedule, ...)."""
+        policy = self._policy
+        if policy is None:
+            return {}
+        return {op: spec.schedule(policy) for op, spec in REGISTRY.items()}
 
     def _writers(self) -> tuple[Operation, ...]:
         """The writers this table's policy asks for."""
@@ -390,7 +391,7 @@ class TableWatcher:
         if plan.refusal:
             refused = UnsupportedProtocolError(plan.refusal)
             return [Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
-        dry = self._dry_operations(target)
+        dry = self._dry_operations()
         compactor = self._compactor(target)
         report = executor.execute(table, plan, compactor=compactor, dry_operations=dry)
         outcomes = list(report.outcomes)
@@ -400,11 +401,12 @@ class TableWatcher:
             o.message = SCRUBBER.scrub(o.message)
         return outcomes
 
-    def _dry_operations(self, target: Target) -> tuple[Operation, ...]:
-        """What the resource says to dry-run: vacuum.dryRun, dataRetention.dryRun."""
-        retention = self._policy.data_retention if self._policy is not None else None
-        dry = (Operation.VACUUM,) if target.vacuum_dry_run else ()
-        return dry + ((Operation.EXPIRE,) if retention is not None and retention.dry_run else ())
+    def _dry_operations(self) -> tuple[Operation, ...]:
+        """What the policy says to dry-run (vacuum.dryRun, dataRetention.dryRun)."""
+        policy = self._policy
+        if policy is None:
+            return ()
+        return tuple(op for op, spec in REGISTRY.items() if spec.dry_run(policy))
 
     def _last_full_ms(self) -> int | None:
         """When the last FULL vacuum ran, as the status records it (None: never)."""

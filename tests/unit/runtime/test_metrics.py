@@ -7,11 +7,15 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from deltakeeper.delta.expire.run import ExpiryRun
+from deltakeeper.maintenance.operations import Operation
+from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.runtime import metrics
 from deltakeeper.runtime.metrics import Metrics
 
@@ -387,8 +391,8 @@ def test_a_table_that_expires_has_its_expiry_series_at_0_then_counts() -> None:
     m = Metrics()
     m.table("ns", "t", STATUS)
     m.table("ns", "plain", STATUS)
-    m.expires("ns", "t", True)
-    m.expires("ns", "plain", False)
+    m.asks("ns", "t", frozenset({Operation.EXPIRE}))
+    m.asks("ns", "plain", frozenset())
     for name in (*EXPIRED, "deltakeeper_expired_bytes_total"):
         assert _values(m, name) == {(): 0.0}
         assert _values(m, name, "plain") == {}
@@ -399,9 +403,17 @@ def test_a_table_that_expires_has_its_expiry_series_at_0_then_counts() -> None:
     assert not any(
         k[0] == "expire" for k in _values(m, "deltakeeper_maintenance_runs_total", "plain")
     )
-    m.expired("ns", "t", {"files": 4, "rows": 40, "bytes": 400})
-    m.expired("ns", "t", {"files": 1, "rows": 10, "bytes": 100})
+    m.counted("ns", "t", _expired(4, 40, 400))
+    m.counted("ns", "t", _expired(1, 10, 100))
+    m.counted("ns", "t", _expired(9, 90, 900, Result.DRY_RUN))  # a dry run removes nothing
     assert _values(m, "deltakeeper_expired_rows_total") == {(): 50.0}
     assert _values(m, "deltakeeper_expired_bytes_total") == {(): 500.0}
-    m.expires("ns", "t", False)  # dataRetention taken away: the series go
+    m.asks("ns", "t", frozenset())  # dataRetention taken away: the series go
     assert _values(m, "deltakeeper_expired_rows_total") == {}
+
+
+def _expired(files: int, rows: int, size: int, result: Result = Result.DONE) -> Outcome:
+    """An expiry's Outcome as its run makes it (the plan's counts are what it removed)."""
+    plan = SimpleNamespace(files=files, rows=rows, bytes=size)
+    run = ExpiryRun(plan, dry_run=result is Result.DRY_RUN)  # type: ignore[arg-type]
+    return Outcome(Operation.EXPIRE, result, "", detail=run)

@@ -417,7 +417,7 @@ def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     stray.write_bytes(b"x")
     before = tree(root)
     now = now_ms() + 90 * DAY  # the tombstones and their files are long expired
-    target = Target("ns", "t", str(root), vacuum_dry_run=True)
+    target = Target("ns", "t", str(root), settings={"vacuum_dry_run": True})
     w = TableWatcher(now)
     obs = w.maintain(target, w.observe(target, now), now)
     vacuum = next(o for o in obs.outcomes if o.operation == "vacuum")
@@ -437,7 +437,8 @@ def test_vacuum_dry_run_reports_and_deletes_nothing(corpus_copy: Copy) -> None:
     assert tree(root) == before
     # The same table without dryRun deletes exactly those files.
     wet = TableWatcher(now)
-    obs = wet.maintain(replace(target, vacuum_dry_run=False), wet.observe(target, now), now)
+    wet_target = replace(target, settings={})
+    obs = wet.maintain(wet_target, wet.observe(wet_target, now), now)
     done = next(o for o in obs.outcomes if o.operation == "vacuum")
     assert done.result == "done" and done.deleted_files == len(vacuum.files)
     assert not any((root / f).exists() for f in vacuum.files)

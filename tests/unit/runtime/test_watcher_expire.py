@@ -22,8 +22,9 @@ def days(root: Path, proto: dict | None = None) -> Path:
 
 
 def target(root: Path, **retention: object) -> Target:
-    settings = {"data_retention": DataRetention("day", KEEP_MS, **retention)}  # type: ignore[arg-type]
-    return Target("ns", "t", str(root), settings=settings, vacuum_dry_run=True)
+    retained = DataRetention("day", KEEP_MS, **retention)  # type: ignore[arg-type]
+    settings = {"data_retention": retained, "vacuum_dry_run": True}
+    return Target("ns", "t", str(root), settings=settings)
 
 
 def commits(root: Path) -> list[str]:

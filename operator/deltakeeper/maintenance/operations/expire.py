@@ -20,6 +20,7 @@ from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.spec import (
     COUNT_SCHEMA,
     OperationSpec,
+    OwnCounter,
     Planning,
     Running,
 )
@@ -138,11 +139,28 @@ def counts(o: Outcome) -> dict[str, int]:
     }
 
 
-def removed(o: Outcome) -> dict[str, int]:
-    """What a done expiry removed (files, rows, bytes: the metrics' counters); else nothing."""
+def _files(o: Outcome) -> int:
+    return _removed(o)["files"]
+
+
+def _rows(o: Outcome) -> int:
+    return _removed(o)["rows"]
+
+
+def _bytes(o: Outcome) -> int:
+    return _removed(o)["bytes"]
+
+
+def _retention(policy: Policy) -> DataRetention:
+    """The policy's dataRetention; where it has none, one that schedules and dry-runs nothing."""
+    return policy.data_retention or DataRetention("", 0)
+
+
+def _removed(o: Outcome) -> dict[str, int]:
+    """What a done expiry removed (files, rows, bytes: its counters); else 0 of each."""
     done = o.detail_as(ExpiryRun)
     if done is None or o.result is not Result.DONE:
-        return {}
+        return dict.fromkeys(("files", "rows", "bytes"), 0)
     return {"files": done.plan.files, "rows": done.plan.rows, "bytes": done.plan.bytes}
 
 
@@ -173,6 +191,15 @@ SPEC = OperationSpec(
     skip=skip,
     dry_run_event=_dry_run,
     catalog=OnCatalogManaged.NEVER,
+    schedule=lambda policy: _retention(policy).schedule,
+    dry_run=lambda policy: _retention(policy).dry_run,
+    counters=(
+        OwnCounter(
+            "deltakeeper_expired_files_total", "Files expiry removed from the table", _files
+        ),
+        OwnCounter("deltakeeper_expired_rows_total", "Rows those files held", _rows),
+        OwnCounter("deltakeeper_expired_bytes_total", "Bytes of those files", _bytes),
+    ),
     record=_record,
     record_schema={
         "cutoff": {"type": "string", "format": "date-time", "description": "Now minus keep."},

@@ -88,6 +88,16 @@ def _nothing_more(o: Outcome) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class OwnCounter:
+    """A Prometheus counter of an operation's own (deltakeeper_expired_rows_total), per table,
+    at 0 for every table whose policy asks for the operation."""
+
+    name: str
+    help: str
+    count: Callable[[Outcome], int]  # what a done run adds
+
+
+@dataclass(frozen=True)
 class OperationSpec:
     """One operation, whole: how it is planned and run, what it costs, and how it is told."""
 
@@ -131,3 +141,8 @@ class OperationSpec:
     history: Callable[[Outcome], dict[str, int]] = _no_metrics  # its history row's metrics
     # What its --json adds to every step's keys (record.as_json): its Outcome's detail.
     report: Callable[[Outcome], dict[str, Any]] = _nothing_more
+    # Its cron schedule in the policy (vacuum.schedule), for a SCHEDULED one; None: every_ms.
+    schedule: Callable[[Policy], str | None] = lambda policy: None
+    # Whether the policy says to dry-run it in a daemon (vacuum.dryRun): reported, not done.
+    dry_run: Callable[[Policy], bool] = lambda policy: False
+    counters: tuple[OwnCounter, ...] = ()  # its metrics besides runs, durations and files

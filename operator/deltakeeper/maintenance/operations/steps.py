@@ -6,18 +6,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from deltakeeper.delta import cleanup
 from deltakeeper.delta.checkpoint import CheckpointSource
 from deltakeeper.delta.errors import DeltaError
-from deltakeeper.delta.expire import plan as expiry
 from deltakeeper.delta.snapshot import SnapshotHeader
-from deltakeeper.delta.vacuum import plan
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.policy import Policy
 from deltakeeper.units import format_ms
+
+
+class Planned(Protocol):
+    """What every operation's plan says: the files and bytes it would delete or commit."""
+
+    @property
+    def files(self) -> int: ...
+
+    @property
+    def bytes(self) -> int: ...
 
 
 @dataclass
@@ -25,14 +33,9 @@ class Step:
     operation: Operation
     due: bool
     reason: str
-    # What the step would delete, as planned by delta/ (cleanup and vacuum only).
-    detail: (
-        cleanup.CleanupPlan
-        | plan.VacuumPlan
-        | compaction_plan.CompactionPlan
-        | expiry.ExpiryPlan
-        | None
-    ) = None
+    # What its operation planned (delta/'s plan of what it would delete or commit: a
+    # CleanupPlan, a VacuumPlan, ...), of a type that operation's module knows.
+    detail: Planned | None = None
     refused: bool = False  # not due because running it would be unsafe or against policy
     # not due because planning it failed (an input it reads cannot be read): it fails alone,
     # and the other steps run, as nothing was done
