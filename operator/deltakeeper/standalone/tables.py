@@ -92,7 +92,15 @@ class Standalone:
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
         self._flushed_ms = 0  # when the status file was last written (the clock's ms)
-        self.lakes = Lakes(registry, clock, self._secret, self._scanned, stored.get("lakes", {}))
+        self.lakes = Lakes(
+            registry,
+            clock,
+            self._secret,
+            self._scanned,
+            stored.get("lakes", {}),
+            self.fleet.events,
+            self._appeared,
+        )
         self._manifest_tables: dict[Key, TableResource] = {}
         self._origin: dict[Key, tuple[FolderLake, str]] = {}  # lake tables: lake and path
         self._gone: set[Key] = set()  # lake tables the last good scan did not find: not polled
@@ -199,6 +207,18 @@ class Standalone:
             if origin is entry and name_of(key) in self.statuses:
                 self.statuses[name_of(key)][DISCOVERY] = entry.discovery(path)
         self._dirty = True
+
+    def _appeared(self, entry: FolderLake, path: str) -> None:
+        """A storage event's new table, checked: watched now, not at the next pass (a
+        DeltaTable manifest for it still wins, as after a scan)."""
+        self._sync_tables()
+        self._dirty = True
+        for key, (origin, where) in self._origin.items():
+            table = self.tables.get(key)
+            if origin is entry and where == path and table is not None and table.loop is None:
+                self.registry.start(key, self.fleet, table.watcher)
+                if table.loop is not None:
+                    table.loop.poke()  # its first poll now, not after the start's jitter
 
     async def scan_all(self) -> None:
         """Scan every lake now and wait for the scans (`--once`)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper.delta.discover import ROOT, discover, is_table
+from deltakeeper.delta.discover import ROOT, discover, is_table, reportable
 from deltakeeper.delta.storage import open_storage
 from tests.support.tables import make_table
 
@@ -137,3 +137,16 @@ def test_pruning_never_loses_a_wanted_table(
     )
     scan = discover(open_storage(str(lake)), include=include, exclude=exclude, max_depth=4)
     assert scan.tables == wanted
+
+
+def test_reportable_says_what_a_scan_would_report_of_one_path(lake: Path) -> None:
+    """The check a storage event's new table passes before its log is listed: the same
+    answers as a scan, path by path, for the tables the scan found and those it did not."""
+    storage = open_storage(str(lake))
+    for kw in ({}, {"include": ["sales/*"]}, {"exclude": ["sales/*"]}, {"max_depth": 1}):
+        found = set(discover(storage, **kw).tables)  # type: ignore[arg-type]
+        for path in ("events", "sales/orders", "sales/refunds", "empty/inner", "raw/a/b/deep"):
+            assert reportable(path, **kw) is (path in found), (path, kw)  # type: ignore[arg-type]
+    assert not reportable("_tmp/hidden") and not reportable(".staging/hidden")
+    assert not reportable("a//b")
+    assert reportable(ROOT) and not reportable(ROOT, include=["sales/*"])
