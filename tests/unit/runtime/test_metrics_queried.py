@@ -15,6 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from deltakeeper.maintenance.operations.outcome import Compactor
+from deltakeeper.runtime.events import WEBHOOK, Events
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import ScanResult, Target
 from deltakeeper.runtime.registry import record
@@ -84,8 +85,8 @@ def _matches(labels: dict[str, str], matchers: tuple[tuple[str, str, str], ...])
 
 @pytest.fixture
 def first_polls(tmp_path: Path) -> Metrics:
-    """A daemon's metrics after the first poll of two tables, one compacting, and the first
-    scan of a lake: read, nothing maintained."""
+    """A daemon's metrics after the first poll of three tables, one compacting, one with
+    storage events, and the first scan of a lake: read, nothing maintained."""
     metrics = Metrics(clock=lambda: NOW / 1000)
     watcher = TableWatcher(NOW, compactor=Compactor(StandInLauncher(), wait=False))
     for name, settings in (("plain", {}), ("compacting", {"compaction_enabled": True})):
@@ -95,6 +96,16 @@ def first_polls(tmp_path: Path) -> Metrics:
         obs = watcher.observe(target, NOW)
         assert obs.outcomes == []  # nothing has happened to either table
         record(metrics, target, obs)
+    # A table with storage events: its EventsDegraded condition from its first poll too.
+    hub = Events(metrics)
+    root = partitioned_table(tmp_path / "evented")
+    target = Target(
+        "lake", "evented", str(root), suspend=True, events_source=WEBHOOK, resync_interval_s=3600
+    )
+    events = hub.table(lambda: None)
+    events.follow(target)
+    events.begin()
+    record(metrics, target, events.polled(watcher.observe(target, NOW)))
     metrics.lake_scan("lake", "lake", ScanResult.OK, 2, 0.01, 1)
     return metrics
 
