@@ -142,9 +142,12 @@ class Standalone:
         )
         return True
 
-    def _sync_tables(self) -> None:
+    def _sync_tables(self, poke: bool = True) -> None:
         """Watch the manifests' tables and the lakes' tables that are there, no other; a lake's
-        table that is gone keeps its status, unpolled."""
+        table that is gone keeps its status, unpolled. `poke`: poll the tables watched already
+        now (the manifests were reloaded: a policy or Secret may have changed); not after a
+        lake's scan or a new table's event, which change no table watched already (with
+        storage events, a poke of every table would be a listing of every table)."""
         wanted = dict(self._manifest_tables)
         was_gone = self._gone
         self._origin, self._gone = {}, set()
@@ -166,7 +169,7 @@ class Standalone:
         for key in self._gone:
             self._mark_gone(key)
         for key, resource in wanted.items():
-            self._upsert(key, resource)
+            self._upsert(key, resource, poke)
 
     def _mark_gone(self, key: Key) -> None:
         """The status a gone table keeps: the last poll's, `present: false`, TableFound=False."""
@@ -191,7 +194,7 @@ class Standalone:
 
     def _scanned(self, entry: FolderLake, scan: LakeScan) -> None:
         """A lake's scan is in: watch what it found, and say so in the statuses."""
-        self._sync_tables()
+        self._sync_tables(poke=False)
         managed = {
             name_of(key): self.statuses.get(name_of(key))
             for key, (origin, _) in self._origin.items()
@@ -211,7 +214,7 @@ class Standalone:
     def _appeared(self, entry: FolderLake, path: str) -> None:
         """A storage event's new table, checked: watched now, not at the next pass (a
         DeltaTable manifest for it still wins, as after a scan)."""
-        self._sync_tables()
+        self._sync_tables(poke=False)
         self._dirty = True
         for key, (origin, where) in self._origin.items():
             table = self.tables.get(key)
@@ -224,7 +227,7 @@ class Standalone:
         """Scan every lake now and wait for the scans (`--once`)."""
         await self.lakes.scan_all()
 
-    def _upsert(self, key: Key, resource: TableResource) -> None:
+    def _upsert(self, key: Key, resource: TableResource, poke: bool = True) -> None:
         known = self.tables.get(key)
         if known is None:
             previous = self.statuses.get(name_of(key), {})
@@ -240,7 +243,9 @@ class Standalone:
             known.generation += 1
             self.registry.change(key, resource)
             self.statuses.setdefault(name_of(key), {})[SPEC_DIGEST] = spec_digest(resource.spec)
-        if known.loop is not None:
+            if known.loop is not None:
+                known.loop.poke()  # its new spec: poll now
+        elif poke and known.loop is not None:
             known.loop.poke()  # a policy or Secret may have changed too: poll now
 
     def _drop(self, key: Key) -> None:
