@@ -390,6 +390,10 @@ def test_kubeconform_rejects_what_the_api_server_would(
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
         ({"compaction": {"sparkApplication": {"executor": {"instances": "4"}}}}, "instances"),
         ({"replicas": 3}, "replicas"),
+        ({"events": {"webhook": {"enabled": True}}}, "tokenSecret"),  # no token: refused
+        ({"events": {"webhook": {"port": 0}}}, "port"),
+        ({"events": {"webhook": {"tokenFile": "/x"}}}, "tokenFile"),
+        ({"events": {"queues": {"args": [1]}}}, "args"),
     ],
 )
 def test_bad_values_are_rejected_by_the_schema(
@@ -423,3 +427,75 @@ def test_history_is_off_by_default_and_its_options_come_from_a_secret(
     (env,) = [e for e in container["env"] if e["name"] == "DELTAKEEPER_HISTORY_OPTIONS"]
     assert env["valueFrom"] == {"secretKeyRef": {"name": "history-store", "key": "storageOptions"}}
     assert _rules(on) == _rules(off)  # the kubelet reads the Secret, not the operator
+
+
+def test_the_webhook_is_off_by_default_and_on_gets_its_port_token_file_and_policy(
+    chart_tools: dict[str, str], schemas: Path
+) -> None:
+    off = _render(chart_tools, schemas)
+    assert not [a for a in _args(off) if a.startswith("--events")]
+    assert not _kinds(off, "NetworkPolicy")
+    assert [s["metadata"]["name"] for s in _kinds(off, "Service")] == ["deltakeeper-metrics"]
+    store = "{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: minio}}}"
+    on = _render(
+        chart_tools,
+        schemas,
+        "--set",
+        "events.webhook.enabled=true,events.webhook.tokenSecret=events-token",
+        "--set",
+        "events.webhook.tlsSecret=events-tls,events.webhook.networkPolicy.enabled=true",
+        "--set-json",
+        f"events.webhook.networkPolicy.from=[{_json_of(store)}]",
+        "--set-json",
+        'events.queues.env=[{"name": "AWS_REGION", "value": "eu-west-1"}]',
+        "--set",
+        "events.queues.args={--events-consumers=2}",
+    )
+    args = _args(on)
+    assert "--events-listen=0.0.0.0:9443" in args
+    assert "--events-token-file=/var/run/deltakeeper/events-token/token" in args
+    assert "--events-tls-cert=/var/run/deltakeeper/events-tls/tls.crt" in args
+    assert "--events-tls-key=/var/run/deltakeeper/events-tls/tls.key" in args
+    assert "--events-consumers=2" in args
+    pod = _one(on, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"name": "events", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
+    assert {"name": "AWS_REGION", "value": "eu-west-1"} in container["env"]
+    assert not [e for e in container["env"] if "TOKEN" in e["name"]]  # a file, not the env
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["events-token"]["secret"] == {
+        "secretName": "events-token",
+        "items": [{"key": "token", "path": "token"}],
+    }
+    assert volumes["events-tls"]["secret"] == {"secretName": "events-tls"}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["events-token"]["readOnly"] is True
+    (service,) = [s for s in _kinds(on, "Service") if s["metadata"]["name"].endswith("-events")]
+    assert service["spec"]["ports"] == [
+        {"name": "events", "port": 9443, "targetPort": "events", "protocol": "TCP"}
+    ]
+    selector = _one(on, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == selector
+    policy = _one(on, "NetworkPolicy")["spec"]
+    assert policy["podSelector"] == {"matchLabels": selector}
+    metrics_rule, events_rule = policy["ingress"]
+    assert metrics_rule == {"ports": [{"port": "metrics", "protocol": "TCP"}]}  # from anyone
+    assert events_rule["ports"] == [{"port": "events", "protocol": "TCP"}]
+    assert events_rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "minio"}}}
+    ]
+    assert _rules(on) == _rules(off)  # the kubelet mounts the Secret, not the operator
+    # No peer given: the policy closes the events port to everyone.
+    closed = _render(
+        chart_tools,
+        schemas,
+        "--set",
+        "events.webhook.enabled=true,events.webhook.tokenSecret=t",
+        "--set",
+        "events.webhook.networkPolicy.enabled=true",
+    )
+    assert _one(closed, "NetworkPolicy")["spec"]["ingress"] == [metrics_rule]
+
+
+def _json_of(flow: str) -> str:
+    return json.dumps(yaml.safe_load(flow))

@@ -8,13 +8,17 @@ within one scan; a user's edit survives a template change; a removed table gets
 TableFound=False and its DeltaTable stays; a user's DeltaTable carrying the lake's label is
 not the lake's; a restarted operator applies nothing that did not change; bad specs are False
 conditions with Warning events; deleting the lake deletes its DeltaTables and nothing else,
-data included.
+data included. Then a lake with storage events (the webhook source, a 1 h scanInterval): an
+S3 event for a new table's first commit, posted to the operator's listener as MinIO sends it,
+and its DeltaTable is applied and polled within 3 s, without a scan.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from kubernetes import client
 from tests.e2e.conftest import Operator
 from tests.support import chart, kube
 from tests.support.kube import KubeCluster
-from tests.support.stores import Emulator
+from tests.support.stores import Emulator, free_port
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.e2e
@@ -36,6 +40,7 @@ NS, LAKE, PREFIX = "disc", "sales", "disc-e2e"
 LAKE_LABEL = "deltakeeper.io/lake"
 NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 FIRST = ("orders", "eu/customers", "eu/returns")  # tables there before the lake
+TOKEN = "lake-events-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +62,11 @@ class K:
     """The namespace's DeltaTables, DeltaLakes and Events, through the admin's client; the
     operator, and how to start it again."""
 
-    def __init__(self, cluster: KubeCluster, start: Callable[[], Operator]) -> None:
+    def __init__(
+        self, cluster: KubeCluster, start: Callable[[], Operator], listen: int = 0
+    ) -> None:
         self.cluster = cluster
+        self.listen = listen  # the operator's --events-listen port
         self.objects = client.CustomObjectsApi(cluster.api_client())
         self.core = client.CoreV1Api(cluster.api_client())
         self.start = start
@@ -125,6 +133,17 @@ class K:
             if c["type"] == kind:
                 return dict(c)
         return {}
+
+    def post_event(self, bucket: str, key: str) -> dict[str, Any]:
+        """POST /events to the operator's listener as MinIO does."""
+        body = {"Records": [{"s3": {"bucket": {"name": bucket}, "object": {"key": key}}}]}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.listen}/events",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return dict(json.loads(r.read()))
 
     def events(self, name: str) -> list[Any]:
         return list(
@@ -201,11 +220,22 @@ def lake(
     )
     workdir = tmp_path_factory.mktemp("operator")
     sa = _chart_service_account(kube_cluster, workdir / "sa-kubeconfig")
+    listen = free_port()
+    (workdir / "token").write_text(TOKEN)
+    events = ["--events-listen", f"127.0.0.1:{listen}"]
+    events += ["--events-token-file", str(workdir / "token")]
     k = K(
         kube_cluster,
         lambda: start_operator(
-            kube_cluster, workdir, "--namespace", NS, "--discovery", env={"KUBECONFIG": str(sa)}
+            kube_cluster,
+            workdir,
+            "--namespace",
+            NS,
+            "--discovery",
+            *events,
+            env={"KUBECONFIG": str(sa)},
         ),
+        listen,
     )
     k.lake(
         LAKE,
@@ -485,3 +515,47 @@ def test_deleting_the_lake_deletes_its_delta_tables_and_nothing_else(
     assert k.get("deltatables", "mine") is not None
     assert k.get("deltalakes", "bad-scheme") is not None
     assert set(minio.fs.find(f"{minio.bucket}/{PREFIX}")) >= files  # no data deleted
+
+
+def test_a_new_tables_first_commit_event_makes_its_delta_table_within_3_s(
+    lake: K, minio: Emulator
+) -> None:
+    k, prefix = lake, f"{PREFIX}-events"
+    _write(minio, "old", prefix=prefix)
+    k.lake(
+        "evented",
+        {
+            "uri": minio.uri(prefix),
+            "storage": {
+                "secretRef": {"name": "minio"},
+                "options": {"endpoint_url": minio.endpoint},
+            },
+            "scanInterval": "1h",  # no scan finds the new table in this test
+            "tableTemplate": {"pollInterval": "30s", "events": {"source": "webhook"}},
+        },
+    )
+    until(lambda: "old" in str(k.tables("evented")), 60, "the first scan's table")
+    scanned = k.last_scan("evented")
+    uri = _write(minio, "sales/new", prefix=prefix)
+    written = time.monotonic()
+    key = f"{prefix}/sales/new/_delta_log/00000000000000000000.json"
+    assert k.post_event(minio.bucket, key) == {"records": 1, "woke": 0}  # a new table
+    made = until(lambda: k.tables("evented").get(uri), 10, "its DeltaTable")
+    name = made["metadata"]["name"]
+    until(
+        lambda: ((k.get("deltatables", name) or {}).get("status") or {}).get("version") == 0,
+        10,
+        "its first poll's status",
+    )
+    took = time.monotonic() - written
+    assert took <= 3.0, took
+    assert k.last_scan("evented") == scanned  # no scan ran meanwhile
+    status = (k.get("deltatables", name) or {})["status"]
+    assert status["events"]["source"] == "webhook"
+    assert k.condition(k.get("deltatables", name), "TableFound")["status"] == "True"
+    assert 'result="new_table"} 1.0' in k.op.metrics()
+    # An event for a path the lake's scan would not take (a '_' folder): nothing made.
+    k.post_event(minio.bucket, f"{prefix}/_tmp/x/_delta_log/00000000000000000000.json")
+    time.sleep(1)
+    assert set(k.tables("evented")) == {minio.uri(f"{prefix}/old"), uri}
+    k.objects.delete_namespaced_custom_object(GROUP, VERSION, NS, "deltalakes", "evented")

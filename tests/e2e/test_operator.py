@@ -4,7 +4,8 @@ Secrets created through the API, tables on MinIO (S3) and local disk written by 
 The operator's scenarios: status and checkpoints while a writer runs, metrics, edits that
 take effect and bump observedGeneration, semantic errors as False conditions and Warning
 events with no writes, storage going away and coming back, the API server going away, a kill
-mid-maintenance, two replicas (and the one operation history both append to), suspend,
+mid-maintenance, two replicas (and the one operation history both append to), two replicas
+with the webhook event source (only the active one acts on an event), suspend,
 deletion, namespace scoping, and no secret anywhere it should not be.
 """
 
@@ -540,6 +541,78 @@ def test_two_replicas_only_one_acts(
     assert len(checkpoints) == len(set(checkpoints)), f"a checkpoint recorded twice: {checkpoints}"
     keys = [(r["operation"], r["status"], r["table_version"], r["start_time"]) for r in rows]
     assert len(keys) == len(set(keys)), "no row written by both replicas"
+
+
+def _post_event(port: int, token: str, bucket: str, key: str) -> dict[str, Any]:
+    """POST /events to a replica's listener, as MinIO sends an S3 event notification."""
+    import urllib.request
+
+    body = {"Records": [{"s3": {"bucket": {"name": bucket}, "object": {"key": key}}}]}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/events",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as r:
+        return dict(json.loads(r.read()))
+
+
+def _events_total(text: str, result: str) -> float:
+    m = re.search(
+        rf'^deltakeeper_events_total{{source="webhook",result="{result}"}} (\S+)$', text, re.M
+    )
+    return float(m.group(1)) if m else -1.0
+
+
+def test_two_replicas_with_the_webhook_only_the_active_one_acts_on_events(
+    kube_cluster: KubeCluster, operator_factory: Any, s3: Minio, tmp_path: Path
+) -> None:
+    """Both replicas listen; an event posted to the standby is answered 200 and counted
+    unknown_table, and nothing polls; the same event posted to the active one polls the table
+    at once, though its resyncInterval is an hour and its pollInterval 30 s."""
+    k = Api(kube_cluster, "evpair")
+    events = {"source": "webhook", "resyncInterval": "1h"}
+    uri = _minio_table(k, s3, "evpair", pollInterval="30s", events=events)
+    token = "two-replicas-events-token-0123456789"
+    (tmp_path / "token").write_text(token)
+    ports = [stores.free_port(), stores.free_port()]
+
+    def replica(port: int) -> Any:
+        listen = ["--events-listen", f"127.0.0.1:{port}", "--events-token-file"]
+        return operator_factory("--namespace", "evpair", *listen, str(tmp_path / "token"))
+
+    a = replica(ports[0])
+    _until(lambda: k.status("evpair").get("version") == 0, 60, "a status")
+    b = replica(ports[1])
+    _until(
+        lambda: (
+            "pausing: another replica acts" in a.log_text()
+            and "acting for" in b.log_text()
+            and _metric(b.metrics(), "deltakeeper_table_version", "evpair", "evpair") == 0
+        ),
+        60,
+        "the older replica to pause and the newer to act",
+    )
+    assert k.status("evpair")["events"]["live"] is True
+    _append(uri, 1, s3.deltars_options())
+    key = "evpair/_delta_log/00000000000000000001.json"
+    unknown = _events_total(a.metrics(), "unknown_table")
+    assert _post_event(ports[0], token, "lake", key) == {"records": 1, "woke": 0}  # the standby
+    assert _events_total(a.metrics(), "unknown_table") == unknown + 1
+    time.sleep(3)
+    assert k.status("evpair").get("version") == 0  # nobody polled: the standby has no loops
+    assert _metric(b.metrics(), "deltakeeper_table_version", "evpair", "evpair") == 0
+    assert _post_event(ports[1], token, "lake", key) == {"records": 1, "woke": 1}  # the active
+    posted = time.monotonic()
+    _until(
+        lambda: _metric(b.metrics(), "deltakeeper_table_version", "evpair", "evpair") == 1,
+        10,
+        "the event's poll",
+    )
+    assert time.monotonic() - posted < 5
+    _until(lambda: k.status("evpair").get("version") == 1, 10, "the status at version 1")
+    assert _metric(a.metrics(), "deltakeeper_table_version", "evpair", "evpair") is None
+    assert token not in a.log_text() + b.log_text()
 
 
 def test_suspend_delete_and_namespace_scope(

@@ -12,10 +12,14 @@ Held memory: every engine watches its copy of a 20,000-file log to the last new 
 Memory budget: both daemons checkpoint the big table and see every new commit; delta-rs loads all.
 Daemon poll: the standalone daemon and delta-rs each poll every quiet MinIO table about once a
 poll interval, one listing a poll.
+Events: on MinIO with its own webhook delivery, quiet tables with events list (almost) never
+where polling lists every interval; every timed commit, the burst's last versions and a lake's
+new table show up.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
@@ -27,6 +31,7 @@ from benchmarks import (
     cleanup,
     compaction,
     daemon_poll,
+    events,
     held_memory,
     memory_budget,
     vacuum,
@@ -196,3 +201,30 @@ def test_memory_budget_quick_runs_the_daemon_to_its_checkpoint_and_past_the_comm
         assert results[name]["checkpoint"] == "done", results[name]
     text, verdict = memory_budget.report(results)
     assert "target <= 600 MiB" in text and verdict["held_vs_delta_rs"] > 0
+
+
+def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
+    args = argparse.Namespace(
+        tables=20,
+        poll=2,
+        resync="1h",
+        window=8.0,
+        commits=6,
+        commits_poll=2,
+        burst=20,
+        burst_tables=2,
+    )
+    r = events.measure(args)
+    polling, evented = r["polling"], r["events"]
+    expected = 20 * 8.0 / 2  # polls in the window at a 2 s interval; jitter moves it
+    assert polling["lists"] >= 0.6 * expected, polling
+    assert evented["lists"] <= 2, evented  # a 1 h resync: none are due in 8 s
+    assert len(r["events_lag"]["metrics"]) == 6 and len(r["polling_lag"]["metrics"]) == 2
+    assert all(0 < s < 60 for s in r["events_lag"]["metrics"] + r["events_lag"]["status"])
+    b = r["burst"]
+    assert b["commits"] == 20 and len(b["after_last"]) == 2
+    assert b["polls"].get("event", 0) >= 1
+    assert r["new_table_s"] < 60 and r["events_counted"]["new_table"] >= 1
+    assert r["events_counted"]["woke"] >= 6
+    text = events.report("cmd", machine(), args, r)
+    assert "LISTs per table-hour" in text

@@ -205,6 +205,7 @@ def schema_dir(dest: Path) -> Path:
         "rolebinding-rbac-v1.json",
         "clusterrole-rbac-v1.json",
         "clusterrolebinding-rbac-v1.json",
+        "networkpolicy-networking-v1.json",
     }
     kube_schemas(sorted(kinds), dest)
     return dest

@@ -149,6 +149,27 @@ def _inside(path: str, tables: set[str]) -> bool:
     return any("/".join(parts[:i]) in tables for i in range(1, len(parts)))
 
 
+def reportable(
+    path: str,
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> bool:
+    """Whether a scan would report a table at `path` (relative, "." for the prefix), were it
+    one and no table above it: within `max_depth`, through no folder a scan does not enter
+    ('_' or '.' names), and let through by include/exclude. What a storage event naming a new
+    table's log is checked against before the table is listed."""
+    if path == ROOT:
+        return _Patterns(tuple(include), tuple(exclude)).wanted(ROOT)
+    parts = path.split("/")
+    if len(parts) > max_depth or any(not p or p.startswith(("_", ".")) for p in parts):
+        return False
+    patterns = _Patterns(tuple(include), tuple(exclude))
+    folders = ("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return all(patterns.may_hold(f) for f in folders) and patterns.wanted(path)
+
+
 def is_table(storage: Storage, path: str = "") -> bool:
     """Whether folder `path` holds a `_delta_log/` with a commit or checkpoint in it."""
     return _log_state(storage, path) is _Log.TABLE

@@ -9,6 +9,11 @@ applied (an annotation), so a scan, after a restart too, applies only what diffe
 DeltaTable whose table a scan no longer finds is kept, with the condition `TableFound=False`: a
 table gone from a scan may be a move or a mistake, and deleting a DeltaTable is never what a
 scan implies. The DeltaTables themselves are maintained by tables.py like any other.
+
+A lake whose tableTemplate has `events` hears of its new tables from that source too, while
+this replica acts: a commit in the log of a table it has no DeltaTable for has that one log
+listed (the event is not believed) and, if it is a table the scan would report, its DeltaTable
+is applied at once, as the next scan would have, and its first poll starts when it arrives.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from typing import Any, TypeVar
 
 import kopf
 
+from deltakeeper.delta.discover import ROOT, is_table, reportable
+from deltakeeper.delta.errors import DeltaError
+from deltakeeper.delta.storage import open_storage
 from deltakeeper.k8s import api, secrets
 from deltakeeper.k8s.tables import ClusterTable, Tables
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, EventType, Reason
@@ -56,6 +64,8 @@ APPLY_THREADS = 4
 LAKE_THREADS = 2  # scans and status writes of all lakes
 T = TypeVar("T")
 EVENT_TABLES = 10  # more tables appearing at once than this make one Event, not one each
+MAX_HEARD = 1024  # new-table paths waiting for their check, per lake; more events are dropped
+ARRIVAL_S = 10.0  # how long an applied DeltaTable is waited for, to start its first poll now
 
 
 @dataclass
@@ -71,6 +81,8 @@ class ClusterLake:
     failed: str = ""  # why the last scan failed ("": it did not)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    heard: set[str] = field(default_factory=set)  # new tables an event named, being checked
+    unlisten: Callable[[], None] | None = None  # stops its new-table events
 
     @property
     def uid(self) -> str:
@@ -116,6 +128,7 @@ class Lakes:
                 entry.generation = generation
                 entry.resource, entry.problem = _parse(body)
                 entry.scanner = None
+                self._listen(key, entry)
                 entry.wake.set()
             return
         if entry is not None:  # re-created under the same name
@@ -126,6 +139,7 @@ class Lakes:
         entry = ClusterLake(kopf.Body(ref), generation, resource, problem)
         entry.status = dict(body.get("status") or {})
         self.entries[key] = entry
+        self._listen(key, entry)
         # Started inside a kopf handler: the task's context lets kopf.event post Events.
         entry.task = asyncio.create_task(self._loop(key, entry))
 
@@ -133,6 +147,8 @@ class Lakes:
         entry = self.entries.pop(key, None)
         if entry is not None and entry.task is not None:
             entry.task.cancel()
+        if entry is not None and entry.unlisten is not None:
+            entry.unlisten()
         self.metrics.forget_lake(*key)
 
     async def stop(self) -> None:
@@ -143,6 +159,69 @@ class Lakes:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- new tables by storage events -------------------------------------------------------------
+    def _listen(self, key: Key, entry: ClusterLake) -> None:
+        """Hear of the lake's new tables from its template's event source, if it has one."""
+        if entry.unlisten is not None:
+            entry.unlisten()
+            entry.unlisten = None
+        source = entry.resource.events_source if entry.resource is not None else None
+        if source is not None and entry.resource is not None:
+            events = self.tables.fleet.events
+            entry.unlisten = events.lake(
+                source, entry.resource.uri, lambda path: self._heard(key, entry, path)
+            )
+
+    def _heard(self, key: Key, entry: ClusterLake, path: str) -> bool:
+        """An event names a commit in the log of a table at `path` that is not watched: check
+        it (in a thread) if this replica acts and a scan would report it; else False (a
+        standby counts it as an unknown table, as its tables' events)."""
+        lake = entry.resource
+        if lake is None or not self.tables.acting:
+            return False
+        if not reportable(
+            path, include=lake.include, exclude=lake.exclude, max_depth=lake.max_depth
+        ):
+            return False
+        watched = (key[0], lake.table_name(path)) in self.tables.entries
+        if not watched and path not in entry.heard and len(entry.heard) < MAX_HEARD:
+            entry.heard.add(path)
+            asyncio.get_running_loop().create_task(self._check(key, entry, lake, path))
+        return True
+
+    async def _check(self, key: Key, entry: ClusterLake, lake: LakeResource, path: str) -> None:
+        try:
+            options = await self._storage_options(lake)
+            if isinstance(options, Problem):
+                return  # the scan says why in the lake's status
+            found = await self._run(_is_table, lake.uri, options, path)
+            if not found or self.entries.get(key) is not entry:
+                return
+            name = lake.table_name(path)
+            self.tables.set_condition((key[0], name), table_found(lake.name, path, True))
+            await self._run(self._apply, entry, lake, (path,), {})
+            log.info("DeltaLake %s/%s: table %s appeared (a storage event)", *key, path)
+            if entry.scanner is not None and entry.scanner.known is not None:
+                entry.scanner.known = tuple(sorted({*entry.scanner.known, path}))
+            await self._poke_when_watched((key[0], name))
+        except Exception as e:  # the API server away, say: the next scan applies it
+            log.warning(
+                "DeltaLake %s/%s: new table %s not applied (%s)", *key, path, api.short_error(e)
+            )
+        finally:
+            entry.heard.discard(path)
+
+    async def _poke_when_watched(self, key: Key) -> None:
+        """Once the watch brings the new DeltaTable, its first poll now, not after the jitter
+        of a start."""
+        deadline = time.monotonic() + ARRIVAL_S
+        while time.monotonic() < deadline:
+            table = self.tables.entries.get(key)
+            if table is not None and table.loop is not None:
+                table.loop.poke()
+                return
+            await asyncio.sleep(0.05)
 
     # -- the loop ----------------------------------------------------------------------------------
     async def _loop(self, key: Key, entry: ClusterLake) -> None:
@@ -302,6 +381,15 @@ class Lakes:
             entry.status = status
         except Exception as e:  # the API server away: the next scan writes it
             log.warning("DeltaLake %s/%s: cannot write status (%s)", *key, api.short_error(e))
+
+
+def _is_table(uri: str, options: Mapping[str, Any], path: str) -> bool:
+    """One listing of the log at `path` under `uri`: a commit or checkpoint in it?"""
+    try:
+        return is_table(open_storage(uri, dict(options)), "" if path == ROOT else path)
+    except (DeltaError, OSError) as e:
+        log.warning("cannot check %s/%s for a new table: %s", uri, path, type(e).__name__)
+        return False
 
 
 def _parse(body: Mapping[str, Any]) -> tuple[LakeResource | None, str]:

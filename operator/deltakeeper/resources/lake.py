@@ -55,6 +55,14 @@ class LakeResource:
     def table_uri(self, path: str) -> str:
         return table_uri(self.uri, path)
 
+    @property
+    def events_source(self) -> str | None:
+        """The event source its tableTemplate gives every table of the lake (None: none),
+        which also tells the lake of its new tables (runtime/events.py)."""
+        events = self.table_template.get("events")
+        source = events.get("source") if isinstance(events, dict) else None
+        return source if isinstance(source, str) and source else None
+
     def root_table(self) -> TableResource:
         """The lake's prefix as a DeltaTable-shaped resource: what resolves its credentials."""
         spec: dict[str, Any] = {"uri": self.uri}

@@ -18,6 +18,11 @@ in a row, or the source down, and the table is polled at its pollInterval again,
     table = events.table(loop.poke)          # one per table with spec.events
     table.follow(target)                     # (re)indexed by its URI and source
     events.deliver("webhook", "lake", "sales/_delta_log/00000000000000000042.json")
+
+Under a DeltaLake's prefix (`events.lake(source, uri, found)`, for a lake whose tableTemplate
+has events), an event for the log of no watched table tells the lake: a commit or checkpoint
+in `<prefix>/<path>/_delta_log/` calls `found(path)`, and the front-end lists that log once
+(the event is not believed either) and watches the table as a scan would have found it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote, unquote_plus, urlparse
 
+from deltakeeper.delta import paths as log_paths
+from deltakeeper.delta.discover import ROOT
 from deltakeeper.maintenance.policy import EVENT_SOURCES
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, Reason
 from deltakeeper.resources.status_fields import StatusField as F
@@ -63,6 +70,9 @@ class EventResult(enum.StrEnum):
     DUPLICATE = "duplicate"  # its table was woken already and its poll has not started
     IGNORED = "ignored"  # a watched table's key outside its _delta_log/ (a data file)
     UNKNOWN_TABLE = "unknown_table"  # no watched table with events has that key
+    # a commit or checkpoint in the log of a table not watched yet, under a DeltaLake's prefix
+    # whose tables have events: the lake checks it is a table and, if so, watches it
+    NEW_TABLE = "new_table"
     REJECTED = "rejected"  # the request was refused (token, size, rate): counted per request
     MALFORMED = "malformed"  # not an event as the source sends them: counted per request
 
@@ -295,6 +305,8 @@ class Events:
         self.clock_ms = clock_ms
         self.monotonic = monotonic
         self._tables: dict[tuple[str, str], dict[str, TableEvents]] = {}
+        # DeltaLakes listening for new tables: (source, bucket) -> prefix path -> found(path)
+        self._lakes: dict[tuple[str, str], dict[str, Callable[[str], bool]]] = {}
         self._up: dict[str, bool] = dict.fromkeys(SOURCES, False)
         self._down_why: dict[str, str] = dict.fromkeys(SOURCES, "not started")
         for source in SOURCES:
@@ -334,6 +346,26 @@ class Events:
     def named(self, source: str) -> bool:
         """Whether any table has events from `source`."""
         return any(s == source for s, _ in self._tables)
+
+    def lake(self, source: str, uri: str, found: Callable[[str], bool]) -> Callable[[], None]:
+        """Tell `found` of new tables under the prefix `uri`: it is called with a table's path
+        relative to the prefix ("." for the prefix itself) for a commit or checkpoint in a log
+        no watched table has, and returns whether it takes it (a path its scan would report).
+        Returns what stops it; a URI outside an object store hears of nothing."""
+        place = table_place(uri)
+        if place is None:
+            return lambda: None
+        lakes = self._lakes.setdefault((source, place[0]), {})
+        lakes[place[1]] = found
+
+        def stop() -> None:
+            here = self._lakes.get((source, place[0]))
+            if here is not None and here.get(place[1]) is found:
+                del here[place[1]]
+                if not here:
+                    del self._lakes[(source, place[0])]
+
+        return stop
 
     def tables(self, source: str) -> Iterator[TableEvents]:
         for (s, _), paths in list(self._tables.items()):
@@ -377,15 +409,36 @@ class Events:
     def _route(self, source: str, bucket: str, key: str) -> EventResult:
         paths = self._tables.get((source, bucket))
         path = key_path(key)
-        if paths is None or path is None:
+        if path is None:
             return EventResult.UNKNOWN_TABLE
-        found = _longest(paths, path)
+        found = _longest(paths, path) if paths is not None else None
         if found is None:
-            return EventResult.UNKNOWN_TABLE
+            return self._new_table(source, bucket, path)
         table, rest = found
         if not rest.startswith(LOG_DIR):
             return EventResult.IGNORED
         return table.announce(self.clock_ms())
+
+    def _new_table(self, source: str, bucket: str, path: str) -> EventResult:
+        """A key of no watched table: a new table's first commit under a lake's prefix?"""
+        lakes = self._lakes.get((source, bucket))
+        if not lakes:
+            return EventResult.UNKNOWN_TABLE
+        table, sep, name = f"/{path}".rpartition(f"/{LOG_DIR}")
+        parsed = log_paths.parse(name) if sep else None
+        if parsed is None or not (parsed.kind is log_paths.Kind.COMMIT or parsed.is_checkpoint):
+            return EventResult.UNKNOWN_TABLE
+        table = table.lstrip("/")
+        prefix = table
+        while True:  # the lake with the longest prefix of the table's path
+            found = lakes.get(prefix)
+            if found is not None:
+                rel = table[len(prefix) :].lstrip("/") if prefix else table
+                taken = found(rel or ROOT)
+                return EventResult.NEW_TABLE if taken else EventResult.UNKNOWN_TABLE
+            if not prefix:
+                return EventResult.UNKNOWN_TABLE
+            prefix = prefix.rpartition("/")[0]
 
     def count(self, source: str, result: EventResult, n: int = 1) -> None:
         """Requests refused or unreadable as a whole (the listener's)."""

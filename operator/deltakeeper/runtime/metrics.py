@@ -177,8 +177,8 @@ _LAKE_SCANS = ("deltakeeper_lake_scans_total", "counter", "Scans of the lake, by
 _EVENTS = (
     "deltakeeper_events_total",
     "counter",
-    "Storage events by source and result (woke, duplicate, ignored, unknown_table; rejected "
-    "and malformed count requests)",
+    "Storage events by source and result (woke, duplicate, ignored, unknown_table, "
+    "new_table: a DeltaLake's new table; rejected and malformed count requests)",
 )
 _POLLS = (
     "deltakeeper_polls_total",

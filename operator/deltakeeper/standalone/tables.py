@@ -94,7 +94,15 @@ class Standalone:
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
         self._flushed_ms = 0  # when the status file was last written (the clock's ms)
-        self.lakes = Lakes(registry, clock, self._secret, self._scanned, stored.get("lakes", {}))
+        self.lakes = Lakes(
+            registry,
+            clock,
+            self._secret,
+            self._scanned,
+            stored.get("lakes", {}),
+            self.fleet.events,
+            self._appeared,
+        )
         self._manifest_tables: dict[Key, TableResource] = {}
         self._origin: dict[Key, tuple[FolderLake, str]] = {}  # lake tables: lake and path
         self._gone: set[Key] = set()  # lake tables the last good scan did not find: not polled
@@ -136,9 +144,12 @@ class Standalone:
         )
         return True
 
-    def _sync_tables(self) -> None:
+    def _sync_tables(self, poke: bool = True) -> None:
         """Watch the manifests' tables and the lakes' tables that are there, no other; a lake's
-        table that is gone keeps its status, unpolled."""
+        table that is gone keeps its status, unpolled. `poke`: poll the tables watched already
+        now (the manifests were reloaded: a policy or Secret may have changed); not after a
+        lake's scan or a new table's event, which change no table watched already (with
+        storage events, a poke of every table would be a listing of every table)."""
         wanted = dict(self._manifest_tables)
         was_gone = self._gone
         self._origin, self._gone = {}, set()
@@ -160,7 +171,7 @@ class Standalone:
         for key in self._gone:
             self._mark_gone(key)
         for key, resource in wanted.items():
-            self._upsert(key, resource)
+            self._upsert(key, resource, poke)
 
     def _mark_gone(self, key: Key) -> None:
         """The status a gone table keeps: the last poll's, `present: false`, TableFound=False."""
@@ -185,7 +196,7 @@ class Standalone:
 
     def _scanned(self, entry: FolderLake, scan: LakeScan) -> None:
         """A lake's scan is in: watch what it found, and say so in the statuses."""
-        self._sync_tables()
+        self._sync_tables(poke=False)
         managed = {
             name_of(key): self.statuses.get(name_of(key))
             for key, (origin, _) in self._origin.items()
@@ -202,11 +213,23 @@ class Standalone:
                 self.statuses[name_of(key)][DISCOVERY] = entry.discovery(path)
         self._dirty = True
 
+    def _appeared(self, entry: FolderLake, path: str) -> None:
+        """A storage event's new table, checked: watched now, not at the next pass (a
+        DeltaTable manifest for it still wins, as after a scan)."""
+        self._sync_tables(poke=False)
+        self._dirty = True
+        for key, (origin, where) in self._origin.items():
+            table = self.tables.get(key)
+            if origin is entry and where == path and table is not None and table.loop is None:
+                self.registry.start(key, self.fleet, table.watcher)
+                if table.loop is not None:
+                    table.loop.poke()  # its first poll now, not after the start's jitter
+
     async def scan_all(self) -> None:
         """Scan every lake now and wait for the scans (`--once`)."""
         await self.lakes.scan_all()
 
-    def _upsert(self, key: Key, resource: TableResource) -> None:
+    def _upsert(self, key: Key, resource: TableResource, poke: bool = True) -> None:
         known = self.tables.get(key)
         if known is None:
             previous = self.statuses.get(name_of(key), {})
@@ -222,7 +245,9 @@ class Standalone:
             known.generation += 1
             self.registry.change(key, resource)
             self.statuses.setdefault(name_of(key), {})[SPEC_DIGEST] = spec_digest(resource.spec)
-        if known.loop is not None:
+            if known.loop is not None:
+                known.loop.poke()  # its new spec: poll now
+        elif poke and known.loop is not None:
             known.loop.poke()  # a policy or Secret may have changed too: poll now
 
     def _drop(self, key: Key) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deltakeeper.delta.discover import ROOT, discover, is_table
+from deltakeeper.delta.discover import ROOT, discover, is_table, reportable
 from deltakeeper.delta.storage import open_storage
 from tests.support.tables import make_table
 
@@ -176,3 +176,16 @@ def test_a_link_into_a_table_finds_its_data_not_a_table(tmp_path: Path) -> None:
     make_table(tmp_path, "t0/part=1")  # inside a table: its data
     (tmp_path / "a").symlink_to(tmp_path / "t0" / "part=1")  # sorts before t0
     assert discover(open_storage(str(tmp_path))).tables == ("t0",)
+
+
+def test_reportable_says_what_a_scan_would_report_of_one_path(lake: Path) -> None:
+    """The check a storage event's new table passes before its log is listed: the same
+    answers as a scan, path by path, for the tables the scan found and those it did not."""
+    storage = open_storage(str(lake))
+    for kw in ({}, {"include": ["sales/*"]}, {"exclude": ["sales/*"]}, {"max_depth": 1}):
+        found = set(discover(storage, **kw).tables)  # type: ignore[arg-type]
+        for path in ("events", "sales/orders", "sales/refunds", "empty/inner", "raw/a/b/deep"):
+            assert reportable(path, **kw) is (path in found), (path, kw)  # type: ignore[arg-type]
+    assert not reportable("_tmp/hidden") and not reportable(".staging/hidden")
+    assert not reportable("a//b")
+    assert reportable(ROOT) and not reportable(ROOT, include=["sales/*"])

@@ -217,6 +217,38 @@ def test_a_source_down_polls_at_poll_interval_with_the_condition_and_wakes_its_t
     assert m.registry.get_sample_value("deltakeeper_event_source_up", {"source": WEBHOOK}) == 0
 
 
+def test_a_new_tables_first_commit_under_a_lakes_prefix_tells_the_lake() -> None:
+    hub, woken, m = hub_with("s3://lake/raw/known")
+    heard: list[str] = []
+    stop = hub.lake(WEBHOOK, "s3://lake/raw", lambda path: heard.append(path) or True)
+    commit = "_delta_log/00000000000000000000.json"
+    assert hub.deliver(WEBHOOK, "lake", f"raw/new+one/%C3%A9/{commit}") is EventResult.NEW_TABLE
+    assert hub.deliver(WEBHOOK, "lake", f"raw/{commit}") is EventResult.NEW_TABLE  # the prefix
+    cp = "_delta_log/00000000000000000010.checkpoint.parquet"
+    assert hub.deliver(WEBHOOK, "lake", f"raw/b/{cp}") is EventResult.NEW_TABLE
+    assert heard == ["new one/é", ".", "b"]
+    assert hub.deliver(WEBHOOK, "lake", f"raw/known/{commit}") is EventResult.WOKE  # watched
+    assert woken["s3://lake/raw/known"] == [1]
+    for key in (
+        "raw/c/part-0.parquet",  # a data file: no table's first commit
+        "raw/c/_delta_log/_last_checkpoint",
+        "raw/c/_delta_log/_commits/00000000000000000001.0a1b2c3d-0000-0000-0000-000000000000.json",
+        "raw/c/_delta_log/00000000000000000001.crc",
+        f"other/{commit}",  # outside the lake's prefix
+        f"rawer/{commit}",
+    ):
+        assert hub.deliver(WEBHOOK, "lake", key) is EventResult.UNKNOWN_TABLE, key
+    assert hub.deliver("sqs", "lake", f"raw/x/{commit}") is EventResult.UNKNOWN_TABLE
+    stop()
+    assert hub.deliver(WEBHOOK, "lake", f"raw/x/{commit}") is EventResult.UNKNOWN_TABLE
+    assert heard == ["new one/é", ".", "b"]
+    assert events_count(m, "new_table") == 3
+    refusing = hub.lake(WEBHOOK, "s3://lake", lambda path: False)  # a path its scan skips
+    assert hub.deliver(WEBHOOK, "lake", f"_x/{commit}") is EventResult.UNKNOWN_TABLE
+    refusing()
+    assert hub.lake(WEBHOOK, "/local/lake", lambda path: True) is not None  # hears nothing
+
+
 def test_every_series_is_at_zero_from_the_start() -> None:
     m = Metrics()
     Events(m)

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deltakeeper.maintenance.operations.outcome import Compactor
 from deltakeeper.maintenance.policy import DAY_MS, DataRetention
+from deltakeeper.runtime.events import WEBHOOK, Events
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import ScanResult, Target
 from deltakeeper.runtime.registry import record
@@ -85,8 +86,9 @@ def _matches(labels: dict[str, str], matchers: tuple[tuple[str, str, str], ...])
 
 @pytest.fixture
 def first_polls(tmp_path: Path) -> Metrics:
-    """A daemon's metrics after the first poll of three tables, one compacting, one with a
-    data retention, and the first scan of a lake: read, nothing maintained."""
+    """A daemon's metrics after the first poll of four tables, one compacting, one with a
+    data retention, one with storage events, and the first scan of a lake: read, nothing
+    maintained."""
     metrics = Metrics(clock=lambda: NOW / 1000)
     watcher = TableWatcher(NOW, compactor=Compactor(StandInLauncher(), wait=False))
     retention = DataRetention("day", 90 * DAY_MS)
@@ -101,6 +103,16 @@ def first_polls(tmp_path: Path) -> Metrics:
         obs = watcher.observe(target, NOW)
         assert obs.outcomes == []  # nothing has happened to either table
         record(metrics, target, obs)
+    # A table with storage events: its EventsDegraded condition from its first poll too.
+    hub = Events(metrics)
+    root = partitioned_table(tmp_path / "evented")
+    target = Target(
+        "lake", "evented", str(root), suspend=True, events_source=WEBHOOK, resync_interval_s=3600
+    )
+    events = hub.table(lambda: None)
+    events.follow(target)
+    events.begin()
+    record(metrics, target, events.polled(watcher.observe(target, NOW)))
     metrics.lake_scan("lake", "lake", ScanResult.OK, 2, 0.01, 1)
     return metrics
 

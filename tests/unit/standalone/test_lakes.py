@@ -181,3 +181,35 @@ def test_a_lake_with_symlinks_makes_one_table_per_real_table_inside_it(
         assert body["lakes"]["data/main"]["tables"] == 3
     finally:
         daemon.fleet.close()
+
+
+class _CountedLoop:
+    def __init__(self) -> None:
+        self.pokes = 0
+
+    def poke(self) -> None:
+        self.pokes += 1
+
+
+def test_a_lakes_scan_polls_no_watched_table_but_a_reload_polls_them_all(
+    lake_folder: tuple[Path, Path],
+) -> None:
+    """A scan changes no watched table: poking them all would be a listing of every table
+    each scanInterval, which storage events exist to save. A reload may have changed a
+    policy or Secret: every table is polled at once."""
+    _data, manifests = lake_folder
+    daemon = standalone.Standalone(manifests, manifests / "status.json", Metrics())
+    try:
+        asyncio.run(cycle(daemon))
+        loops = {key: _CountedLoop() for key in daemon.tables}
+        for key, entry in daemon.tables.items():
+            entry.loop = loops[key]  # type: ignore[assignment]
+        asyncio.run(daemon.scan_all())
+        assert [loop.pokes for loop in loops.values()] == [0] * len(loops)
+        daemon._signature = None  # the folder "changed"
+        assert daemon.reload()
+        assert [loop.pokes for loop in loops.values()] == [1] * len(loops)
+    finally:
+        for entry in daemon.tables.values():
+            entry.loop = None
+        daemon.fleet.close()
