@@ -134,7 +134,10 @@ def prepared(name: str, where: Path, future_ms: int, k: int | None = None) -> Pa
 @pytest.mark.parametrize("name", list(TABLES))
 def test_lite_and_full_delete_what_delta_spark_deletes(name, tmp_path, tally):
     """A test per table, so the tables spread over the workers (each in the Spark session its
-    worker keeps) instead of one test running them all one after another."""
+    worker keeps) instead of one test running them all one after another.
+
+    Slow: Delta Spark's VACUUM per mode, and three readers at every version in the retention
+    before and after each mode (Delta Spark's read of a version is several Spark jobs)."""
     from tests.support.spark import spark_session
 
     spark = spark_session("deltakeeper-vacuum")

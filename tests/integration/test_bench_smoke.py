@@ -114,7 +114,10 @@ def test_daemon_poll_quick_polls_each_table_once_an_interval_on_both_engines():
 def test_compaction_quick_rewrites_the_small_files_and_keeps_every_row(minio):
     """deltakeeper (planner, spark-submit, job) and delta-rs on the quick shape in MinIO, as the
     full benchmark runs; OPTIMIZE runs in the full benchmark (one more spark-submit is too slow
-    for here)."""
+    for here).
+
+    Slow: two spark-submit jobs (the first compaction and the steady state), as the benchmark
+    launches them, and scans of every small file on MinIO by DuckDB and delta-rs."""
     shape = compaction.QUICK
     engines = ("deltakeeper", "delta-rs compact")
     results = compaction.measure(shape, compaction.MinIO(minio), engines)
