@@ -3,13 +3,13 @@
 For each kind of table, written by delta-rs and by Delta Spark where that writer can make it:
 deltakeeper's planner plans, the real job runs (its own entry point, in the module's Delta Spark
 session: what the job does to a table does not depend on how it was launched, and a JVM of its
-own per kind cost 15-30 s each; spark-submit itself is tested by `deltakeeper compact` below and
-in test_compaction_job.py and test_spark_engine_job.py), and then delta-rs, DuckDB and
-Delta Spark read the same rows (sorted-row digest) at every version, the ones before the
-compaction unchanged. The job's commits carry dataChange=false, operation OPTIMIZE (REORG for a
-purge) and the job id; each planned partition ends with the files the plan said; a second plan
-finds nothing. What an oracle or a writer cannot do is written down below, with the reason,
-and asserted, so it shows when it changes. `deltakeeper compact` itself runs once here too, on
+own per kind cost 44-76 s each on the loaded 2-core machine; spark-submit itself is tested by
+`deltakeeper compact` below and in test_compaction_job.py and test_spark_engine_job.py), and
+then delta-rs, DuckDB and Delta Spark read the same rows (sorted-row digest) at every version,
+the ones before the compaction unchanged. The job's commits carry dataChange=false, operation
+OPTIMIZE (REORG for a purge) and the job id; each planned partition ends with the files the
+plan said; a second plan finds nothing. What an oracle or a writer cannot do is written down
+below, with the reason, and asserted, so it shows when it changes. `deltakeeper compact` itself runs once here too, on
 a table due a checkpoint, which it writes before the job.
 """
 

@@ -89,7 +89,7 @@ JOB_CONF = (
 def run_in_session(spark: Any, spec: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
     """`spark_submit`'s answer from the job's own entry point run here: the job takes the
     running session (its getOrCreate), and the conf it sets is put back afterwards. Saves the
-    JVM start and Delta's class loading of a spark-submit (15-30 s on two cores)."""
+    JVM start, Delta's class loading and a new session of a spark-submit (docs/testing.md)."""
     from tests.support.spark import session_conf
 
     out = io.StringIO()
