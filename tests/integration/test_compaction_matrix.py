@@ -9,8 +9,8 @@ then delta-rs, DuckDB and Delta Spark read the same rows (sorted-row digest) at 
 the ones before the compaction unchanged. The job's commits carry dataChange=false, operation
 OPTIMIZE (REORG for a purge) and the job id; each planned partition ends with the files the
 plan said; a second plan finds nothing. What an oracle or a writer cannot do is written down
-below, with the reason, and asserted, so it shows when it changes. `deltakeeper compact` itself runs once here too, on
-a table due a checkpoint, which it writes before the job.
+below, with the reason, and asserted, so it shows when it changes. `deltakeeper compact`
+itself runs once here too, on a table due a checkpoint, which it writes before the job.
 """
 
 from __future__ import annotations
