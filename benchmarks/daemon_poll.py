@@ -91,6 +91,20 @@ def write_manifests(emu: Any, folder: Path, n: int, poll_s: float) -> None:
     (folder / "tables.yaml").write_text(yaml.safe_dump_all(docs))
 
 
+def started_polling(
+    daemon: subprocess.Popen[Any], emu: Any, stores: Any, n: int, since: dict[str, int]
+) -> None:
+    """Wait until MinIO has counted `n` listings since `since`: the daemon is up and has
+    looked at (about) every table, so its first pass is under way."""
+    end = time.monotonic() + 300
+    while time.monotonic() < end and daemon.poll() is None:
+        now = stores.minio_requests(emu.endpoint)
+        if lists({k: v - since.get(k, 0) for k, v in now.items()}) >= n:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"the daemon listed fewer than its {n} tables (exit code {daemon.poll()})")
+
+
 def settle(emu: Any, stores: Any, give_up_s: float = 900) -> None:
     """Wait until the daemon only lists: its first pass (checkpoints, cleanups) is over."""
     end = time.monotonic() + give_up_s
@@ -111,10 +125,12 @@ def measure_daemon(
     write_manifests(emu, folder, n, poll_s)
     cmd = [sys.executable, "-m", "deltakeeper", "run", "--manifests", str(folder)]
     cmd += ["--metrics-port", "0", "--summary-every", "0"]
+    before = stores.minio_requests(emu.endpoint)
     with open(work / "daemon.log", "w") as out:
         daemon = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     try:
-        time.sleep(max(20.0, 3 * poll_s))
+        # Not a fixed wait for the start-up: the listings say when the polls began.
+        started_polling(daemon, emu, stores, n, before)
         settle(emu, stores)
         r0, c0 = stores.minio_requests(emu.endpoint), cpu_s(daemon.pid)
         time.sleep(window_s)

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,14 +79,14 @@ def _lake(into: Path, files: int, small: int) -> tuple[Path, list[Path]]:
     return big, smalls
 
 
-def _manifests(folder: Path, tables: list[Path]) -> None:
+def _manifests(folder: Path, tables: list[Path], poll_s: float) -> None:
     folder.mkdir()
     docs = [
         {
             "apiVersion": "deltakeeper.io/v1alpha1",
             "kind": "DeltaTable",
             "metadata": {"name": t.name, "namespace": "bench"},
-            "spec": {"uri": f"file://{t}", "pollInterval": f"{POLL_S}s"},
+            "spec": {"uri": f"file://{t}", "pollInterval": f"{poll_s:g}s"},
         }
         for t in tables
     ]
@@ -125,13 +126,13 @@ def _finished(entry: dict[str, Any] | None) -> bool:
     return entry is not None and entry.get("result") is not None
 
 
-def _daemon(budget: str, files: int, small: int, rounds: int) -> dict[str, Any]:
+def _daemon(budget: str, files: int, small: int, rounds: int, poll_s: float) -> dict[str, Any]:
     from tests.support.spark import ensure_spark
 
     with tempfile.TemporaryDirectory(prefix="dk-budget-") as tmp:
         big, smalls = _lake(Path(tmp) / "lake", files, small)
         folder = Path(tmp) / "manifests"
-        _manifests(folder, [big, *smalls])
+        _manifests(folder, [big, *smalls], poll_s)
         status_file = Path(tmp) / "status.json"
         argv = [sys.executable, "-m", "deltakeeper", "run", "--manifests", str(folder)]
         argv += ["--memory-budget", budget, "--metrics-port", "0", "--summary-every", "0"]
@@ -143,7 +144,8 @@ def _daemon(budget: str, files: int, small: int, rounds: int) -> dict[str, Any]:
         sampler = Sampler(proc.pid)
         started = time.monotonic()
         try:
-            return _watch(proc, sampler, status_file, big, len(smalls) + 1, rounds, started)
+            watched = Watched(proc, sampler, status_file, big, len(smalls) + 1, poll_s)
+            return _watch(watched, rounds, started)
         except Exception as e:
             tail = log.read_text(errors="replace").splitlines()[-15:]
             return {"ok": False, "error": f"{type(e).__name__}: {e}", "log": tail}
@@ -152,15 +154,21 @@ def _daemon(budget: str, files: int, small: int, rounds: int) -> dict[str, Any]:
             sampler.stop()
 
 
-def _watch(
-    proc: subprocess.Popen[bytes],
-    sampler: Sampler,
-    status_file: Path,
-    big: Path,
-    tables: int,
-    rounds: int,
-    started: float,
-) -> dict[str, Any]:
+@dataclass
+class Watched:
+    """The daemon under watch: its process, RSS sampler, status file and big table."""
+
+    proc: subprocess.Popen[bytes]
+    sampler: Sampler
+    status_file: Path
+    big: Path
+    tables: int
+    poll_s: float
+
+
+def _watch(w: Watched, rounds: int, started: float) -> dict[str, Any]:
+    proc, sampler, status_file, big, tables = w.proc, w.sampler, w.status_file, w.big, w.tables
+
     def big_status() -> dict[str, Any]:
         return _statuses(status_file).get(f"bench/{big.name}") or {}
 
@@ -185,7 +193,7 @@ def _watch(
         if _finished(step("vacuum")):
             return True
         running = (big_status().get("compaction") or {}).get("running")
-        return not running and time.monotonic() - started > checkpoint_s + 2 * POLL_S
+        return not running and time.monotonic() - started > checkpoint_s + 2 * w.poll_s
 
     wait(vacuum_settled, 1800, "the big table's vacuum")
     first_s = time.monotonic() - started
@@ -193,7 +201,7 @@ def _watch(
     done = big_status()["lastMaintenance"]
     for _ in range(rounds):
         version = _append(big)
-        wait(lambda v=version: big_status().get("version") == v, POLL_S * 4, f"version {version}")
+        wait(lambda v=version: big_status().get("version") == v, w.poll_s * 4, f"version {version}")
     time.sleep(2)  # what one poll's work left behind is given back
     return {
         "ok": True,
@@ -239,10 +247,12 @@ def _delta_rs(files: int, small: int, rounds: int) -> dict[str, Any]:
         }
 
 
-def run(files: int, small: int, rounds: int) -> dict[str, dict[str, Any]]:
+def run(files: int, small: int, rounds: int, poll_s: float = POLL_S) -> dict[str, dict[str, Any]]:
+    """Both daemons, then delta-rs. `poll_s`: the tables' poll interval, which the waits for
+    a vacuum to settle and for each new commit are measured in."""
     results = {
-        f"deltakeeper --memory-budget {BUDGET}": _daemon(BUDGET, files, small, rounds),
-        "deltakeeper --memory-budget none": _daemon("none", files, small, rounds),
+        f"deltakeeper --memory-budget {BUDGET}": _daemon(BUDGET, files, small, rounds, poll_s),
+        "deltakeeper --memory-budget none": _daemon("none", files, small, rounds, poll_s),
     }
     args = [str(files), str(small), str(rounds)]
     results["delta-rs"] = run_child("benchmarks.memory_budget", args, timeout=3600)

@@ -21,6 +21,9 @@ os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
 TESTS = Path(__file__).resolve().parent
 CORPUS = TESTS.parents[1] / "shared" / "conformance" / "tables"
 
+# The run's wall time against a budget, and tests over a minute without a reason (Slow:).
+pytest_plugins = ("tests.support.timing",)
+
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:

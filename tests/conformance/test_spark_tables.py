@@ -37,6 +37,8 @@ def spark_files(spark, path: str, version: int) -> set[str]:
 
 @pytest.mark.parametrize("name", TABLES)
 def test_every_version_agrees_with_three_oracles(name, tables, spark, tally):
+    """Slow: every version of each table (partitioned_many_commits has 32) read by deltakeeper,
+    delta-rs, DuckDB and Delta Spark."""
     path = tables[name]
     versions = table_versions(path)
     assert len(versions) >= 2

@@ -131,34 +131,36 @@ def prepared(name: str, where: Path, future_ms: int, k: int | None = None) -> Pa
     return dest
 
 
-def test_lite_and_full_delete_what_delta_spark_deletes(tmp_path, tally):
+@pytest.mark.parametrize("name", list(TABLES))
+def test_lite_and_full_delete_what_delta_spark_deletes(name, tmp_path, tally):
+    """A test per table, so the tables spread over the workers (each in the Spark session its
+    worker keeps) instead of one test running them all one after another.
+
+    Slow: Delta Spark's VACUUM per mode, and three readers at every version in the retention
+    before and after each mode (Delta Spark's read of a version is several Spark jobs)."""
     from tests.support.spark import spark_session
 
     spark = spark_session("deltakeeper-vacuum")
     future = int(time.time() * 1000) + DAY
-    for name, k in TABLES.items():
-        base = prepared(name, tmp_path / name / "base", future)
-        versions = [v for v in commit_versions(base) if v >= k]
-        rows = readable(spark, base, versions)
-        for mode in ("lite", "full") if name in FULL_TOO else ("lite",):
-            mine = Path(shutil.copytree(base, tmp_path / name / f"ours-{mode}"))
-            theirs = Path(shutil.copytree(base, tmp_path / name / f"spark-{mode}"))
-            report, gone = ours_deleting(mine, mode)
-            assert spark_vacuum(spark, theirs, mode) == gone, f"{name} {mode}"
-            assert info(mine) == {"latestCommitVersionOutsideOfRetentionWindow": k}, name
-            spark_info = (
-                {"latestCommitVersionOutsideOfRetentionWindow": k} if mode == "lite" else {}
-            )
-            assert info(theirs) == spark_info, f"{name} {mode}: Spark's _last_vacuum_info"
-            assert ("stray-old.parquet" in gone) == (mode == "full")
-            if mode == "lite":
-                assert report["commitsRead"] == [0, k] and report["listedObjects"] == 0
-            assert readable(spark, mine, versions) == rows, f"{name} {mode}: rows changed"
-            tally[f"{mode} vacuums equal to Delta Spark's"] += 1
-            tally[f"files deleted by {mode} vacuums, as Delta Spark deleted them"] += len(gone)
-            tally["versions read the same by delta-rs, DuckDB and Spark after vacuum"] += len(
-                versions
-            )
+    k = TABLES[name]
+    base = prepared(name, tmp_path / "base", future)
+    versions = [v for v in commit_versions(base) if v >= k]
+    rows = readable(spark, base, versions)
+    for mode in ("lite", "full") if name in FULL_TOO else ("lite",):
+        mine = Path(shutil.copytree(base, tmp_path / f"ours-{mode}"))
+        theirs = Path(shutil.copytree(base, tmp_path / f"spark-{mode}"))
+        report, gone = ours_deleting(mine, mode)
+        assert spark_vacuum(spark, theirs, mode) == gone, f"{name} {mode}"
+        assert info(mine) == {"latestCommitVersionOutsideOfRetentionWindow": k}, name
+        spark_info = {"latestCommitVersionOutsideOfRetentionWindow": k} if mode == "lite" else {}
+        assert info(theirs) == spark_info, f"{name} {mode}: Spark's _last_vacuum_info"
+        assert ("stray-old.parquet" in gone) == (mode == "full")
+        if mode == "lite":
+            assert report["commitsRead"] == [0, k] and report["listedObjects"] == 0
+        assert readable(spark, mine, versions) == rows, f"{name} {mode}: rows changed"
+        tally[f"{mode} vacuums equal to Delta Spark's"] += 1
+        tally[f"files deleted by {mode} vacuums, as Delta Spark deleted them"] += len(gone)
+        tally["versions read the same by delta-rs, DuckDB and Spark after vacuum"] += len(versions)
 
 
 def test_last_vacuum_info_is_shared_with_delta_spark_both_ways(tmp_path, tally):

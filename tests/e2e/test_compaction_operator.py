@@ -148,7 +148,9 @@ def test_two_tables_are_compacted_one_job_at_a_time_and_suspend_launches_none(
     s3: Minio,  # noqa: F811 (the fixture imported above)
 ) -> None:
     """`events` on local disk, `clicks` on MinIO (credentials from a Secret), `resting`
-    suspended; the global limit is one job."""
+    suspended; the global limit is one job.
+
+    Slow: two spark-submit jobs one after the other (that they never overlap is the point)."""
     k = mod.k
     k.secret("minio", {"AWS_ACCESS_KEY_ID": s3.user, "AWS_SECRET_ACCESS_KEY": s3.password})
     minio = {"secretRef": {"name": "minio"}, "options": {"endpoint_url": s3.endpoint}}

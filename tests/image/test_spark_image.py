@@ -140,6 +140,7 @@ def run_job(
 def test_the_compaction_job_compacts_a_table_in_the_image(
     spark_image: str, job_dirs: tuple[Path, Path]
 ) -> None:
+    """Slow: spark-submit inside the image (a JVM in a container) on a mounted table."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
@@ -164,7 +165,10 @@ def test_the_compaction_job_compacts_an_s3a_table_on_minio(
     tmp_path: Path,
 ) -> None:
     """Through the image's own s3a connector, with the credentials in the environment only (as
-    a SparkApplication's secretKeyRefs give them) and the endpoint in Spark conf."""
+    a SparkApplication's secretKeyRefs give them) and the endpoint in Spark conf.
+
+    Slow: spark-submit inside the image (a JVM in a container), reading and writing through
+    s3a."""
     import pyarrow as pa
     from deltalake import write_deltalake
 

@@ -1,13 +1,16 @@
-"""The compaction job's matrix: planned by deltakeeper, run by spark-submit, read by three oracles.
+"""The compaction job's matrix: planned by deltakeeper, run by the job, read by three oracles.
 
 For each kind of table, written by delta-rs and by Delta Spark where that writer can make it:
-deltakeeper's planner plans, the real job runs under spark-submit, and then delta-rs, DuckDB and
-Delta Spark read the same rows (sorted-row digest) at every version, the ones before the
-compaction unchanged. The job's commits carry dataChange=false, operation OPTIMIZE (REORG for a
-purge) and the job id; each planned partition ends with the files the plan said; a second plan
-finds nothing. What an oracle or a writer cannot do is written down below, with the reason,
-and asserted, so it shows when it changes. `deltakeeper compact` itself runs once here too, on
-a table due a checkpoint, which it writes before the job.
+deltakeeper's planner plans, the real job runs (its own entry point, in the module's Delta Spark
+session: what the job does to a table does not depend on how it was launched, and a JVM of its
+own per kind cost 44-76 s each on the loaded 2-core machine; spark-submit itself is tested by
+`deltakeeper compact` below and in test_compaction_job.py and test_spark_engine_job.py), and
+then delta-rs, DuckDB and Delta Spark read the same rows (sorted-row digest) at every version,
+the ones before the compaction unchanged. The job's commits carry dataChange=false, operation
+OPTIMIZE (REORG for a purge) and the job id; each planned partition ends with the files the
+plan said; a second plan finds nothing. What an oracle or a writer cannot do is written down
+below, with the reason, and asserted, so it shows when it changes. `deltakeeper compact`
+itself runs once here too, on a table due a checkpoint, which it writes before the job.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from tests.support.compaction import (
     file_changes,
     files_per_partition,
     plan_table,
-    spark_submit,
+    run_in_session,
 )
 from tests.support.oracles import Unreadable, table_versions
 from tests.support.rows import deltars_digest, digest, duckdb_digest, spark_digest
@@ -216,8 +219,8 @@ TABLES: dict[str, Callable[[Any, Path], Path]] = {
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    """One Delta Spark session for the module: it writes the Spark tables and is the third
-    oracle. The jobs themselves run in their own spark-submit."""
+    """One Delta Spark session for the module: it writes the Spark tables, runs the planned
+    jobs and is the third oracle."""
     yield spark_session("deltakeeper-compaction-matrix")
 
 
@@ -327,7 +330,7 @@ def test_planned_job_keeps_every_row_for_every_oracle(
     assert types is not None and set(types) == set(names.values()), types
     spec = compaction_plan.job_spec(found, names, f"dk-{name}", planned, types)
 
-    code, out, err = spark_submit({**spec, "table": str(path)})
+    code, out, err = run_in_session(spark, {**spec, "table": str(path)})
 
     assert code == 0, err
     assert out["result"] == "done" and out["plannedVersion"] == planned, out
@@ -362,7 +365,10 @@ def test_compact_writes_the_due_checkpoint_before_its_job(
     """`deltakeeper compact` (the CLI, a real spark-submit) on a table 11 commits past no
     checkpoint, the checkpoint interval 10: the checkpoint at the planned version is there
     before the job's commit, and the three oracles read the same rows at every version, the
-    checkpointed one included."""
+    checkpointed one included.
+
+    Slow: the CLI's own spark-submit (a JVM of its own: the launcher path is what is tested
+    here), then three readers at each of 12 versions."""
     from deltalake import write_deltalake
 
     name, path = "rs_checkpoint_first", tmp_path / "rs_checkpoint_first"

@@ -384,6 +384,8 @@ def table_source(name: str) -> Path:
 @pytest.mark.spark
 @pytest.mark.parametrize(("operation", "name"), SCENARIOS)
 def test_killed_at_every_step_the_table_stays_readable(operation, name, tmp_path, tally):
+    """Slow: a deltakeeper process killed at each kill point (two or three a storage step: a
+    vacuum deletes key by key), each crashed state read by four readers, then rerun."""
     s = run_scenario(OPERATIONS[operation], table_source(name), name, tmp_path, tally)
     check_with_spark(s)
     check_reruns_finished(s)

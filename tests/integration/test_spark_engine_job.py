@@ -159,6 +159,8 @@ def test_run_hands_a_checkpoint_over_the_memory_budget_to_spark(tmp_path: Path) 
 
 
 def test_maintain_engine_spark_checkpoints_and_vacuums_with_delta_spark(tmp_path: Path) -> None:
+    """Slow: two spark-submit JVMs, the checkpoint's and the vacuum's, as the CLI runs them
+    (this is the test of that path)."""
     table = tmp_path / "t"
     appends(table, 11)  # versions 0..10: a checkpoint is due
     orphan = table / "orphan.parquet"

@@ -3,6 +3,9 @@
 - `spark_submit(spec)`: the job through the spark-submit launcher, local[2], the Delta jars.
 - `cli_spark_flags()`: the same settings as `deltakeeper compact` / `maintain` flags.
 - `start_job(spec, ...)`: the same, in the background (a `SubmitJob` to `wait()` on).
+- `run_in_session(spark, spec)`: the same job (its own entry point, `job.main`) in this
+  process's Spark session instead of a JVM of its own; for tests of what the job does to a
+  table, not of how it is launched (those keep spark-submit).
 - `commit_actions`, `commit_info`, `file_changes`: one commit's actions as written in the log.
 - `live_files`, `files_per_partition`: the live files as deltakeeper reads them.
 - `plan_table(path, settings)`: deltakeeper's compaction plan for a local table.
@@ -14,7 +17,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -27,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from deltakeeper.compaction import submit
+from deltakeeper.compaction import job, submit
 from deltakeeper.compaction.launcher import JobResult
 from deltakeeper.compaction.spark_storage import spark_storage
 from deltakeeper.compaction.submit import SubmitConfig, SubmitJob
@@ -66,6 +71,31 @@ def spark_submit(
     drops that key of the tests' SUBMIT_CONF."""
     done: JobResult = submit.run(_config(jars, conf), spark_storage(spec["table"], {}), spec)
     return done.exit_code, done.result, done.stderr_tail
+
+
+# The session conf the job sets: put back after a job run in a shared session, so that the
+# next test's Spark writes carry no job id and the next job starts from the same conf.
+JOB_CONF = (
+    job.USER_METADATA_CONF,
+    job.CHECKPOINT_THROWS_CONF,
+    job.RETENTION_CHECK_CONF,
+    job.RETENTION_IGNORED_CONF,
+    "spark.sql.session.timeZone",
+    *job.OPTIMIZE_CONF.values(),
+    *job.TUNING_CONF.values(),
+)
+
+
+def run_in_session(spark: Any, spec: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
+    """`spark_submit`'s answer from the job's own entry point run here: the job takes the
+    running session (its getOrCreate), and the conf it sets is put back afterwards. Saves the
+    JVM start, Delta's class loading and a new session of a spark-submit (docs/testing.md)."""
+    from tests.support.spark import session_conf
+
+    out = io.StringIO()
+    with session_conf(spark, {}, restore=JOB_CONF), contextlib.redirect_stdout(out):
+        code = job.main(["--spec-json", json.dumps(spec)])
+    return code, submit.parse_result(out.getvalue()), ""
 
 
 def start_job(

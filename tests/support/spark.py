@@ -80,6 +80,9 @@ SUBMIT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.databricks.delta.snapshotPartitions": "2",
+    # VACUUM lists the table in this many tasks (Spark's default, 10,000: over a minute of
+    # empty tasks on local[2] for a table of a few files).
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
 }
 
