@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import RunField as R
+from deltakeeper.maintenance.operations.registry import REGISTRY
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType
 from deltakeeper.resources.status_fields import DISCOVERY
 from deltakeeper.resources.status_fields import LakeStatusField as L
@@ -78,13 +79,11 @@ def _poor(s: Mapping[str, Any]) -> str:
 
 
 def _deleted(operation: str, entry: Mapping[str, Any]) -> str:
-    if operation == Operation.CHECKPOINT:
-        return f"v{entry.get(R.VERSION)} "
-    if operation == Operation.COMPACTION:
-        return f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files "
-    if operation == Operation.EXPIRE:  # removed from the table, not deleted: vacuum's later
-        return f"{entry.get('removedFiles', 0)} files removed "
-    return f"{entry.get(R.DELETED_FILES, 0)} files "
+    """Its operation's brief (a status file of another version may name one this build does
+    not have: its deleted files then)."""
+    spec = REGISTRY.get(Operation(operation)) if operation in list(Operation) else None
+    brief = spec.brief(entry) if spec else f"{entry.get(R.DELETED_FILES, 0)} files"
+    return f"{brief} "
 
 
 def _cell(value: Any) -> str:

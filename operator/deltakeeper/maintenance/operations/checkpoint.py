@@ -275,5 +275,6 @@ SPEC = OperationSpec(
     history=_history,
     report=_report,
     warning=_repaired,
+    brief=lambda entry: f"v{entry.get('version')}",
     catalog=OnCatalogManaged.RUNS,
 )

@@ -166,5 +166,6 @@ SPEC = OperationSpec(
     history=_history,
     report=_report,
     started_reason="CompactionStarted",
+    brief=lambda entry: f"{entry.get('filesRemoved', 0)}->{entry.get('filesAdded', 0)} files",
     catalog=OnCatalogManaged.NEVER,
 )

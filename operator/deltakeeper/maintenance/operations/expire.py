@@ -191,6 +191,8 @@ SPEC = OperationSpec(
     skip=skip,
     dry_run_event=_dry_run,
     catalog=OnCatalogManaged.NEVER,
+    # removed from the table, not deleted: vacuum deletes them after its retention
+    brief=lambda entry: f"{entry.get('removedFiles', 0)} files removed",
     schedule=lambda policy: _retention(policy).schedule,
     dry_run=lambda policy: _retention(policy).dry_run,
     counters=(

@@ -87,6 +87,10 @@ def _nothing_more(o: Outcome) -> dict[str, Any]:
     return {}
 
 
+def _deleted_files(entry: Mapping[str, Any]) -> str:
+    return f"{entry.get('deletedFiles', 0)} files"
+
+
 @dataclass(frozen=True)
 class OwnCounter:
     """A Prometheus counter of an operation's own (deltakeeper_expired_rows_total), per table,
@@ -146,3 +150,5 @@ class OperationSpec:
     # Whether the policy says to dry-run it in a daemon (vacuum.dryRun): reported, not done.
     dry_run: Callable[[Policy], bool] = lambda policy: False
     counters: tuple[OwnCounter, ...] = ()  # its metrics besides runs, durations and files
+    # Its last run in a few words, from its lastMaintenance entry (`deltakeeper status`).
+    brief: Callable[[Mapping[str, Any]], str] = _deleted_files
