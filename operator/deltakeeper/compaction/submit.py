@@ -42,6 +42,9 @@ DELTA_EXTENSIONS = {
 # the user's spark.driver.extraJavaOptions replaces them.
 SHORT_JOB_BYTES = 256 * 2**20
 LOCAL_JVM_CONF = {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+# Delta Spark's VACUUM lists the table in this many tasks, 10,000 by default (sized for a
+# cluster): on a local master, about a minute of empty tasks a vacuum. There, one per thread.
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 class SparkUnavailable(RuntimeError):
@@ -113,7 +116,10 @@ def command(
     else:
         cmd += ["--packages", cfg.packages or delta_packages()]
     short = planned_bytes is not None and planned_bytes <= SHORT_JOB_BYTES
-    local = LOCAL_JVM_CONF if short and cfg.master.startswith("local") else {}
+    on_local = cfg.master.startswith("local")
+    local = LOCAL_JVM_CONF if short and on_local else {}
+    if on_local:
+        local = {**local, LISTING_PARALLELISM: str(submit_cores(cfg.master, cfg.conf))}
     conf = {**DELTA_EXTENSIONS, **local, **storage.conf, **cfg.conf}
     for key in sorted(conf):
         cmd += ["--conf", f"{key}={conf[key]}"]

@@ -54,6 +54,24 @@ def test_a_short_local_job_gets_c1_jit_and_serial_gc_unless_the_user_sets_them(
     assert java_options("local[2]", {}, None) == []  # size unknown
 
 
+def test_a_local_master_lists_a_vacuum_in_one_task_per_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Delta Spark's VACUUM lists in spark.sql.sources.parallelPartitionDiscovery.parallelism
+    tasks, 10,000 by default: a minute of empty tasks on local[2]."""
+    monkeypatch.setattr(submit, "spark_submit_path", lambda: "/opt/spark/bin/spark-submit")
+    storage = spark_storage(str(tmp_path), {})
+    key = submit.LISTING_PARALLELISM
+
+    def listing(master: str, conf: dict[str, str]) -> list[str]:
+        cmd = submit.command(submit.SubmitConfig(master, conf=conf), storage, "/tmp/spec.json")
+        return [part for part in cmd if part.startswith(f"{key}=")]
+
+    assert listing("local[2]", {}) == [f"{key}=2"]
+    assert listing("local[2]", {key: "64"}) == [f"{key}=64"]  # the user's wins
+    assert listing("spark://host:7077", {}) == []  # a cluster: Spark's default
+
+
 def test_a_job_that_printed_nothing_is_a_failure() -> None:
     assert submit.parse_result("spark noise\n")["error"] == "NoResult"
     line = json.dumps({job.MARK: 1, "result": "done"})
