@@ -535,7 +535,10 @@ def test_a_new_tables_first_commit_event_makes_its_delta_table_within_3_s(
         },
     )
     until(lambda: "old" in str(k.tables("evented")), 60, "the first scan's table")
-    scanned = k.last_scan("evented")
+    # The scan's tables are applied before its status is: wait for both.
+    scanned = until(
+        lambda: k.last_scan("evented") != "None" and k.last_scan("evented"), 30, "lastScan"
+    )
     uri = _write(minio, "sales/new", prefix=prefix)
     written = time.monotonic()
     key = f"{prefix}/sales/new/_delta_log/00000000000000000000.json"

@@ -161,7 +161,7 @@ def test_a_checkpoint_job_runs_as_a_spark_application_and_is_read_back(
         JobResult(0, {"result": "done"}, ""),
         3,
     )
-    assert outcome.result is Result.DONE and outcome.checkpoint_version == 3, outcome.message
+    assert outcome.result is Result.DONE and outcome.version == 3, outcome.message
     from deltalake import DeltaTable
 
     assert DeltaTable(str(table)).version() == 3
