@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.daemon_poll import settle
 from benchmarks.harness import (
     REPO,
     cpu_s,
@@ -220,23 +221,10 @@ def until(check: Any, timeout: float, what: str, every: float = 0.05) -> float:
     raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
 
 
-def settle(emu: Any, stores: Any, give_up_s: float = 1800) -> None:
-    """Wait until the daemon only lists for 10 s: its first pass is over."""
-    end = time.monotonic() + give_up_s
-    while time.monotonic() < end:
-        before = stores.minio_requests(emu.endpoint)
-        time.sleep(10)
-        after = stores.minio_requests(emu.endpoint)
-        busy = {k: v - before.get(k, 0) for k, v in after.items() if "list" not in k.lower()}
-        if not any(busy.values()):
-            return
-    raise SystemExit(f"the daemon was still busy after {give_up_s:.0f} s")
-
-
 def quiet(emu: Any, stores: Any, d: Daemon, n: int, window_s: float) -> dict[str, Any]:
     """LISTs per table-hour, CPU (cores) and RSS over `window_s` of quiet tables."""
     until(lambda: len(d.versions()) >= n, 1800, f"{n} tables in the metrics", every=2)
-    settle(emu, stores)
+    settle(emu, stores, give_up_s=1800)
     r0, c0 = stores.minio_requests(emu.endpoint), cpu_s(d.proc.pid)
     time.sleep(window_s)
     r1, c1 = stores.minio_requests(emu.endpoint), cpu_s(d.proc.pid)
