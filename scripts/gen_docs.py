@@ -25,7 +25,8 @@ def _operations() -> str:
     ]
     for op, spec in REGISTRY.items():
         deletes = f"{spec.deletes} files" if spec.deletes else ""
-        spark = "with `engine: spark`" if spec.engine is not None else ""
+        key = spec.engine_key.rsplit(".", 1)[-1] or "engine"
+        spark = f"with `{key}: spark`" if spec.engine is not None else ""
         if spec.cadence is Cadence.JOBS:
             spark = "always: a Spark job"
         rows.append(

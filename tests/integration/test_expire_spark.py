@@ -11,7 +11,10 @@ One Spark session for the module; NOW and KEEP put the cutoff at 2026-01-05T12:0
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +24,10 @@ import pytest
 from deltakeeper.delta.expire.run import Expiry, ExpiryRun, expire
 from deltakeeper.delta.table import open_table
 from deltakeeper.units import parse_timestamp_ms
+from tests.integration.test_standalone import DELTAKEEPER, _statuses
 from tests.support.cli import run
 from tests.support.compaction import cli_spark_flags
+from tests.support.manifests import table_doc
 from tests.support.rows import deltars_digest, digest, duckdb_digest, spark_digest
 from tests.support.spark import spark_session
 
@@ -319,6 +324,46 @@ def test_rewrite_spark_deletes_the_straddling_rows_as_spark_does(
     job = report["job"]
     assert job["result"] == "done" and job["rowsDeleted"] == 1, job
     assert "`day` = CAST('2026-01-05' AS date)" in job["condition"]
+    spark_delete(spark, theirs, f"ts < {CUTOFF}")
+    assert readers_agree(spark, ours) == readers_agree(spark, theirs)
+    assert older_rows_of(spark, ours, "ts") == []
+
+
+def test_a_daemon_runs_rewrite_spark_through_its_launcher(spark: Any, tmp_path: Path) -> None:
+    """Slow: a spark-submit JVM besides the module's session. `deltakeeper run --once` with
+    dataRetention.rewrite spark: its commit removes what goes whole, then its launcher runs
+    Delta Spark's DELETE on the straddling file's partition; the same rows as Spark's DELETE
+    on a copy, and the status holds both."""
+    made = tmp_path / "made"
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{made}` (id INT, ts TIMESTAMP, "
+        "day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))) USING delta PARTITIONED BY (day)",
+    )
+    schema = "id INT, ts TIMESTAMP"
+    for d in range(1, 8):
+        append(spark, made, [(d * 10, ts(d, 1)), (d * 10 + 1, ts(d, 6))], schema)
+    append(spark, made, [(102, ts(5, 3)), (103, ts(5, 23))], schema)  # straddles
+    ours, theirs = copies(tmp_path, made)
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    # The daemon's clock is the real one: keep puts its cutoff a few seconds past CUTOFF, hours
+    # from any row.
+    keep_s = int(time.time() - parse_timestamp_ms("2026-01-05T12:00:00Z") / 1000)
+    retention = {"column": "ts", "keep": f"{keep_s}s", "maxFraction": 1, "rewrite": "spark"}
+    doc = table_doc("t", f"file://{ours}", dataRetention=retention, vacuum={"enabled": False})
+    (folder / "t.json").write_text(json.dumps(doc))
+    argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--once", *cli_spark_flags()]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    entry = _statuses(folder)["lake/t"]["lastMaintenance"]["expire"]
+    assert (entry["result"], entry["engine"], entry["removedFiles"]) == ("done", "spark", 5), entry
+    assert (entry["rewrite"]["rowsDeleted"], entry["rewrite"]["filesRemoved"]) == (1, 1), entry
+    assert entry["version"] == newest(ours) == newest(made) + 2  # our commit, then the job's
+    assert commit(ours, newest(ours))["operation"] == "DELETE"
     spark_delete(spark, theirs, f"ts < {CUTOFF}")
     assert readers_agree(spark, ours) == readers_agree(spark, theirs)
     assert older_rows_of(spark, ours, "ts") == []

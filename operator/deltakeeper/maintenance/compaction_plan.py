@@ -377,6 +377,7 @@ class Compacted:
     files_added: int = 0
     bytes_removed: int = 0
     bytes_added: int = 0
+    rows_deleted: int = 0  # a DELETE's: its commitInfo's numDeletedRows
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -394,12 +395,24 @@ def commits_after(table: Table, version: int) -> list[int]:
     return sorted(v for v in table.list_log(version + 1).commits if v > version)
 
 
+def job_commits(table: Table, tag: str, line: Mapping[str, Any]) -> tuple[Compacted, list[int]]:
+    """A finished job's commits read back from the log, and the versions it reported: those
+    its JSON line names, or, from a launcher that cannot see its output (SparkApplication),
+    every commit after the version it started at (the log tells which are its)."""
+    if "commits" in line:
+        reported = [int(c["version"]) for c in line["commits"] or []]
+        return read_back(table, tag, reported), reported
+    since = int(line.get("startVersion") or 0)
+    back = read_back(table, tag, commits_after(table, since))
+    return back, list(back.versions)
+
+
 def read_back(table: Table, tag: str, versions: list[int]) -> Compacted:
     """Count the adds and removes of the commits at `versions` (as the job reported them)
     whose commitInfo.userMetadata is the job id `tag`; a version without the tag (or gone) is
     not the job's and counts nothing."""
     counts = [0, 0, 0, 0]
-    ours = []
+    ours, deleted = [], 0
     for version in versions:
         try:
             actions = [a for _, a in read_actions(table.storage, f"{LOG_DIR}/{commit(version)}")]
@@ -409,12 +422,16 @@ def read_back(table: Table, tag: str, versions: list[int]) -> Compacted:
         if not isinstance(info, dict) or info.get("userMetadata") != tag:
             continue
         ours.append(version)
+        metrics = info.get("operationMetrics")
+        if isinstance(metrics, dict):
+            deleted += int(metrics.get("numDeletedRows") or 0)
         for a in actions:
             for index, kind in ((0, "remove"), (1, "add")):
                 if isinstance(a.get(kind), dict):
                     counts[index] += 1
                     counts[index + 2] += int(a[kind].get("size") or 0)
-    return Compacted(tag, tuple(ours), *counts)
+    removed, added, bytes_removed, bytes_added = counts
+    return Compacted(tag, tuple(ours), removed, added, bytes_removed, bytes_added, deleted)
 
 
 def planned_from_spec(snap: Snapshot, spec: Mapping[str, Any]) -> Planned:

@@ -104,9 +104,11 @@ def plan(
         if op is CLEANUP and floor_failed is not None:
             result.steps.append(floor_failed)
             continue
-        step = _planned(p, op, (on_spark or {}).get(op))
+        why = (on_spark or {}).get(op)
+        step = _planned(p, op, why)
         if step is not None:
             result.steps.append(step)
+            result.steps += _finishing(p, step, why)
     _vacuum_first(p, result)
     owned = catalog_owned(snap.protocol, policy, CLEANUP)
     if cleanup_after_checkpoint and p.due(CHECKPOINT) and CLEANUP not in ops and not owned:
@@ -122,6 +124,15 @@ def _planned(p: Planning, op: Operation, on_spark: str | None) -> Step | None:
         return spec.spark(p, on_spark) if on_spark and spec.spark else spec.plan(p)
     except Exception as e:
         return unplanned(op, e)
+
+
+def _finishing(p: Planning, step: Step, on_spark: str | None) -> list[Step]:
+    """The Spark job that finishes `step` (its spec's `then`), where a Spark job runs for it."""
+    then = REGISTRY[step.operation].then
+    if then is None or on_spark is None or step.refused or step.failed:
+        return []
+    follow = then(p, step, on_spark)
+    return [follow] if follow is not None else []
 
 
 def catalog_owned(protocol: Protocol, policy: Policy, operation: Operation) -> str | None:
@@ -209,10 +220,10 @@ def spark_steps(
     the step and what it needs against the budget). For callers that have a Spark launcher."""
     out: dict[Operation, str] = {}
     for op in operations:
-        choose = REGISTRY[op].engine
-        engine = choose(policy) if choose is not None else None
+        spec = REGISTRY[op]
+        engine = spec.engine(policy) if spec.engine is not None else None
         if engine is Engine.SPARK:
-            out[op] = f"{op}.engine is spark"
+            out[op] = f"{spec.engine_key or f'{op}.engine'} is spark"
         elif engine is Engine.AUTO and op in too_big:
             out[op] = f"too big for the memory budget here: {too_big[op]}"
     return out

@@ -150,7 +150,7 @@ class Rewrite(enum.StrEnum):
     """What becomes of files that straddle an expiry's cutoff (dataRetention.rewrite)."""
 
     NONE = "none"  # kept until they are wholly older
-    SPARK = "spark"  # Delta Spark's DELETE on their partitions (`expire --rewrite spark` only)
+    SPARK = "spark"  # Delta Spark's DELETE on their partitions, as a Spark job
 
 
 @dataclass(frozen=True)

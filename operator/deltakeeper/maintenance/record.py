@@ -54,7 +54,7 @@ def fields(operation: Operation) -> dict[str, Mapping[str, Any]]:
     """The fields `operation`'s entry may have, each with its schema."""
     spec = REGISTRY[operation]
     named = [*COMMON, RunField.REASON]  # a reason only where a refusal has its own
-    if spec.spark is not None:
+    if spec.spark_done is not None:  # it runs Spark jobs
         named += [RunField.ENGINE, RunField.JOB_ID]
     if spec.writes:
         named.append(RunField.WRITTEN_FILES)
@@ -111,4 +111,4 @@ def as_json(o: Outcome) -> dict[str, Any]:
 
 def on_spark(o: Outcome) -> bool:
     """Whether Delta Spark ran `o` (a job of an operation that is not a job by itself)."""
-    return o.job_id is not None and REGISTRY[o.operation].spark is not None
+    return o.job_id is not None and REGISTRY[o.operation].spark_done is not None

@@ -182,9 +182,10 @@ def policy_fields() -> dict[str, Any]:
                 },
                 "rewrite": {
                     "type": "string",
-                    "enum": ["none"],
+                    "enum": [str(r) for r in defaults.Rewrite],
                     "description": "Files straddling the cutoff: none (default) keeps them "
-                    "until they are wholly older.",
+                    "until they are wholly older; spark deletes their expired rows with Delta "
+                    "Spark's DELETE, a Spark job, after the expiry's commit.",
                 },
                 "schedule": _str(CRON, "Cron schedule in UTC (default: once a day)."),
             },

@@ -77,11 +77,6 @@ def data_retention(spec: Any) -> defaults.DataRetention:
         raise PolicyError(f"{key}.keep: required (how much to keep, e.g. 90d)")
     keep = positive(f"{key}.keep", _duration(f"{key}.keep", spec["keep"]))
     rewrite = _choice(f"{key}.rewrite", spec.get("rewrite", "none"), defaults.Rewrite)
-    if rewrite is defaults.Rewrite.SPARK:
-        raise PolicyError(
-            f"{key}.rewrite: spark is not in this build yet for the daemons (the command line's "
-            "`expire --rewrite spark` runs it); use none"
-        )
     schedule = spec.get("schedule")
     if schedule:
         check_cron(schedule, f"{key}.schedule")

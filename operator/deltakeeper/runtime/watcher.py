@@ -427,7 +427,8 @@ class TableWatcher:
         for on_spark in plan.steps:
             if on_spark.spark is None:
                 continue
-            out = next((o for o in outcomes if o.operation is on_spark.operation), None)
+            # its job's Outcome: an operation's own step may come before it (expire's commit)
+            out = next((o for o in outcomes if o.operation is on_spark.operation and o.job), None)
             if out is not None:
                 self.compactions.started(out, plan.version, on_spark.spark, now_ms)
         step = next((s for s in plan.steps if s.operation is COMPACTION), None)

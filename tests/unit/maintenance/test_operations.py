@@ -66,7 +66,7 @@ def test_every_operation_is_whole(op: Operation) -> None:
     assert isinstance(spec.done_message(done), str) and spec.done_message(done)
     if spec.dry_run_event is not None:
         assert spec.dry_run_event(Outcome(op, Result.DRY_RUN, ""))[0].isalpha()
-    spark = (spec.spark, spec.spark_done, spec.engine)
+    spark = (spec.spark or spec.then, spec.spark_done, spec.engine)
     assert all(s is None for s in spark) or all(spark), "a Spark job's step, end and setting"
 
 
@@ -89,7 +89,7 @@ def test_each_lastmaintenance_entry_has_only_its_listed_fields(op: Operation) ->
         entry = record.entry(o, 7, 1_700_000_000_000, {"lastFull": "2026-01-01T00:00:00Z"})
         assert set(entry) <= allowed, f"{op}: {set(entry) - allowed} are not in record.fields"
         assert {str(f) for f in record.COMMON} <= set(entry)
-        spark = o.job_id is not None and REGISTRY[op].spark is not None
+        spark = o.job_id is not None and REGISTRY[op].spark_done is not None
         assert (entry.get("engine") == "spark") is spark
 
 

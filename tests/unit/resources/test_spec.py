@@ -299,11 +299,11 @@ def test_data_retention_becomes_expire_settings() -> None:
         "keep": "36h",
         "dryRun": True,
         "maxFraction": 0.9,
-        "rewrite": "none",
+        "rewrite": "spark",
         "schedule": "0 4 * * *",
     }
     assert from_spec({"dataRetention": full})["data_retention"] == policy.DataRetention(
-        "ts", 36 * 3_600_000, True, 0.9, policy.Rewrite.NONE, "0 4 * * *"
+        "ts", 36 * 3_600_000, True, 0.9, policy.Rewrite.SPARK, "0 4 * * *"
     )
     chosen = effective({}, **from_spec({"dataRetention": full}))
     assert chosen.data_retention is not None and chosen.data_retention.column == "ts"
@@ -324,7 +324,6 @@ def test_the_delta_library_and_the_policy_default_max_fraction_agree() -> None:
         ({"column": "day", "keep": "0d"}, "dataRetention.keep: expected a whole number above 0"),
         ({"column": "day", "keep": "3 months"}, "dataRetention.keep: '3 months' is not a duration"),
         ({"column": "day", "keep": "9d", "maxFraction": 2}, "dataRetention.maxFraction"),
-        ({"column": "day", "keep": "9d", "rewrite": "spark"}, "spark is not in this build yet"),
         ({"column": "day", "keep": "9d", "rewrite": "all"}, "dataRetention.rewrite: expected one"),
         ({"column": "day", "keep": "9d", "schedule": "daily"}, "dataRetention.schedule 'daily'"),
         ({"column": "day", "keep": "9d", "dryRun": "yes"}, "dataRetention.dryRun"),

@@ -6,11 +6,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deltakeeper.maintenance.policy import DataRetention
+from deltakeeper.maintenance.operations.outcome import Compactor
+from deltakeeper.maintenance.policy import DataRetention, Rewrite
+from deltakeeper.runtime.jobs import Running
+from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Target
+from deltakeeper.runtime.registry import record
 from deltakeeper.runtime.watcher import TableWatcher
-from tests.support.expire_tables import DAY_MS, KEEP_MS, NOW_MS, add, metadata, table
-from tests.support.logbuilder import protocol
+from tests.support.expire_tables import (
+    DAY_MS,
+    KEEP_MS,
+    NOW_MS,
+    add,
+    metadata,
+    stats,
+    table,
+    ts,
+)
+from tests.support.jobs import StandIn, StandInLauncher, request
+from tests.support.logbuilder import LogBuilder, protocol, remove
 from tests.support.observed import status_of
 
 HOUR_MS = 3_600_000
@@ -107,3 +121,114 @@ def test_catalog_managed_tables_are_never_expired(tmp_path: Path) -> None:
     assert refused.result == "refused" and "catalog-managed" in refused.message
     assert status_of(obs)["lastMaintenance"]["expire"]["reason"] == "CatalogOwned"
     assert commits(root) == [f"{0:020d}.json"]
+
+
+# ----------------------------------------------------------------- rewrite: spark, a daemon's
+
+
+def straddling(root: Path) -> Path:
+    """Two files wholly older than the cutoff, one straddling it, one newer (ts, unpartitioned)."""
+    adds = [
+        add("old-1.parquet", stat=stats(10, low=ts(1), high=ts(2))),
+        add("old-2.parquet", stat=stats(10, low=ts(2), high=ts(3))),
+        add("straddles.parquet", stat=stats(10, low=ts(4), high=ts(6))),
+        add("new.parquet", stat=stats(10, low=ts(7), high=ts(8))),
+    ]
+    return table(root, metadata(), *adds)
+
+
+def spark_target(root: Path, **retention: object) -> Target:
+    retained = DataRetention("ts", KEEP_MS, rewrite=Rewrite.SPARK, **retention)  # type: ignore[arg-type]
+    settings = {"data_retention": retained, "vacuum_dry_run": True}
+    return Target("ns", "t", str(root), settings=settings)
+
+
+def test_rewrite_spark_commits_then_follows_delta_sparks_delete_to_its_end(tmp_path: Path) -> None:
+    """The expiry commits what goes whole; then the straddling file's rows go to Delta Spark's
+    DELETE, a job the daemon follows as any other and reads back from the log by its id."""
+    root = straddling(tmp_path)
+    launcher = StandInLauncher()
+    t = spark_target(root)
+    w = TableWatcher(NOW_MS, compactor=Compactor(launcher, wait=False))
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    [done, started] = [o for o in obs.outcomes if o.operation == "expire"]
+    assert (done.result, done.version, started.result) == ("done", 1, "started"), done.message
+    [job] = launcher.jobs
+    spec = job.request.spec
+    assert (spec["operation"], spec["plannedVersion"], spec["partitions"]) == ("expire", 1, [{}])
+    assert spec["condition"] == done.detail.plan.predicate  # type: ignore[union-attr]
+    assert "SparkJobStarted" in [e.reason for e in obs.events]
+    entry = status_of(obs)["lastMaintenance"]["expire"]
+    assert (entry["removedFiles"], entry["straddlingFiles"], entry["version"]) == (2, 1, 1)
+    assert "rewrite" not in entry
+
+    # The job's DELETE: the straddling file out, its newer rows in a new one.
+    info = {
+        "commitInfo": {
+            "operation": "DELETE",
+            "userMetadata": job.job_id,
+            "operationMetrics": {"numDeletedRows": "4", "numRemovedFiles": "1"},
+        }
+    }
+    log = LogBuilder(root)
+    log.next_version = 2  # after the expiry's commit
+    v = log.commit(info, remove("straddles.parquet"), add("rewritten.parquet", 6))
+    job.end(0, {"result": "done", "commits": [{"version": v}], "rowsDeleted": 4})
+    later = NOW_MS + 60_000
+    ended = w.observe(t, later)
+    [rewrite] = ended.outcomes
+    assert (rewrite.result, rewrite.version) == ("done", 2), rewrite.message
+    assert rewrite.message.startswith("Delta Spark's DELETE deleted 4 rows, rewriting 1 files as 1")
+    entry = status_of(ended)["lastMaintenance"]["expire"]
+    assert entry["rewrite"] == {
+        "jobId": job.job_id,
+        "rowsDeleted": 4,
+        "filesRemoved": 1,
+        "filesAdded": 1,
+    }
+    assert (entry["removedFiles"], entry["cutoff"]) == (2, "2026-01-05T12:00:00Z")  # kept
+    assert (entry["engine"], entry["jobId"]) == ("spark", job.job_id)
+    metrics = Metrics()
+    record(metrics, t, obs)
+    record(metrics, t, ended)
+    text = "".join(metrics.exposition())
+    assert 'deltakeeper_expired_rows_total{namespace="ns",table="t"} 24.0' in text  # 20 + 4
+    assert 'deltakeeper_expired_files_total{namespace="ns",table="t"} 2.0' in text
+
+
+def test_rewrite_spark_with_nothing_whole_to_remove_starts_the_job_alone(tmp_path: Path) -> None:
+    adds = [
+        add("straddles.parquet", stat=stats(10, low=ts(4), high=ts(6))),
+        add("new.parquet", stat=stats(10, low=ts(7), high=ts(8))),
+    ]
+    root = table(tmp_path, metadata(), *adds)
+    launcher = StandInLauncher()
+    t = spark_target(root)
+    w = TableWatcher(NOW_MS, compactor=Compactor(launcher, wait=False))
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    assert [o.result for o in obs.outcomes if o.operation == "expire"] == ["skipped", "started"]
+    [job] = launcher.jobs
+    assert job.request.spec["plannedVersion"] == 0
+    assert commits(root) == [f"{0:020d}.json"]
+
+
+def test_rewrite_spark_under_a_dry_run_policy_starts_no_job(tmp_path: Path) -> None:
+    root = straddling(tmp_path)
+    launcher = StandInLauncher()
+    t = spark_target(root, dry_run=True)
+    w = TableWatcher(NOW_MS, compactor=Compactor(launcher, wait=False))
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    assert [o.result for o in obs.outcomes if o.operation == "expire"] == ["dry-run"]
+    assert launcher.jobs == [] and commits(root) == [f"{0:020d}.json"]
+
+
+def test_rewrite_spark_waits_while_another_job_of_the_table_runs(tmp_path: Path) -> None:
+    """One Spark job per table: the expiry and its DELETE wait for the running one."""
+    root = straddling(tmp_path)
+    launcher = StandInLauncher()
+    t = spark_target(root)
+    w = TableWatcher(NOW_MS, compactor=Compactor(launcher, wait=False))
+    w.compactions.running = Running(StandIn(request("other")), "other", NOW_MS, 0, 0, 0, 0)
+    obs = w.maintain(t, w.observe(t, NOW_MS), NOW_MS)
+    assert [o for o in obs.outcomes if o.operation == "expire"] == []
+    assert launcher.jobs == [] and commits(root) == [f"{0:020d}.json"]

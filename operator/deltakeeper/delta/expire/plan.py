@@ -18,6 +18,7 @@ column), and a string partition value that is not ISO-8601."""
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -295,6 +296,7 @@ def _partition_value(add: Mapping[str, Any], key: str) -> str | None:
     return value if value else None  # an empty string is a null partition value
 
 
+@functools.lru_cache(maxsize=4096)  # a partition's files share its value: parsed once
 def _partition_span(value: str, kind: str) -> Span | None:
     if kind == "string":
         iso = times.parse_iso(value)

@@ -97,13 +97,7 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
     if not result.ok:
         out.message, out.error = result.error, JobFailed(result.error)
         return out
-    if "commits" in result.result:
-        reported = [int(c["version"]) for c in result.result["commits"] or []]
-        back = compaction_plan.read_back(table, tag, reported)
-    else:  # a launcher that cannot see the job's output (SparkApplication): the log tells
-        since = int(result.result.get("startVersion") or 0)
-        back = compaction_plan.read_back(table, tag, compaction_plan.commits_after(table, since))
-        reported = list(back.versions)
+    back, reported = compaction_plan.job_commits(table, tag, result.result)
     out.detail = back
     if len(back.versions) != len(reported):
         missing = sorted(set(reported) - set(back.versions))

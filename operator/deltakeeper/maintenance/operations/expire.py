@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from deltakeeper.compaction.launcher import JobFailed
 from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
 from deltakeeper.delta.expire import plan as expiry
 from deltakeeper.delta.expire.run import ExpiryRun, commit_plan, read_snapshot, rfc3339_us
 from deltakeeper.delta.expire.times import cutoff_us
 from deltakeeper.delta.snapshot import Snapshot
+from deltakeeper.delta.table import Table
 from deltakeeper.maintenance import compaction_plan
 from deltakeeper.maintenance.memory import per_action
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
@@ -25,7 +27,13 @@ from deltakeeper.maintenance.operations.spec import (
     Running,
 )
 from deltakeeper.maintenance.operations.steps import Step
-from deltakeeper.maintenance.policy import EXPIRE_EVERY_MS, DataRetention, Policy
+from deltakeeper.maintenance.policy import (
+    EXPIRE_EVERY_MS,
+    DataRetention,
+    Engine,
+    Policy,
+    Rewrite,
+)
 from deltakeeper.units import format_bytes
 
 EXPIRE = Operation.EXPIRE
@@ -108,6 +116,49 @@ def rewrite_spec(found: expiry.ExpiryPlan, planned_version: int, now_ms: int) ->
     return spec
 
 
+def finish(p: Planning, first: Step, why: str) -> Step | None:
+    """Delta Spark's DELETE of the expired rows the straddling files hold (dataRetention.rewrite
+    is spark): after the expiry's commit, on the version it wrote; alone when there was
+    nothing to remove whole."""
+    found = first.detail
+    if not isinstance(found, expiry.ExpiryPlan) or not found.straddling:
+        return None
+    reason = (
+        f"Delta Spark's DELETE WHERE {found.predicate} on the {len(found.straddling)} files "
+        f"straddling the cutoff"
+    )
+    if not first.due:
+        spec = rewrite_spec(found, p.snap.version, p.now_ms)
+        return Step(EXPIRE, True, reason, spark=why, job_spec=spec)
+
+    def after_commit() -> Step:
+        spec = rewrite_spec(found, p.table.latest_version(), p.now_ms)
+        return Step(EXPIRE, True, reason, spark=why, job_spec=spec)
+
+    return Step(EXPIRE, True, reason, after=EXPIRE, plan_later=after_commit, spark=why)
+
+
+def spark_done(table: Table, out: Outcome, planned_version: int) -> None:
+    """The DELETE job's commits, read back from the log by its id: the rows they deleted, the
+    files they rewrote."""
+    back, reported = compaction_plan.job_commits(table, str(out.job_id), out.job_result or {})
+    out.detail = back
+    if len(back.versions) != len(reported):
+        missing = sorted(set(reported) - set(back.versions))
+        out.result = Result.FAILED
+        out.message = f"the job reported commits at {missing}, but the log has none of its own"
+        out.error = JobFailed(out.message)
+        return
+    if not back.versions:
+        out.message = "Delta Spark's DELETE found no row to delete"
+        return
+    out.version = back.versions[-1]
+    out.message = (
+        f"Delta Spark's DELETE deleted {back.rows_deleted} rows, rewriting {back.files_removed} "
+        f"files as {back.files_added}, in version {out.version}"
+    )
+
+
 def skip(step: Step) -> Outcome:
     """An expiry with nothing to remove still reports its cutoff and what it kept."""
     found = step.detail if isinstance(step.detail, expiry.ExpiryPlan) else None
@@ -116,6 +167,8 @@ def skip(step: Step) -> Outcome:
 
 
 def _done(o: Outcome) -> str:
+    if o.detail_as(compaction_plan.Compacted) is not None:
+        return o.message  # its DELETE job's
     return f"expired {o.message.removeprefix('removed ')}"
 
 
@@ -156,23 +209,67 @@ def _retention(policy: Policy) -> DataRetention:
     return policy.data_retention or DataRetention("", 0)
 
 
+def _engine(policy: Policy) -> Engine:
+    """Spark where straddling files go to Delta Spark's DELETE; the expiry itself is ours."""
+    return Engine.SPARK if _retention(policy).rewrite is Rewrite.SPARK else Engine.LOCAL
+
+
 def _removed(o: Outcome) -> dict[str, int]:
-    """What a done expiry removed (files, rows, bytes: its counters); else 0 of each."""
-    done = o.detail_as(ExpiryRun)
-    if done is None or o.result is not Result.DONE:
-        return dict.fromkeys(("files", "rows", "bytes"), 0)
-    return {"files": done.plan.files, "rows": done.plan.rows, "bytes": done.plan.bytes}
+    """What a done expiry removed (files, rows, bytes: its counters), whole files; of a
+    DELETE job, the rows it deleted (the files it rewrote are not expired); else 0 of each."""
+    out = dict.fromkeys(("files", "rows", "bytes"), 0)
+    if o.result is not Result.DONE:
+        return out
+    done, job = o.detail_as(ExpiryRun), o.detail_as(compaction_plan.Compacted)
+    if done is not None:
+        out |= {"files": done.plan.files, "rows": done.plan.rows, "bytes": done.plan.bytes}
+    elif job is not None:
+        out["rows"] = job.rows_deleted
+    return out
+
+
+_OWN = (
+    "cutoff",
+    "removedFiles",
+    "removedRows",
+    "removedBytes",
+    "straddlingFiles",
+    "filesWithoutStats",
+)
 
 
 def _record(o: Outcome, previous: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-    done = o.detail_as(ExpiryRun)
-    if done is None:
-        return {}
-    return {"cutoff": rfc3339_us(done.plan.cutoff_us), **counts(o)}
+    """The expiry's cutoff and counts; a DELETE job's run keeps those of the expiry it
+    finishes and adds its own (`rewrite`)."""
+    done, job = o.detail_as(ExpiryRun), o.detail_as(compaction_plan.Compacted)
+    if done is not None:
+        return {"cutoff": rfc3339_us(done.plan.cutoff_us), **counts(o)}
+    if job is not None:
+        kept = {k: previous[k] for k in _OWN if k in previous}
+        return {**kept, "rewrite": _rewrite_json(job)}
+    return {}
+
+
+def _rewrite_json(job: compaction_plan.Compacted) -> dict[str, Any]:
+    return {
+        "jobId": job.job_id,
+        "rowsDeleted": job.rows_deleted,
+        "filesRemoved": job.files_removed,
+        "filesAdded": job.files_added,
+    }
+
+
+def _history(o: Outcome) -> dict[str, int]:
+    job = o.detail_as(compaction_plan.Compacted)
+    if job is None:
+        return counts(o)
+    return {"removedRows": job.rows_deleted, "rewrittenFiles": job.files_removed}
 
 
 def _report(o: Outcome) -> dict[str, Any]:
-    done = o.detail_as(ExpiryRun)
+    done, job = o.detail_as(ExpiryRun), o.detail_as(compaction_plan.Compacted)
+    if job is not None:
+        return {"rewrite": _rewrite_json(job)}
     return {"expire": done.to_json()} if done is not None else {}
 
 
@@ -216,7 +313,22 @@ SPEC = OperationSpec(
             **COUNT_SCHEMA,
             "description": "Files without statistics for the column, kept (compute-stats).",
         },
+        "rewrite": {
+            "type": "object",
+            "description": "Delta Spark's DELETE of the straddling files' expired rows "
+            "(rewrite: spark), once its job ended.",
+            "properties": {
+                "jobId": {"type": "string"},
+                "rowsDeleted": COUNT_SCHEMA,
+                "filesRemoved": COUNT_SCHEMA,
+                "filesAdded": COUNT_SCHEMA,
+            },
+        },
     },
-    history=counts,
+    history=_history,
     report=_report,
+    engine=_engine,
+    engine_key="dataRetention.rewrite",
+    then=finish,
+    spark_done=spark_done,
 )

@@ -130,6 +130,11 @@ class OperationSpec:
     # the job did, given the version planned: what it wrote, deleted, or why it failed.
     spark_done: Callable[[Table, Outcome, int], None] | None = None
     engine: Callable[[Policy], Engine] | None = None  # its setting: deltakeeper, spark or auto
+    engine_key: str = ""  # that setting's name where it is not `<operation>.engine`
+    # The Spark job that finishes its step where its engine says Spark (expire's Delta Spark
+    # DELETE of the files it could not remove whole), given its step and why; it runs after
+    # that step is done, or alone when that step had nothing to do. None: no such job.
+    then: Callable[[Planning, Step, str], Step | None] | None = None
     skip: Callable[[Step], Outcome] | None = None  # its Outcome when not due (default: skipped)
     # The Normal event of a dry run (reason, message), for an operation a resource can set
     # to dry-run (a DeltaTable's vacuum.dryRun); None: no event.
