@@ -150,6 +150,8 @@ def measure(src: Path, days: int, keep: int) -> dict[str, Any]:
             out["rows_before"] = totals(spark, s3a)
 
             before_objects, before = objects(emu, theirs), minio_requests(emu.endpoint)
+            # Both start from the store: Spark reads the log again, as deltakeeper does.
+            spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
             t0 = time.perf_counter()
             spark.sql(f"DELETE FROM delta.`{s3a}` WHERE day < '{cutoff}'").collect()
             out["spark"] = {
@@ -210,13 +212,18 @@ def report(cmd: str, m: dict[str, Any], days: int, files: int, keep: int, r: dic
             f"with statistics, partitioned by a string `day`, on a fresh local MinIO, one copy "
             f"per engine. Delta Spark (s3a, local[2]) runs `DELETE ... WHERE day < "
             f"'{r['cutoff']}'`; deltakeeper `expire --column day --keep {keep}d`. Bytes "
-            "written: the objects new under the table after the run. Requests: MinIO's count.",
+            "written: the objects new under the table after the run. Requests: MinIO's count. "
+            "Time: from the store to the commit for both (Spark's DeltaLog cache is cleared "
+            "first; its JVM and session are warm).",
+            "- Delta Spark's DELETE on partition columns only is metadata-only too: it commits "
+            "the same remove actions and rewrites no data, so the bytes both write are that "
+            "commit's (the 0.001x target assumed a rewrite).",
             "",
             "| engine | time | bytes written | requests (MinIO) |",
             "|---|---|---|---|",
-            f"| Delta Spark DELETE | {theirs['seconds']:.1f} s | {theirs['written']:,} | "
+            f"| Delta Spark DELETE | {theirs['seconds']:.2f} s | {theirs['written']:,} | "
             f"{requests_text(theirs['requests'])} |",
-            f"| deltakeeper expire | {ours['seconds']:.1f} s | {ours['written']:,} | "
+            f"| deltakeeper expire | {ours['seconds']:.2f} s | {ours['written']:,} | "
             f"{requests_text(ours['requests'])} |",
             "",
             f"- deltakeeper removed {ours['files']:,} files ({ours['rows']:,} rows) in one "
