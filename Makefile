@@ -32,8 +32,10 @@ test: test-deps
 	$(PYTEST) tests -q -p no:cacheprovider -rfE --durations=25 --time-budget $(TEST_BUDGET) \
 		-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+# The loop to run while working (README): CPU-bound tests, so one worker a core.
+FAST_WORKERS ?= 2
 test-fast: setup
-	$(PYTEST) tests/unit tests/conformance -q -p no:cacheprovider -m "not spark"
+	$(PYTEST) tests/unit tests/conformance -q -p no:cacheprovider -m "not spark" -n $(FAST_WORKERS)
 
 # One layer of the suite at a time. `make test-unit LAYER=runtime` runs the unit tests of one
 # package (tests/unit/<layer>/ mirrors operator/deltakeeper/<layer>/).
