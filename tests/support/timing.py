@@ -17,8 +17,11 @@ property) to the controller, which adds the phases up.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +30,9 @@ REASON = "slow_reason"  # the user property that carries a test's "Slow:" line
 _started = time.monotonic()
 _durations: dict[str, float] = defaultdict(float)
 _reasons: dict[str, str] = {}
+_ended: dict[str, float] = {}  # each worker's last phase's end (epoch seconds)
+_where: dict[str, str] = {}  # the worker each test ran on
+_started_at = time.time()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,10 +63,10 @@ def slow_reason(doc: str | None) -> str | None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    global _started
-    _started = time.monotonic()
-    _durations.clear()
-    _reasons.clear()
+    global _started, _started_at
+    _started, _started_at = time.monotonic(), time.time()
+    for kept in (_durations, _reasons, _ended, _where):
+        kept.clear()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -74,6 +80,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Called in the controller for every phase of every test, a worker's included.
     _durations[report.nodeid] += report.duration
+    worker = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main"))
+    _ended[worker] = max(_ended.get(worker, 0.0), float(getattr(report, "stop", 0.0)))
+    if report.when == "call" or report.outcome != "passed":
+        _where[report.nodeid] = worker
     for key, value in report.user_properties:
         if key == REASON:
             _reasons[report.nodeid] = str(value)
@@ -105,3 +115,26 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         wall = time.monotonic() - _started
         verdict = "within" if wall <= budget * 60 else "OVER"
         write(f"wall time {_clock(wall)}, {verdict} the budget of {_clock(budget * 60)}")
+        if len(_ended) > 1:
+            write(f"each worker's last test ended at: {workers_ended(_ended, _started_at)}")
+        _keep_times()
+
+
+def workers_ended(ended: dict[str, float], started_at: float) -> str:
+    """When each worker ran out of tests, from the run's start, and the longest a worker sat
+    idle before the last one finished (issue 50: at most 5 minutes)."""
+    last = max(ended.values())
+    each = ", ".join(f"{w} {_clock(t - started_at)}" for w, t in sorted(ended.items()))
+    return f"{each}; idle at the end up to {_clock(last - min(ended.values()))}"
+
+
+def _keep_times() -> None:
+    """Every test's seconds and worker, for the next look at where the time goes (outside the
+    clone: `${XDG_CACHE_HOME:-~/.cache}/deltakeeper/test-times.json`)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deltakeeper"
+    times = {n: {"seconds": round(s, 2), "worker": _where.get(n)} for n, s in _durations.items()}
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "test-times.json").write_text(json.dumps(times, indent=0, sort_keys=True))
+    except OSError:
+        pass  # a record for people; the run is not about it
