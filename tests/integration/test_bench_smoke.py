@@ -218,6 +218,7 @@ def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
         commits_poll=2,
         burst=20,
         burst_tables=2,
+        queue_dir=True,
     )
     r = events.measure(args)
     polling, evented = r["polling"], r["events"]

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +44,11 @@ from deltakeeper.units import rfc3339
 
 log = logging.getLogger("deltakeeper.standalone")
 RELOAD_S = 2.0  # how often the folder is checked for changed manifests
+# A changed status reaches the file this long after it changed (changes within it are one
+# write), or later where writing the file takes longer: at most a tenth of the time is spent
+# writing it.
+FLUSH_AFTER_S = 0.1
+WRITING_SHARE = 0.1
 
 
 @dataclass(kw_only=True)
@@ -94,6 +100,9 @@ class Standalone:
         self.rejected: list[str] = []  # what the last reload refused, file and field named
         self._dirty = False
         self._flushed_ms = 0  # when the status file was last written (the clock's ms)
+        self._flush_soon: asyncio.TimerHandle | None = None  # a write on its way
+        self._written_at = 0.0  # time.monotonic() at the end of the last write
+        self._write_s = 0.0  # how long it took
         self.lakes = Lakes(
             registry,
             clock,
@@ -291,8 +300,22 @@ class Standalone:
         # the file (the whole fleet's, every RELOAD_S); a refresh an hour still shows it.
         if status.worth_writing(old, new, now, self._flushed_ms):
             self._dirty = True
+            self._write_soon()
         self.statuses[name] = new
         return True
+
+    def _write_soon(self) -> None:
+        """Write the file shortly after a status changed (a commit shows in it within about
+        FLUSH_AFTER_S), not at the next reload; a burst of changes is one write."""
+        if self._flush_soon is not None:
+            return
+        since = time.monotonic() - self._written_at
+        delay = max(FLUSH_AFTER_S, self._write_s / WRITING_SHARE - since)
+        self._flush_soon = asyncio.get_running_loop().call_later(delay, self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._flush_soon = None
+        self.flush()
 
     def quiet(self, entry: FolderTable, target: Target, obs: Observation) -> bool:
         """Only `lastPoll` moves (in memory: the file is rewritten for it once an hour, which
@@ -324,8 +347,12 @@ class Standalone:
         self._dirty = True
 
     def flush(self) -> None:
+        if self._flush_soon is not None:  # this write is it
+            self._flush_soon.cancel()
+            self._flush_soon = None
         if not self._dirty:
             return
+        started = time.monotonic()
         self._dirty = False
         self._flushed_ms = self.clock()
         body = {
@@ -336,6 +363,8 @@ class Standalone:
             "rejected": self.rejected,
         }
         status_file.write(self.status_path, body)
+        self._written_at = time.monotonic()
+        self._write_s = self._written_at - started
 
     # -- running ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:

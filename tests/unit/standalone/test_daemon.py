@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,44 @@ def test_run_once_vacuums_auto_as_the_daemons_do(
     vac = json.loads(out[out.index("{\n") :])["default/t"]["lastMaintenance"]["vacuum"]
     assert vac["result"] == "done" and vac["mode"] == "full"
     assert vac["modeReason"] == "auto: no FULL vacuum on record"
+
+
+def test_a_changed_status_reaches_the_file_within_a_moment_not_at_the_next_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit's status is written about FLUSH_AFTER_S after it changed (issue 47: commit to
+    status within a second), once for a burst of changes, and not at all for a quiet poll."""
+    small_table(tmp_path / "t")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(
+        "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
+        f"metadata: {{name: t}}\nspec: {{uri: 'file://{tmp_path / 't'}'}}\n"
+    )
+    path = folder / "status.json"
+    daemon = standalone.Standalone(folder, path, Metrics())
+    key = ("default", "t")
+    writes: list[float] = []
+    original = standalone.status_file.write
+
+    def counted(where: Path, body: dict[str, Any]) -> None:
+        writes.append(time.monotonic())
+        original(where, body)
+
+    async def polls() -> float:
+        entry = daemon.tables[key]
+        target = await daemon.target(key, entry)
+        changed = time.monotonic()
+        for _ in range(5):  # a burst: one write
+            await daemon.write_status(entry, target, entry.watcher.observe(target, 0))
+        await asyncio.sleep(standalone.FLUSH_AFTER_S + 0.4)
+        return changed
+
+    try:
+        assert daemon.reload()
+        monkeypatch.setattr(standalone.status_file, "write", counted)
+        changed = asyncio.run(polls())
+        assert len(writes) == 1 and writes[0] - changed < 0.45, writes
+        assert json.loads(path.read_text())["tables"]["default/t"]["version"] == 2  # its last
+    finally:
+        daemon.fleet.close()
