@@ -347,6 +347,20 @@ def test_serve_answers_metrics_and_health_and_drops_a_forgotten_table(
     assert 'table="t"' not in _get(base + "/metrics")[2]
 
 
+def test_name_asks_for_those_families_only(server: tuple[Metrics, list[bool], str]) -> None:
+    """`/metrics?name[]=F` (as Prometheus's client libraries take it): a scraper that wants one
+    family of a big fleet does not get tens of megabytes."""
+    m, _, base = server
+    m.table("ns", "t", STATUS)
+    wanted = "name[]=deltakeeper_table_version&name[]=deltakeeper_table_files"
+    body = _get(f"{base}/metrics?{wanted}")[2]
+    families = {f.name for f in text_string_to_metric_families(body)}
+    assert families == {"deltakeeper_table_version", "deltakeeper_table_files"}, families
+    assert 'deltakeeper_table_version{namespace="ns",table="t"} 5.0' in body
+    assert _get(f"{base}/metrics?name[]=nothing_of_ours") == (200, metrics.CONTENT_TYPE, "")
+    assert len(_get(base + "/metrics")[2]) > 10 * len(body)  # no name[]: every family
+
+
 def test_http_exposition_equals_the_registry_and_gzips(
     server: tuple[Metrics, list[bool], str],
 ) -> None:
