@@ -209,6 +209,10 @@ def test_memory_budget_quick_runs_the_daemon_to_its_checkpoint_and_past_the_comm
 
 
 def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
+    """The events benchmark's every phase at a small size, as it runs them.
+
+    Slow: two daemons in turn over the same tables on MinIO, each watched through an 8-s quiet
+    window after its first pass, then timed commits, a burst and a lake's new table."""
     args = argparse.Namespace(
         tables=20,
         poll=2,
