@@ -428,7 +428,10 @@ class TableWatcher:
             if on_spark.spark is None:
                 continue
             # its job's Outcome: an operation's own step may come before it (expire's commit)
-            out = next((o for o in outcomes if o.operation is on_spark.operation and o.job), None)
+            out = next(
+                (o for o in outcomes if o.operation is on_spark.operation and o.job is not None),
+                None,
+            )
             if out is not None:
                 self.compactions.started(out, plan.version, on_spark.spark, now_ms)
         step = next((s for s in plan.steps if s.operation is COMPACTION), None)
