@@ -91,6 +91,20 @@ def make_tables(emu: Any, work: Path, n: int) -> None:
     emu.fs.pipe(blobs, batch_size=64)
 
 
+def webhook_env(listen: int, queue_dir: Path | None) -> dict[str, str]:
+    """MinIO's settings for its webhook target at 127.0.0.1:`listen`; with `queue_dir` (made
+    here), it keeps what it could not deliver there, and sends from it on a cadence."""
+    env = {
+        f"MINIO_NOTIFY_WEBHOOK_ENABLE_{TARGET_ID}": "on",
+        f"MINIO_NOTIFY_WEBHOOK_ENDPOINT_{TARGET_ID}": f"http://127.0.0.1:{listen}/events",
+        f"MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_{TARGET_ID}": TOKEN,
+    }
+    if queue_dir is not None:
+        queue_dir.mkdir()
+        env[f"MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_{TARGET_ID}"] = str(queue_dir)
+    return env
+
+
 def notify(emu: Any, on: bool) -> None:
     """PutBucketNotificationConfiguration: `.json` writes to MinIO's webhook target, or none."""
     import botocore.session
@@ -342,14 +356,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         listen = stores.free_port()
-        env = {
-            f"MINIO_NOTIFY_WEBHOOK_ENABLE_{TARGET_ID}": "on",
-            f"MINIO_NOTIFY_WEBHOOK_ENDPOINT_{TARGET_ID}": f"http://127.0.0.1:{listen}/events",
-            f"MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_{TARGET_ID}": TOKEN,
-        }
-        if args.queue_dir:
-            (work / "minio-queue").mkdir()
-            env[f"MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_{TARGET_ID}"] = str(work / "minio-queue")
+        env = webhook_env(listen, work / "minio-queue" if args.queue_dir else None)
         emu = stores.start_minio(stores.install()["MINIO"], work / "minio", env=env)
         out: dict[str, Any] = {}
         try:

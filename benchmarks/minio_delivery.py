@@ -47,14 +47,7 @@ def lags(queue_dir: bool, commits: int) -> list[float]:
         work, listen = Path(tmp), stores.free_port()
         server = http.server.ThreadingHTTPServer(("127.0.0.1", listen), _Arrivals)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        env = {
-            f"MINIO_NOTIFY_WEBHOOK_ENABLE_{ev.TARGET_ID}": "on",
-            f"MINIO_NOTIFY_WEBHOOK_ENDPOINT_{ev.TARGET_ID}": f"http://127.0.0.1:{listen}/events",
-            f"MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_{ev.TARGET_ID}": ev.TOKEN,
-        }
-        if queue_dir:
-            (work / "queue").mkdir()
-            env[f"MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_{ev.TARGET_ID}"] = str(work / "queue")
+        env = ev.webhook_env(listen, work / "queue" if queue_dir else None)
         emu = stores.start_minio(stores.install()["MINIO"], work / "minio", env=env)
         try:
             ev.make_tables(emu, work, 1)

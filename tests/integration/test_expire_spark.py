@@ -298,13 +298,9 @@ def test_refusals_write_nothing(
         assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before
 
 
-def test_rewrite_spark_deletes_the_straddling_rows_as_spark_does(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """--rewrite spark: the metadata-only commit, then Delta Spark's DELETE limited to the
-    straddling files' partitions (spark-submit): the same rows as Spark's DELETE on the whole
-    table, and the files of other partitions untouched by the job."""
-    made = tmp_path / "made"
+def days_and_one_straddling(spark: Any, made: Path) -> Path:
+    """Days 1-7 in a partition column generated from `ts`, two rows a day, and one file of
+    day 5 with rows on both sides of the cutoff."""
     sql(
         spark,
         f"CREATE TABLE delta.`{made}` (id INT, ts TIMESTAMP, "
@@ -314,7 +310,16 @@ def test_rewrite_spark_deletes_the_straddling_rows_as_spark_does(
     for d in range(1, 8):
         append(spark, made, [(d * 10, ts(d, 1)), (d * 10 + 1, ts(d, 6))], schema)
     append(spark, made, [(102, ts(5, 3)), (103, ts(5, 23))], schema)  # straddles
-    ours, theirs = copies(tmp_path, made)
+    return made
+
+
+def test_rewrite_spark_deletes_the_straddling_rows_as_spark_does(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--rewrite spark: the metadata-only commit, then Delta Spark's DELETE limited to the
+    straddling files' partitions (spark-submit): the same rows as Spark's DELETE on the whole
+    table, and the files of other partitions untouched by the job."""
+    ours, theirs = copies(tmp_path, days_and_one_straddling(spark, tmp_path / "made"))
     flags = ["--column", "ts", "--keep", "5d", "--now", "2026-01-10T12:00:00Z", "--json"]
     code, out, err = run(capsys, "expire", str(ours), *flags, "--rewrite", "spark",
                          "--max-fraction", "1", *cli_spark_flags())  # fmt: skip
@@ -334,16 +339,7 @@ def test_a_daemon_runs_rewrite_spark_through_its_launcher(spark: Any, tmp_path: 
     dataRetention.rewrite spark: its commit removes what goes whole, then its launcher runs
     Delta Spark's DELETE on the straddling file's partition; the same rows as Spark's DELETE
     on a copy, and the status holds both."""
-    made = tmp_path / "made"
-    sql(
-        spark,
-        f"CREATE TABLE delta.`{made}` (id INT, ts TIMESTAMP, "
-        "day DATE GENERATED ALWAYS AS (CAST(ts AS DATE))) USING delta PARTITIONED BY (day)",
-    )
-    schema = "id INT, ts TIMESTAMP"
-    for d in range(1, 8):
-        append(spark, made, [(d * 10, ts(d, 1)), (d * 10 + 1, ts(d, 6))], schema)
-    append(spark, made, [(102, ts(5, 3)), (103, ts(5, 23))], schema)  # straddles
+    made = days_and_one_straddling(spark, tmp_path / "made")
     ours, theirs = copies(tmp_path, made)
     folder = tmp_path / "manifests"
     folder.mkdir()

@@ -55,16 +55,22 @@ def test_run_once_writes_every_status_and_a_changed_spec_is_a_new_generation(
     assert main(["status", "--manifests", str(folder)]) == 2
 
 
-def test_a_poll_that_only_moves_last_poll_leaves_the_status_file_alone_for_an_hour(
-    tmp_path: Path,
-) -> None:
-    table = small_table(tmp_path / "t")
+def folder_of_t(tmp_path: Path) -> Path:
+    """A manifests folder of one DeltaTable, `t`, over the table at tmp_path/t."""
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "t.yaml").write_text(
         "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
         f"metadata: {{name: t}}\nspec: {{uri: 'file://{tmp_path / 't'}'}}\n"
     )
+    return folder
+
+
+def test_a_poll_that_only_moves_last_poll_leaves_the_status_file_alone_for_an_hour(
+    tmp_path: Path,
+) -> None:
+    table = small_table(tmp_path / "t")
+    folder = folder_of_t(tmp_path)
     now = [1_900_000_000_000]
     daemon = standalone.Standalone(folder, folder / "status.json", Metrics(), clock=lambda: now[0])
     key = ("default", "t")
@@ -127,12 +133,7 @@ def test_a_changed_status_reaches_the_file_within_a_moment_not_at_the_next_reloa
     """A commit's status is written about FLUSH_AFTER_S after it changed (issue 47: commit to
     status within a second), once for a burst of changes, and not at all for a quiet poll."""
     small_table(tmp_path / "t")
-    folder = tmp_path / "m"
-    folder.mkdir()
-    (folder / "t.yaml").write_text(
-        "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\n"
-        f"metadata: {{name: t}}\nspec: {{uri: 'file://{tmp_path / 't'}'}}\n"
-    )
+    folder = folder_of_t(tmp_path)
     path = folder / "status.json"
     daemon = standalone.Standalone(folder, path, Metrics())
     key = ("default", "t")
@@ -150,6 +151,9 @@ def test_a_changed_status_reaches_the_file_within_a_moment_not_at_the_next_reloa
         for _ in range(5):  # a burst: one write
             await daemon.write_status(entry, target, entry.watcher.observe(target, 0))
         await asyncio.sleep(standalone.FLUSH_AFTER_S + 0.4)
+        quiet = entry.watcher.observe(target, 1000)  # only lastPoll moves: no write
+        await daemon.write_status(entry, target, quiet)
+        await asyncio.sleep(standalone.FLUSH_AFTER_S + 0.2)
         return changed
 
     try:
