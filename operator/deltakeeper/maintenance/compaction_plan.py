@@ -407,6 +407,15 @@ def job_commits(table: Table, tag: str, line: Mapping[str, Any]) -> tuple[Compac
     return back, list(back.versions)
 
 
+def not_in_log(back: Compacted, reported: list[int]) -> str | None:
+    """Why a job's line is not believed: it reported commits the log has none of its own at
+    (None: every one is there)."""
+    if len(back.versions) == len(reported):
+        return None
+    missing = sorted(set(reported) - set(back.versions))
+    return f"the job reported commits at {missing}, but the log has none of {back.job_id} there"
+
+
 def read_back(table: Table, tag: str, versions: list[int]) -> Compacted:
     """Count the adds and removes of the commits at `versions` (as the job reported them)
     whose commitInfo.userMetadata is the job id `tag`; a version without the tag (or gone) is

@@ -307,3 +307,11 @@ def test_a_jobs_commits_are_read_back_by_their_tag(tmp_path: Path) -> None:
     outcome = job_outcome(table, tag, JobResult(1, failed, ""))
     assert outcome.result is Result.FAILED
     assert outcome.message == "ConcurrentDeleteReadException: lost"
+
+
+def test_a_job_line_naming_commits_the_log_has_not_is_not_believed() -> None:
+    proven = compaction_plan.Compacted("dk-1", (4, 5))
+    assert compaction_plan.not_in_log(proven, [4, 5]) is None
+    partly = compaction_plan.Compacted("dk-1", (4,))
+    said = "the job reported commits at [5], but the log has none of dk-1 there"
+    assert compaction_plan.not_in_log(partly, [4, 5]) == said

@@ -99,10 +99,9 @@ def job_outcome(table: Table, tag: str, result: JobResult) -> Outcome:
         return out
     back, reported = compaction_plan.job_commits(table, tag, result.result)
     out.detail = back
-    if len(back.versions) != len(reported):
-        missing = sorted(set(reported) - set(back.versions))
-        out.message = f"the job reported commits at {missing}, but the log has none of {tag} there"
-        out.error = JobFailed(out.message)
+    unproven = compaction_plan.not_in_log(back, reported)
+    if unproven is not None:
+        out.message, out.error = unproven, JobFailed(unproven)
         return out
     out.result = Result.DONE
     if not back.versions:

@@ -143,11 +143,9 @@ def spark_done(table: Table, out: Outcome, planned_version: int) -> None:
     files they rewrote."""
     back, reported = compaction_plan.job_commits(table, str(out.job_id), out.job_result or {})
     out.detail = back
-    if len(back.versions) != len(reported):
-        missing = sorted(set(reported) - set(back.versions))
-        out.result = Result.FAILED
-        out.message = f"the job reported commits at {missing}, but the log has none of its own"
-        out.error = JobFailed(out.message)
+    unproven = compaction_plan.not_in_log(back, reported)
+    if unproven is not None:
+        out.result, out.message, out.error = Result.FAILED, unproven, JobFailed(unproven)
         return
     if not back.versions:
         out.message = "Delta Spark's DELETE found no row to delete"
