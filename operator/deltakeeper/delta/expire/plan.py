@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from deltakeeper.delta.bulk import collector_paused
 from deltakeeper.delta.errors import ExpiryLimitError, InvalidInputError
 from deltakeeper.delta.expire import times
 from deltakeeper.delta.expire.times import Generated, Span
@@ -113,6 +114,7 @@ class ExpiryPlan:
         return (self.bytes / self.table_bytes if self.table_bytes else 0.0), "bytes"
 
 
+@collector_paused()  # an add dict per file, none in a cycle
 def expiry_plan(snap: Snapshot, column: str, cutoff_us: int) -> ExpiryPlan:
     """The files of `snap` whose rows are all older than the cutoff in `column` (a snapshot
     read with the full add columns and `numRecords`). Raises the refusals of the module."""

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from deltakeeper.delta import schema
+from deltakeeper.delta.bulk import collector_paused
 from deltakeeper.delta.commit import Change, commit
 from deltakeeper.delta.expire import times
 from deltakeeper.delta.expire.plan import (
@@ -100,6 +101,7 @@ def read_snapshot(table: Table, version: int | None = None) -> Snapshot:
     return table.snapshot(version=version, add_cols=ADD_COLUMNS)
 
 
+@collector_paused()  # a snapshot's adds as dicts, none in a cycle
 def plan_expiry(
     table: Table, expiry: Expiry, now_ms: int, snap: Snapshot | None = None
 ) -> ExpiryPlan:
@@ -126,6 +128,7 @@ def expire(
     return commit_plan(table, plan, dry_run, write_ms, started)
 
 
+@collector_paused()  # a remove action per file
 def commit_plan(
     table: Table,
     plan: ExpiryPlan,

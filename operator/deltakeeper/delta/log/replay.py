@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from deltakeeper.delta import schema
+from deltakeeper.delta.bulk import collector_paused
 from deltakeeper.delta.errors import CorruptLogError, DamagedCheckpointError, MissingLogFileError
 from deltakeeper.delta.log import checkpoint_files
 from deltakeeper.delta.log.json_files import commit_lines
@@ -25,6 +26,7 @@ from deltakeeper.delta.log.segment import LogSegment
 from deltakeeper.delta.storage import Storage
 
 
+@collector_paused()  # a dict per commit line, none in a cycle
 def replay(
     storage: Storage,
     segment: LogSegment,
