@@ -41,7 +41,7 @@ from tests.e2e.test_operator import (  # noqa: F401 (s3: a fixture)
 )
 from tests.support.kube import KubeCluster
 from tests.support.oracles import duckdb_rows, table_versions
-from tests.support.rows import deltars_digest, digest
+from tests.support.rows import deltars_digest, digest, duckdb_digest
 from tests.support.spark_operator import CRD, StandIn, stand_in
 from tests.support.waiting import until
 
@@ -380,3 +380,46 @@ def test_a_checkpoint_whose_engine_is_spark_runs_as_a_spark_application(
     assert "checkpoint.engine is spark" in started.message
     assert (path / "_delta_log" / "00000000000000000011.checkpoint.parquet").exists()
     assert DeltaTable(str(path)).version() == 11 and deltars_digest(str(path))[0] == 12
+
+
+def test_an_expiry_with_rewrite_spark_runs_its_delete_as_a_spark_application(
+    mod: Module, tmp_path: Path
+) -> None:
+    """Issue 48: dataRetention.rewrite spark under the operator. The expiry commits the file
+    wholly older than the cutoff, then hands the straddling one to Delta Spark's DELETE as a
+    SparkApplication, follows it, and reads its commit back from the log."""
+    cutoff = datetime.fromisoformat("2026-01-05T12:00:00+00:00")
+    hour = 3_600_000_000  # in microseconds, as the column holds them
+    at = int(cutoff.timestamp() * 1_000_000)
+    path = tmp_path / "aging"
+    for ids, times in (([1, 2], [at - 72 * hour, at - 70 * hour]),  # wholly older
+                       ([3, 4], [at - 2 * hour, at + 2 * hour]),  # straddles
+                       ([5, 6], [at + 24 * hour, at + 26 * hour])):  # fmt: skip
+        rows = pa.table(
+            {"id": pa.array(ids, pa.int64()), "ts": pa.array(times, pa.timestamp("us", "UTC"))}
+        )
+        write_deltalake(str(path), rows, mode="append")
+    # The operator's clock is the real one: keep puts its cutoff seconds past `cutoff`, hours
+    # from any row.
+    keep_s = int(time.time() - cutoff.timestamp())
+    retention = {"column": "ts", "keep": f"{keep_s}s", "maxFraction": 1, "rewrite": "spark"}
+    spec = {"uri": f"file://{path}", "pollInterval": "1s", "dataRetention": retention}
+    mod.k.create("aging", {**spec, "vacuum": {"enabled": False}})
+
+    def expired() -> dict[str, Any] | None:
+        entry = (mod.k.status("aging").get("lastMaintenance") or {}).get("expire")
+        return entry if entry and entry.get("rewrite", {}).get("rowsDeleted") is not None else None
+
+    entry = until(expired, JOB_S, "aging's expiry and its Spark DELETE")
+    assert (entry["result"], entry["engine"], entry["removedFiles"]) == ("done", "spark", 1)
+    rewrite = entry["rewrite"]
+    assert (rewrite["rowsDeleted"], rewrite["filesRemoved"], rewrite["filesAdded"]) == (1, 1, 1)
+    [app] = mod.apps("aging")
+    assert json.loads(app["spec"]["arguments"][1])["operation"] == "expire"
+    assert rewrite["jobId"] == app["metadata"]["labels"][JOB_LABEL]
+    assert DeltaTable(str(path)).version() == entry["version"] == 4  # ours, then the job's
+    history = DeltaTable(str(path)).history(2)
+    assert [h["operation"] for h in history] == ["DELETE", "DELETE"]
+    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [4, 5, 6]
+    assert deltars_digest(str(path))[0] == 3
+    assert duckdb_digest(str(path)) == deltars_digest(str(path))
