@@ -5,7 +5,6 @@ operation history it writes, read by Delta Spark, delta-rs and DuckDB alike."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,10 @@ ROUNDS = 15
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("deltakeeper-commit-writer")
-    yield session
-    session.stop()
+def spark() -> Any:
+    """The worker's session, kept for the whole run (stopping it would make the next module
+    start another)."""
+    return spark_session("deltakeeper-commit-writer")
 
 
 def ids(n0: int, n: int) -> pa.Table:

@@ -15,7 +15,6 @@ import datetime as dt
 import decimal
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,10 @@ FLOATS = ("f32", "f64")
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("deltakeeper-compute-stats")
-    yield session
-    session.stop()
+def spark() -> Any:
+    """The worker's session, kept for the whole run (stopping it would make the next module
+    start another)."""
+    return spark_session("deltakeeper-compute-stats")
 
 
 def rich(n0: int, n: int) -> pa.Table:

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +38,10 @@ CUTOFF = "TIMESTAMP'2026-01-05 12:00:00'"  # the session's time zone is UTC
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("deltakeeper-expire")
-    yield session
-    session.stop()
+def spark() -> Any:
+    """The worker's session, kept for the whole run (stopping it would make the next module
+    start another)."""
+    return spark_session("deltakeeper-expire")
 
 
 def sql(spark: Any, text: str) -> None:

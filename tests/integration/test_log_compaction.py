@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("deltakeeper-log-compaction")
-    yield session
-    session.stop()
+def spark() -> Any:
+    """The worker's session, kept for the whole run (stopping it would make the next module
+    start another)."""
+    return spark_session("deltakeeper-log-compaction")
 
 
 def commit_file(path: Path, version: int) -> Path:

@@ -7,7 +7,6 @@ partition values that need it."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,10 @@ VALUES = ["a/b c", "x=1", "100%", "é#{", None]
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("deltakeeper-manifest")
-    yield session
-    session.stop()
+def spark() -> Any:
+    """The worker's session, kept for the whole run (stopping it would make the next module
+    start another)."""
+    return spark_session("deltakeeper-manifest")
 
 
 def manifests(path: Path) -> dict[str, bytes]:

@@ -8,7 +8,6 @@ compares with the row model the generator kept in tables.json.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,10 +22,10 @@ spark_tables = spark_support.spark_tables
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("deltakeeper-spark-smoke")
-    yield session
-    session.stop()
+def spark() -> Any:
+    """The worker's session, kept for the whole run (stopping it would make the next module
+    start another)."""
+    return spark_session("deltakeeper-spark-smoke")
 
 
 def test_every_table_is_generated(spark_tables: dict[str, str]) -> None:
