@@ -44,6 +44,10 @@ Sleep = Callable[[float], Awaitable[bool]]
 # Parks a quiet table (target, poll interval) until a poll of it needs its loop.
 Park = Callable[[Target, float], Awaitable[Handed]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
+# A start spreads first polls over 10% of the interval, at most this: FIRST_POLLS already
+# bounds how many run at once, and a table polled hourly (events on) must not stay unseen for
+# minutes after a restart. Later sleeps' jitter takes the tables out of step.
+START_SPREAD_S = 5.0
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 # A due table waits at most this many of its poll intervals before it goes first, whatever
 # the benefit of the others (the one whose bound ended first among those past it).
@@ -116,7 +120,7 @@ class Fleet:
         interval = DEFAULT_POLL_S
         with contextlib.suppress(Exception):  # the first poll logs it
             interval = (await current()).poll_interval_s
-        if await sleep(random.uniform(0, JITTER * interval)):
+        if await sleep(random.uniform(0, min(JITTER * interval, START_SPREAD_S))):
             return
         first = True
         try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.runtime.fleet import DEFAULT_POLL_S, JITTER, Fleet, Loop
+from deltakeeper.runtime.fleet import DEFAULT_POLL_S, JITTER, START_SPREAD_S, Fleet, Loop
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.registry import record
@@ -141,7 +141,7 @@ def test_a_target_that_cannot_be_had_is_logged_and_the_loop_goes_on(
     assert fleet.polls == 2 and asked == 4
     assert "poll failed" in caplog.text and "a bug while resolving" in caplog.text
     # Without a Target, the start offset and the retry use the default interval.
-    assert slept[0] <= JITTER * DEFAULT_POLL_S
+    assert slept[0] <= min(JITTER * DEFAULT_POLL_S, START_SPREAD_S)
     assert 0.9 * DEFAULT_POLL_S <= slept[1] <= 1.1 * DEFAULT_POLL_S
     assert all(s <= 0.011 for s in slept[2:])
 
@@ -173,6 +173,36 @@ def test_sleep_returning_true_stops_the_loop(tmp_path: Path) -> None:
     assert asyncio.run(run(1)) == 0  # stopped during the initial jitter: no poll at all
     assert asyncio.run(run(2)) == 1
     assert asyncio.run(run(3)) == 2
+
+
+def test_an_hourly_table_is_first_polled_within_seconds_of_a_start(tmp_path: Path) -> None:
+    """10% of an hour would hide the table for up to six minutes after a restart."""
+    small_table(tmp_path)
+    target = Target("ns", "t", str(tmp_path), poll_interval_s=3600)
+    starts: list[float] = []
+    waits: list[float] = []
+
+    async def go() -> None:
+        slept: list[float] = []
+
+        async def sleep(seconds: float) -> bool:
+            slept.append(seconds)
+            return len(slept) >= 2
+
+        fleet = Fleet()
+        try:
+            await asyncio.wait_for(
+                fleet.watch(fixed(target), TableWatcher(0), sleep, Published()), 10
+            )
+        finally:
+            fleet.close()
+        starts.append(slept[0])
+        waits.append(slept[1])
+
+    for _ in range(20):
+        asyncio.run(go())
+    assert all(0 <= s <= START_SPREAD_S for s in starts), starts
+    assert all(0.9 * 3600 <= w <= 1.1 * 3600 for w in waits), waits
 
 
 def test_a_vacuum_records_deleted_files_by_kind(tmp_path: Path) -> None:
