@@ -8,7 +8,9 @@ stopped puts the tables back on their pollInterval with EventsDegraded until it 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import signal
 import subprocess
 import time
@@ -32,6 +34,7 @@ from deltakeeper.runtime.queues.sqs import SqsClient
 from tests.integration.test_events_minio import counter
 from tests.integration.test_standalone import DELTAKEEPER, _scrape, _statuses, _until
 from tests.support import stores
+from tests.support.azure_ad import TokenEndpoint
 from tests.support.manifests import table_doc
 from tests.support.queue_messages import (
     blob_created,
@@ -103,9 +106,23 @@ def condition(status: dict[str, Any], kind: str) -> tuple[str, str] | None:
     return None
 
 
-def run_daemon(folder: Path, port: int) -> subprocess.Popen[bytes]:
+def run_daemon(
+    folder: Path, port: int, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--metrics-port", str(port)]
-    return subprocess.Popen(argv, stderr=subprocess.PIPE)
+    return subprocess.Popen(argv, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
 
 def test_sqs_events_wake_tables_and_are_deleted_and_a_stopped_queue_falls_back(
@@ -315,6 +332,82 @@ def test_azure_blob_created_events_in_a_storage_queue_wake_tables_and_fall_back_
         service.stop()
     assert proc.returncode == 0, err.decode()
     assert key not in err.decode()
+
+
+def test_azure_workload_identity_reads_a_queue_in_another_account_over_https(
+    azurite: stores.Emulator, store_binaries: dict[str, str], tmp_path: Path
+) -> None:
+    """The queue is in another storage account than the table, so the table's key is not used:
+    the daemon takes Workload Identity's AZURE_* variables, trades the federated token for an
+    Azure AD token (a stand-in endpoint: tests/support/azure_ad.py) and reads the queue with it
+    over HTTPS from Azurite, which accepts only a bearer token with Azure AD's issuer and
+    storage's audience. The token file is read again for each token; neither token is logged."""
+    from azure.storage.queue import QueueClient
+
+    cert, cert_key = self_signed(tmp_path)
+    account, key = "events", base64.b64encode(os.urandom(32)).decode()
+    service = stores.start_azurite_queue(
+        store_binaries["AZURITE_QUEUE"], tmp_path / "azurite-queue", account, key, (cert, cert_key)
+    )
+    connection = (
+        f"DefaultEndpointsProtocol=https;AccountName={account};AccountKey={key};"
+        f"QueueEndpoint={service.endpoint};"
+    )
+    sdk = QueueClient.from_connection_string(connection, QUEUE, connection_verify=str(cert))
+    sdk.create_queue()
+    federated = tmp_path / "azure-identity-token"
+    federated.write_text("federated-jwt-from-the-kubelet")
+    path = f"azad-{time.monotonic_ns()}/{PREFIX}"
+    uri = azurite.uri(path)
+    o = azurite.storage_options
+    options = {
+        "AZURE_STORAGE_ACCOUNT_NAME": o["account_name"],
+        "AZURE_STORAGE_ACCOUNT_KEY": o["account_key"],
+        "AZURE_STORAGE_ENDPOINT": azurite.endpoint,
+        "AZURE_ALLOW_HTTP": "true",
+    }
+    write_deltalake(uri, pa.table({"x": [0]}), storage_options=options)
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    source = f"azqueue://{account}/{QUEUE}?endpoint={service.endpoint}"
+    events = {"source": source, "resyncInterval": "1h"}
+    doc = table_doc("t", uri, pollInterval="1h", events=events, storage={"options": o})
+    (folder / "t.json").write_text(json.dumps(doc))
+    port = stores.free_port()
+    with TokenEndpoint("tenant-1", "app-1", assertion=federated.read_text()) as aad:
+        env = {
+            "AZURE_CLIENT_ID": "app-1",
+            "AZURE_TENANT_ID": "tenant-1",
+            "AZURE_FEDERATED_TOKEN_FILE": str(federated),
+            "AZURE_AUTHORITY_HOST": aad.url,
+            "SSL_CERT_FILE": str(cert),
+        }
+        proc = run_daemon(folder, port, env)
+        try:
+            _until(lambda: _statuses(folder).get("lake/t", {}).get("version") == 0, 60, "poll")
+            live = lambda: _statuses(folder)["lake/t"].get("events", {}).get("live")  # noqa: E731
+            _until(live, 30, "events live with an Azure AD token")
+            write_deltalake(uri, pa.table({"x": [1]}), mode="append", storage_options=options)
+            blob = f"{path}/_delta_log/{1:020d}.json"
+            sdk.send_message(queue_text(blob_created(azurite.bucket, blob)))
+            _until(
+                lambda: counter(_scrape(port), "deltakeeper_table_version", **T) == 1,
+                15,
+                "version 1 by its event (the next interval poll is an hour away)",
+            )
+            woke = counter(_scrape(port), "deltakeeper_events_total", source=source, result="woke")
+            assert woke == 1
+            _until(lambda: sdk.get_queue_properties().approximate_message_count == 0, 10, "gone")
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+            service.stop()
+    assert proc.returncode == 0, err.decode()
+    assert aad.requests, "no token was asked for"
+    assert {r["client_assertion"] for r in aad.requests} == {"federated-jwt-from-the-kubelet"}
+    assert all("client_secret" not in r for r in aad.requests)
+    text = err.decode()
+    assert "federated-jwt-from-the-kubelet" not in text and aad.token()[:20] not in text
 
 
 def publish(endpoint: str, topic: str, message: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -280,9 +281,9 @@ def _wait_ready(emu: Emulator, probe: Callable[[], bool], timeout: float = 90) -
     raise StoreStartError(f"{emu.name} not ready after {timeout:.0f}s:\n{emu.log_tail()}")
 
 
-def _http_status(url: str) -> int:
+def _http_status(url: str, context: ssl.SSLContext | None = None) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=2) as r:
+        with urllib.request.urlopen(url, timeout=2, context=context) as r:
             return int(r.status)
     except urllib.error.HTTPError as e:
         return int(e.code)
@@ -434,19 +435,27 @@ def start_elasticmq(jars: str, workdir: Path, queues: dict[str, int]) -> Service
     return _wait_listening(service, elasticmq_probe(endpoint))
 
 
-def start_azurite_queue(binary: str, workdir: Path, account: str, key: str) -> Service:
-    """Azurite's Queue service on a free port, in memory, with `account` and its key."""
+def start_azurite_queue(
+    binary: str, workdir: Path, account: str, key: str, tls: tuple[Path, Path] | None = None
+) -> Service:
+    """Azurite's Queue service on a free port, in memory, with `account` and its key. `tls`
+    (certificate, key): HTTPS, and Azure AD bearer tokens accepted (Azurite's basic OAuth: it
+    checks a token's issuer, audience and lifetime, not its signature)."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     cmd = [binary, "--queueHost", "127.0.0.1", "--queuePort", str(port), "--inMemoryPersistence"]
     cmd += ["--skipApiVersionCheck", "--disableTelemetry", "--silent"]
+    scheme, context = "http", None
+    if tls is not None:
+        cmd += ["--cert", str(tls[0]), "--key", str(tls[1]), "--oauth", "basic"]
+        scheme, context = "https", ssl.create_default_context(cafile=tls[0])
 
     def spawn() -> subprocess.Popen[bytes]:
         return _spawn(cmd, workdir, {"AZURITE_ACCOUNTS": f"{account}:{key}"}, "azurite-queue")[0]
 
-    endpoint = f"http://127.0.0.1:{port}/{account}"
+    endpoint = f"{scheme}://127.0.0.1:{port}/{account}"
     service = Service("azurite-queue", endpoint, spawn(), workdir / "azurite-queue.log", spawn)
-    return _wait_listening(service, lambda: _http_status(f"{endpoint}?comp=list") > 0)
+    return _wait_listening(service, lambda: _http_status(f"{endpoint}?comp=list", context) > 0)
 
 
 def start_fake_pubsub(workdir: Path) -> Service:

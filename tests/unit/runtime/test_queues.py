@@ -115,6 +115,65 @@ def test_azqueue_shared_key_signature_is_the_documented_one() -> None:
     assert got == f"SharedKey acct:{base64.b64encode(digest).decode()}"
 
 
+def test_azqueue_azure_ad_from_the_options_in_object_store_spellings() -> None:
+    options = {
+        "azure_storage_client_id": "app",
+        "azure_authority_id": "tenant",
+        "azure_client_secret": "s3cret",
+    }
+    ad = azqueue.azure_ad(options, environ={})
+    assert ad == azqueue.AzureAd("tenant", "app", secret="s3cret")
+    assert ad.url == "https://login.microsoftonline.com/tenant/oauth2/v2.0/token"
+    assert ad.form() == {
+        "grant_type": "client_credentials",
+        "client_id": "app",
+        "scope": "https://storage.azure.com/.default",
+        "client_secret": "s3cret",
+    }
+
+
+def test_azqueue_workload_identity_from_aks_variables_reads_the_token_file_each_time(
+    tmp_path: Any,
+) -> None:
+    token = tmp_path / "azure-identity-token"
+    token.write_text("first-jwt\n")
+    environ = {
+        "AZURE_CLIENT_ID": "app",
+        "AZURE_TENANT_ID": "tenant",
+        "AZURE_FEDERATED_TOKEN_FILE": str(token),
+        "AZURE_AUTHORITY_HOST": "https://login.example/",
+    }
+    ad = azqueue.azure_ad({}, environ=environ)
+    assert ad is not None and ad.url == "https://login.example/tenant/oauth2/v2.0/token"
+    assert ad.form()["client_assertion"] == "first-jwt"
+    assert ad.form()["client_assertion_type"] == azqueue.ASSERTION
+    token.write_text("rotated-jwt")  # the kubelet rotates it
+    assert ad.form()["client_assertion"] == "rotated-jwt" and "client_secret" not in ad.form()
+
+
+def test_azqueue_table_options_win_over_the_environment_and_half_an_identity_is_none() -> None:
+    environ = {"AZURE_CLIENT_ID": "pod", "AZURE_TENANT_ID": "t", "AZURE_CLIENT_SECRET": "x"}
+    ad = azqueue.azure_ad({"azure_client_id": "table", "azure_client_secret": "y"}, environ)
+    assert ad is not None and (ad.client_id, ad.secret, ad.tenant) == ("table", "y", "t")
+    assert azqueue.azure_ad({"azure_client_id": "app", "azure_tenant_id": "t"}, {}) is None
+    assert azqueue.azure_ad({}, {}) is None
+
+
+def test_azqueue_without_any_credential_says_which_options_it_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in (
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_FEDERATED_TOKEN_FILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    queue = QueueSource("azqueue://acct/q", "azqueue", "https://acct.queue/q", account="acct")
+    with pytest.raises(PermissionError, match="azure_federated_token_file"):
+        azqueue.QueueClient(queue, {})
+
+
 # -- pubsub ---------------------------------------------------------------------------------
 def test_pubsub_reads_object_finalize_from_the_attributes() -> None:
     name = "a b/été=1+/_delta_log/00000000000000000001.json"

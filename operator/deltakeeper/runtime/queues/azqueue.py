@@ -5,9 +5,13 @@ message; its `subject` is /blobServices/default/containers/CONTAINER/blobs/PATH,
 name as it is (not URL-encoded), which is what is believed; `data.url` only when the subject is
 missing.
 
-The Queue service REST API, signed with the account's SharedKey (azure_storage_account_key) or
-a SAS (azure_storage_sas_token). A queue has no long poll: an empty receive waits IDLE_S before
-the next (about 86,400 requests a day, $0.035 at $0.004 per 10,000).
+The Queue service REST API, signed with the account's SharedKey (azure_storage_account_key), a
+SAS (azure_storage_sas_token), or an Azure AD token: a service principal's secret
+(azure_client_id, azure_client_secret, azure_tenant_id) or Workload Identity's federated token
+(azure_federated_token_file, or AKS's AZURE_FEDERATED_TOKEN_FILE, AZURE_CLIENT_ID and
+AZURE_TENANT_ID), exchanged at azure_authority_host (AZURE_AUTHORITY_HOST) as the Azure SDKs do.
+A queue has no long poll: an empty receive waits IDLE_S before the next (about 86,400 requests a
+day, $0.035 at $0.004 per 10,000).
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ import binascii
 import hashlib
 import hmac
 import logging
+import os
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
@@ -38,6 +45,10 @@ VISIBILITY_S = 30  # a received message is hidden this long, then read again unl
 IDLE_S = 1.0
 CREATED = "Microsoft.Storage.BlobCreated"
 _SUBJECT = "/blobServices/default/containers/"
+AUTHORITY = "https://login.microsoftonline.com"
+SCOPE = "https://storage.azure.com/.default"
+ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+REFRESH_BEFORE_S = 300  # a token is renewed this long before it expires, as the SDKs do
 
 
 def parse(text: str) -> Parsed | None:
@@ -114,31 +125,110 @@ def sign(
     return f"SharedKey {account}:{base64.b64encode(digest).decode()}"
 
 
+@dataclass(frozen=True)
+class AzureAd:
+    """An Azure AD application to get a storage token for: with its secret, or with a
+    federated token file (Workload Identity), read again for each token since it rotates."""
+
+    tenant: str
+    client_id: str
+    secret: str = ""
+    token_file: str = ""
+    authority: str = AUTHORITY
+
+    def form(self) -> dict[str, str]:
+        """The client-credentials request's body."""
+        body = {"grant_type": "client_credentials", "client_id": self.client_id, "scope": SCOPE}
+        if self.secret:
+            return {**body, "client_secret": self.secret}
+        with open(self.token_file, encoding="utf-8") as f:
+            assertion = f.read().strip()
+        return {**body, "client_assertion_type": ASSERTION, "client_assertion": assertion}
+
+    @property
+    def url(self) -> str:
+        return f"{self.authority.rstrip('/')}/{self.tenant}/oauth2/v2.0/token"
+
+
+def azure_ad(options: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> AzureAd | None:
+    """The Azure AD application the options name (object_store's spellings), else the one the
+    environment names (AKS Workload Identity's variables); None when neither names one."""
+
+    def pick(env: str, *names: str) -> str:
+        for name in names:
+            if options.get(name):
+                return str(options[name])
+        return environ.get(env, "")
+
+    client_id = pick("AZURE_CLIENT_ID", "azure_client_id", "azure_storage_client_id")
+    tenant = pick(
+        "AZURE_TENANT_ID", "azure_tenant_id", "azure_storage_tenant_id", "azure_authority_id"
+    )
+    secret = pick("AZURE_CLIENT_SECRET", "azure_client_secret", "azure_storage_client_secret")
+    token_file = pick("AZURE_FEDERATED_TOKEN_FILE", "azure_federated_token_file")
+    authority = pick("AZURE_AUTHORITY_HOST", "azure_authority_host", "azure_storage_authority_host")
+    if not (client_id and tenant and (secret or token_file)):
+        return None
+    return AzureAd(tenant, client_id, secret, token_file, authority or AUTHORITY)
+
+
 class QueueClient:
     """One storage queue: SharedKey from azure_storage_account_key, else the SAS of
-    azure_storage_sas_token."""
+    azure_storage_sas_token, both only when the table's account is the queue's; else an Azure AD
+    token (azure_ad)."""
 
     def __init__(self, queue: QueueSource, options: Mapping[str, Any]) -> None:
         self.queue = queue
-        self.key = options.get("azure_storage_account_key")
-        self.sas = str(options.get("azure_storage_sas_token") or "").lstrip("?")
-        if not self.key and not self.sas:
+        account = options.get("azure_storage_account_name")
+        mine = not account or account == queue.account  # a key or SAS is one account's
+        self.key = options.get("azure_storage_account_key") if mine else None
+        self.sas = str(options.get("azure_storage_sas_token") or "").lstrip("?") if mine else ""
+        self.ad = None if self.key or self.sas else azure_ad(options)
+        if not self.key and not self.sas and self.ad is None:
             raise PermissionError(
-                "no azure_storage_account_key or azure_storage_sas_token in the table's "
-                "storage options to read the queue with"
+                f"no credential for storage account {queue.account}: its "
+                "azure_storage_account_key or azure_storage_sas_token, or an Azure AD "
+                "application (azure_client_id and azure_tenant_id with azure_client_secret or "
+                "azure_federated_token_file, or Workload Identity's AZURE_* variables)"
             )
+        self._token: tuple[str, float] | None = None  # token, renew after (monotonic)
         self._session: aiohttp.ClientSession | None = None
 
-    async def _request(self, method: str, path: str, query: dict[str, str]) -> bytes:
+    def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        return self._session
+
+    async def _bearer(self, ad: AzureAd) -> str:
+        if self._token is None or self._token[1] < time.monotonic():
+            async with self._client().post(ad.url, data=ad.form()) as response:
+                try:
+                    doc = await response.json(content_type=None)
+                except ValueError:  # an HTML error page from a proxy, say
+                    doc = None
+                doc = doc if isinstance(doc, dict) else {}
+                if response.status != 200 or not doc.get("access_token"):
+                    code = doc.get("error", "")
+                    raise PermissionError(
+                        f"Azure AD gave no token for client {ad.client_id} ({response.status} "
+                        f"{code}): check azure_client_id, azure_tenant_id and the secret or "
+                        "federated token"
+                    )
+            lifetime = float(doc.get("expires_in", 3600))
+            renew = max(lifetime - REFRESH_BEFORE_S, lifetime / 2)
+            self._token = (str(doc["access_token"]), time.monotonic() + renew)
+        return self._token[0]
+
+    async def _request(self, method: str, path: str, query: dict[str, str]) -> bytes:
         url = f"{self.queue.url}{path}?{urlencode(query)}"
-        if not self.key:
+        if self.sas and not self.key:
             url += f"&{self.sas}"
         headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": API_VERSION}
         if self.key:
             headers["Authorization"] = sign(self.queue.account, str(self.key), method, url, headers)
-        async with self._session.request(method, url, headers=headers) as response:
+        elif self.ad is not None:
+            headers["Authorization"] = f"Bearer {await self._bearer(self.ad)}"
+        async with self._client().request(method, url, headers=headers) as response:
             body = await response.read()
             if response.status >= 300:
                 code = response.headers.get("x-ms-error-code", "")
