@@ -1,10 +1,13 @@
-"""The compaction job under a real spark-submit, on tables written by delta-rs and Delta Spark.
+"""What the compaction job does to tables written by delta-rs and Delta Spark.
 
-Each test runs `deltakeeper/compaction/job.py` exactly as a launcher would (spark-submit,
-local[2], the Delta jars), then checks the table with oracles nobody here wrote: delta-rs and
-DuckDB read the same rows at the new version and at every version before, and the commit is
-an OPTIMIZE with dataChange=false carrying the job id. The planned jobs on every kind of
-table, read by all three oracles, are in test_compaction_matrix.py.
+Each test runs `deltakeeper/compaction/job.py`'s entry point with the spec a launcher would
+give it, in the worker's Spark session (run_in_session: the job's own code, Delta Spark and
+its conf, without a spark-submit JVM of its own), then checks the table with oracles nobody
+here wrote: delta-rs and DuckDB read the same rows at the new version and at every version
+before, and the commit is an OPTIMIZE with dataChange=false carrying the job id. The planned
+jobs on every kind of table, read by all three oracles, are in test_compaction_matrix.py; the
+job under a real spark-submit in test_compaction_s3a.py, test_compaction_daemon.py,
+test_compaction_conflict.py and the e2e tests.
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ import pytest
 
 from deltakeeper.compaction.job import TUNING_CONF
 from tests.support import spark as spark_support
-from tests.support.compaction import commit_actions, files_per_partition, live_files, spark_submit
+from tests.support.compaction import (
+    commit_actions,
+    files_per_partition,
+    live_files,
+    run_in_session,
+)
 from tests.support.oracles import table_versions
 from tests.support.rows import deltars_digest, duckdb_digest
 from tests.support.spark import copy_table
@@ -28,6 +36,12 @@ from tests.support.spark import copy_table
 pytestmark = pytest.mark.spark
 
 spark_tables = spark_support.spark_tables
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    return spark_support.spark_session("deltakeeper-compaction-job")
+
 
 # Partition values a planner must quote: quotes, %, =, /, backslash, unicode, and null.
 SNAPSHOT_PARTITIONS = TUNING_CONF["snapshotPartitions"]
@@ -59,7 +73,9 @@ def write_small_files(path: Path) -> None:
         write_deltalake(str(path), batch, mode="append", partition_by=["s", "d"])
 
 
-def test_compacts_only_the_named_partitions_with_quoting_that_holds(tmp_path: Path) -> None:
+def test_compacts_only_the_named_partitions_with_quoting_that_holds(
+    spark: Any, tmp_path: Path
+) -> None:
     table = tmp_path / "t"
     write_small_files(table)
     before = files_per_partition(table)
@@ -70,7 +86,8 @@ def test_compacts_only_the_named_partitions_with_quoting_that_holds(tmp_path: Pa
     keep = (("d", None), ("s", "it's"))
     groups = [dict(p) for p in before if p != keep]
 
-    code, out, err = spark_submit({"jobId": "dk-job-1", "table": str(table), "compact": groups})
+    spec = {"jobId": "dk-job-1", "table": str(table), "compact": groups}
+    code, out, err = run_in_session(spark, spec)
 
     assert code == 0, err
     assert out["result"] == "done" and out["jobId"] == "dk-job-1"
@@ -92,16 +109,17 @@ def test_compacts_only_the_named_partitions_with_quoting_that_holds(tmp_path: Pa
     assert now[start][0] == now[start][1]
 
 
-def test_second_run_finds_nothing_to_do(tmp_path: Path) -> None:
+def test_second_run_finds_nothing_to_do(spark: Any, tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_small_files(table)
     groups = [dict(p) for p in files_per_partition(table)]
     spec = {"jobId": "dk-first", "table": str(table), "compact": groups, "snapshotPartitions": 1}
-    code, out, err = spark_submit(spec)  # the tests' conf sets snapshotPartitions: it wins
+    code, out, err = run_in_session(spark, spec)  # the session's conf sets it: that wins
     assert code == 0 and out["tunedConf"] == {}, (out, err)
     version = max(table_versions(str(table)))
 
-    code, out, err = spark_submit(dict(spec, jobId="dk-second"), conf={SNAPSHOT_PARTITIONS: None})
+    second = dict(spec, jobId="dk-second")
+    code, out, err = run_in_session(spark, second, conf={SNAPSHOT_PARTITIONS: None})
 
     assert code == 0, err
     assert out["result"] == "nothing-to-do" and out["commits"] == []
@@ -110,13 +128,14 @@ def test_second_run_finds_nothing_to_do(tmp_path: Path) -> None:
 
 
 def test_purge_rewrites_a_lone_file_full_of_deleted_rows(
-    spark_tables: dict[str, str], tmp_path: Path
+    spark: Any, spark_tables: dict[str, str], tmp_path: Path
 ) -> None:
     table = copy_table(spark_tables["dv"], tmp_path / "dv")
     assert any(f["deletionVector"] for f in live_files(table))
     rows = deltars_digest(str(table))
 
-    code, out, err = spark_submit({"jobId": "dk-purge", "table": str(table), "purge": [{}]})
+    spec = {"jobId": "dk-purge", "table": str(table), "purge": [{}]}
+    code, out, err = run_in_session(spark, spec)
 
     assert code == 0, err
     assert out["result"] == "done"
@@ -130,13 +149,13 @@ def test_purge_rewrites_a_lone_file_full_of_deleted_rows(
     assert info["userMetadata"] == "dk-purge"
 
 
-def test_a_bad_spec_fails_cleanly_and_writes_nothing(tmp_path: Path) -> None:
+def test_a_bad_spec_fails_cleanly_and_writes_nothing(spark: Any, tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_small_files(table)
     listing = sorted(p.name for p in (table / "_delta_log").iterdir())
 
-    code, out, _ = spark_submit(
-        {"jobId": "dk-bad", "table": str(table), "compact": [{"no_such_column": "x"}]}
+    code, out, _ = run_in_session(
+        spark, {"jobId": "dk-bad", "table": str(table), "compact": [{"no_such_column": "x"}]}
     )
 
     assert code == 1
@@ -145,7 +164,7 @@ def test_a_bad_spec_fails_cleanly_and_writes_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in (table / "_delta_log").iterdir()) == listing
 
 
-def test_appends_committed_during_the_job_are_all_kept_once(tmp_path: Path) -> None:
+def test_appends_committed_during_the_job_are_all_kept_once(spark: Any, tmp_path: Path) -> None:
     """delta-rs appends to the partitions being compacted for as long as the job runs."""
     from deltalake import write_deltalake
 
@@ -174,7 +193,9 @@ def test_appends_committed_during_the_job_are_all_kept_once(tmp_path: Path) -> N
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        code, out, err = spark_submit({"jobId": "dk-busy", "table": str(table), "compact": groups})
+        code, out, err = run_in_session(
+            spark, {"jobId": "dk-busy", "table": str(table), "compact": groups}
+        )
     finally:
         stop.set()
         thread.join()

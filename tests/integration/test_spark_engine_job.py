@@ -1,6 +1,8 @@
-"""The Spark job's checkpoint and vacuum (issue 26: Spark for what does not fit), under a real
-spark-submit on tables delta-rs wrote. delta-rs and deltakeeper read the checkpoint Delta Spark
-wrote; a vacuum deletes exactly the unreferenced file past its retention."""
+"""The Spark job's checkpoint and vacuum (issue 26: Spark for what does not fit) on tables
+delta-rs wrote. delta-rs and deltakeeper read the checkpoint Delta Spark wrote; a vacuum deletes
+exactly the unreferenced file past its retention. The job's entry point runs in the worker's
+Spark session (run_in_session); the two daemon tests at the end hand it to a real spark-submit
+through the launcher."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -16,11 +19,17 @@ import pytest
 from deltakeeper.delta.log import last_checkpoint
 from deltakeeper.delta.table import open_table
 from tests.integration.test_standalone import DELTAKEEPER, _statuses
-from tests.support.compaction import cli_spark_flags, spark_submit
+from tests.support.compaction import cli_spark_flags, run_in_session
 from tests.support.manifests import table_doc
 from tests.support.rows import deltars_digest
+from tests.support.spark import spark_session
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    return spark_session("deltakeeper-spark-engine-job")
 
 
 def appends(path: Path, n: int) -> None:
@@ -32,14 +41,14 @@ def appends(path: Path, n: int) -> None:
 
 
 def test_checkpoint_job_writes_delta_sparks_checkpoint_that_every_reader_takes(
-    tmp_path: Path,
+    spark: Any, tmp_path: Path
 ) -> None:
     table = tmp_path / "t"
     appends(table, 4)  # versions 0..3, no checkpoint
     before = deltars_digest(str(table), 3)
 
-    code, out, err = spark_submit(
-        {"jobId": "dk-cp-1", "table": str(table), "operation": "checkpoint"}
+    code, out, err = run_in_session(
+        spark, {"jobId": "dk-cp-1", "table": str(table), "operation": "checkpoint"}
     )
 
     assert code == 0, err
@@ -55,17 +64,19 @@ def test_checkpoint_job_writes_delta_sparks_checkpoint_that_every_reader_takes(
     assert deltars_digest(str(table), 3) == before
 
 
-def test_checkpoint_job_on_a_folder_without_a_log_fails_saying_so(tmp_path: Path) -> None:
+def test_checkpoint_job_on_a_folder_without_a_log_fails_saying_so(
+    spark: Any, tmp_path: Path
+) -> None:
     (tmp_path / "empty").mkdir()
-    code, out, _ = spark_submit(
-        {"jobId": "dk-cp-2", "table": str(tmp_path / "empty"), "operation": "checkpoint"}
+    code, out, _ = run_in_session(
+        spark, {"jobId": "dk-cp-2", "table": str(tmp_path / "empty"), "operation": "checkpoint"}
     )
     assert code == 1 and out["result"] == "failed"
     assert "not a Delta table" in out["message"], out
 
 
 def test_vacuum_job_deletes_the_unreferenced_file_past_retention_and_no_other(
-    tmp_path: Path,
+    spark: Any, tmp_path: Path
 ) -> None:
     from deltalake import DeltaTable
 
@@ -89,7 +100,7 @@ def test_vacuum_job_deletes_the_unreferenced_file_past_retention_and_no_other(
         "retentionHours": 1,
         "allowShortRetention": True,
     }
-    code, out, err = spark_submit(spec)
+    code, out, err = run_in_session(spark, spec)
 
     assert code == 0, err
     assert out["result"] == "done", out
@@ -102,12 +113,12 @@ def test_vacuum_job_deletes_the_unreferenced_file_past_retention_and_no_other(
 
 
 def test_vacuum_job_under_the_tables_retention_is_refused_without_allow_short(
-    tmp_path: Path,
+    spark: Any, tmp_path: Path
 ) -> None:
     table = tmp_path / "t"
     appends(table, 1)
     spec = {"jobId": "dk-vac-2", "table": str(table), "operation": "vacuum", "retentionHours": 1}
-    code, out, _ = spark_submit(spec)
+    code, out, _ = run_in_session(spark, spec)
     assert code == 1 and out["result"] == "failed", out
     assert "retention" in out["message"].lower()
 

@@ -86,14 +86,17 @@ JOB_CONF = (
 )
 
 
-def run_in_session(spark: Any, spec: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
+def run_in_session(
+    spark: Any, spec: dict[str, Any], conf: dict[str, str | None] | None = None
+) -> tuple[int, dict[str, Any], str]:
     """`spark_submit`'s answer from the job's own entry point run here: the job takes the
     running session (its getOrCreate), and the conf it sets is put back afterwards. Saves the
-    JVM start, Delta's class loading and a new session of a spark-submit (docs/testing.md)."""
+    JVM start, Delta's class loading and a new session of a spark-submit (docs/testing.md).
+    `conf`: session confs for the run, as spark_submit's (None unsets one)."""
     from tests.support.spark import session_conf
 
     out = io.StringIO()
-    with session_conf(spark, {}, restore=JOB_CONF), contextlib.redirect_stdout(out):
+    with session_conf(spark, conf or {}, restore=JOB_CONF), contextlib.redirect_stdout(out):
         code = job.main(["--spec-json", json.dumps(spec)])
     return code, submit.parse_result(out.getvalue()), ""
 

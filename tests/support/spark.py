@@ -46,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -211,13 +211,16 @@ def spark_session(app_name: str = "deltakeeper-tests") -> Any:
 
 @contextlib.contextmanager
 def session_conf(
-    spark: Any, settings: dict[str, str], restore: tuple[str, ...] = ()
+    spark: Any, settings: Mapping[str, str | None], restore: tuple[str, ...] = ()
 ) -> Iterator[None]:
-    """Set session confs for the duration of a block; put them back, and also the confs in
-    `restore` (ones Spark itself may change inside the block)."""
+    """Set session confs (None: unset) for the duration of a block; put them back, and also
+    the confs in `restore` (ones Spark itself may change inside the block)."""
     old = {k: spark.conf.get(k, None) for k in (*settings, *restore)}
     for k, v in settings.items():
-        spark.conf.set(k, v)
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
     try:
         yield
     finally:
