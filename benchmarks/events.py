@@ -7,7 +7,8 @@ TABLES one-commit tables (delta-rs wrote one, copied), then two runs of the daem
    after its first pass: LIST requests by MinIO's own count (per table-hour), process CPU
    (cores), RSS. Then COMMITS_POLL commits (delta-rs) to random tables, one at a time: commit to
    metrics (`deltakeeper_table_version` scraped) and commit to status (the status file, which
-   is rewritten every 2 s).
+   is rewritten 0.1 s after a change, or later when writing it takes longer than a tenth of
+   the time: 10,000 tables' file is megabytes).
 2. Events: the same tables with `events: {source: webhook, resyncInterval: RESYNC}` (the
    bucket notification set now, so nothing from phase 1 is queued for it). The same quiet
    window; COMMITS commits, one at a time, each to a table of its own where there are enough
@@ -271,9 +272,16 @@ def commit(uri: str, options: dict[str, str], v: int) -> None:
 
 
 def latencies(
-    emu: Any, d: Daemon, tables: list[str], expected: dict[str, int], timeout: float
+    emu: Any,
+    d: Daemon,
+    tables: list[str],
+    expected: dict[str, int],
+    timeout: float,
+    every: float = 0.05,
 ) -> dict[str, list[float]]:
-    """One commit at a time to each of `tables`: seconds to the metrics and to the status."""
+    """One commit at a time to each of `tables`: seconds to the metrics and to the status,
+    probed each `every` seconds (a probe reads every table's series, or the whole status file:
+    at 10,000 tables, probing every 50 ms would take a core from the daemon it measures)."""
     options = deltars_minio_options(emu)
     metrics, status = [], []
     for t in tables:
@@ -281,9 +289,11 @@ def latencies(
         expected[t] += 1
         v = expected[t]
         start = time.monotonic()
-        until(lambda t=t, v=v: d.versions().get(t) == v, timeout, f"{t} at {v} (metrics)")
+        shown = lambda t=t, v=v: d.versions().get(t) == v  # noqa: E731
+        until(shown, timeout, f"{t} at {v} (metrics)", every)
         metrics.append(time.monotonic() - start)
-        until(lambda t=t, v=v: d.status_version(t) == v, timeout, f"{t} at {v} (status)")
+        written = lambda t=t, v=v: d.status_version(t) == v  # noqa: E731
+        until(written, timeout, f"{t} at {v} (status)", every)
         status.append(time.monotonic() - start)
     return {"metrics": metrics, "status": status}
 
@@ -369,7 +379,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 out["polling"] = quiet(emu, stores, d, n, args.window)
                 picked = [name(rng.randrange(n)) for _ in range(args.commits_poll)]
-                out["polling_lag"] = latencies(emu, d, picked, expected, 3 * args.poll + 30)
+                out["polling_lag"] = latencies(
+                    emu, d, picked, expected, 3 * args.poll + 30, args.probe_every
+                )
             finally:
                 d.stop()
             # 2. events
@@ -382,7 +394,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 out["events"] = quiet(emu, stores, d, n, args.window)
                 spread = rng.sample(range(n), min(n, args.commits))
                 picked = [name(spread[i % len(spread)]) for i in range(args.commits)]
-                out["events_lag"] = latencies(emu, d, picked, expected, 60)
+                out["events_lag"] = latencies(emu, d, picked, expected, 60, args.probe_every)
                 burst_tables = [name(i) for i in range(min(n, args.burst_tables))]
                 per_table = max(1, args.burst // len(burst_tables))
                 out["burst"] = burst(emu, d, burst_tables, per_table, expected)
@@ -441,7 +453,8 @@ def report(cmd: str, m: dict[str, Any], args: argparse.Namespace, r: dict[str, A
             + f"). pollInterval {args.poll} s in both runs; with events, resyncInterval "
             f"{args.resync}. Quiet figures over {args.window:g} s after the first pass; LISTs by "
             "MinIO's own count. Latencies from `write_deltalake` returning to the version in a "
-            "scrape of `/metrics`, and in the status file (rewritten every 2 s).",
+            f"scrape of `/metrics`, and in the status file, each probed every "
+            f"{args.probe_every:g} s.",
             "",
             "| quiet tables | LISTs in the window | LISTs per table-hour | $/month per 10,000 "
             "tables (S3 LIST price) | CPU (cores) | RSS |",
@@ -497,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commits-poll", type=int, default=COMMITS_POLL, help="... with polling")
     ap.add_argument("--burst", type=int, default=BURST, help="commits in the burst")
     ap.add_argument("--burst-tables", type=int, default=BURST_TABLES)
+    ap.add_argument(
+        "--probe-every", type=float, default=0.05, help="seconds between latency probes"
+    )
     ap.add_argument(
         "--no-queue-dir",
         dest="queue_dir",
