@@ -431,6 +431,7 @@ def report(cmd: str, m: dict[str, Any], args: argparse.Namespace, r: dict[str, A
 
     memory = e["rss"] / p["rss"] - 1
     p50, p99 = quantile(el["metrics"], 0.5), quantile(el["metrics"], 0.99)
+    s50, s99 = quantile(el["status"], 0.5), quantile(el["status"], 0.99)
     worst = max(b["after_last"])
     dollars = 0.005 / 1000 * 24 * 30
     return "\n".join(
@@ -493,7 +494,9 @@ def report(cmd: str, m: dict[str, Any], args: argparse.Namespace, r: dict[str, A
             f"{met(e['cores'] <= 0.05)}; memory within 10% of polling ({memory:+.1%}): "
             f"{met(abs(memory) <= 0.10)}; commit to metrics p50 <= {P50_TARGET:g} s "
             f"({p50:.2f}): {met(p50 <= P50_TARGET)}, p99 <= {P99_TARGET:g} s ({p99:.2f}): "
-            f"{met(p99 <= P99_TARGET)}; burst within {BURST_TARGET:g} s ({worst:.2f}): "
+            f"{met(p99 <= P99_TARGET)}; commit to status p50 ({s50:.2f}): "
+            f"{met(s50 <= P50_TARGET)}, p99 ({s99:.2f}): {met(s99 <= P99_TARGET)}; "
+            f"burst within {BURST_TARGET:g} s ({worst:.2f}): "
             f"{met(worst <= BURST_TARGET)}; new table within {NEW_TABLE_TARGET:g} s: "
             f"{met(r['new_table_s'] <= NEW_TABLE_TARGET)}.",
         ]

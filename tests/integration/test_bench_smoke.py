@@ -223,6 +223,7 @@ def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
         burst=20,
         burst_tables=2,
         queue_dir=True,
+        probe_every=0.05,
     )
     r = events.measure(args)
     polling, evented = r["polling"], r["events"]
@@ -237,4 +238,4 @@ def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
     assert r["new_table_s"] < 60 and r["events_counted"]["new_table"] >= 1
     assert r["events_counted"]["woke"] >= 6
     text = events.report("cmd", machine(), args, r)
-    assert "LISTs per table-hour" in text
+    assert "LISTs per table-hour" in text and "; commit to status p50 (" in text
