@@ -141,7 +141,8 @@ def measure(src: Path, days: int, keep: int, runs: int) -> dict[str, Any]:
         emu = start_minio(Path(tmp))
         try:
             spark = spark_session(emu.storage_options)
-            rounds = [one_round(emu, spark, src, days, keep, n) for n in range(runs)]
+            keys = sorted(files_below(src, log=True))
+            rounds = [one_round(emu, spark, src, keys, days, keep, n) for n in range(runs)]
             spark.stop()
         finally:
             emu.stop()
@@ -154,7 +155,11 @@ def measure(src: Path, days: int, keep: int, runs: int) -> dict[str, Any]:
     return out
 
 
-def one_round(emu: Any, spark: Any, src: Path, days: int, keep: int, n: int) -> dict[str, Any]:
+def one_round(
+    emu: Any, spark: Any, src: Path, keys: list[str], days: int, keep: int, n: int
+) -> dict[str, Any]:
+    """Round `n`: fresh copies of `src` (its files `keys`), Spark's DELETE on one, our expiry
+    on the other."""
     from deltakeeper.delta.expire.run import Expiry, expire
     from deltakeeper.delta.table import open_table
 
@@ -163,7 +168,6 @@ def one_round(emu: Any, spark: Any, src: Path, days: int, keep: int, n: int) -> 
     cutoff = day_text(days - keep)
     out: dict[str, Any] = {}
     ours, theirs = emu.uri(f"bench/ours-{n}"), emu.uri(f"bench/theirs-{n}")
-    keys = sorted(files_below(src, log=True))
     started = time.perf_counter()
     upload(emu, src, ours, keys)
     upload(emu, src, theirs, keys)

@@ -44,6 +44,7 @@ from tests.support.queue_messages import (
     s3_event,
     sns,
 )
+from tests.support.tls import self_signed
 
 pytestmark = pytest.mark.integration
 
@@ -111,18 +112,6 @@ def run_daemon(
 ) -> subprocess.Popen[bytes]:
     argv = [str(DELTAKEEPER), "run", "--manifests", str(folder), "--metrics-port", str(port)]
     return subprocess.Popen(argv, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
 
 
 def test_sqs_events_wake_tables_and_are_deleted_and_a_stopped_queue_falls_back(
@@ -341,7 +330,8 @@ def test_azure_workload_identity_reads_a_queue_in_another_account_over_https(
     the daemon takes Workload Identity's AZURE_* variables, trades the federated token for an
     Azure AD token (a stand-in endpoint: tests/support/azure_ad.py) and reads the queue with it
     over HTTPS from Azurite, which accepts only a bearer token with Azure AD's issuer and
-    storage's audience. The token file is read again for each token; neither token is logged."""
+    storage's audience. Neither token is logged (that the token file is read again for each
+    token: tests/unit/runtime/test_queues.py)."""
     from azure.storage.queue import QueueClient
 
     cert, cert_key = self_signed(tmp_path)

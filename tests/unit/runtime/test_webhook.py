@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import ssl
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from deltakeeper.runtime import webhook
 from deltakeeper.runtime.events import WEBHOOK, Events
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Target
+from tests.support.tls import self_signed
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 
@@ -212,13 +212,7 @@ def test_no_log_line_carries_the_token(caplog: pytest.LogCaptureFixture) -> None
 
 
 def test_tls_from_a_cert_and_key(tmp_path: Path) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-    subprocess.run(
-        [*command, "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed(tmp_path)
     client = ssl.create_default_context(cafile=str(cert))
     client.check_hostname = False
     body = s3_event("lake", "sales/orders/_delta_log/00000000000000000001.json")

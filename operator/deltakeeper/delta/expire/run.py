@@ -101,7 +101,6 @@ def read_snapshot(table: Table, version: int | None = None) -> Snapshot:
     return table.snapshot(version=version, add_cols=ADD_COLUMNS)
 
 
-@collector_paused()  # a snapshot's adds as dicts, none in a cycle
 def plan_expiry(
     table: Table, expiry: Expiry, now_ms: int, snap: Snapshot | None = None
 ) -> ExpiryPlan:
