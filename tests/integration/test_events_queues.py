@@ -230,8 +230,13 @@ def test_a_message_received_and_not_deleted_comes_back_after_its_visibility_time
                 "ns", "t", f"s3://lake/{PREFIX}", events_source=source, storage_options=credentials
             )
         )
-        await asyncio.sleep(0.5)
-        woken.clear()  # the source coming up wakes its tables once
+        # The source coming up wakes its tables once (before its first receive): wait for it,
+        # not a fixed time (a loaded machine took over 0.5 s to check the queue).
+        up_by = time.monotonic() + 30
+        while not hub.is_up(source) and time.monotonic() < up_by:
+            await asyncio.sleep(0.05)
+        assert hub.is_up(source), "the queue source never came up"
+        woken.clear()
         deadline = time.monotonic() + 30
         while not woken and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

@@ -313,6 +313,10 @@ class Events:
             self.counts.source_up(source, False)
         # Starts and stops the queue sources' consumers; None: queue sources stay down.
         self.queues: QueueConsumers | None = None
+        # False while a starting daemon indexes its tables: the webhook answers 503, so that
+        # a store keeps what it queued while the daemon was down and sends it again, rather
+        # than its events being counted unknown tables and dropped.
+        self.ready = True
 
     def table(self, wake: Callable[[], None]) -> TableEvents:
         return TableEvents(self, wake)

@@ -10,7 +10,6 @@ subresource or a file) is the caller's `publish`: the registry's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -48,6 +47,8 @@ JITTER = 0.1  # each sleep is the poll interval +-10%
 # bounds how many run at once, and a table polled hourly (events on) must not stay unseen for
 # minutes after a restart. Later sleeps' jitter takes the tables out of step.
 START_SPREAD_S = 5.0
+# How long a start waits for its loops to resolve their tables before events are taken.
+RESOLVE_WAIT_S = 30.0
 DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 # A due table waits at most this many of its poll intervals before it goes first, whatever
 # the benefit of the others (the one whose bound ended first among those past it).
@@ -96,6 +97,7 @@ class Fleet:
         self._maintenance = ThreadPoolExecutor(max_concurrent, thread_name_prefix="maintain")
         self.running = 0  # maintenance operations in flight (tests and the benchmark read it)
         self._polled = 0  # polls through the table loops (the Poller counts its own)
+        self._resolving = 0  # started loops still resolving their first Target
         self.last_tick = time.monotonic()
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
@@ -117,13 +119,11 @@ class Fleet:
         goes to `publish`. With `park`, a table whose poll was quiet is polled by the Poller
         until a poll of it needs this loop. `owner`: the Loop, which storage events wake when
         the Target has spec.events (then polled every resyncInterval while they are live)."""
-        interval = DEFAULT_POLL_S
-        with contextlib.suppress(Exception):  # the first poll logs it
-            interval = (await current()).poll_interval_s
-        if await sleep(random.uniform(0, min(JITTER * interval, START_SPREAD_S))):
-            return
         first = True
         try:
+            interval = await self._resolve_first(current, owner)
+            if await sleep(random.uniform(0, min(JITTER * interval, START_SPREAD_S))):
+                return
             while True:
                 try:
                     target = await current()
@@ -154,6 +154,29 @@ class Fleet:
             if owner is not None and owner.events is not None:
                 owner.events.close()
                 owner.events = None
+
+    async def _resolve_first(self, current: Current, owner: Loop | None) -> float:
+        """A starting loop's poll interval. Its table is indexed for events now, not at its
+        first poll: an event during the start spread (a store sending again what it queued
+        while the daemon was down) wakes it at once."""
+        self._resolving += 1
+        try:
+            target = await current()
+            self._follow(owner, target)
+            return target.poll_interval_s
+        except Exception:  # the first poll logs it
+            return DEFAULT_POLL_S
+        finally:
+            self._resolving -= 1
+
+    async def resolved(self, timeout_s: float = RESOLVE_WAIT_S) -> bool:
+        """Wait until every loop started so far knows its table (and, with events, is
+        indexed), at most `timeout_s`; whether they all do."""
+        await asyncio.sleep(0)  # loops just started run up to their first await: counted
+        deadline = time.monotonic() + timeout_s
+        while self._resolving and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return not self._resolving
 
     def _follow(self, owner: Loop | None, target: Target) -> TableEvents | None:
         """The table's events, made or dropped as its Target has spec.events or not."""

@@ -218,6 +218,11 @@ class Listener:
         refused = self._refused(request)
         if refused is not None:
             return refused
+        if not self.events.ready:
+            self.events.count(WEBHOOK, EventResult.REJECTED)
+            return web.Response(
+                status=503, text="starting: tables not indexed yet\n", headers={"Retry-After": "2"}
+            )
         try:
             raw = await request.read()  # client_max_size: over MAX_BODY raises 413
         except web.HTTPRequestEntityTooLarge:

@@ -61,6 +61,7 @@ def run(
         listener = None
         if events is not None and not once:  # one poll each: no events to wait for
             listener = webhook.Listener(daemon.fleet.events, events)
+            daemon.fleet.events.ready = False  # 503 until run() has indexed the tables
             await listener.start()
         try:
             return await daemon.run(stop, once=once, summary_s=summary_s)

@@ -384,6 +384,9 @@ class Standalone:
                 for key, entry in self.tables.items():
                     if entry.loop is None:
                         self.registry.start(key, self.fleet, entry.watcher)
+                if not self.fleet.events.ready:  # the first load: events wait for its index
+                    await self.fleet.resolved()
+                    self.fleet.events.ready = True
                 self.flush()
                 if summary_s and loop_now - last_summary >= summary_s:
                     last_summary = loop_now

@@ -341,3 +341,49 @@ def test_the_loop_waits_its_resync_interval_while_events_are_live(
     assert polls == {"event": 1, "interval": 0, "resync": 4, "fallback": 1}
     assert published[-1].storage_events is not None and published[-1].storage_events["live"]
     assert owner.events is None  # closed as its loop ended: its events are unknown from now
+
+
+def test_a_starting_loop_is_indexed_before_its_start_spread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store sending again what it queued while the daemon was down reaches a table whose
+    loop waits out its start spread (woken, not an unknown table); a loop stopped there leaves
+    the index."""
+    small_table(tmp_path)
+    monkeypatch.setattr(events, "table_place", lambda uri: ("lake", "t"))
+    fleet = Fleet(events=Events(Metrics()), park_quiet=False)
+    owner = Loop()
+    key = "t/_delta_log/00000000000000000001.json"
+    results: list[EventResult] = []
+
+    async def current() -> Target:
+        await asyncio.sleep(0.05)  # resolving takes a while (a Secret, a credentials file)
+        return target(str(tmp_path), poll_interval_s=3600)
+
+    delivered = asyncio.Event()
+
+    async def sleep(seconds: float) -> bool:  # the start spread: events come
+        await delivered.wait()
+        results.append(fleet.events.deliver(WEBHOOK, "lake", key))
+        return True  # stopped before its first poll
+
+    async def publish(_: Target, o: Observation) -> None:
+        pass
+
+    async def scenario() -> None:
+        owner.fleet = fleet
+        task = asyncio.create_task(
+            fleet.watch(current, TableWatcher(0), sleep, publish, None, owner)
+        )
+        assert await fleet.resolved(5)  # counts the loop before it ran at all
+        results.append(fleet.events.deliver(WEBHOOK, "lake", key))
+        delivered.set()
+        await task
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        fleet.close()
+    assert results == [EventResult.WOKE, EventResult.DUPLICATE] and owner._woken
+    assert fleet.polls == 0 and owner.events is None
+    assert fleet.events.deliver(WEBHOOK, "lake", key) is EventResult.UNKNOWN_TABLE

@@ -113,6 +113,26 @@ def test_an_event_in_a_tables_log_wakes_it_and_the_source_is_up_while_listening(
     assert up == 0  # stopped
 
 
+def test_while_the_tables_are_indexed_an_event_gets_503_so_the_store_sends_it_again() -> None:
+    key = "sales/orders/_delta_log/00000000000000000007.json"
+
+    async def scenario(s: Setup, port: int) -> None:
+        s.events.ready = False  # a daemon starting: its tables not indexed yet
+        body = s3_event("lake", key)
+        status, answer = await exchange(port, post(len(body)), body)
+        assert (status, answer) == (503, b"starting: tables not indexed yet\n")
+        assert s.woken == []
+        status, _ = await exchange(port, post(len(body), "wrong"), body)
+        assert status == 401  # the token is still checked first
+        s.events.ready = True
+        status, answer = await exchange(port, post(len(body)), body)
+        assert (status, json.loads(answer)) == (200, {"records": 1, "woke": 1})
+
+    s = serve(scenario)
+    assert s.count("rejected") == 2 and s.count("woke") == 1
+    assert s.count("unknown_table") == 0 and s.woken_by_events == ["s3://lake/sales/orders"]
+
+
 def test_a_wrong_or_missing_token_gets_401_before_the_body_is_read() -> None:
     async def scenario(s: Setup, port: int) -> None:
         # A body announced and never sent: the answer comes without waiting for it.

@@ -164,3 +164,30 @@ def test_a_changed_status_reaches_the_file_within_a_moment_not_at_the_next_reloa
         assert json.loads(path.read_text())["tables"]["default/t"]["version"] == 2  # its last
     finally:
         daemon.fleet.close()
+
+
+def test_events_are_taken_once_the_loaded_tables_are_indexed(tmp_path: Path) -> None:
+    """Until then the webhook answers 503 (runtime/webhook.py), so a store sends its queued
+    events again rather than their finding no table."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(  # events come from object stores; this one is fsspec's
+        "apiVersion: deltakeeper.io/v1alpha1\nkind: DeltaTable\nmetadata: {name: t}\n"
+        "spec: {uri: 'memory://lake/events-indexed', events: {source: webhook}}\n"
+    )
+    daemon = standalone.Standalone(folder, folder / "status.json", Metrics())
+    daemon.fleet.events.ready = False  # as `deltakeeper run --events-listen` starts it
+    indexed_when_ready: list[bool] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        running = asyncio.create_task(daemon.run(stop))
+        while not daemon.fleet.events.ready:
+            await asyncio.sleep(0)
+        key = "events-indexed/_delta_log/00000000000000000000.json"
+        indexed_when_ready.append(daemon.fleet.events.deliver("webhook", "lake", key) == "woke")
+        stop.set()
+        await running
+
+    asyncio.run(main())
+    assert indexed_when_ready == [True]
