@@ -60,7 +60,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     path = args.status_file or status_file_for(args.manifests)
     try:
-        with open(path) as f:
+        with open(path, "rb") as f:  # UTF-8 whatever the locale says
             body = json.load(f)
     except FileNotFoundError:
         raise InvalidInputError(

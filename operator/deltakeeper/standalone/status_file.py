@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 STATUS_DIR = ".deltakeeper"
 
 
@@ -21,7 +23,7 @@ def status_file_for(manifests_dir: str | Path) -> Path:
 def read(path: Path) -> dict[str, Any]:
     """The file's object; empty when there is none or it is not JSON."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes())
     except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -30,9 +32,10 @@ def read(path: Path) -> dict[str, Any]:
 def write(path: Path, body: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    # Compact: json's C encoder does not indent, and the Python one was the daemon's largest
-    # Python cost after the listings (py-spy, 500 tables); `deltakeeper status` prints it.
-    tmp.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")))
+    # Compact, by orjson: 10,000 tables' statuses (13 MB) in 0.025 s where json's C encoder
+    # took 0.175 s, and a write waits ten times its length after the last (tables.py), so at
+    # that size a commit reached the file 2 s late. UTF-8; `deltakeeper status` indents it.
+    tmp.write_bytes(orjson.dumps(body, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
     os.replace(tmp, path)
 
 

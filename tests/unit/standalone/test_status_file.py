@@ -35,3 +35,15 @@ def test_the_spec_digest_changes_with_the_spec_and_shows_none_of_it() -> None:
     assert "hunter2" not in digest and "SECRET" not in digest
     assert digest == status_file.spec_digest(dict(reversed(list(spec.items()))))
     assert digest != status_file.spec_digest({**spec, "pollInterval": "10s"})
+
+
+def test_non_ascii_names_and_number_keys_read_back_as_json_writes_them(tmp_path: Path) -> None:
+    """orjson writes UTF-8 and refuses keys that are not strings unless told: the file reads
+    back as the stdlib's encoder would have written it, whatever the locale."""
+    path = status_file.status_file_for(tmp_path)
+    body = {"tables": {"ns/été 100%": {"version": 3, "parts": {1: "a", 2: "b"}, "ratio": 0.5}}}
+    status_file.write(path, body)
+    assert status_file.read(path) == json.loads(json.dumps(body))
+    assert "été".encode() in path.read_bytes()  # UTF-8, not \u escapes
+    keys = list(json.loads(path.read_bytes())["tables"]["ns/été 100%"])
+    assert keys == sorted(keys)  # sorted, as before
