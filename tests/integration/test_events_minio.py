@@ -279,7 +279,7 @@ def test_the_daemon_down_while_commits_happen_catches_up_by_its_poll_and_minios_
         # MinIO redelivers what it queued (it retries its target every 3 s): counted, and at
         # most a poll that finds nothing new. Until the daemon has indexed its tables it
         # answers 503, so that MinIO sends them again: before, a retry in that window made
-        # them unknown tables, dropped (three full runs on 2 cores failed so).
+        # them unknown tables, dropped (two full runs on 2 cores failed so).
         _until(
             lambda: (
                 d.metric("deltakeeper_events_total", source="webhook", result="woke")
