@@ -38,7 +38,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.events import BUCKET, TOKEN, notify, webhook_env
+from benchmarks.events import BUCKET, TOKEN, notify, quantile, webhook_env
 from benchmarks.harness import (
     MIB,
     REPO,
@@ -304,13 +304,12 @@ def offer_events(port: int, on_minio: int, load: EventLoad) -> dict[str, Any]:
             return time.monotonic() - t0
 
     took = asyncio.run(go())
-    lat.sort()
     return {
         "offered": load.rate * load.seconds,
         "answers": dict(answers),
         "answered_per_s": round(answers["200"] / took, 1),
-        "answer_p50_s": round(lat[len(lat) // 2], 3),
-        "answer_p99_s": round(lat[int(len(lat) * 0.99)], 3),
+        "answer_p50_s": round(quantile(lat, 0.5), 3),
+        "answer_p99_s": round(quantile(lat, 0.99), 3),
         "offer_s": round(took, 1),
     }
 
@@ -336,18 +335,18 @@ def run(
 ) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="dk-bench-operator-"))
     cluster = kube.start(kube.install(), work / "kube")
+    events = load is not None
     listen = stores.free_port()
-    env = webhook_env(listen, None) if load is not None else None
+    env = webhook_env(listen, None) if events else None
     minio = stores.start_minio(stores.install()["MINIO"], work / "minio", env=env)
     report: dict[str, Any] = {"tables": n, "on_minio": on_minio, "poll_s": poll_s}
-    report["events"] = load is not None
+    report["events"] = events
     op = None
     statuses: StatusWatch | None = None
     try:
         cluster.apply_crds()
         lake = Lake(work / "lake", minio, n, on_minio)
         lake.create_all()
-        events = load is not None
         if events:
             notify(minio, True)  # the tables' commits from now on
         report["create_resources_s"] = round(create_resources(cluster, lake, poll_s, events), 1)
