@@ -40,6 +40,7 @@ from deltakeeper.delta.discover import ROOT
 from deltakeeper.maintenance.policy import EVENT_SOURCES
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, Reason
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime import status
 from deltakeeper.runtime.model import Condition, Observation, Target
 from deltakeeper.units import rfc3339
 
@@ -254,7 +255,7 @@ class TableEvents:
         """Whether the status last published says other than this table's events now do."""
         if self.source is None:
             return shown.storage_events is not None
-        return shown.storage_events != self.status()
+        return status.events_differ(shown.storage_events, self.status())
 
     def status(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from deltakeeper.resources.status_fields import COUNTS, VOLATILE
+from deltakeeper.resources.status_fields import COUNTS, VOLATILE, VOLATILE_EVENTS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.model import Condition, Observation, Target
 from deltakeeper.units import rfc3339
@@ -100,10 +100,30 @@ def worth_writing(
     old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int, written_ms: int
 ) -> bool:
     """Whether `new` says more than `old` (written at `written_ms`) did: any field but
-    `lastPoll`, or an old lastPoll."""
+    `lastPoll` and the events' `lastEventTime`, or an old lastPoll."""
     if not old or now_ms - written_ms >= REFRESH_S * 1000:
         return True
-    return any(old.get(k) != v for k, v in new.items() if k not in VOLATILE) or len(old) != len(new)
+    if len(old) != len(new):
+        return True
+    for k, v in new.items():
+        if k in VOLATILE:
+            continue
+        if k == F.EVENTS:
+            if events_differ(old.get(k), v):
+                return True
+        elif old.get(k) != v:
+            return True
+    return False
+
+
+def events_differ(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether two events statuses differ by more than the time of the last event (a first
+    event, from none, is a difference)."""
+    if old is None or new is None:
+        return old is not new
+    return any(
+        old.get(k) != v for k, v in new.items() if k not in VOLATILE_EVENTS or old.get(k) is None
+    ) or len(old) != len(new)
 
 
 def last_maintenance(previous: Mapping[str, Any]) -> dict[str, Any]:

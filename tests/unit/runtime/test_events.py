@@ -387,3 +387,24 @@ def test_a_starting_loop_is_indexed_before_its_start_spread(
     assert results == [EventResult.WOKE, EventResult.DUPLICATE] and owner._woken
     assert fleet.polls == 0 and owner.events is None
     assert fleet.events.deliver(WEBHOOK, "lake", key) is EventResult.UNKNOWN_TABLE
+
+
+def test_a_later_event_alone_does_not_make_the_shown_status_differ() -> None:
+    """A duplicate's poll finds nothing new: its later lastEventTime alone must not make the
+    table publish (at 1,000 events a second, one status write each)."""
+    now = [1_000]
+    hub = Events(Metrics(), clock_ms=lambda: now[0], monotonic=Clock())
+    table = hub.table(lambda: None)
+    table.follow(target("s3://lake/t"))
+    table.begin()
+    before = table.polled(obs(5))  # no event yet
+    assert hub.deliver(WEBHOOK, "lake", "t/_delta_log/00000000000000000005.json") is (
+        EventResult.WOKE
+    )
+    assert table.shown_differs(before)  # the first event: worth showing
+    table.begin()
+    shown = table.polled(obs(5))
+    now[0] = 9_000
+    hub.deliver(WEBHOOK, "lake", "t/_delta_log/00000000000000000005.json")
+    assert table.status()["lastEventTime"] != shown.storage_events["lastEventTime"]
+    assert not table.shown_differs(shown)

@@ -4,6 +4,8 @@ write until it is old."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from deltakeeper.resources.conditions import ConditionStatus, ConditionType, Reason
 from deltakeeper.resources.status_fields import COUNTS, StatusField
 from deltakeeper.runtime import status
@@ -95,6 +97,23 @@ def test_only_a_new_last_poll_is_not_worth_a_write_until_the_refresh() -> None:
     moved = status.build(TARGET, observed(60 * SECOND, counts={"version": 2}), old, 60 * SECOND)
     assert status.worth_writing(old, moved, 60 * SECOND, 0)
     assert status.worth_writing(None, polled, 60 * SECOND, 0)
+
+
+def test_a_later_event_alone_is_not_worth_a_write_but_a_first_one_or_going_down_is() -> None:
+    def with_events(events: dict | None) -> dict:
+        polled = observed(60 * SECOND, counts={"version": 1})
+        obs = dataclasses.replace(polled, storage_events=events)
+        return status.build(TARGET, obs, None, 60 * SECOND)
+
+    live = {"source": "webhook", "live": True, "lastEventTime": "2026-01-01T00:00:00Z", "missed": 0}
+    old = with_events(live)
+    later = with_events({**live, "lastEventTime": "2026-01-01T00:00:05Z"})
+    assert not status.worth_writing(old, later, 60 * SECOND, 0)
+    assert status.worth_writing(old, later, status.REFRESH_S * SECOND, 0)
+    assert status.worth_writing(with_events({**live, "lastEventTime": None}), old, 60 * SECOND, 0)
+    assert status.worth_writing(old, with_events({**live, "live": False}), 60 * SECOND, 0)
+    assert status.worth_writing(old, with_events({**live, "missed": 1}), 60 * SECOND, 0)
+    assert status.worth_writing(old, with_events(None), 60 * SECOND, 0)
 
 
 def test_a_stored_last_maintenance_gets_its_time_in_ms_back() -> None:
