@@ -597,12 +597,18 @@ def test_two_replicas_with_the_webhook_only_the_active_one_acts_on_events(
     _append(uri, 1, s3.deltars_options())
     key = "evpair/_delta_log/00000000000000000001.json"
     unknown = _events_total(a.metrics(), "unknown_table")
-    assert _post_event(ports[0], token, "lake", key) == {"records": 1, "woke": 0}  # the standby
-    assert _events_total(a.metrics(), "unknown_table") == unknown + 1
+    assert _post_event(ports[0], token, "lake", key) == {"records": 1}  # the standby
+    _until(
+        lambda: _events_total(a.metrics(), "unknown_table") == unknown + 1,
+        10,
+        "the standby to count it unknown_table",
+    )
+    assert _events_total(a.metrics(), "woke") == 0
     time.sleep(3)
     assert k.status("evpair").get("version") == 0  # nobody polled: the standby has no loops
     assert _metric(b.metrics(), "deltakeeper_table_version", "evpair", "evpair") == 0
-    assert _post_event(ports[1], token, "lake", key) == {"records": 1, "woke": 1}  # the active
+    woke = _events_total(b.metrics(), "woke")
+    assert _post_event(ports[1], token, "lake", key) == {"records": 1}  # the active
     posted = time.monotonic()
     _until(
         lambda: _metric(b.metrics(), "deltakeeper_table_version", "evpair", "evpair") == 1,
@@ -610,6 +616,7 @@ def test_two_replicas_with_the_webhook_only_the_active_one_acts_on_events(
         "the event's poll",
     )
     assert time.monotonic() - posted < 5
+    assert _events_total(b.metrics(), "woke") == woke + 1
     _until(lambda: k.status("evpair").get("version") == 1, 10, "the status at version 1")
     assert _metric(a.metrics(), "deltakeeper_table_version", "evpair", "evpair") is None
     assert token not in a.log_text() + b.log_text()
