@@ -117,13 +117,11 @@ def worth_writing(
 
 
 def events_differ(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
-    """Whether two events statuses differ by more than the time of the last event (a first
-    event, from none, is a difference)."""
+    """Whether two events statuses differ by more than the time of the last event."""
     if old is None or new is None:
         return old is not new
-    return any(
-        old.get(k) != v for k, v in new.items() if k not in VOLATILE_EVENTS or old.get(k) is None
-    ) or len(old) != len(new)
+    moved = any(old.get(k) != v for k, v in new.items() if k not in VOLATILE_EVENTS)
+    return moved or len(old) != len(new)
 
 
 def last_maintenance(previous: Mapping[str, Any]) -> dict[str, Any]:

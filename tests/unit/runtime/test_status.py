@@ -99,7 +99,7 @@ def test_only_a_new_last_poll_is_not_worth_a_write_until_the_refresh() -> None:
     assert status.worth_writing(None, polled, 60 * SECOND, 0)
 
 
-def test_a_later_event_alone_is_not_worth_a_write_but_a_first_one_or_going_down_is() -> None:
+def test_an_event_alone_is_not_worth_a_write_but_going_down_or_a_miss_is() -> None:
     def with_events(events: dict | None) -> dict:
         polled = observed(60 * SECOND, counts={"version": 1})
         obs = dataclasses.replace(polled, storage_events=events)
@@ -110,7 +110,8 @@ def test_a_later_event_alone_is_not_worth_a_write_but_a_first_one_or_going_down_
     later = with_events({**live, "lastEventTime": "2026-01-01T00:00:05Z"})
     assert not status.worth_writing(old, later, 60 * SECOND, 0)
     assert status.worth_writing(old, later, status.REFRESH_S * SECOND, 0)
-    assert status.worth_writing(with_events({**live, "lastEventTime": None}), old, 60 * SECOND, 0)
+    first = with_events({**live, "lastEventTime": None})
+    assert not status.worth_writing(first, old, 60 * SECOND, 0)  # a first event: the same
     assert status.worth_writing(old, with_events({**live, "live": False}), 60 * SECOND, 0)
     assert status.worth_writing(old, with_events({**live, "missed": 1}), 60 * SECOND, 0)
     assert status.worth_writing(old, with_events(None), 60 * SECOND, 0)
