@@ -6,7 +6,10 @@ MissingLogFileError, so the caller can list again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -20,13 +23,65 @@ def read_actions(storage: Storage, key: str) -> list[tuple[int, dict[str, Any]]]
     return [(lineno, {kind: body}) for lineno, _, kind, body in commit_lines(storage, key)]
 
 
-def commit_lines(storage: Storage, key: str) -> Iterator[tuple[int, bytes, str, Any]]:
-    """(line number, raw line, action name, action body) for each line of a JSON log file;
-    a line whose action is not shaped as the protocol says is a CorruptLogError naming it."""
-    for lineno, line in enumerate(_read(storage, key).split(b"\n"), start=1):
+def commit_lines(
+    storage: Storage, key: str, data: bytes | None = None
+) -> Iterator[tuple[int, bytes, str, Any]]:
+    """(line number, raw line, action name, action body) for each line of a JSON log file
+    (`data`: its bytes, read already); a line whose action is not shaped as the protocol says
+    is a CorruptLogError naming it."""
+    data = _read(storage, key) if data is None else data
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
         if line.strip():
             kind, body = _parsed(storage, key, lineno, line)
             yield lineno, line, kind, body
+
+
+# Commits on their way at once while a segment's are read in order: on an object store each
+# read is a request's latency (a table catching up 30 commits read them one by one in 0.5 s).
+READ_AHEAD = 8
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def read_in_order(storage: Storage, keys: Sequence[str]) -> Iterator[bytes]:
+    """Each of `keys`' bytes, in order, with up to READ_AHEAD reads in flight on a store whose
+    reads wait on the network (one on the local disk). A failed read raises where its file
+    comes (MissingLogFileError for a file gone); only one file is handed out at a time."""
+    if len(keys) < 2 or not storage.overlap_reads:
+        for key in keys:
+            yield _read(storage, key)
+        return
+    pool = _pool()
+    waiting: deque[Future[tuple[bytes, Any]]] = deque()
+    following = iter(keys)
+
+    def fetch(key: str) -> tuple[bytes, Any]:
+        twin = storage.fork()  # its own request counter: counted back below
+        return _read(twin, key), twin.requests
+
+    for key in following:
+        waiting.append(pool.submit(fetch, key))
+        if len(waiting) >= READ_AHEAD:
+            break
+    try:
+        while waiting:
+            data, counted = waiting.popleft().result()
+            storage.requests.update(counted)
+            after = next(following, None)
+            if after is not None:
+                waiting.append(pool.submit(fetch, after))
+            yield data
+    finally:
+        for left in waiting:
+            left.cancel()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="commit-read")
+        return _POOL
 
 
 # A line that begins so is an add or a remove (one action per line, its name the only key).

@@ -20,7 +20,7 @@ from deltakeeper.delta import schema
 from deltakeeper.delta.bulk import collector_paused
 from deltakeeper.delta.errors import CorruptLogError, DamagedCheckpointError, MissingLogFileError
 from deltakeeper.delta.log import checkpoint_files
-from deltakeeper.delta.log.json_files import commit_lines
+from deltakeeper.delta.log.json_files import commit_lines, read_in_order
 from deltakeeper.delta.log.reconcile import Actions, DropSet, Key, dv_unique_id
 from deltakeeper.delta.log.segment import LogSegment
 from deltakeeper.delta.storage import Storage
@@ -47,8 +47,10 @@ def replay(
     result = Actions(
         schema.add_schema(add_cols).empty_table(), schema.remove_schema(remove_cols).empty_table()
     )
-    for entry in reversed(segment.commits):
-        for lineno, line, kind, body in commit_lines(storage, entry.key):
+    newest_first = segment.commits[::-1]
+    contents = read_in_order(storage, [e.key for e in newest_first])
+    for entry, data in zip(newest_first, contents, strict=True):
+        for lineno, line, kind, body in commit_lines(storage, entry.key, data):
             if kind == "add" or kind == "remove":
                 dv = body.get("deletionVector")
                 key = (body["path"], dv_unique_id(dv) if dv else None)

@@ -106,6 +106,9 @@ def _folder(prefix: str) -> str:
 class Storage(ABC):
     """A table root on some store. Subclasses implement the `_` methods and count requests."""
 
+    # Whether reads of several small files are worth overlapping (a read waits on the network).
+    overlap_reads = True
+
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.requests: Counter[str] = Counter()
