@@ -58,7 +58,7 @@ from deltakeeper.units import parse_duration_ms
 
 TABLES, POLL_S, WINDOW_S, RESYNC = 10_000, 30, 120, "1h"
 COMMITS, COMMITS_POLL = 1000, 10
-BURST, BURST_TABLES = 10_000, 100
+BURST, BURST_TABLES, BURST_SECONDS = 10_000, 100, 60.0  # "within one minute"
 BUCKET, NS, TARGET_ID = "lake", "bench", "DK"
 TOKEN = "benchmark-events-token-0123456789"
 LIST_TARGET = 1.2  # LIST requests per table-hour with events
@@ -298,11 +298,87 @@ def latencies(
     return {"metrics": metrics, "status": status}
 
 
+WRITERS = {
+    "raw": "a writer a table, each commit a Parquet file then the commit's conditional put",
+    "delta-rs": "one delta-rs writer a table",
+}
+
+
+def raw_writers(
+    emu: Any,
+    tables: list[str],
+    per_table: int,
+    expected: dict[str, int],
+    last: dict[str, float],
+    seconds: float,
+) -> None:
+    """One writer a table, as a Delta writer does it without reading the table back: a Parquet
+    file, then its commit put only if that version is free (the store's conditional create),
+    `per_table` times. delta-rs's `write_deltalake` reads the table before each commit and
+    manages about 77 commits a second here, half the burst's rate; these are the same log
+    entries (an `add` with statistics and a `commitInfo`), written concurrently in one event
+    loop, each writer's commits spread evenly over `seconds` (as fast as they go with 0)."""
+    import asyncio
+    import io
+
+    import obstore
+    import orjson
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from obstore.store import S3Store
+
+    o = emu.storage_options
+    store = S3Store(
+        BUCKET,
+        endpoint=o["endpoint_url"],
+        access_key_id=o["key"],
+        secret_access_key=o["secret"],
+        region="us-east-1",
+        client_options={"allow_http": True, "pool_max_idle_per_host": "200"},
+    )
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"a": [1]}), sink)
+    data = sink.getvalue()
+    stats = orjson.dumps(
+        {"numRecords": 1, "minValues": {"a": 1}, "maxValues": {"a": 1}, "nullCount": {"a": 0}}
+    ).decode()
+
+    async def write(t: str, start: float) -> None:
+        for i in range(per_table):
+            await asyncio.sleep(max(0.0, start + i * seconds / per_table - time.monotonic()))
+            v = expected[t] + 1
+            now = int(time.time() * 1000)
+            part = f"part-{v:05d}-{random.getrandbits(64):016x}.parquet"
+            await obstore.put_async(store, f"{t}/{part}", data)
+            info = {"timestamp": now, "operation": "WRITE"}
+            info["operationParameters"] = {"mode": "Append"}
+            add = {"path": part, "partitionValues": {}, "size": len(data)}
+            add |= {"modificationTime": now, "dataChange": True, "stats": stats}
+            body = orjson.dumps({"commitInfo": info}) + b"\n" + orjson.dumps({"add": add})
+            key = f"{t}/_delta_log/{v:020d}.json"
+            await obstore.put_async(store, key, body + b"\n", mode="create")
+            expected[t] = v
+        last[t] = time.monotonic()
+
+    async def main() -> None:
+        start = time.monotonic()
+        await asyncio.gather(*(write(t, start) for t in tables))
+
+    asyncio.run(main())
+
+
 def burst(
-    emu: Any, d: Daemon, tables: list[str], per_table: int, expected: dict[str, int]
+    emu: Any,
+    d: Daemon,
+    tables: list[str],
+    per_table: int,
+    expected: dict[str, int],
+    writer: str = "raw",
+    seconds: float = 60.0,
 ) -> dict[str, Any]:
     """One writer a table, `per_table` commits each, all at once; then how long after each
-    table's last commit its last version showed in the metrics, and the polls it all took."""
+    table's last commit its last version showed in the metrics, and the polls it all took.
+    `writer`: "raw" (raw_writers) or "delta-rs" (`write_deltalake`, one thread a table)."""
     options = deltars_minio_options(emu)
     polls0 = d.polls()
     last: dict[str, float] = {}
@@ -314,13 +390,19 @@ def burst(
         last[t] = time.monotonic()
 
     start = time.monotonic()
-    writers = [threading.Thread(target=write, args=(t,)) for t in tables]
+    if writer == "raw":
+        args = (emu, tables, per_table, expected, last, seconds)
+        writers = [threading.Thread(target=raw_writers, args=args)]
+    else:
+        writers = [threading.Thread(target=write, args=(t,)) for t in tables]
     for w in writers:
         w.start()
     shown: dict[str, float] = {}
     while len(shown) < len(tables):
         if time.monotonic() - start > 1800:
             raise SystemExit("the burst's tables did not reach their last versions")
+        if len(last) < len(tables) and not any(w.is_alive() for w in writers):
+            raise SystemExit("a burst writer failed (its error is above)")
         got = d.versions()
         now = time.monotonic()
         for t in tables:
@@ -330,16 +412,30 @@ def burst(
     for w in writers:
         w.join()
     seconds = time.monotonic() - start
+    read_back(emu, tables, expected)
     polls1 = d.polls()
     polls = {k: int(v - polls0.get(k, 0)) for k, v in polls1.items() if v - polls0.get(k, 0)}
     return {
         "commits": per_table * len(tables),
         "tables": len(tables),
+        "writer": writer,
         "write_s": max(last.values()) - start,
         "seconds": seconds,
         "after_last": sorted(shown.values()),
         "polls": polls,
     }
+
+
+def read_back(emu: Any, tables: list[str], expected: dict[str, int]) -> None:
+    """delta-rs reads each burst table at its last version, with a file for each commit."""
+    import deltalake
+
+    options = deltars_minio_options(emu)
+    for t in tables:
+        dt = deltalake.DeltaTable(f"s3://{BUCKET}/{t}", storage_options=options)
+        files = len(dt.file_uris())
+        if dt.version() != expected[t] or files != expected[t] + 1:
+            raise SystemExit(f"delta-rs reads {t} at {dt.version()} with {files} files")
 
 
 def new_table(emu: Any, d: Daemon) -> float:
@@ -397,7 +493,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 out["events_lag"] = latencies(emu, d, picked, expected, 60, args.probe_every)
                 burst_tables = [name(i) for i in range(min(n, args.burst_tables))]
                 per_table = max(1, args.burst // len(burst_tables))
-                out["burst"] = burst(emu, d, burst_tables, per_table, expected)
+                out["burst"] = burst(
+                    emu, d, burst_tables, per_table, expected, args.burst_writer, args.burst_seconds
+                )
                 out["new_table_s"] = new_table(emu, d)
                 out["events_counted"] = {
                     r: int(d.events(r)) for r in ("woke", "duplicate", "unknown_table", "new_table")
@@ -472,8 +570,9 @@ def report(cmd: str, m: dict[str, Any], args: argparse.Namespace, r: dict[str, A
             lag_row(f"polling at {args.poll} s", pl),
             lag_row("events", el),
             "",
-            f"- Burst: {b['commits']:,} commits to {b['tables']} tables (one delta-rs writer a "
-            f"table, written in {b['write_s']:.0f} s): each table at its last version "
+            f"- Burst: {b['commits']:,} commits to {b['tables']} tables ({WRITERS[b['writer']]}, "
+            f"written in {b['write_s']:.0f} s; delta-rs read each table back at its last "
+            f"version): each table at its last version "
             f"{statistics.median(b['after_last']):.2f} s (median), {worst:.2f} s (worst) after "
             f"its last commit; polls: {b['polls']}.",
             f"- A new table under a DeltaLake's prefix (scanInterval 1h): in the metrics "
@@ -514,6 +613,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst", type=int, default=BURST, help="commits in the burst")
     ap.add_argument("--burst-tables", type=int, default=BURST_TABLES)
     ap.add_argument(
+        "--burst-seconds",
+        type=float,
+        default=BURST_SECONDS,
+        help="the raw writers spread their commits over this long (0: as fast as they go)",
+    )
+    ap.add_argument(
+        "--burst-writer",
+        choices=("raw", "delta-rs"),
+        default="raw",
+        help="the burst's writers: conditional puts of each commit, concurrently (raw), or "
+        "delta-rs's write_deltalake, a thread a table",
+    )
+    ap.add_argument(
         "--probe-every", type=float, default=0.05, help="seconds between latency probes"
     )
     ap.add_argument(
@@ -530,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.tables, args.poll, args.window = 30, 3, 10.0
         args.commits, args.commits_poll, args.burst, args.burst_tables = 10, 3, 40, 4
+        args.burst_seconds = 2.0
     m = machine()
     result = measure(args)
     cmd = "python -m benchmarks.events" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
