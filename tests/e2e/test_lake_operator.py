@@ -541,7 +541,7 @@ def test_a_new_tables_first_commit_event_makes_its_delta_table_without_a_scan(
     )
     uri = _write(minio, "sales/new", prefix=prefix)
     key = f"{prefix}/sales/new/_delta_log/00000000000000000000.json"
-    assert k.post_event(minio.bucket, key) == {"records": 1, "woke": 0}  # a new table
+    assert k.post_event(minio.bucket, key) == {"records": 1}  # a new table's first commit
     made = until(lambda: k.tables("evented").get(uri), 10, "its DeltaTable")
     name = made["metadata"]["name"]
     until(

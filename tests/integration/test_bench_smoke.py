@@ -222,6 +222,8 @@ def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
         commits_poll=2,
         burst=20,
         burst_tables=2,
+        burst_writer="raw",
+        burst_seconds=2.0,
         queue_dir=True,
         probe_every=0.05,
     )

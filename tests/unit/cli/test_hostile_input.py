@@ -209,10 +209,18 @@ def test_a_regular_file_as_the_table_is_exit_2(capsys, tmp_path, command):
 
 @pytest.fixture
 def no_aws_credentials(monkeypatch):
-    """No AWS_* variable; the metadata service, should it be asked, a closed local port."""
+    """No AWS_* variable; the metadata service, should it be asked, a closed local port. No
+    store cached by an earlier test: a store reads the metadata endpoint from the environment
+    when it is built, and the cache is keyed by the options alone: an endpoint on a port used
+    again would get an earlier test's store, whose metadata service is gone."""
+    from collections import OrderedDict
+
+    from deltakeeper.delta.storage import objects
+
     for name in [n for n in os.environ if n.startswith("AWS_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setattr(objects, "_STORES", OrderedDict())
     return monkeypatch
 
 
