@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import MIB, REPO, machine, machine_line, write_section
+from benchmarks.harness import MIB, REPO, machine, machine_line, minio_store, write_section
 from benchmarks.synth import Params, ensure
 
 DAY_MS = 86_400_000
@@ -51,18 +51,9 @@ def upload(emu: Any, table: Path, prefix: str, names: list[str]) -> None:
     """PUT `names` from the table's log under `prefix` (bucket/path), 64 at a time, through
     obstore directly (not deltakeeper's storage; s3fs took 986 s for 100,000 files)."""
     import obstore
-    from obstore.store import S3Store
 
     bucket, _, root = prefix.partition("/")
-    o = emu.storage_options
-    store = S3Store(
-        bucket,
-        endpoint=o["endpoint_url"],
-        access_key_id=o["key"],
-        secret_access_key=o["secret"],
-        region="us-east-1",
-        client_options={"allow_http": True},
-    )
+    store = minio_store(emu, bucket)
     log = table / "_delta_log"
 
     async def put_all() -> None:

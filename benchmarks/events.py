@@ -51,6 +51,7 @@ from benchmarks.harness import (
     deltars_minio_options,
     machine,
     machine_line,
+    minio_store,
     proc_status_bytes,
     write_section,
 )
@@ -325,17 +326,8 @@ def raw_writers(
     import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from obstore.store import S3Store
 
-    o = emu.storage_options
-    store = S3Store(
-        BUCKET,
-        endpoint=o["endpoint_url"],
-        access_key_id=o["key"],
-        secret_access_key=o["secret"],
-        region="us-east-1",
-        client_options={"allow_http": True, "pool_max_idle_per_host": "200"},
-    )
+    store = minio_store(emu, BUCKET, pool_max_idle_per_host="200")
     sink = io.BytesIO()
     pq.write_table(pa.table({"a": [1]}), sink)
     data = sink.getvalue()

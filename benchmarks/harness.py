@@ -176,6 +176,22 @@ def write_section(path: Path, marker: str, key: str, section: str) -> None:
     path.write_text(text)
 
 
+def minio_store(emu: Any, bucket: str, **client: Any) -> Any:
+    """An obstore S3Store on a bucket of a MinIO the suite started, for a benchmark's own
+    writes (not deltakeeper's storage); `client`: more client options."""
+    from obstore.store import S3Store
+
+    o = emu.storage_options
+    return S3Store(
+        bucket,
+        endpoint=o["endpoint_url"],
+        access_key_id=o["key"],
+        secret_access_key=o["secret"],
+        region="us-east-1",
+        client_options={"allow_http": True, **client},
+    )
+
+
 def deltars_minio_options(emu: Any) -> dict[str, str]:
     """delta-rs's storage options (object_store's names) for a MinIO the suite started."""
     return deltars_s3_options(emu.storage_options)
