@@ -40,21 +40,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # `deltakeeper operator` passes its options in the memo; `kopf run` reads the environment.
     options: Options = memo.setdefault("options", Options())
     credentials.install_log_scrubbing()
-    settings.peering.name = PEERING
-    settings.peering.priority = options.priority
-    settings.peering.stealth = True
-    # kopf turns handler log lines into Events from this level; ours are posted explicitly.
-    settings.posting.level = logging.ERROR
-    # No handler needs a finalizer; kopf removes this one, which earlier versions added.
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
-    settings.watching.server_timeout = 300
-    # The namespaces are named and the CRDs exist before the operator starts: kopf need not
-    # list and watch every namespace and CRD, which would take cluster-wide rights.
-    settings.scanning.disabled = True
+    configure(settings, options)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # kopf logs each handler call ("Handler 'table_event' succeeded.") at INFO: a line for
         # every DeltaTable event, thousands a minute; its warnings and errors still show.
@@ -95,6 +81,32 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         await memo.listener.start()
 
 
+# DeltaTables a page of the first listing: kopf asks for all at once by default, one response
+# parsed whole, which at 50,000 tables (a few KiB each once they have a status) is hundreds of
+# MiB held at once on every start. client-go's informers page by 500 too.
+LIST_CHUNK = 500
+
+
+def configure(settings: kopf.OperatorSettings, options: Options) -> None:
+    """kopf's settings for this operator."""
+    settings.peering.name = PEERING
+    settings.peering.priority = options.priority
+    settings.peering.stealth = True
+    # kopf turns handler log lines into Events from this level; ours are posted explicitly.
+    settings.posting.level = logging.ERROR
+    # No handler needs a finalizer; kopf removes this one, which earlier versions added.
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = 300
+    settings.watching.chunk_size = LIST_CHUNK
+    # The namespaces are named and the CRDs exist before the operator starts: kopf need not
+    # list and watch every namespace and CRD, which would take cluster-wide rights.
+    settings.scanning.disabled = True
+
+
 def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
     """SparkApplications for tables with compaction enabled, at most --max-compaction-jobs at
     once; the daemon never waits for one."""
@@ -109,10 +121,12 @@ def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     for task in memo.background:
         task.cancel()
+    # The loops end first: a listener that stops takes its source down, which wakes every
+    # table it still indexes for a poll at once (at 50,000 tables, minutes of polls to stop).
+    await memo.tables.stop()
     if getattr(memo, "listener", None) is not None:
         await memo.listener.stop()
     memo.server.shutdown()
-    await memo.tables.stop()
     if getattr(memo, "queues", None) is not None:
         await memo.queues.close()
     if memo.history is not None:  # what the last polls did, too

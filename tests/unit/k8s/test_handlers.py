@@ -1,0 +1,49 @@
+"""kopf's settings as the operator sets them (k8s/handlers.configure)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import kopf
+
+from deltakeeper.k8s import handlers
+from deltakeeper.k8s.options import PEERING, Options
+
+
+def test_the_first_listing_is_paged_and_peering_is_ours():
+    settings = kopf.OperatorSettings()
+    assert settings.watching.chunk_size is None  # kopf's default: every object in one response
+    handlers.configure(settings, Options(priority=7))
+    # At 50,000 DeltaTables one response is hundreds of MiB parsed at once on every start.
+    assert settings.watching.chunk_size == handlers.LIST_CHUNK
+    assert 0 < handlers.LIST_CHUNK <= 1000
+    assert (settings.peering.name, settings.peering.priority) == (PEERING, 7)
+    assert settings.peering.stealth and settings.scanning.disabled
+
+
+class _Step:
+    """A part of the memo that notes in `done` when it was stopped."""
+
+    def __init__(self, name: str, done: list[str]) -> None:
+        self.name, self.done = name, done
+
+    async def stop(self) -> None:
+        self.done.append(self.name)
+
+    def shutdown(self) -> None:
+        self.done.append(self.name)
+
+    def close(self) -> None:
+        self.done.append(self.name)
+
+
+def test_the_tables_loops_stop_before_the_listener_takes_its_source_down():
+    """A listener that stops marks the webhook source down, which wakes every table it still
+    indexes for a poll at once: a 5,000-table operator spent 27 s polling on its way out."""
+    done: list[str] = []
+    memo = kopf.Memo()
+    memo.background, memo.queues, memo.history = [], None, None
+    for name in ("tables", "listener", "server", "fleet"):
+        setattr(memo, name, _Step(name, done))
+    asyncio.run(handlers.stop(memo=memo))
+    assert done == ["tables", "listener", "server", "fleet"]
