@@ -34,7 +34,7 @@ from deltakeeper.runtime.queues.sqs import SqsClient
 from tests.integration.test_events_minio import counter
 from tests.integration.test_standalone import DELTAKEEPER, _scrape, _statuses, _until
 from tests.support import stores
-from tests.support.azure_ad import TokenEndpoint
+from tests.support.azure_ad import MSI_PATH, TokenEndpoint
 from tests.support.manifests import table_doc
 from tests.support.queue_messages import (
     blob_created,
@@ -328,15 +328,17 @@ def test_azure_blob_created_events_in_a_storage_queue_wake_tables_and_fall_back_
     assert key not in err.decode()
 
 
-def test_azure_workload_identity_reads_a_queue_in_another_account_over_https(
-    azurite: stores.Emulator, store_binaries: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize("identity", ["workload", "managed"])
+def test_azure_identity_reads_a_queue_in_another_account_over_https(
+    azurite: stores.Emulator, store_binaries: dict[str, str], tmp_path: Path, identity: str
 ) -> None:
     """The queue is in another storage account than the table, so the table's key is not used:
-    the daemon takes Workload Identity's AZURE_* variables, trades the federated token for an
-    Azure AD token (a stand-in endpoint: tests/support/azure_ad.py) and reads the queue with it
-    over HTTPS from Azurite, which accepts only a bearer token with Azure AD's issuer and
-    storage's audience. Neither token is logged (that the token file is read again for each
-    token: tests/unit/runtime/test_queues.py)."""
+    the daemon takes Workload Identity's AZURE_* variables and trades the federated token for an
+    Azure AD token, or, with only a client id, asks the metadata service for its user-assigned
+    managed identity's token (stand-ins for both: tests/support/azure_ad.py), and reads the
+    queue with it over HTTPS from Azurite, which accepts only a bearer token with Azure AD's
+    issuer and storage's audience. No token is logged (that the token file is read again for
+    each token: tests/unit/runtime/test_queues.py)."""
     from azure.storage.queue import QueueClient
 
     cert, cert_key = self_signed(tmp_path)
@@ -370,13 +372,13 @@ def test_azure_workload_identity_reads_a_queue_in_another_account_over_https(
     (folder / "t.json").write_text(json.dumps(doc))
     port = stores.free_port()
     with TokenEndpoint("tenant-1", "app-1", assertion=federated.read_text()) as aad:
-        env = {
-            "AZURE_CLIENT_ID": "app-1",
-            "AZURE_TENANT_ID": "tenant-1",
-            "AZURE_FEDERATED_TOKEN_FILE": str(federated),
-            "AZURE_AUTHORITY_HOST": aad.url,
-            "SSL_CERT_FILE": str(cert),
-        }
+        env = {"AZURE_CLIENT_ID": "app-1", "SSL_CERT_FILE": str(cert)}
+        if identity == "workload":
+            env["AZURE_TENANT_ID"] = "tenant-1"
+            env["AZURE_FEDERATED_TOKEN_FILE"] = str(federated)
+            env["AZURE_AUTHORITY_HOST"] = aad.url
+        else:
+            env["AZURE_MSI_ENDPOINT"] = aad.url + MSI_PATH
         proc = run_daemon(folder, port, env)
         try:
             _until(lambda: _statuses(folder).get("lake/t", {}).get("version") == 0, 60, "poll")
@@ -399,8 +401,18 @@ def test_azure_workload_identity_reads_a_queue_in_another_account_over_https(
             service.stop()
     assert proc.returncode == 0, err.decode()
     assert aad.requests, "no token was asked for"
-    assert {r["client_assertion"] for r in aad.requests} == {"federated-jwt-from-the-kubelet"}
-    assert all("client_secret" not in r for r in aad.requests)
+    if identity == "workload":
+        assert {r["client_assertion"] for r in aad.requests} == {"federated-jwt-from-the-kubelet"}
+        assert all("client_secret" not in r for r in aad.requests)
+    else:  # one token for the run: renewed only near its end, an hour away
+        assert aad.requests == [
+            {
+                "api-version": "2019-08-01",
+                "resource": "https://storage.azure.com",
+                "client_id": "app-1",
+                "metadata": "true",
+            }
+        ]
     text = err.decode()
     assert "federated-jwt-from-the-kubelet" not in text and aad.token()[:20] not in text
 

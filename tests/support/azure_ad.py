@@ -1,13 +1,15 @@
-"""A stand-in for Azure AD's token endpoint (login.microsoftonline.com), for the queue tests:
-Azure AD cannot be reached from here, and what is tested is our client and Azurite's Queue
+"""A stand-in for Azure AD's token endpoint (login.microsoftonline.com) and for the metadata
+service that gives a managed identity its tokens, for the queue tests: neither can be reached
+from here, and what is tested is our client and Azurite's Queue
 service, which checks the token it is given.
 
 It answers the client-credentials grant the Azure SDKs and object_store send: for the one
-application it knows, with its secret or with a federated token (Workload Identity), a token
-that Azurite's basic OAuth accepts (issuer sts.windows.net, audience storage.azure.com, a
-lifetime; signed with a key of its own, which Azurite does not check). Anything else gets
-Azure AD's 400 invalid_client. Every request's form is kept, secrets included, for the test to
-look at.
+application it knows, with its secret or with a federated token (Workload Identity); and, at
+MSI_PATH, a managed identity's request as the metadata service (IMDS) takes it, for that same
+client id (a user-assigned identity). The token is one Azurite's basic OAuth accepts (issuer
+sts.windows.net, audience storage.azure.com, a lifetime; signed with a key of its own, which
+Azurite does not check). Anything else gets Azure AD's 400. Every request's form (or query) is
+kept, secrets included, for the test to look at.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 SCOPE = "https://storage.azure.com/.default"
 ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+MSI_PATH = "/metadata/identity/oauth2/token"
 
 
 def _b64(data: bytes) -> str:
@@ -82,6 +85,25 @@ class TokenEndpoint:
             return 400, {"error": "invalid_client", "error_description": "AADSTS7000215"}
         return 200, {"token_type": "Bearer", "expires_in": 3599, "access_token": self.token()}
 
+    def answer_msi(self, path: str, headers: Any) -> tuple[int, dict[str, Any]]:
+        """The metadata service's answer: a GET with `Metadata: true`, storage's resource and
+        the identity's client id; `expires_in` a string, as IMDS sends it."""
+        url = urlsplit(path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        self.requests.append({**query, "metadata": headers.get("Metadata", "")})
+        known = (
+            url.path == MSI_PATH
+            and headers.get("Metadata") == "true"
+            and query.get("api-version") == "2019-08-01"
+            and query.get("resource") == "https://storage.azure.com"
+            and query.get("client_id") == self.client_id
+        )
+        if not known:
+            return 400, {"error": "invalid_request", "error_description": "Identity not found"}
+        expires = str(int(time.time()) + 3599)
+        token = {"access_token": self.token(), "expires_in": "3599", "expires_on": expires}
+        return 200, {**token, "resource": "https://storage.azure.com", "token_type": "Bearer"}
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         endpoint = self
 
@@ -90,7 +112,12 @@ class TokenEndpoint:
                 length = int(self.headers.get("Content-Length") or 0)
                 fields = parse_qs(self.rfile.read(length).decode())
                 form = {k: v[0] for k, v in fields.items()}
-                status, doc = endpoint.answer(self.path, form)
+                self._send(*endpoint.answer(self.path, form))
+
+            def do_GET(self) -> None:
+                self._send(*endpoint.answer_msi(self.path, self.headers))
+
+            def _send(self, status: int, doc: dict[str, Any]) -> None:
                 data = json.dumps(doc).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -19,6 +19,7 @@ from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Target
 from deltakeeper.runtime.queues import azqueue, pubsub, sqs
 from deltakeeper.runtime.queues.messages import Message, Parsed
+from tests.support import stores
 from tests.support.queue_messages import (
     KEY,
     TEST_EVENT,
@@ -159,19 +160,53 @@ def test_azqueue_table_options_win_over_the_environment_and_half_an_identity_is_
     assert azqueue.azure_ad({}, {}) is None
 
 
+def test_azqueue_managed_identity_as_object_store_asks_for_it() -> None:
+    msi = azqueue.managed_identity({}, environ={})
+    assert msi.endpoint == "http://169.254.169.254/metadata/identity/oauth2/token"
+    assert msi.query() == {"api-version": "2019-08-01", "resource": "https://storage.azure.com"}
+    assert msi.headers() == {"Metadata": "true"}
+    # A user-assigned identity: by client id, or more specifically by object or resource id.
+    assert azqueue.managed_identity({}, {"AZURE_CLIENT_ID": "pod"}).identity == ("client_id", "pod")
+    both = {"azure_client_id": "app", "azure_msi_resource_id": "/subscriptions/s/id"}
+    assert azqueue.managed_identity(both, {}).query()["msi_res_id"] == "/subscriptions/s/id"
+    assert "client_id" not in azqueue.managed_identity(both, {}).query()
+    # App Service: its own endpoint and the header that proves the caller is the app.
+    app = azqueue.managed_identity({}, {"IDENTITY_ENDPOINT": "http://x/t", "IDENTITY_HEADER": "h"})
+    assert (app.endpoint, app.headers()["x-identity-header"]) == ("http://x/t", "h")
+    options = {"azure_msi_endpoint": "http://y/t", "azure_object_id": "o"}
+    assert azqueue.managed_identity(options, {"IDENTITY_ENDPOINT": "http://x/t"}) == (
+        azqueue.ManagedIdentity("http://y/t", ("object_id", "o"))
+    )
+
+
 def test_azqueue_without_any_credential_says_which_options_it_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """No key, SAS or application: the managed identity is asked, as object_store would; off
+    Azure it does not answer, and the source is down with what would do instead."""
     for name in (
         "AZURE_CLIENT_ID",
         "AZURE_TENANT_ID",
         "AZURE_CLIENT_SECRET",
         "AZURE_FEDERATED_TOKEN_FILE",
+        "IDENTITY_ENDPOINT",
+        "IDENTITY_HEADER",
     ):
         monkeypatch.delenv(name, raising=False)
+    closed = f"http://127.0.0.1:{stores.free_port()}/metadata/identity/oauth2/token"
     queue = QueueSource("azqueue://acct/q", "azqueue", "https://acct.queue/q", account="acct")
-    with pytest.raises(PermissionError, match="azure_federated_token_file"):
-        azqueue.QueueClient(queue, {})
+    client = azqueue.QueueClient(queue, {"azure_msi_endpoint": closed})
+    assert client.ad is None and client.msi == azqueue.ManagedIdentity(closed)
+
+    async def check() -> None:
+        try:
+            await client.check()
+        finally:
+            await client.close()
+
+    with pytest.raises(PermissionError, match="azure_federated_token_file") as e:
+        asyncio.run(check())
+    assert f"managed identity endpoint {closed} did not answer" in str(e.value)
 
 
 # -- pubsub ---------------------------------------------------------------------------------

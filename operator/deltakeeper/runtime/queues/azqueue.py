@@ -9,7 +9,11 @@ The Queue service REST API, signed with the account's SharedKey (azure_storage_a
 SAS (azure_storage_sas_token), or an Azure AD token: a service principal's secret
 (azure_client_id, azure_client_secret, azure_tenant_id) or Workload Identity's federated token
 (azure_federated_token_file, or AKS's AZURE_FEDERATED_TOKEN_FILE, AZURE_CLIENT_ID and
-AZURE_TENANT_ID), exchanged at azure_authority_host (AZURE_AUTHORITY_HOST) as the Azure SDKs do.
+AZURE_TENANT_ID), exchanged at azure_authority_host (AZURE_AUTHORITY_HOST) as the Azure SDKs do;
+with none of these, the managed identity of the VM, node or App Service the daemon runs on, asked
+at its metadata endpoint (azure_msi_endpoint, IMDS by default; a user-assigned one by
+azure_client_id, azure_object_id or azure_msi_resource_id), as object_store, and so the table's
+own store, falls back to it.
 A queue has no long poll: an empty receive waits IDLE_S before the next (about 86,400 requests a
 day, $0.035 at $0.004 per 10,000).
 """
@@ -49,6 +53,11 @@ AUTHORITY = "https://login.microsoftonline.com"
 SCOPE = "https://storage.azure.com/.default"
 ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 REFRESH_BEFORE_S = 300  # a token is renewed this long before it expires, as the SDKs do
+IMDS = "http://169.254.169.254/metadata/identity/oauth2/token"
+MSI_API_VERSION = "2019-08-01"
+STORAGE_RESOURCE = "https://storage.azure.com"
+# Off Azure the metadata address does not answer: the source is down with the reason soon.
+MSI_TIMEOUT_S = 5.0
 
 
 def parse(text: str) -> Parsed | None:
@@ -172,10 +181,61 @@ def azure_ad(options: Mapping[str, Any], environ: Mapping[str, str] = os.environ
     return AzureAd(tenant, client_id, secret, token_file, authority or AUTHORITY)
 
 
+@dataclass(frozen=True)
+class ManagedIdentity:
+    """A managed identity's token from the metadata endpoint where the daemon runs (IMDS on a
+    VM or AKS node; App Service's IDENTITY_ENDPOINT with its IDENTITY_HEADER)."""
+
+    endpoint: str = IMDS
+    identity: tuple[str, str] | None = None  # (client_id | object_id | msi_res_id, value)
+    header: str = ""  # App Service's IDENTITY_HEADER, sent as x-identity-header
+
+    def query(self) -> dict[str, str]:
+        query = {"api-version": MSI_API_VERSION, "resource": STORAGE_RESOURCE}
+        if self.identity is not None:
+            query[self.identity[0]] = self.identity[1]
+        return query
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Metadata": "true"}
+        if self.header:
+            headers["x-identity-header"] = self.header
+        return headers
+
+
+def managed_identity(
+    options: Mapping[str, Any], environ: Mapping[str, str] = os.environ
+) -> ManagedIdentity:
+    """The managed identity object_store would ask, from the options (its spellings) or the
+    environment (their AZURE_* forms); a user-assigned one when an id names it (the most
+    specific of resource id, object id, client id)."""
+
+    def pick(*names: str, env: tuple[str, ...] = ()) -> str:
+        for name in names:
+            if options.get(name):
+                return str(options[name])
+        for name in (*(n.upper() for n in names if n.startswith("azure_")), *env):
+            if environ.get(name):
+                return environ[name]
+        return ""
+
+    identity = None
+    for kind, names in (
+        ("client_id", ("azure_client_id", "azure_storage_client_id")),
+        ("object_id", ("azure_object_id",)),
+        ("msi_res_id", ("azure_msi_resource_id",)),
+    ):
+        value = pick(*names)
+        if value:
+            identity = (kind, value)
+    endpoint = pick("azure_msi_endpoint", "azure_identity_endpoint", env=("IDENTITY_ENDPOINT",))
+    return ManagedIdentity(endpoint or IMDS, identity, environ.get("IDENTITY_HEADER", ""))
+
+
 class QueueClient:
     """One storage queue: SharedKey from azure_storage_account_key, else the SAS of
     azure_storage_sas_token, both only when the table's account is the queue's; else an Azure AD
-    token (azure_ad)."""
+    token (azure_ad), else the managed identity's (managed_identity)."""
 
     def __init__(self, queue: QueueSource, options: Mapping[str, Any]) -> None:
         self.queue = queue
@@ -184,13 +244,9 @@ class QueueClient:
         self.key = options.get("azure_storage_account_key") if mine else None
         self.sas = str(options.get("azure_storage_sas_token") or "").lstrip("?") if mine else ""
         self.ad = None if self.key or self.sas else azure_ad(options)
+        self.msi: ManagedIdentity | None = None
         if not self.key and not self.sas and self.ad is None:
-            raise PermissionError(
-                f"no credential for storage account {queue.account}: its "
-                "azure_storage_account_key or azure_storage_sas_token, or an Azure AD "
-                "application (azure_client_id and azure_tenant_id with azure_client_secret or "
-                "azure_federated_token_file, or Workload Identity's AZURE_* variables)"
-            )
+            self.msi = managed_identity(options)
         self._token: tuple[str, float] | None = None  # token, renew after (monotonic)
         self._session: aiohttp.ClientSession | None = None
 
@@ -199,25 +255,47 @@ class QueueClient:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         return self._session
 
-    async def _bearer(self, ad: AzureAd) -> str:
+    async def _bearer(self) -> str:
         if self._token is None or self._token[1] < time.monotonic():
-            async with self._client().post(ad.url, data=ad.form()) as response:
-                try:
-                    doc = await response.json(content_type=None)
-                except ValueError:  # an HTML error page from a proxy, say
-                    doc = None
-                doc = doc if isinstance(doc, dict) else {}
-                if response.status != 200 or not doc.get("access_token"):
-                    code = doc.get("error", "")
-                    raise PermissionError(
-                        f"Azure AD gave no token for client {ad.client_id} ({response.status} "
-                        f"{code}): check azure_client_id, azure_tenant_id and the secret or "
-                        "federated token"
-                    )
-            lifetime = float(doc.get("expires_in", 3600))
+            doc = await (self._ad_token(self.ad) if self.ad is not None else self._msi_token())
+            lifetime = _seconds(doc.get("expires_in"))
             renew = max(lifetime - REFRESH_BEFORE_S, lifetime / 2)
             self._token = (str(doc["access_token"]), time.monotonic() + renew)
         return self._token[0]
+
+    async def _ad_token(self, ad: AzureAd) -> dict[str, Any]:
+        async with self._client().post(ad.url, data=ad.form()) as response:
+            doc = await _json(response)
+            if response.status != 200 or not doc.get("access_token"):
+                raise PermissionError(
+                    f"Azure AD gave no token for client {ad.client_id} ({response.status} "
+                    f"{doc.get('error', '')}): check azure_client_id, azure_tenant_id and the "
+                    "secret or federated token"
+                )
+        return doc
+
+    async def _msi_token(self) -> dict[str, Any]:
+        msi = self.msi
+        assert msi is not None  # no key, SAS or Azure AD application: __init__ set it
+        why = (
+            f"no credential for storage account {self.queue.account}: no "
+            "azure_storage_account_key or azure_storage_sas_token (the table's account only), "
+            "no Azure AD application (azure_client_id and azure_tenant_id with "
+            "azure_client_secret or azure_federated_token_file, or Workload Identity's AZURE_* "
+            f"variables), and the managed identity endpoint {msi.endpoint}"
+        )
+        timeout = aiohttp.ClientTimeout(total=MSI_TIMEOUT_S)
+        try:
+            async with self._client().get(
+                msi.endpoint, params=msi.query(), headers=msi.headers(), timeout=timeout
+            ) as response:
+                doc = await _json(response)
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise PermissionError(f"{why} did not answer ({type(e).__name__})") from None
+        if status != 200 or not doc.get("access_token"):
+            raise PermissionError(f"{why} gave no token ({status} {doc.get('error', '')})")
+        return doc
 
     async def _request(self, method: str, path: str, query: dict[str, str]) -> bytes:
         url = f"{self.queue.url}{path}?{urlencode(query)}"
@@ -226,8 +304,8 @@ class QueueClient:
         headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": API_VERSION}
         if self.key:
             headers["Authorization"] = sign(self.queue.account, str(self.key), method, url, headers)
-        elif self.ad is not None:
-            headers["Authorization"] = f"Bearer {await self._bearer(self.ad)}"
+        elif not self.sas:  # an Azure AD application's token, or the managed identity's
+            headers["Authorization"] = f"Bearer {await self._bearer()}"
         async with self._client().request(method, url, headers=headers) as response:
             body = await response.read()
             if response.status >= 300:
@@ -260,6 +338,24 @@ class QueueClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _seconds(value: Any) -> float:
+    """A token's lifetime: a number from Azure AD, a string from the metadata service; an hour
+    when it says none."""
+    try:
+        return float(value) if value else 3600.0
+    except (TypeError, ValueError):
+        return 3600.0
+
+
+async def _json(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    """A token endpoint's answer as a dict ({} for an HTML error page from a proxy, say)."""
+    try:
+        doc = await response.json(content_type=None)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _message(element: ET.Element) -> Message:
