@@ -30,6 +30,7 @@ from deltakeeper.resources.status_fields import PolicyStatusField
 from deltakeeper.runtime import credentials, metrics, queues, webhook
 from deltakeeper.runtime.events import Events
 from deltakeeper.runtime.fleet import Fleet
+from deltakeeper.runtime.heap import HEAP
 from deltakeeper.runtime.history import History
 
 log = logging.getLogger("deltakeeper.operator")
@@ -59,7 +60,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     launcher = functools.partial(_compactor, memo.api, options)
     memo.tables = Tables(memo.api, memo.secrets, memo.metrics, options, memo.fleet, launcher)
     memo.background = [
-        asyncio.create_task(memo.fleet.heartbeat()),
+        asyncio.create_task(memo.fleet.heartbeat(heap=HEAP)),
         asyncio.create_task(memo.tables.follow_peering()),
         asyncio.create_task(memo.tables.registry.watch_stalls()),
     ]

@@ -27,6 +27,7 @@ from deltakeeper.maintenance.policy import MAX_CONCURRENT, POLL_INTERVAL_MS
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import health
 from deltakeeper.runtime.events import Events, TableEvents, Trigger
+from deltakeeper.runtime.heap import Heap
 from deltakeeper.runtime.model import Observation, Target
 from deltakeeper.runtime.poller import Handed, Parked, Poller, Quiet
 from deltakeeper.runtime.slots import Slots
@@ -305,10 +306,13 @@ class Fleet:
         if task in self._queued:
             task.cancel()
 
-    async def heartbeat(self, every_s: float = 5.0) -> None:
-        """Proves the event loop is responsive, for /healthz."""
+    async def heartbeat(self, every_s: float = 5.0, heap: Heap | None = None) -> None:
+        """Proves the event loop is responsive, for /healthz; tends `heap` (a daemon's: a
+        long-running process's collector) on the way."""
         while True:
             self.last_tick = time.monotonic()
+            if heap is not None:
+                heap.tend()
             await asyncio.sleep(every_s)
 
     def healthy(self, stall_s: float = 60.0) -> bool:

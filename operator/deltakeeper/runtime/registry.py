@@ -38,6 +38,7 @@ from deltakeeper.resources.manifests import TableResource
 from deltakeeper.runtime import conditions
 from deltakeeper.runtime.events import TableEvents
 from deltakeeper.runtime.fleet import Fleet, Loop, now_ms
+from deltakeeper.runtime.heap import HEAP
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Event, Observation, Target
@@ -228,6 +229,8 @@ class Registry(Generic[E]):
     def remove(self, key: Key) -> E | None:
         self._unindex(key)
         entry = self.entries.pop(key, None)
+        if entry is not None:
+            HEAP.forgotten()
         if entry is not None and entry.loop is not None:
             entry.loop.stop()
         self.metrics.forget(*key)

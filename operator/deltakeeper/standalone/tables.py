@@ -31,6 +31,7 @@ from deltakeeper.runtime.conditions import table_found
 from deltakeeper.runtime.discovery import LakeScan, lake_status
 from deltakeeper.runtime.events import Events
 from deltakeeper.runtime.fleet import Fleet, now_ms
+from deltakeeper.runtime.heap import HEAP
 from deltakeeper.runtime.history import History
 from deltakeeper.runtime.model import Event, Observation, Target
 from deltakeeper.runtime.registry import Entry, Key, Registry, same_table
@@ -368,7 +369,7 @@ class Standalone:
 
     # -- running ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event, once: bool = False, summary_s: float = 0) -> int:
-        heartbeat = asyncio.create_task(self.fleet.heartbeat())
+        heartbeat = asyncio.create_task(self.fleet.heartbeat(heap=None if once else HEAP))
         stalls = None if once else asyncio.create_task(self.registry.watch_stalls())
         writing = (
             None if once or self.history is None else asyncio.create_task(self.history.keep(stop))
