@@ -231,8 +231,8 @@ class Registry(Generic[E]):
         entry = self.entries.pop(key, None)
         if entry is not None:
             HEAP.forgotten()
-        if entry is not None and entry.loop is not None:
-            entry.loop.stop()
+            if entry.loop is not None:
+                entry.loop.stop()
         self.metrics.forget(*key)
         self.sink.forget(key)
         if self.history is not None:

@@ -29,7 +29,7 @@ import logging
 import os
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -164,10 +164,7 @@ def azure_ad(options: Mapping[str, Any], environ: Mapping[str, str] = os.environ
     environment names (AKS Workload Identity's variables); None when neither names one."""
 
     def pick(env: str, *names: str) -> str:
-        for name in names:
-            if options.get(name):
-                return str(options[name])
-        return environ.get(env, "")
+        return _setting(options, environ, names, (env,))
 
     client_id = pick("AZURE_CLIENT_ID", "azure_client_id", "azure_storage_client_id")
     tenant = pick(
@@ -210,14 +207,8 @@ def managed_identity(
     environment (their AZURE_* forms); a user-assigned one when an id names it (the most
     specific of resource id, object id, client id)."""
 
-    def pick(*names: str, env: tuple[str, ...] = ()) -> str:
-        for name in names:
-            if options.get(name):
-                return str(options[name])
-        for name in (*(n.upper() for n in names if n.startswith("azure_")), *env):
-            if environ.get(name):
-                return environ[name]
-        return ""
+    def pick(*names: str, env: tuple[str, ...] = ()) -> str:  # env: beside the AZURE_* forms
+        return _setting(options, environ, names, (*(n.upper() for n in names), *env))
 
     identity = None
     for kind, names in (
@@ -230,6 +221,17 @@ def managed_identity(
             identity = (kind, value)
     endpoint = pick("azure_msi_endpoint", "azure_identity_endpoint", env=("IDENTITY_ENDPOINT",))
     return ManagedIdentity(endpoint or IMDS, identity, environ.get("IDENTITY_HEADER", ""))
+
+
+def _setting(
+    options: Mapping[str, Any], environ: Mapping[str, str], names: Iterable[str], env: Iterable[str]
+) -> str:
+    """The first of `names` the table's options set, else the first of `env` the environment
+    sets; "" when none is."""
+    for name in names:
+        if options.get(name):
+            return str(options[name])
+    return next((environ[e] for e in env if environ.get(e)), "")
 
 
 class QueueClient:
