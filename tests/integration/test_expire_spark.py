@@ -165,7 +165,7 @@ def test_deletion_vectors_are_carried_and_stay_applied(spark: Any, tmp_path: Pat
     sql(spark, f"DELETE FROM delta.`{made}` WHERE id % 3 = 0")
     ours, theirs = copies(tmp_path, made)
     done = expired(ours, "day")
-    with_dv = [a for a in done.plan.remove if a.get("deletionVector")]
+    with_dv = [a for a in done.plan.removed.to_pylist() if a.get("deletionVector")]
     assert with_dv and done.plan.rows == 16  # 4 days of 6 rows, 2 of each hidden
     removes = [
         json.loads(line)["remove"]

@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from deltakeeper.delta import schema
 from deltakeeper.delta.bulk import collector_paused
 from deltakeeper.delta.errors import ExpiryLimitError, InvalidInputError
 from deltakeeper.delta.expire import times
@@ -36,6 +39,7 @@ from deltakeeper.delta.types import field_name, mapping_on, schema_fields
 GENERATION = "delta.generationExpression"
 REFUSED = "expire refused, nothing removed"
 DEFAULT_MAX_FRACTION = 0.5
+RECORDS = schema.NUM_RECORDS.name
 
 
 class Fate(enum.Enum):
@@ -68,7 +72,8 @@ class ExpiryPlan:
     column: Column
     cutoff_us: int
     predicate: str  # the rows that expire, as Delta Spark's DELETE would be asked
-    remove: list[dict[str, Any]] = field(default_factory=list)  # the add actions that go
+    # The add rows of the files that go (the snapshot's columns, record counts included).
+    removed: pa.Table = field(default_factory=lambda: pa.table({"path": pa.array([], pa.string())}))
     rows: int = 0  # rows the removed files hold (deletion vectors applied)
     uncounted: int = 0  # removed files without a record count
     bytes: int = 0
@@ -95,7 +100,11 @@ class ExpiryPlan:
 
     @property
     def files(self) -> int:
-        return len(self.remove)
+        return self.removed.num_rows
+
+    def paths(self) -> list[str]:
+        """The removed files' paths, in the snapshot's order."""
+        return self.removed["path"].to_pylist()
 
     @property
     def by(self) -> str:
@@ -114,7 +123,13 @@ class ExpiryPlan:
         return (self.bytes / self.table_bytes if self.table_bytes else 0.0), "bytes"
 
 
-@collector_paused()  # an add dict per file, none in a cycle
+# Each file's fate as a small integer, so the plan is judged once per partition value (or
+# per file's statistics) and tallied over Arrow columns.
+FATES = tuple(Fate)
+CODE = {fate: n for n, fate in enumerate(FATES)}
+
+
+@collector_paused()  # a value per file, none in a cycle
 def expiry_plan(snap: Snapshot, column: str, cutoff_us: int) -> ExpiryPlan:
     """The files of `snap` whose rows are all older than the cutoff in `column` (a snapshot
     read with the full add columns and `numRecords`). Raises the refusals of the module."""
@@ -124,12 +139,18 @@ def expiry_plan(snap: Snapshot, column: str, cutoff_us: int) -> ExpiryPlan:
             f"{snap.uri}: {REFUSED}: delta.appendOnly is set, so no file may be removed"
         )
     col = resolve(snap, column)
-    adds = snap.files.to_pylist()
-    fate = _partition_fate(snap, col, cutoff_us) if col.partition else _stats_fate(col, cutoff_us)
-    plan = ExpiryPlan(snap, col, cutoff_us, predicate(col, cutoff_us, adds))
-    plan.may_expire = lambda add: _may_expire(fate, add)
-    for add in adds:
-        _count(plan, add, fate(add))
+    files = snap.files
+    if col.partition:
+        judge = functools.partial(_value_fate, snap.uri, col, cutoff_us)
+        values = _lookup(files, col.physical)
+        fates = _fates_by_value(values, judge)
+        plan = ExpiryPlan(snap, col, cutoff_us, predicate(col, cutoff_us, values.unique()))
+        plan.may_expire = _may_expire(lambda add: judge(_partition_value(add, col.physical)))
+    else:
+        fates = _fates_by_stats(files, col, cutoff_us)
+        plan = ExpiryPlan(snap, col, cutoff_us, predicate(col, cutoff_us, pa.array([])))
+        plan.may_expire = _may_expire(lambda add: _add_stats_fate(add, col, cutoff_us))
+    _tally(plan, files, fates)
     return plan
 
 
@@ -195,43 +216,38 @@ def _with_generated(
     return col
 
 
-Judge = Callable[[Mapping[str, Any]], Fate]
+def _value_fate(uri: str, col: Column, cutoff_us: int, value: str | None) -> Fate:
+    """The fate of the files of a partition whose value for `col` is `value`."""
+    if not value:
+        return Fate.KEPT  # a null (or empty: null in Delta) never compares older
+    span = _partition_span(value, col.type)
+    if span is None:
+        raise InvalidInputError(
+            f"{uri}: {REFUSED}: partition value {value!r} of column {col.name!r} "
+            f"is not {'an ISO-8601 date or time' if col.type == 'string' else 'a ' + col.type}"
+        )
+    return Fate.EXPIRED if span.expired(cutoff_us) else Fate.KEPT
 
 
-def _partition_fate(snap: SnapshotHeader, col: Column, cutoff_us: int) -> Judge:
-    def fate(add: Mapping[str, Any]) -> Fate:
-        value = _partition_value(add, col.physical)
-        if value is None:
-            return Fate.KEPT  # a null never compares older
-        span = _partition_span(value, col.type)
-        if span is None:
-            raise InvalidInputError(
-                f"{snap.uri}: {REFUSED}: partition value {value!r} of column {col.name!r} "
-                f"is not {'an ISO-8601 date or time' if col.type == 'string' else 'a ' + col.type}"
-            )
-        return Fate.EXPIRED if span.expired(cutoff_us) else Fate.KEPT
-
-    return fate
+def _stats_fate(col: Column, cutoff_us: int, stats_text: Any, generated: str | None) -> Fate:
+    """The fate of a file by its statistics, and first by the value of a partition column
+    generated from the column (`generated`) when there is one."""
+    if col.generated is not None and generated:
+        span = col.generated.read(generated)
+        if span is not None and span.expired(cutoff_us):
+            return Fate.EXPIRED
+        if span is not None and not span.older(cutoff_us):
+            return Fate.KEPT
+    return _by_stats(_stats(stats_text), col, cutoff_us)
 
 
-def _stats_fate(col: Column, cutoff_us: int) -> Judge:
-    generated = col.generated
-
-    def fate(add: Mapping[str, Any]) -> Fate:
-        if generated is not None and col.generated_physical is not None:
-            value = _partition_value(add, col.generated_physical)
-            span = None if value is None else generated.read(value)
-            if span is not None and span.expired(cutoff_us):
-                return Fate.EXPIRED
-            if span is not None and not span.older(cutoff_us):
-                return Fate.KEPT
-        return _by_stats(add, col, cutoff_us)
-
-    return fate
+def _add_stats_fate(add: Mapping[str, Any], col: Column, cutoff_us: int) -> Fate:
+    generated = col.generated_physical
+    value = _partition_value(add, generated) if generated is not None else None
+    return _stats_fate(col, cutoff_us, add.get("stats"), value)
 
 
-def _by_stats(add: Mapping[str, Any], col: Column, cutoff_us: int) -> Fate:
-    stats = _stats(add.get("stats"))
+def _by_stats(stats: Mapping[str, Any], col: Column, cutoff_us: int) -> Fate:
     records = stats.get("numRecords")
     nulls = _leaf(stats, "nullCount", col.physical)
     if isinstance(nulls, int) and nulls == records:
@@ -245,49 +261,80 @@ def _by_stats(add: Mapping[str, Any], col: Column, cutoff_us: int) -> Fate:
     return Fate.STRADDLING if low.older(cutoff_us) else Fate.KEPT
 
 
-def _may_expire(fate: Judge, add: Mapping[str, Any]) -> bool:
-    try:
-        return fate(add) is not Fate.KEPT
-    except InvalidInputError:  # a partition value expiry cannot read: it may be old
-        return True
+def _may_expire(judge: Callable[[Mapping[str, Any]], Fate]) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether an add another writer commits may hold expiring rows, by `judge`."""
+
+    def may(add: Mapping[str, Any]) -> bool:
+        try:
+            return judge(add) is not Fate.KEPT
+        except InvalidInputError:  # a partition value expiry cannot read: it may be old
+            return True
+
+    return may
 
 
-def _count(plan: ExpiryPlan, add: dict[str, Any], fate: Fate) -> None:
-    rows = _rows(add)
-    plan.table_files += 1
-    plan.table_bytes += int(add.get("size") or 0)
-    if rows is None:
-        plan.table_uncounted += 1
-    else:
-        plan.table_rows += rows
-    if fate is Fate.EXPIRED:
-        plan.remove.append(add)
-        plan.bytes += int(add.get("size") or 0)
-        if rows is None:
-            plan.uncounted += 1
-        else:
-            plan.rows += rows
-    elif fate is Fate.STRADDLING:
-        plan.straddling.append(add["path"])
-        values = _values_of(add)
-        if values not in plan.straddling_partitions:
-            plan.straddling_partitions.append(values)
-    elif fate is Fate.WITHOUT_STATS:
-        plan.without_stats.append(add["path"])
+def _fates_by_value(values: pa.Array, judge: Callable[[str | None], Fate]) -> pa.Array:
+    """Each file's fate code, judged once per distinct value (a partition's files share it)."""
+    encoded = values.dictionary_encode()
+    codes = pa.array([CODE[judge(v)] for v in encoded.dictionary.to_pylist()], pa.int8())
+    return codes.take(encoded.indices).fill_null(CODE[judge(None)])
 
 
-def _rows(add: Mapping[str, Any]) -> int | None:
-    """The rows a file holds as readers see them (its deletion vector applied)."""
-    records = add.get("numRecords")
-    if not isinstance(records, int):
-        return None
-    dv = add.get("deletionVector") or {}
-    return records - int(dv.get("cardinality") or 0)
+def _fates_by_stats(files: pa.Table, col: Column, cutoff_us: int) -> pa.Array:
+    """Each file's fate code, judged by its statistics (per file: they are JSON text)."""
+    n = files.num_rows
+    stats = files["stats"].to_pylist() if "stats" in files.column_names else [None] * n
+    generated = (
+        _lookup(files, col.generated_physical).to_pylist()
+        if col.generated_physical is not None
+        else [None] * n
+    )
+    judged = [
+        CODE[_stats_fate(col, cutoff_us, s, g)] for s, g in zip(stats, generated, strict=True)
+    ]
+    return pa.array(judged, pa.int8())
 
 
-def _values_of(add: Mapping[str, Any]) -> dict[str, str | None]:
-    values = add.get("partitionValues") or {}
-    return dict(values) if not isinstance(values, dict) else {**values}
+def _tally(plan: ExpiryPlan, files: pa.Table, fates: pa.Array) -> None:
+    """The plan's files and totals from each file's fate, over Arrow columns."""
+    rows = _rows(files)
+    sizes = files["size"].fill_null(0)
+    plan.table_files = files.num_rows
+    plan.table_bytes = _sum(sizes)
+    plan.table_rows, plan.table_uncounted = _sum(rows), rows.null_count
+    expired = pc.equal(fates, CODE[Fate.EXPIRED])
+    plan.removed = files.filter(expired)
+    plan.bytes = _sum(sizes.filter(expired))
+    gone = rows.filter(expired)
+    plan.rows, plan.uncounted = _sum(gone), gone.null_count
+    straddling = files.filter(pc.equal(fates, CODE[Fate.STRADDLING]))
+    plan.straddling = straddling["path"].to_pylist()
+    for values in straddling["partitionValues"].to_pylist():
+        found = dict(values or ())
+        if found not in plan.straddling_partitions:
+            plan.straddling_partitions.append(found)
+    without = files.filter(pc.equal(fates, CODE[Fate.WITHOUT_STATS]))
+    plan.without_stats = without["path"].to_pylist()
+
+
+def _rows(files: pa.Table) -> pa.ChunkedArray:
+    """The rows each file holds as readers see them (its deletion vector applied); null where
+    the file has no record count."""
+    records = files[RECORDS]
+    if "deletionVector" not in files.column_names:
+        return records
+    hidden = pc.struct_field(files["deletionVector"], "cardinality").fill_null(0)
+    return pc.subtract(records, hidden)
+
+
+def _sum(values: pa.ChunkedArray | pa.Array) -> int:
+    return int(pc.sum(values).as_py() or 0)
+
+
+def _lookup(files: pa.Table, key: str) -> pa.Array:
+    """Each file's partition value for `key` (null where it has none)."""
+    values = pc.map_lookup(files["partitionValues"], key, "first")
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _partition_value(add: Mapping[str, Any], key: str) -> str | None:
@@ -321,21 +368,17 @@ def _leaf(stats: Mapping[str, Any], kind: str, name: str) -> Any:
     return group.get(name) if isinstance(group, dict) else None
 
 
-def predicate(col: Column, cutoff_us: int, adds: list[dict[str, Any]]) -> str:
+def predicate(col: Column, cutoff_us: int, values: pa.Array) -> str:
     """The expiring rows as a Spark SQL condition: what Delta Spark's DELETE would be given
     (commitInfo's predicate; the rewrite job's condition). A string partition column is
-    compared as text, with the cutoff written at its values' precision."""
+    compared as text, with the cutoff written at the precision of its first value that reads
+    as ISO-8601 (`values`: the partition's distinct values)."""
     quoted = f"`{col.name.replace('`', '``')}`"
     if col.type == "date":
         return f"{quoted} < DATE'{times.at(cutoff_us):%Y-%m-%d}'"
     if col.type == "string":
         sample = next(
-            (
-                iso
-                for add in adds
-                if (v := _partition_value(add, col.physical)) is not None
-                and (iso := times.parse_iso(v)) is not None
-            ),
+            (iso for v in values.to_pylist() if v and (iso := times.parse_iso(v)) is not None),
             None,
         )
         if sample is None:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+import pyarrow as pa
 
 from deltakeeper.delta import schema
 from deltakeeper.delta.bulk import collector_paused
@@ -44,6 +44,7 @@ OPERATION = "DELETE"  # as Delta Spark names the commit: an expiry is a DELETE b
 ADD_COLUMNS = (*schema.FULL_ADD, schema.NUM_RECORDS.name)
 # What a remove carries over from its add when the add has it (removeWithTimestamp).
 _CARRIED = ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion")
+EMPTY: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class ExpiryRun:
             "tableFiles": p.table_files,
             "tableRows": p.table_rows,
             "tableBytes": p.table_bytes,
-            "files": [a["path"] for a in p.remove],
+            "files": p.paths(),
         }
 
 
@@ -139,7 +140,7 @@ def commit_plan(
     was planned from (a concurrent commit is judged by delta/commit.py's rules)."""
     started = time.monotonic() if started is None else started
     run = ExpiryRun(plan, dry_run)
-    if not dry_run and plan.remove:
+    if not dry_run and plan.files:
         written = write_ms if write_ms is not None else int(time.time() * 1000)
         done = commit(table, plan.base, change(plan, written, started), written)
         run.version, run.attempts = done.version, done.attempts
@@ -149,7 +150,7 @@ def commit_plan(
 
 def change(plan: ExpiryPlan, deleted_ms: int, started: float) -> Change:
     """The DELETE commit of `plan`, as Delta Spark writes a metadata-only one."""
-    removes = tuple({"remove": remove_action(a, deleted_ms)} for a in plan.remove)
+    removes = tuple({"remove": r} for r in remove_actions(plan.removed, deleted_ms))
     elapsed = int((time.monotonic() - started) * 1000)
     return Change(
         OPERATION,
@@ -170,46 +171,87 @@ def change(plan: ExpiryPlan, deleted_ms: int, started: float) -> Change:
             "numAddedBytes": 0,
             "rewriteTimeMs": 0,
         },
-        reads=frozenset(a["path"] for a in plan.remove),
+        reads=frozenset(plan.paths()),
         reads_added=plan.may_expire,
     )
 
 
-def remove_action(add: dict[str, Any], deleted_ms: int) -> dict[str, Any]:
-    """The remove of a live file as Delta Spark's removeWithTimestamp writes it."""
-    out: dict[str, Any] = {
-        "path": add["path"],
-        "deletionTimestamp": deleted_ms,
-        "dataChange": True,
-        "extendedFileMetadata": True,
-        "partitionValues": _values(add.get("partitionValues")),
-        "size": int(add["size"]),
-    }
-    records = add.get(schema.NUM_RECORDS.name)
-    if isinstance(records, int):  # a metadata-only DELETE keeps the record count only
-        out["stats"] = orjson.dumps({"numRecords": records}).decode()
-    for name in _CARRIED:
-        value = add.get(name)
-        if value is None:
-            continue
-        if name == "tags":
-            value = _values(value)
-        elif name == "deletionVector":
-            value = {k: v for k, v in value.items() if v is not None and k != "maxRowIndex"}
-        out[name] = value
+def remove_actions(files: pa.Table, deleted_ms: int) -> list[dict[str, Any]]:
+    """The removes of live files (their add rows) as Delta Spark's removeWithTimestamp writes
+    them, built column by column: an expiry removes thousands of files at once."""
+    n = files.num_rows
+    paths, sizes = files["path"].to_pylist(), files["size"].to_pylist()
+    values = _maps(files["partitionValues"])
+    records = files[schema.NUM_RECORDS.name].to_pylist() if n else []
+    carried = [
+        (name, _carried(name, files[name]))
+        for name in _CARRIED
+        if name in files.column_names and files[name].null_count < n
+    ]
+    out = [
+        {
+            "path": path,
+            "deletionTimestamp": deleted_ms,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": value,
+            "size": size,
+        }
+        for path, value, size in zip(paths, values, sizes, strict=True)
+    ]
+    for remove, count in zip(out, records, strict=True):
+        if count is not None:  # a metadata-only DELETE keeps the record count only
+            remove["stats"] = f'{{"numRecords":{count}}}'
+    for name, column in carried:
+        for remove, value in zip(out, column, strict=True):
+            if value is not None:
+                remove[name] = value
     return out
+
+
+def _carried(name: str, column: pa.ChunkedArray) -> list[Any]:
+    if name == "tags":
+        return _maps(column, absent=None)
+    if name == "deletionVector":
+        return [
+            None
+            if dv is None
+            else {k: v for k, v in dv.items() if v is not None and k != "maxRowIndex"}
+            for dv in column.to_pylist()
+        ]
+    return column.to_pylist()
+
+
+def _maps(column: pa.ChunkedArray, absent: dict[str, Any] | None = EMPTY) -> list[Any]:
+    """A map<string, string> column as a dict a row (`absent` for a null map)."""
+    out: list[Any] = []
+    for chunk in column.chunks:
+        offsets = chunk.offsets.to_pylist()
+        keys, items = chunk.keys.to_pylist(), chunk.items.to_pylist()
+        if chunk.null_count == 0 and _one_key(offsets, keys):  # a table partitioned by one column
+            name = keys[offsets[0]] if keys else None
+            out.extend({name: v} for v in items[offsets[0] : offsets[-1]])
+            continue
+        for i, ok in enumerate(chunk.is_valid().to_pylist()):
+            a, b = offsets[i], offsets[i + 1]
+            out.append(dict(zip(keys[a:b], items[a:b], strict=True)) if ok else _copy(absent))
+    return out
+
+
+def _one_key(offsets: list[int], keys: list[str]) -> bool:
+    """Whether every row of a map holds one entry, under the same key."""
+    first, last = offsets[0], offsets[-1]
+    return last - first == len(offsets) - 1 and len(set(keys[first:last])) == 1
+
+
+def _copy(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
 
 
 def rfc3339_us(us: int) -> str:
     """A time in microseconds as RFC 3339, UTC, to the microsecond where it has them."""
     t = times.at(us)
     return f"{t:%Y-%m-%dT%H:%M:%S}{f'.{t:%f}' if t.microsecond else ''}Z"
-
-
-def _values(value: Any) -> dict[str, Any]:
-    if isinstance(value, list):  # Arrow's map as (key, value) pairs
-        return dict(value)
-    return dict(value or {})
 
 
 def _full(snap: Snapshot) -> bool:

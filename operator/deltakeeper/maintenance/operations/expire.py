@@ -57,7 +57,7 @@ def plan(p: Planning) -> Step:
     except (InvalidInputError, UnsupportedProtocolError) as e:
         return Step(EXPIRE, False, str(e), refused=True, error=e)
     cutoff = rfc3339_us(found.cutoff_us)
-    if not found.remove:
+    if not found.files:
         reason = f"nothing older than the cutoff {cutoff} ({found.predicate})"
         return Step(EXPIRE, False, reason + _kept(found), found)
     reason = (
@@ -88,7 +88,7 @@ def run(r: Running) -> Outcome:
     cutoff = rfc3339_us(found.cutoff_us)
     if r.dry_run:
         message = f"would remove {what} older than {cutoff}"
-        files = [a["path"] for a in found.remove]
+        files = found.paths()
         return Outcome(EXPIRE, Result.DRY_RUN, message + _kept(found), files=files, detail=done)
     message = f"removed {what} older than {cutoff} in version {done.version}"
     return Outcome(EXPIRE, Result.DONE, message + _kept(found), version=done.version, detail=done)

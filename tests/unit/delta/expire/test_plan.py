@@ -26,7 +26,7 @@ def planned(root: Path, column: str, max_fraction: float = 1.0) -> Any:
 
 
 def removed(plan: Any) -> list[str]:
-    return sorted(a["path"] for a in plan.remove)
+    return sorted(plan.paths())
 
 
 def test_string_day_partitions_before_the_cutoffs_day_go_whole(tmp_path: Path) -> None:
