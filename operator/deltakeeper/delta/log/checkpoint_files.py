@@ -7,7 +7,7 @@ sidecar action's `path` is a URI-encoded name or path, always in `_delta_log/_si
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -182,26 +182,35 @@ def read_json_file(
 
 
 def rows_to_table(
-    rows: list[dict[str, Any]], cols: tuple[str, ...], action: str, where: list[str] | None = None
+    rows: list[dict[str, Any]],
+    cols: tuple[str, ...],
+    action: str,
+    where: Callable[[int], str] | None = None,
 ) -> pa.Table:
-    """Rows to Arrow; `where[i]` ("file: line n") names row i when a field has the wrong type."""
+    """Rows to Arrow; `where(i)` ("file: line n") names row i when a field has the wrong type."""
     target = schema.schema_for(action, cols)
-    if action == "add" and schema.NUM_RECORDS.name in cols:
-        stats = [s if isinstance(s := r.get("stats"), str) else None for r in rows]
-        records = schema.records_from_stats(pa.array(stats, pa.string())).to_pylist()
-        rows = [{**r, schema.NUM_RECORDS.name: n} for r, n in zip(rows, records, strict=True)]
+    records = action == "add" and schema.NUM_RECORDS.name in cols
+    fields = [f for f in target if f.name != schema.NUM_RECORDS.name] if records else target
     try:
-        return pa.Table.from_pylist(rows, schema=target)  # keys outside `cols` are ignored
+        table = pa.Table.from_pylist(rows, schema=pa.schema(fields))  # other keys are ignored
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         for i, row in enumerate(rows):  # slow path, errors only: find the offending row
             try:
-                pa.Table.from_pylist([row], schema=target)
+                pa.Table.from_pylist([row], schema=pa.schema(fields))
             except (pa.ArrowInvalid, pa.ArrowTypeError) as row_error:
-                place = where[i] if where else f"{action} action {row.get('path')!r}"
+                place = where(i) if where else f"{action} action {row.get('path')!r}"
                 raise CorruptLogError(
                     f"{place}: {action} has a field of the wrong type: {row_error}"
                 ) from e
         raise CorruptLogError(f"{action} actions could not be converted: {e}") from e
+    if not records:
+        return table
+    stats = [t if isinstance(t := r.get("stats"), str) else None for r in rows]
+    counts = schema.records_from_stats(pa.array(stats, pa.string()))
+    return pa.Table.from_arrays(
+        [counts if f.name == schema.NUM_RECORDS.name else table[f.name] for f in target],
+        schema=target,
+    )
 
 
 def read_checkpoint(
