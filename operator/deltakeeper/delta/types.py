@@ -252,12 +252,13 @@ def partition_values_parsed(
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
-def map_values(maps: pa.MapArray, key: str) -> pa.Array:
+def map_values(maps: pa.MapArray | pa.ChunkedArray, key: str) -> pa.Array:
     """The value under `key` in each map (null where absent), as `pc.map_lookup` gives it.
 
     `map_lookup` costs about a second per million rows; partition values nearly always hold
     each key exactly once per row, which a vectorised key match and one filter answer in
     milliseconds. Anything else (null maps, a key missing or repeated) takes `map_lookup`."""
+    maps = _combined(maps)
     n = len(maps)
     offsets = maps.offsets  # absolute into the children, also on a slice
     start, end = offsets[0].as_py(), offsets[n].as_py()

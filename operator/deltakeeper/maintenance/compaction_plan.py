@@ -30,7 +30,7 @@ from deltakeeper.delta.log.json_files import read_actions
 from deltakeeper.delta.paths import LOG_DIR, commit
 from deltakeeper.delta.snapshot import Metadata, Snapshot
 from deltakeeper.delta.table import Table
-from deltakeeper.delta.types import arrow_type, field_name, mapping_on, schema_fields
+from deltakeeper.delta.types import arrow_type, field_name, map_values, mapping_on, schema_fields
 from deltakeeper.maintenance.policy import (
     COMPACTION_SNAPSHOT_ACTIONS_PER_PARTITION,
     COMPACTION_SNAPSHOT_PARTITIONS_MAX,
@@ -172,9 +172,9 @@ def _per_partition(
     )
 
 
-def _partition_value(files: pa.Table, name: str) -> pa.ChunkedArray:
+def _partition_value(files: pa.Table, name: str) -> pa.Array:
     """The serialized value of one partition column; the protocol reads "" as null."""
-    value = pc.map_lookup(files["partitionValues"], name, "first")
+    value = map_values(files["partitionValues"], name)
     return pc.if_else(pc.equal(value, ""), pa.scalar(None, pa.string()), value)
 
 

@@ -34,7 +34,7 @@ from deltakeeper.delta.expire import times
 from deltakeeper.delta.expire.times import Generated, Span
 from deltakeeper.delta.features import require_writable
 from deltakeeper.delta.snapshot import Snapshot, SnapshotHeader
-from deltakeeper.delta.types import field_name, mapping_on, schema_fields
+from deltakeeper.delta.types import field_name, map_values, mapping_on, schema_fields
 
 GENERATION = "delta.generationExpression"
 REFUSED = "expire refused, nothing removed"
@@ -333,8 +333,7 @@ def _sum(values: pa.ChunkedArray | pa.Array) -> int:
 
 def _lookup(files: pa.Table, key: str) -> pa.Array:
     """Each file's partition value for `key` (null where it has none)."""
-    values = pc.map_lookup(files["partitionValues"], key, "first")
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return map_values(files["partitionValues"], key)
 
 
 def _partition_value(add: Mapping[str, Any], key: str) -> str | None:

@@ -205,8 +205,13 @@ def rows_to_table(
         raise CorruptLogError(f"{action} actions could not be converted: {e}") from e
     if not records:
         return table
-    stats = [t if isinstance(t := r.get("stats"), str) else None for r in rows]
-    counts = schema.records_from_stats(pa.array(stats, pa.string()))
+    if "stats" in table.column_names:
+        stats = table["stats"]
+    else:
+        stats = pa.array(
+            [t if isinstance(t := r.get("stats"), str) else None for r in rows], pa.string()
+        )
+    counts = schema.records_from_stats(stats)
     return pa.Table.from_arrays(
         [counts if f.name == schema.NUM_RECORDS.name else table[f.name] for f in target],
         schema=target,

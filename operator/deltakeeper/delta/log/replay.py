@@ -47,13 +47,14 @@ def replay(
     newest_first = segment.commits[::-1]
     contents = read_in_order(storage, [e.key for e in newest_first])
     for entry, data in zip(newest_first, contents, strict=True):
-        for lineno, _, kind, body in commit_lines(storage, entry.key, data):
+        name = entry.key
+        for lineno, _, kind, body in commit_lines(storage, name, data):
             if kind == "add" or kind == "remove":
                 dv = body.get("deletionVector")
                 key = (body["path"], dv_unique_id(dv) if dv else None)
                 if key not in seen:  # commits are read newest first: the first one seen wins
                     seen.add(key)
-                    kept[kind].keep(body, entry.key, lineno)
+                    kept[kind].keep(body, name, lineno)
             elif kind == "commitInfo" and entry.name.version == segment.version:
                 result.commit_info = result.commit_info or body
             else:
