@@ -40,10 +40,11 @@ from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.table import Table
 
 OPERATION = "DELETE"  # as Delta Spark names the commit: an expiry is a DELETE by age
-# The add columns an expiry reads: every field a remove carries over, and the record count.
-ADD_COLUMNS = (*schema.FULL_ADD, schema.NUM_RECORDS.name)
 # What a remove carries over from its add when the add has it (removeWithTimestamp).
 _CARRIED = ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion")
+# The add columns an expiry reads: what it judges and counts a file by, and every field a
+# remove carries over (each column more costs every file's conversion).
+ADD_COLUMNS = ("path", "partitionValues", "size", "stats", *_CARRIED, schema.NUM_RECORDS.name)
 EMPTY: dict[str, Any] = {}
 
 
@@ -112,6 +113,7 @@ def plan_expiry(
     return plan
 
 
+@collector_paused()  # the snapshot, the plan and the commit: thousands of acyclic dicts
 def expire(
     table: Table,
     expiry: Expiry,
