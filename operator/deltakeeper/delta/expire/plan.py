@@ -125,8 +125,7 @@ class ExpiryPlan:
 
 # Each file's fate as a small integer, so the plan is judged once per partition value (or
 # per file's statistics) and tallied over Arrow columns.
-FATES = tuple(Fate)
-CODE = {fate: n for n, fate in enumerate(FATES)}
+CODE = {fate: n for n, fate in enumerate(Fate)}
 
 
 @collector_paused()  # a value per file, none in a cycle
@@ -307,13 +306,14 @@ def _tally(plan: ExpiryPlan, files: pa.Table, fates: pa.Array) -> None:
     plan.bytes = _sum(sizes.filter(expired))
     gone = rows.filter(expired)
     plan.rows, plan.uncounted = _sum(gone), gone.null_count
-    straddling = files.filter(pc.equal(fates, CODE[Fate.STRADDLING]))
+    kept = files.select(["path", "partitionValues"])  # all a kept file is reported by
+    straddling = kept.filter(pc.equal(fates, CODE[Fate.STRADDLING]))
     plan.straddling = straddling["path"].to_pylist()
     for values in straddling["partitionValues"].to_pylist():
         found = dict(values or ())
         if found not in plan.straddling_partitions:
             plan.straddling_partitions.append(found)
-    without = files.filter(pc.equal(fates, CODE[Fate.WITHOUT_STATS]))
+    without = kept.filter(pc.equal(fates, CODE[Fate.WITHOUT_STATS]))
     plan.without_stats = without["path"].to_pylist()
 
 

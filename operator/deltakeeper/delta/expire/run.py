@@ -184,7 +184,7 @@ def remove_actions(files: pa.Table, deleted_ms: int) -> list[dict[str, Any]]:
     n = files.num_rows
     paths, sizes = files["path"].to_pylist(), files["size"].to_pylist()
     values = _maps(files["partitionValues"])
-    records = files[schema.NUM_RECORDS.name].to_pylist() if n else []
+    records = files[schema.NUM_RECORDS.name].to_pylist()
     carried = [
         (name, _carried(name, files[name]))
         for name in _CARRIED

@@ -190,13 +190,13 @@ def rows_to_table(
     """Rows to Arrow; `where(i)` ("file: line n") names row i when a field has the wrong type."""
     target = schema.schema_for(action, cols)
     records = action == "add" and schema.NUM_RECORDS.name in cols
-    fields = [f for f in target if f.name != schema.NUM_RECORDS.name] if records else target
+    read = pa.schema([f for f in target if f.name != schema.NUM_RECORDS.name])  # from stats
     try:
-        table = pa.Table.from_pylist(rows, schema=pa.schema(fields))  # other keys are ignored
+        table = pa.Table.from_pylist(rows, schema=read)  # other keys are ignored
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         for i, row in enumerate(rows):  # slow path, errors only: find the offending row
             try:
-                pa.Table.from_pylist([row], schema=pa.schema(fields))
+                pa.Table.from_pylist([row], schema=read)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as row_error:
                 place = where(i) if where else f"{action} action {row.get('path')!r}"
                 raise CorruptLogError(
