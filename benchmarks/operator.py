@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import random
 import shutil
@@ -341,14 +342,17 @@ def run(
     minio = stores.start_minio(stores.install()["MINIO"], work / "minio", env=env)
     report: dict[str, Any] = {"tables": n, "on_minio": on_minio, "poll_s": poll_s}
     report["events"] = events
+    progress = Progress(time.monotonic())
     op = None
     statuses: StatusWatch | None = None
     try:
         cluster.apply_crds()
         lake = Lake(work / "lake", minio, n, on_minio)
+        progress.say(f"writing {n} tables ({on_minio} on MinIO)")
         lake.create_all()
         if events:
             notify(minio, True)  # the tables' commits from now on
+        progress.say(f"creating {n} DeltaTables")
         report["create_resources_s"] = round(create_resources(cluster, lake, poll_s, events), 1)
         port = stores.free_port()
         log = open(work / "operator.log", "wb")  # noqa: SIM115 (closed with the process)
@@ -362,18 +366,24 @@ def run(
         started = time.monotonic()
         op = subprocess.Popen(cmd, env=cluster.env(), stdout=log, stderr=subprocess.STDOUT)
         proc = psutil.Process(op.pid)
+        progress.pid = op.pid
+        progress.say("operator started")
         url = f"http://127.0.0.1:{port}/metrics"
-        while statuses.with_status() < n:
+        while (shown := statuses.with_status()) < n:
             if op.poll() is not None:
                 raise RuntimeError((work / "operator.log").read_text()[-3000:])
+            progress.say(f"statuses: {shown}/{n}", force=False)
             time.sleep(1)
         report["all_status_s"] = round(time.monotonic() - started, 1)
+        progress.say(f"every table has a status ({report['all_status_s']} s)")
         # The first pass: every new table is due for cleanup and vacuum once.
-        while maintenance_runs(url, "vacuum") < n:
+        while (vacuumed := maintenance_runs(url, "vacuum")) < n:
             if op.poll() is not None:
                 raise RuntimeError((work / "operator.log").read_text()[-3000:])
+            progress.say(f"first pass: {vacuumed:.0f}/{n} vacuumed", force=False)
             time.sleep(5)
         report["first_pass_s"] = round(time.monotonic() - started, 1)
+        progress.say(f"first pass done ({report['first_pass_s']} s); steady window")
         # Steady state: three poll intervals of quiet tables.
         cpu0, lists0, t0 = cpu_seconds(proc), list_requests(url), time.monotonic()
         writes0 = statuses.modified
@@ -389,6 +399,7 @@ def run(
         scrape0 = time.monotonic()
         list_requests(url)
         report["scrape_s"] = round(time.monotonic() - scrape0, 2)
+        progress.say(f"steady: {report['steady_cores']} cores; commit-to-status")
         # Commit to status: a new version on a sample of tables (local and MinIO).
         picks = random.sample(range(n), samples)
         committed = {}
@@ -410,6 +421,7 @@ def run(
             report["latency_max_s"] = round(lat[-1], 1)
             report["latency_max_polls"] = round(lat[-1] / poll_s, 2)
         if load is not None:
+            progress.say(f"webhook: {load.rate}/s for {load.seconds} s")
             cpu0 = cpu_seconds(proc)
             report["webhook"] = offer_events(listen, on_minio, load)
             report["webhook"]["event_polls_done_s"] = round(polls_settle(url), 1)
@@ -432,6 +444,28 @@ def run(
         minio.stop()
         shutil.rmtree(work, ignore_errors=True)  # gigabytes at 10,000 tables
     return report
+
+
+class Progress:
+    """A line on stderr per phase, and every 60 s while a phase waits: a run at 50,000 tables
+    takes over an hour, and a stopped one should say how far it got and how big it was."""
+
+    EVERY_S = 60.0
+
+    def __init__(self, started: float) -> None:
+        self.started, self.last = started, 0.0
+        self.pid: int | None = None
+
+    def say(self, what: str, force: bool = True) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < self.EVERY_S:
+            return
+        self.last = now
+        rss = ""
+        if self.pid is not None:
+            with contextlib.suppress(psutil.Error):
+                rss = f", operator RSS {psutil.Process(self.pid).memory_info().rss / MIB:.0f} MiB"
+        print(f"[{now - self.started:7.1f} s] {what}{rss}", file=sys.stderr, flush=True)
 
 
 def stop_operator(op: subprocess.Popen[bytes]) -> float | None:

@@ -86,7 +86,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     import kopf
 
-    from deltakeeper.k8s import handlers  # noqa: F401 (registers the kopf handlers)
+    from deltakeeper.k8s import handlers  # registers the kopf handlers; its SharedMemo
     from deltakeeper.k8s.options import PEERING, Options
     from deltakeeper.k8s.spark_launcher import default_template
 
@@ -127,7 +127,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
         namespaces=options.namespaces,
         peering_name=PEERING,
         priority=options.priority,
-        memo=kopf.Memo(options=options),
+        memo=handlers.SharedMemo(options=options),
     )
     return 0
 

@@ -7,7 +7,7 @@ anything else means refusal before any write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol as Structural
 
 from deltakeeper.delta.errors import CatalogOwnedError, UnsupportedProtocolError
@@ -74,7 +74,6 @@ class Protocol:
     min_writer_version: int
     reader_features: tuple[str, ...] | None = None
     writer_features: tuple[str, ...] | None = None
-    raw: dict[str, object] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_action(cls, action: dict[str, object]) -> Protocol:
@@ -87,7 +86,6 @@ class Protocol:
             int(action.get("minWriterVersion") or 1),  # type: ignore[call-overload]
             features("readerFeatures"),
             features("writerFeatures"),
-            raw=dict(action),
         )
 
     def reader_feature_set(self) -> set[str]:

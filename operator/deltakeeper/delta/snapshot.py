@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -13,6 +15,8 @@ import pyarrow.compute as pc
 from deltakeeper.delta.features import Protocol, unsupported_reader, unsupported_writer
 from deltakeeper.delta.log.segment import LogSegment
 from deltakeeper.delta.properties import TableProperties
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,11 @@ class Metadata:
     partition_columns: tuple[str, ...]
     configuration: dict[str, str]
     created_time: int | None
-    raw: dict[str, Any] = field(compare=False, repr=False)
+    # The format's options, the one part of the action not above (the action itself is not
+    # kept: a daemon holds a Metadata per table).
+    format_options: Mapping[str, Any] = field(
+        compare=False, repr=False, default_factory=lambda: _NONE
+    )
 
     @classmethod
     def from_action(cls, a: dict[str, Any]) -> Metadata:
@@ -39,7 +47,7 @@ class Metadata:
             partition_columns=tuple(a.get("partitionColumns") or ()),
             configuration={str(k): str(v) for k, v in (a.get("configuration") or {}).items()},
             created_time=a.get("createdTime"),
-            raw=a,
+            format_options=dict(fmt.get("options") or {}) or _NONE,
         )
 
     @property
@@ -48,12 +56,11 @@ class Metadata:
 
     def action(self) -> dict[str, Any]:
         """The metaData action with every field, defaults filled in (what writers write back)."""
-        fmt = self.raw.get("format") or {}
         return {
             "id": self.id,
             "name": self.name,
             "description": self.description,
-            "format": {"provider": self.provider, "options": dict(fmt.get("options") or {})},
+            "format": {"provider": self.provider, "options": dict(self.format_options)},
             "schemaString": self.schema_string,
             "partitionColumns": list(self.partition_columns),
             "configuration": dict(self.configuration),

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -132,9 +133,28 @@ def table_resource(body: Mapping[str, Any]) -> TableResource:
         name=meta["name"],
         labels=dict(meta.get("labels") or {}),
         generation=int(meta.get("generation") or 1),
-        spec=dict(body.get("spec") or {}),
+        spec=shared_values(body.get("spec") or {}),
         source="api",
     )
+
+
+# A spec's object values (storage, events, ...) are mostly the same for many tables (one
+# store's, one lake's template), and a parsed copy is most of a kilobyte a table: tables with
+# equal ones share one, among the last SHARED_VALUES distinct values seen. Specs are read only.
+SHARED_VALUES = 4096
+_shared: dict[bytes, Any] = {}
+
+
+def shared_values(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `spec` whose dict and list values are shared with equal ones of other specs."""
+    out = {}
+    for key, value in spec.items():
+        if isinstance(value, (dict, list)) and value:
+            value = _shared.setdefault(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), value)
+            if len(_shared) > SHARED_VALUES:
+                del _shared[next(iter(_shared))]  # the oldest
+        out[key] = value
+    return out
 
 
 def policy_resource(body: Mapping[str, Any]) -> PolicyResource:

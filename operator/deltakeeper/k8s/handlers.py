@@ -36,6 +36,15 @@ from deltakeeper.runtime.history import History
 log = logging.getLogger("deltakeeper.operator")
 
 
+class SharedMemo(kopf.Memo):
+    """The operator's memo, which kopf gives each object as a shallow copy of its own (a dict
+    of every key here, half a kilobyte per DeltaTable). The handlers only read the operator's
+    state from it and keep nothing per object there, so every object gets this one."""
+
+    def __copy__(self) -> SharedMemo:
+        return self
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # `deltakeeper operator` passes its options in the memo; `kopf run` reads the environment.

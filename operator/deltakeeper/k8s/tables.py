@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import logging
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
 from deltakeeper.k8s.spark_launcher import Lookup, TableRef
 from deltakeeper.maintenance.operations.outcome import Compactor
+from deltakeeper.resources import crd
 from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime import status
 from deltakeeper.runtime.fleet import Fleet, now_ms
@@ -44,16 +46,16 @@ REWRITE_AFTER_OUTAGE_S = 60.0
 class ClusterTable(Entry):
     """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
 
-    ref: kopf.Body  # what Events name: apiVersion, kind, namespace, name, uid
-    # The status's lastMaintenance, so a new loop keeps the schedules; as JSON, as it is read
-    # only when a loop starts (a parsed copy per table is a kilobyte or two at 50,000 tables).
-    maintained: bytes = b"null"
+    uid: str  # with the key, what Events name (a kopf.Body of it is most of a kilobyte)
+    # The status's lastMaintenance, so a new loop keeps the schedules; as deflated JSON, as it
+    # is read only when a loop starts (a parsed copy per table is a kilobyte or two).
+    maintained: bytes = zlib.compress(b"null")
     controller: str = ""  # the uid of its controlling owner (a DeltaLake), "" when none
     applied: str = ""  # the digest of what a DeltaLake last applied to it (its annotation)
 
     @property
     def last_maintenance(self) -> Any:
-        return orjson.loads(self.maintained)
+        return orjson.loads(zlib.decompress(self.maintained))
 
 
 class Tables:
@@ -77,8 +79,8 @@ class Tables:
         self.registry: Registry[ClusterTable] = Registry(metrics, self, self.target, log)
         self.registry.publishing = False  # until peering says this replica acts
         self.policies: Any = {}  # kopf's live index of policies, by namespace
-        # The status last written (as JSON: held for every table, read only when it may
-        # change) and when, in ms.
+        # The status last written (as deflated JSON: held for every table, read only when it
+        # may change; a third of its size) and when, in ms.
         self.written: dict[Key, tuple[bytes, int]] = {}
         self.writes_failing = False
         self.writes_resume = 0.0  # time.monotonic() before which no status is written
@@ -104,9 +106,9 @@ class Tables:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace") or "default", meta["name"])
         entry = self.entries.get(key)
-        last = _json((body.get("status") or {}).get(F.LAST_MAINTENANCE))
+        last = _packed((body.get("status") or {}).get(F.LAST_MAINTENANCE))
         controller, applied = api.controller_uid(meta), api.applied_digest(meta)
-        if entry is not None and entry.ref.metadata.uid == meta.get("uid"):
+        if entry is not None and entry.uid == meta.get("uid"):
             entry.maintained = last
             entry.controller, entry.applied = controller, applied
             if (entry.resource.generation, entry.resource.labels) != (
@@ -117,14 +119,12 @@ class Tables:
             return
         if entry is not None:  # re-created under the same name
             self.remove(key)
-        ref: Any = {k: body.get(k) for k in ("apiVersion", "kind")}
-        ref["metadata"] = {k: meta.get(k) for k in ("namespace", "name", "uid")}
         resource = api.table_resource(body)
         self.registry.add(
             key,
             ClusterTable(
                 resource,
-                ref=kopf.Body(ref),
+                uid=str(meta.get("uid") or ""),
                 maintained=last,
                 controller=controller,
                 applied=applied,
@@ -161,7 +161,7 @@ class Tables:
         entry = self.entries.get(key)
         if entry is None:
             return None
-        return TableRef(str(entry.ref.metadata.uid), secret_name(entry.resource))
+        return TableRef(entry.uid, secret_name(entry.resource))
 
     async def target(self, key: Key, entry: ClusterTable) -> Target:
         local = list(self.policies.get(key[0], []))
@@ -241,17 +241,17 @@ class Tables:
         on); False only when the DeltaTable is gone."""
         key = target.key
         now = now_ms()
-        raw, at = self.written.get(key, (b"null", 0))
-        old = orjson.loads(raw)
+        raw, at = self.written.get(key, (None, 0))
+        old = orjson.loads(zlib.decompress(raw)) if raw is not None else None
         extra = self.extra.get(key)
         new = status.build(target, obs, old, now, [extra] if extra is not None else [])
-        as_json = _json(new)
+        as_json = orjson.dumps(new, option=orjson.OPT_NON_STR_KEYS)
         new = orjson.loads(as_json)  # compared with `old` as the API server would hold it
         if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
             return True
         there = await self._write_status(target, new)
         if there and time.monotonic() >= self.rewrite_until:
-            self.written[key] = (as_json, now)
+            self.written[key] = (zlib.compress(as_json, 1), now)
         return there is not False
 
     async def _write_status(self, target: Target, new: dict[str, Any]) -> bool | None:
@@ -283,7 +283,10 @@ class Tables:
         cannot be queued is not worth failing the poll for."""
         try:
             kopf.event(
-                entry.ref, type=event.type, reason=event.reason, message=event.message[:1000]
+                _event_ref(entry),
+                type=event.type,
+                reason=event.reason,
+                message=event.message[:1000],
             )
             self.events_failing = False
         except Exception as e:
@@ -297,10 +300,15 @@ class Tables:
     def last_written(self, key: Key) -> dict[str, Any] | None:
         """The status last written for a table polled here, None when none was."""
         raw = self.written.get(key)
-        return orjson.loads(raw[0]) if raw is not None else None
+        return orjson.loads(zlib.decompress(raw[0])) if raw is not None else None
 
 
-def _json(value: Any) -> bytes:
-    """`value` as JSON to hold: in a bytes object of its own size (orjson's output keeps its
-    whole write buffer, 4 KiB or more, however short the text)."""
-    return bytes(memoryview(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))
+def _event_ref(entry: ClusterTable) -> dict[str, Any]:
+    """What a Kubernetes Event about the table names."""
+    meta = {"namespace": entry.resource.namespace, "name": entry.resource.name, "uid": entry.uid}
+    return {"apiVersion": crd.API_VERSION, "kind": "DeltaTable", "metadata": meta}
+
+
+def _packed(value: Any) -> bytes:
+    """`value` as deflated JSON to hold."""
+    return zlib.compress(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS), 1)

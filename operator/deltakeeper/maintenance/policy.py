@@ -10,6 +10,7 @@ below Delta's default); else Delta's default. `Policy.sources` says which of the
 from __future__ import annotations
 
 import enum
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -330,7 +331,7 @@ def effective(
     chosen = {key: _retention(key, explicit[key], table[key], sources or {}) for key in explicit}
     if vacuum_mode is Mode.INVENTORY and vacuum_inventory is None:
         raise PolicyError("vacuum.mode inventory needs vacuum.inventory.uri (--inventory URI)")
-    return Policy(
+    return _shared(
         log_retention_ms=chosen["log_retention_ms"][0],
         deleted_file_retention_ms=chosen["deleted_file_retention_ms"][0],
         checkpoint_interval=interval,
@@ -355,6 +356,16 @@ def effective(
         data_retention=data_retention,
         sources={key: value[1] for key, value in chosen.items()},
     )
+
+
+# One object for each distinct policy, while any table holds it: a daemon keeps one per table
+# (most of a kilobyte each), and most of its tables have the same.
+_POLICIES: weakref.WeakValueDictionary[str, Policy] = weakref.WeakValueDictionary()
+
+
+def _shared(**fields: Any) -> Policy:
+    policy = Policy(**fields)
+    return _POLICIES.setdefault(repr(policy), policy)
 
 
 def compaction_settings(props: TableProperties, **explicit: Any) -> CompactionSettings:

@@ -257,6 +257,11 @@ class _Table:
         self.labels = f'namespace="{_escape(self.namespace)}",table="{_escape(self.name)}"'
 
 
+# Each distinct set of operations `asks` was given, one object for all tables asking it (a
+# handful of combinations of a handful of operations).
+_ASKS: dict[frozenset[Operation], frozenset[Operation]] = {}
+
+
 @dataclass(slots=True)
 class _Lake:
     """Everything exported about one DeltaLake's scans."""
@@ -442,7 +447,7 @@ class Metrics:
         """The operations with counters of their own the table's policy asks for: those
         counters exist (at 0 until they move) while it does."""
         t = self._of(namespace, table)
-        t.asks = operations
+        t.asks = _ASKS.setdefault(operations, operations)  # the same few sets for every table
         t.own = {c.name: t.own.get(c.name, 0) for op, c in _OWN if op in operations}
 
     def counted(self, namespace: str, table: str, outcome: Outcome) -> None:

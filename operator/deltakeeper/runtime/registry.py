@@ -154,7 +154,8 @@ class Registry(Generic[E]):
         self.publishing = True  # False: polls still running are not shown (operator paused)
         self.history: History | None = None  # where each operation is also recorded
         self._uris: dict[Key, str] = {}  # each entry's URI as same_table() spells it
-        self._by_uri: dict[str, set[Key]] = {}
+        # The keys naming each URI: a tuple, one key almost always (a set is 216 bytes a table).
+        self._by_uri: dict[str, tuple[Key, ...]] = {}
         self._duplicates: dict[Key, tuple[str, ...]] = {}
         self._deadlines: list[tuple[int, Key]] = []  # (stalls at ms, key), a heap
         self._in_flight: set[Key] = set()  # tables whose publish is under way
@@ -180,14 +181,14 @@ class Registry(Generic[E]):
         uri = same_table(str(self.entries[key].resource.spec.get("uri") or ""))
         if uri:
             self._uris[key] = uri
-            self._by_uri.setdefault(uri, set()).add(key)
+            self._by_uri[uri] = (*self._by_uri.get(uri, ()), key)
             self._regroup(uri)
 
     def _unindex(self, key: Key) -> None:
         uri = self._uris.pop(key, None)
         if uri is None:
             return
-        self._by_uri[uri].discard(key)
+        self._by_uri[uri] = tuple(k for k in self._by_uri[uri] if k != key)
         self._duplicates.pop(key, None)
         self._regroup(uri)
 

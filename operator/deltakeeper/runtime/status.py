@@ -24,11 +24,14 @@ from deltakeeper.units import rfc3339
 # API write an hour (at 10,000 tables, three a second). A table whose polls stop shows it
 # sooner, by its Degraded condition (registry.watch_stalls).
 REFRESH_S = 3600
+# The count fields' names as plain str, made once: `str(member)` makes a new string each time,
+# and every table holds its counts.
+_COUNT_KEYS = tuple((str(f), key) for f, key in COUNTS.items())
 
 
 def counts(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The status's numbers from `delta.summary.summarize`'s (the `inspect --json` keys)."""
-    out: dict[str, Any] = {str(f): summary[key] for f, key in COUNTS.items()}
+    out: dict[str, Any] = {name: summary[key] for name, key in _COUNT_KEYS}
     stamp = summary.get("timestamp")
     out[F.LAST_COMMIT_TIME] = rfc3339(stamp) if stamp else None
     return out

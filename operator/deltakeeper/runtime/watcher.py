@@ -553,7 +553,8 @@ class TableWatcher:
     def _new_requests(self) -> Counter[str]:
         if self._table is None:
             return Counter()
-        seen, new = self._requests_seen, Counter[str]()
+        seen = self._requests_seen
+        new: Counter[str] = Counter()  # not Counter[str](): that gives each a __dict__
         for op, n in list(self._table.storage.requests.items()):  # a read-ahead may add one
             d = n - seen[op]
             if d:

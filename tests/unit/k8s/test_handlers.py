@@ -47,3 +47,18 @@ def test_the_tables_loops_stop_before_the_listener_takes_its_source_down():
         setattr(memo, name, _Step(name, done))
     asyncio.run(handlers.stop(memo=memo))
     assert done == ["tables", "listener", "server", "fleet"]
+
+
+def test_every_object_shares_the_operators_memo():
+    """kopf gives each object a shallow copy of the operator's memo: a dict of every key, half
+    a kilobyte per DeltaTable. The operator's is shared instead, as kopf's own inventory
+    recalls it."""
+    from kopf._core.reactor.inventory import ResourceMemories
+
+    memo = handlers.SharedMemo(options=Options())
+    memo.tables = object()
+    memories = ResourceMemories()
+    bodies = [{"metadata": {"namespace": "ns", "name": f"t{i}", "uid": str(i)}} for i in (1, 2)]
+    recalled = [asyncio.run(memories.recall(b, memobase=memo)).memo for b in bodies]
+    assert recalled[0] is memo and recalled[1] is memo
+    assert recalled[1].tables is memo.tables

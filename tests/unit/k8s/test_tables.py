@@ -100,7 +100,7 @@ def test_loops_run_only_while_acting_and_metrics_go_when_paused() -> None:
         await asyncio.sleep(0.05)
         assert fleet.looping == {("ns", "a"), ("ns", "b")}
         m.table("ns", "a", {"version": 3})
-        tables.written[("ns", "a")] = ({}, 0)
+        tables.written[("ns", "a")] = (b"", 0)
         tables.set_acting(False)
         await asyncio.sleep(0.05)
         assert fleet.looping == set()
@@ -425,3 +425,38 @@ def test_a_status_written_once_is_not_written_again_for_the_same_poll(
         assert sent[0]["version"] == 0 and sent[0]["lastMaintenance"]
 
     asyncio.run(go())
+
+
+def test_tables_with_equal_spec_objects_share_them() -> None:
+    """A spec's storage or events object is most of a kilobyte a table parsed, and a store's or
+    a lake's tables mostly have the same one."""
+    storage = {"secretRef": {"name": "minio"}, "options": {"endpoint_url": "http://m:9000"}}
+    tables, _, _ = make()
+    for name, endpoint in (("a", "http://m:9000"), ("b", "http://m:9000"), ("c", "http://n:9000")):
+        spec = {
+            "uri": f"s3://lake/{name}",
+            "storage": {**storage, "options": {"endpoint_url": endpoint}},
+        }
+        tables.upsert(body(name, spec=spec))
+    a, b, c = (tables.entries[("ns", n)].resource.spec for n in "abc")
+    assert a["storage"] is b["storage"] and a["storage"] == storage
+    assert (
+        c["storage"] is not a["storage"]
+        and c["storage"]["options"]["endpoint_url"] == "http://n:9000"
+    )
+    assert (a["uri"], b["uri"]) == ("s3://lake/a", "s3://lake/b")
+
+
+def test_an_event_names_the_deltatable_by_its_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    posted: list[Any] = []
+    monkeypatch.setattr(k8s_tables.kopf, "event", lambda ref, **kw: posted.append((ref, kw)))
+    tables, _, _ = make()
+    tables.upsert(body("a", uid="u-7"))
+    tables.post_event(tables.entries[("ns", "a")], Event("Normal", "Checkpointed", "at 3"))
+    ref, kw = posted[0]
+    assert ref == {
+        "apiVersion": "deltakeeper.io/v1alpha1",
+        "kind": "DeltaTable",
+        "metadata": {"namespace": "ns", "name": "a", "uid": "u-7"},
+    }
+    assert kw == {"type": "Normal", "reason": "Checkpointed", "message": "at 3"}
