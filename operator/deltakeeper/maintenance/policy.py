@@ -331,7 +331,7 @@ def effective(
     chosen = {key: _retention(key, explicit[key], table[key], sources or {}) for key in explicit}
     if vacuum_mode is Mode.INVENTORY and vacuum_inventory is None:
         raise PolicyError("vacuum.mode inventory needs vacuum.inventory.uri (--inventory URI)")
-    return _shared(
+    return Policy(
         log_retention_ms=chosen["log_retention_ms"][0],
         deleted_file_retention_ms=chosen["deleted_file_retention_ms"][0],
         checkpoint_interval=interval,
@@ -358,13 +358,14 @@ def effective(
     )
 
 
-# One object for each distinct policy, while any table holds it: a daemon keeps one per table
-# (most of a kilobyte each), and most of its tables have the same.
+# One object for each distinct policy held, while any table holds it: a daemon keeps one per
+# table (most of a kilobyte each), and most of its tables have the same.
 _POLICIES: weakref.WeakValueDictionary[str, Policy] = weakref.WeakValueDictionary()
 
 
-def _shared(**fields: Any) -> Policy:
-    policy = Policy(**fields)
+def shared(policy: Policy) -> Policy:
+    """The one object equal to `policy` among those held (made when the table's log or settings
+    change, not at each poll: its key is the policy's repr)."""
     return _POLICIES.setdefault(repr(policy), policy)
 
 

@@ -52,6 +52,7 @@ from deltakeeper.maintenance.policy import (
     Policy,
     PolicyError,
     effective,
+    shared,
 )
 from deltakeeper.runtime import conditions, health, status
 from deltakeeper.runtime.credentials import SCRUBBER
@@ -130,7 +131,8 @@ class TableWatcher:
             finished = self.compactions.check(table, now_ms)  # before the refresh: its commit
             changed = self._refresh(table)
             if changed or not same_target or self._policy is None:
-                self._policy = effective(self._snap.metadata.configuration, **target.settings)  # type: ignore[union-attr]
+                configuration = self._snap.metadata.configuration  # type: ignore[union-attr]
+                self._policy = shared(effective(configuration, **target.settings))
         except Exception as e:  # store clients raise their own types; each becomes a condition
             if not isinstance(e, (DeltaError, PolicyError, OSError)):
                 log.warning("%s/%s: unexpected %s", *target.key, type(e).__name__, exc_info=True)

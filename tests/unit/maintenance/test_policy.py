@@ -154,8 +154,8 @@ def test_the_charts_defaults_are_policys():
 
 def test_equal_policies_are_one_object_while_held():
     """A daemon holds a policy per table; tables with the same one share it."""
-    first = effective({"delta.logRetentionDuration": "interval 7 days"}, vacuum_dry_run=True)
-    again = effective({"delta.logRetentionDuration": "interval 7 days"}, vacuum_dry_run=True)
-    other = effective({"delta.logRetentionDuration": "interval 8 days"}, vacuum_dry_run=True)
+    first = policy.shared(effective({"delta.logRetentionDuration": "interval 7 days"}))
+    again = policy.shared(effective({"delta.logRetentionDuration": "interval 7 days"}))
+    other = policy.shared(effective({"delta.logRetentionDuration": "interval 8 days"}))
     assert again is first and other is not first
     assert other != first and other.log_retention_ms == 8 * DAY_MS
