@@ -481,7 +481,23 @@ def is_public(key: str) -> bool:
 
 def unknown_keys(store: str, options: Mapping[str, Any]) -> list[str]:
     """The keys of `options` that neither spelling knows for `store`, as given."""
-    return [key for key, value in options.items() if not _known(store, key, value)]
+    return [key for key, value in options.items() if not _known_key(store, key, value)]
+
+
+# Whether each (store, key) is known, as _known found it once: it builds a store to ask
+# obstore (20 ms), and every table's Target is checked so at each start (200 s of the event
+# loop at 10,000 tables). Whether a key is known does not depend on its value.
+_KNOWN: dict[tuple[str, str], bool] = {}
+MAX_KNOWN = 4096
+
+
+def _known_key(store: str, key: str, value: Any) -> bool:
+    found = _KNOWN.get((store, key))
+    if found is None:
+        found = _known(store, key, value)
+        if len(_KNOWN) < MAX_KNOWN:
+            _KNOWN[(store, key)] = found
+    return found
 
 
 def _known(store: str, key: str, value: Any) -> bool:

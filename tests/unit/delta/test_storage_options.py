@@ -251,3 +251,19 @@ def test_store_of_a_uri() -> None:
     got = [opts.store_of(u) for u in ("s3a://b/t", "GS://b/t", "abfss://c@a.dfs/t", "hdfs://n/t")]
     assert got == ["s3", "gcs", "azure", None]
     assert opts.store_of(str(Path("/tmp/t"))) is None
+
+
+def test_whether_a_key_is_known_is_asked_of_obstore_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each table's Target checks its option keys; asking obstore builds a store (20 ms), so
+    the answer for a key is kept: 10,000 tables spent 200 s of the event loop on it."""
+    built: list[str] = []
+    real = opts.build
+    monkeypatch.setattr(opts, "_KNOWN", {})
+    monkeypatch.setattr(opts, "build", lambda *a, **k: built.append(a[0]) or real(*a, **k))
+    for endpoint in ("http://a:9000", "http://b:9000", "http://c:9000"):
+        assert opts.unknown_keys("s3", {"endpoint_url": endpoint, "endpointurl": "x"}) == [
+            "endpointurl"
+        ]
+    assert len(built) == 2  # one store for each key, not for each table
+    opts.unknown_keys("gcs", {"endpoint_url": "http://a"})
+    assert built[2:] == ["gcs"]  # another store's answer is its own
