@@ -11,7 +11,6 @@ import asyncio
 import contextvars
 import logging
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,15 +46,16 @@ class ClusterTable(Entry):
     """A DeltaTable as the last watch event showed it, and its loop while this replica acts."""
 
     uid: str  # with the key, what Events name (a kopf.Body of it is most of a kilobyte)
-    # The status's lastMaintenance, so a new loop keeps the schedules; as deflated JSON, as it
-    # is read only when a loop starts (a parsed copy per table is a kilobyte or two).
-    maintained: bytes = zlib.compress(b"null")
+    # The status's lastMaintenance, so a new loop keeps the schedules; as JSON, as it is read
+    # only when a loop starts (a parsed copy per table is a kilobyte or two). Not deflated:
+    # zlib lets go of the GIL, and the event loop waits to get it back (see `written`).
+    maintained: bytes = b"null"
     controller: str = ""  # the uid of its controlling owner (a DeltaLake), "" when none
     applied: str = ""  # the digest of what a DeltaLake last applied to it (its annotation)
 
     @property
     def last_maintenance(self) -> Any:
-        return orjson.loads(zlib.decompress(self.maintained))
+        return orjson.loads(self.maintained)
 
 
 class Tables:
@@ -107,7 +107,7 @@ class Tables:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace") or "default", meta["name"])
         entry = self.entries.get(key)
-        last = _packed((body.get("status") or {}).get(F.LAST_MAINTENANCE))
+        last = _json((body.get("status") or {}).get(F.LAST_MAINTENANCE))
         controller, applied = api.controller_uid(meta), api.applied_digest(meta)
         if entry is not None and entry.uid == meta.get("uid"):
             entry.maintained = last
@@ -314,9 +314,3 @@ def _json(value: Any) -> bytes:
     """`value` as JSON to hold: in a bytes object of its own size (orjson's output keeps its
     whole write buffer, 4 KiB or more, however short the text)."""
     return bytes(memoryview(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))
-
-
-def _packed(value: Any) -> bytes:
-    """`value` as deflated JSON to hold, for what is read only when a loop starts (zlib lets
-    go of the GIL: not for what each poll reads)."""
-    return zlib.compress(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS), 1)
