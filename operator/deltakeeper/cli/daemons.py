@@ -86,7 +86,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     import kopf
 
-    from deltakeeper.k8s import handlers  # registers the kopf handlers; its SharedMemo
+    from deltakeeper.k8s import handlers  # importing registers the kopf handlers
     from deltakeeper.k8s.options import PEERING, Options
     from deltakeeper.k8s.spark_launcher import default_template
 
