@@ -102,9 +102,30 @@ def start_operator(
     raise RuntimeError(f"the operator's metrics never answered:\n{op.log_text()}")
 
 
+# Lines of each operator's log shown with a failed test (all with DELTAKEEPER_E2E_SHOW_LOGS):
+# a failure in CI is diagnosed from its report alone.
+LOG_LINES_ON_FAILURE = 120
+STARTED = pytest.StashKey[list["Operator"]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """A failed test's report carries the end of each operator's log it started."""
+    report = yield
+    if report.when == "call" and report.failed:
+        for n, op in enumerate(item.stash.get(STARTED, [])):
+            lines = op.log_text().splitlines()[-LOG_LINES_ON_FAILURE:]
+            report.sections.append(
+                (f"operator {n} log (last {len(lines)} lines)", "\n".join(lines))
+            )
+    return report
+
+
 @pytest.fixture
-def operator_factory(kube_cluster: kube.KubeCluster, tmp_path: Path) -> Iterator[object]:
-    started: list[Operator] = []
+def operator_factory(
+    kube_cluster: kube.KubeCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[object]:
+    started = request.node.stash.setdefault(STARTED, [])
 
     def make(*args: str, env: dict[str, str] | None = None, kopf_run: bool = False) -> Operator:
         op = start_operator(kube_cluster, tmp_path, *args, env=env, kopf_run=kopf_run)
