@@ -355,7 +355,9 @@ class Lakes:
     def _announce(self, entry: ClusterLake, scan: LakeScan) -> None:
         events = scan.events()
         failed = "" if scan.ok else scan.message
-        if failed and failed == entry.failed:  # said when it started, not every retry
+        # Said when it started, not every retry. Compared as masked now: a secret learned
+        # since (another resource's) can mask more of the same message than it did then.
+        if failed and SCRUBBER.scrub(failed) == SCRUBBER.scrub(entry.failed):
             events = [e for e in events if e.reason is not Reason.SCAN_FAILED]
         entry.failed = failed
         for reason, paths, kind in (
