@@ -317,7 +317,25 @@ class Events:
         # False while a starting daemon indexes its tables: the webhook answers 503, so that
         # a store keeps what it queued while the daemon was down and sends it again, rather
         # than its events being counted unknown tables and dropped.
-        self.ready = True
+        self._ready = True
+        self._ready_watchers: list[Callable[[bool], None]] = []  # told when it changes
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @ready.setter
+    def ready(self, ready: bool) -> None:
+        if ready != self._ready:
+            self._ready = ready
+            for tell in list(self._ready_watchers):
+                tell(ready)
+
+    def watch_ready(self, tell: Callable[[bool], None]) -> None:
+        self._ready_watchers.append(tell)
+
+    def unwatch_ready(self, tell: Callable[[bool], None]) -> None:
+        self._ready_watchers.remove(tell)
 
     def table(self, wake: Callable[[], None]) -> TableEvents:
         return TableEvents(self, wake)

@@ -7,6 +7,9 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import os
+import signal
+import socket
 import ssl
 import time
 import urllib.error
@@ -17,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.runtime import webhook
+from deltakeeper.runtime import webhook, webhook_server
 from deltakeeper.runtime.events import WEBHOOK, Events
 from deltakeeper.runtime.metrics import Metrics
 from deltakeeper.runtime.model import Target
@@ -83,6 +86,14 @@ class Setup:
         return value
 
 
+async def routed(listener: webhook.Listener, quiet_s: float = 0.3) -> None:
+    """Until what the server process handed over is routed (no batch for `quiet_s`)."""
+    seen = -1
+    while seen != listener.batches:
+        seen = listener.batches
+        await asyncio.sleep(quiet_s)
+
+
 def serve(scenario: Callable[[Setup, int], Awaitable[None]], **config: Any) -> Setup:
     setup = Setup(**config)
 
@@ -92,6 +103,7 @@ def serve(scenario: Callable[[Setup, int], Awaitable[None]], **config: Any) -> S
         try:
             assert setup.listener.port is not None
             await scenario(setup, setup.listener.port)
+            await routed(setup.listener)
             setup.woken_by_events = list(setup.woken)
         finally:
             await setup.listener.stop()
@@ -208,11 +220,11 @@ def test_a_flood_from_one_client_is_rate_limited() -> None:
 
 def test_the_rate_limits_table_of_clients_stays_bounded() -> None:
     now = [0.0]
-    clients = webhook._Clients(rate=1, burst=1, clock=lambda: now[0])
-    for i in range(webhook.MAX_CLIENTS * 3):
+    clients = webhook_server.Clients(rate=1, burst=1, clock=lambda: now[0])
+    for i in range(webhook_server.MAX_CLIENTS * 3):
         assert clients.allow(f"10.0.{i // 256}.{i % 256}")
-    assert len(clients) == webhook.MAX_CLIENTS
-    last = webhook.MAX_CLIENTS * 3 - 1
+    assert len(clients) == webhook_server.MAX_CLIENTS
+    last = webhook_server.MAX_CLIENTS * 3 - 1
     assert not clients.allow(f"10.0.{last // 256}.{last % 256}")  # remembered: no burst left
     assert clients.allow("10.0.0.0")  # forgotten, the least recent: a new bucket
     assert clients.allow("a") and not clients.allow("a")
@@ -311,10 +323,7 @@ def test_events_are_answered_while_the_daemons_loop_is_busy_and_routed_after() -
     assert s.count("woke") == 1
 
 
-def test_past_max_pending_records_a_request_gets_503_and_nothing_grows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(webhook, "MAX_PENDING", 2)
+def test_past_max_pending_records_a_request_gets_503_and_nothing_grows() -> None:
     keys = [f"sales/orders/_delta_log/0000000000000000000{i}.json" for i in range(3)]
 
     async def scenario(s: Setup, port: int) -> None:
@@ -326,6 +335,55 @@ def test_past_max_pending_records_a_request_gets_503_and_nothing_grows(
         status, _ = await exchange(port, post(len(body := s3_event("lake", keys[2]))), body)
         assert status == 200  # routed meanwhile: room again
 
-    s = serve(scenario)
+    s = serve(scenario, max_pending=2)
     assert s.count("rejected") == 1
     assert s.count("woke") + s.count("duplicate") == 3
+
+
+async def until(check: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+def test_the_server_is_a_process_of_its_own_started_again_when_it_exits() -> None:
+    body = s3_event("lake", "sales/orders/_delta_log/00000000000000000001.json")
+
+    async def scenario(s: Setup, port: int) -> None:
+        def up() -> float | None:
+            labels = {"source": WEBHOOK}
+            return s.metrics.registry.get_sample_value("deltakeeper_event_source_up", labels)
+
+        first = s.listener.pid
+        assert first is not None and first != os.getpid()
+        for shown in ("cmdline", "environ"):  # the token reaches it on stdin, not where ps looks
+            assert TOKEN.encode() not in Path(f"/proc/{first}/{shown}").read_bytes()
+        os.kill(first, signal.SIGKILL)
+        await until(lambda: up() == 0)  # down: its tables poll at their pollInterval meanwhile
+        assert sorted(s.woken) == ["s3://lake/a b/été=1%", "s3://lake/sales/orders"]
+        await until(lambda: up() == 1)
+        assert s.listener.pid not in (None, first) and s.listener.port is not None
+        s.woken.clear()
+        status, answer = await exchange(s.listener.port, post(len(body)), body)
+        assert (status, json.loads(answer)) == (200, {"records": 1})
+
+    s = serve(scenario)
+    assert s.woken_by_events == ["s3://lake/sales/orders"]
+
+
+def test_an_address_in_use_or_a_missing_certificate_is_a_clear_error(tmp_path: Path) -> None:
+    async def start(config: webhook.Config) -> None:
+        listener = webhook.Listener(Events(), config)
+        await listener.start()
+        await listener.stop()
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(webhook.EventsListenError, match=f"--events-listen 127.0.0.1:{port}"):
+            asyncio.run(start(webhook.Config("127.0.0.1", port, TOKEN)))
+    missing = str(tmp_path / "absent.pem")
+    with pytest.raises(webhook.EventsListenError, match="--events-tls-cert/--events-tls-key"):
+        asyncio.run(start(webhook.Config("127.0.0.1", 0, TOKEN, missing, missing)))
