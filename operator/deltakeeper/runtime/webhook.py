@@ -44,6 +44,7 @@ BURST = 4000.0
 MAX_PENDING = 100_000
 START_TIMEOUT_S = 60.0  # for the process to bind (an import of aiohttp on a loaded node)
 RESTART_S = 1.0  # after the process exits unasked, before it is started again
+STOP_TIMEOUT_S = 10  # for the process to finish its requests and exit when stopped
 
 
 class EventsListenError(InvalidInputError):
@@ -136,10 +137,21 @@ class Listener:
         self._stopping = True
         self.events.unwatch_ready(self._tell_ready)
         self.events.set_up(WEBHOOK, False, "listener stopped")
-        if self._process is not None and self._process.stdin is not None:
-            self._process.stdin.close()  # the server's stop: it answers no more, sends the rest
-        await self._keeper  # routes what was sent before the stop
+        self._close_input()  # the server's stop: it answers no more and sends the rest
+        try:  # routes what was sent before the stop
+            await asyncio.wait_for(asyncio.shield(self._keeper), STOP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("events: the listener did not stop within %d s; killed", STOP_TIMEOUT_S)
+            if self._process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+            await self._keeper
         self._keeper = None
+
+    def _close_input(self) -> None:
+        back = self._process.stdin if self._process is not None else None
+        if back is not None and not back.is_closing():
+            back.close()
 
     @property
     def pid(self) -> int | None:
@@ -186,12 +198,14 @@ class Listener:
                 await asyncio.sleep(RESTART_S)
                 try:
                     self.port = await self._spawn()
-                    break
                 except EventsListenError as e:
                     log.warning("events: listener: %s", e)
-            if self._stopping:
-                return
-            self.events.set_up(WEBHOOK, True)
+                    continue
+                if self._stopping:  # stop() came while it started: it stops too
+                    self._close_input()
+                else:
+                    self.events.set_up(WEBHOOK, True)
+                break
 
     async def _follow(self) -> None:
         """Until the server process ends: each batch routed, and the count sent back."""

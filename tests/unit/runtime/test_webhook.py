@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from deltakeeper.runtime import webhook, webhook_server
@@ -387,3 +388,25 @@ def test_an_address_in_use_or_a_missing_certificate_is_a_clear_error(tmp_path: P
     missing = str(tmp_path / "absent.pem")
     with pytest.raises(webhook.EventsListenError, match="--events-tls-cert/--events-tls-key"):
         asyncio.run(start(webhook.Config("127.0.0.1", 0, TOKEN, missing, missing)))
+
+
+def _servers() -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "deltakeeper.runtime.webhook_server" in " ".join(p.cmdline())
+    ]
+
+
+@pytest.mark.parametrize("wait_s", [0.0, 1.1])  # stopped before its restart, or during it
+def test_a_stop_while_the_server_is_started_again_leaves_no_process(wait_s: float) -> None:
+    async def main() -> None:
+        listener = webhook.Listener(Events(), webhook.Config("127.0.0.1", 0, TOKEN))
+        await listener.start()
+        assert listener.pid is not None
+        os.kill(listener.pid, signal.SIGKILL)
+        await asyncio.sleep(wait_s)
+        await listener.stop()
+        assert _servers() == []
+
+    asyncio.run(main())
