@@ -212,8 +212,15 @@ class Listener:
         assert self._process is not None
         out, back = self._process.stdout, self._process.stdin
         assert out is not None and back is not None
-        while line := await out.readline():
-            routed = self._route(orjson.loads(line))
+        while True:
+            try:
+                line = await out.readline()
+                if not line:
+                    break
+                routed = self._route(orjson.loads(line))
+            except (ValueError, TypeError, KeyError) as e:  # not a batch: skipped, not fatal
+                log.warning("events: listener: a line that is not a batch (%s)", e)
+                continue
             if routed and not back.is_closing():
                 back.write(b'{"routed":%d}\n' % routed)
         await self._process.wait()

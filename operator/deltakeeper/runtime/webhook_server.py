@@ -40,6 +40,7 @@ JSON = "application/json"
 MAX_BODY = 2**20  # 1 MiB: MinIO and S3 send one record a request; RGW batches a few
 MAX_CLIENTS = 4096  # clients remembered for the rate limit; the least recent go first
 LINE_LIMIT = 2**24  # a batch line (a 1 MiB body's records, JSON-escaped, fit with room)
+BATCH_RECORDS = 1000  # a batch is sent once it has this many (and at the end of each turn)
 # What EventResult (runtime/events.py) calls a refused and an unreadable request.
 REJECTED, MALFORMED = "rejected", "malformed"
 
@@ -151,6 +152,8 @@ class Server:
         if self._handed - self._routed + len(found) > self._max_pending:
             self._refuse(REJECTED)
             return False
+        if len(self._records) >= BATCH_RECORDS:  # a line stays far below LINE_LIMIT
+            self._flush()
         self._records += found
         self._handed += len(found)
         self._flush_soon()

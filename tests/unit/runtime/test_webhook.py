@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -408,5 +409,49 @@ def test_a_stop_while_the_server_is_started_again_leaves_no_process(wait_s: floa
         await asyncio.sleep(wait_s)
         await listener.stop()
         assert _servers() == []
+
+    asyncio.run(main())
+
+
+def test_a_line_from_the_server_that_is_not_a_batch_is_skipped() -> None:
+    """What the Listener reads from the process: a stray line is logged and skipped, and the
+    batches after it are still routed."""
+    s = Setup()
+    batch = {"records": [["lake", "sales/orders/_delta_log/00000000000000000001.json"]]}
+    lines = ["not json", '{"records": 7}', json.dumps(batch)]
+    script = "".join(f"print({line!r})\n" for line in lines) + "import sys; sys.stdin.read()\n"
+
+    async def main() -> None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        s.listener._process = process
+        follow = asyncio.create_task(s.listener._follow())
+        await until(lambda: s.listener.batches == 1, 10)
+        assert process.stdin is not None
+        process.stdin.close()
+        await follow
+
+    asyncio.run(main())
+    assert s.woken == ["s3://lake/sales/orders"]
+
+
+def test_the_server_sends_a_batch_once_it_has_batch_records_so_lines_stay_short() -> None:
+    sent: list[bytes] = []
+    settings = {"token": TOKEN, "rate": 1, "burst": 1, "max_pending": 10**6}
+    record = ("lake", "k")
+
+    async def main() -> None:
+        server = webhook_server.Server(settings, sent.append)
+        assert server._take([record] * webhook_server.BATCH_RECORDS)
+        assert sent == []  # at the end of this turn of the loop
+        assert server._take([record] * 5)
+        assert [len(json.loads(line)["records"]) for line in sent] == [1000]
+        await asyncio.sleep(0)
+        assert [len(json.loads(line)["records"]) for line in sent] == [1000, 5]
 
     asyncio.run(main())
