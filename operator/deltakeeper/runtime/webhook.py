@@ -22,7 +22,7 @@ import contextlib
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
@@ -34,7 +34,6 @@ from deltakeeper.runtime.events import WEBHOOK, EventResult, Events
 log = logging.getLogger("deltakeeper.events")
 
 PATH = server.PATH
-MAX_BODY = server.MAX_BODY
 # Per client (remote address): requests a second, and a burst above it. A store sends one
 # request per object written; 1,000 a second from one MinIO is within it.
 RATE = 2000.0
@@ -168,7 +167,7 @@ class Listener:
             limit=server.LINE_LIMIT,
         )
         assert process.stdin is not None and process.stdout is not None
-        settings = {**_settings(self.config), "ready": self.events.ready}
+        settings = {**asdict(self.config), "ready": self.events.ready}  # the token on stdin
         process.stdin.write(orjson.dumps(settings) + b"\n")
         try:
             first = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
@@ -239,16 +238,3 @@ class Listener:
         back = self._process.stdin if self._process is not None else None
         if back is not None and not back.is_closing():
             back.write(orjson.dumps({"ready": ready}) + b"\n")
-
-
-def _settings(config: Config) -> dict[str, Any]:
-    return {
-        "host": config.host,
-        "port": config.port,
-        "token": config.token,
-        "cert_file": config.cert_file,
-        "key_file": config.key_file,
-        "rate": config.rate,
-        "burst": config.burst,
-        "max_pending": config.max_pending,
-    }
