@@ -115,3 +115,9 @@ class ExpiryLimitError(InvalidInputError):
 class LiteVacuumImpossible(InvalidInputError):
     """A LITE vacuum cannot see every file it should (Delta Spark's DELTA_CANNOT_VACUUM_LITE):
     commits after the last vacuum are gone. A FULL vacuum can."""
+
+
+class Stopped(Exception):
+    """The caller asked a long step to stop (a daemon shutting down), and it did at a safe
+    point: what it did stands and what it left is the next run's. Not a DeltaError: nothing is
+    wrong, and nothing about it is recorded as a result."""

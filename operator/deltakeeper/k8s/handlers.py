@@ -127,6 +127,7 @@ def _compactor(api_client: Any, options: Options, lookup: Lookup) -> Compactor:
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.fleet.begin_stop()
     for task in memo.background:
         task.cancel()
     # The loops end first: a listener that stops takes its source down, which wakes every
@@ -137,9 +138,9 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     memo.server.shutdown()
     if getattr(memo, "queues", None) is not None:
         await memo.queues.close()
-    if memo.history is not None:  # what the last polls did, too
-        await asyncio.to_thread(memo.history.flush)
     await asyncio.to_thread(memo.fleet.close)
+    if memo.history is not None:  # what the last polls and maintenance did, too
+        await asyncio.to_thread(memo.history.flush)
 
 
 @kopf.index(GROUP, VERSION, POLICIES)  # type: ignore[arg-type]

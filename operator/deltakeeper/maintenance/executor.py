@@ -12,10 +12,10 @@ so nothing was done) is the other: it fails alone, under its own name.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from deltakeeper.compaction.launcher import JobFailed, JobRequest, JobResult, JobRunning
-from deltakeeper.delta.errors import DeltaError, InvalidInputError
+from deltakeeper.delta.errors import DeltaError, InvalidInputError, Stopped
 from deltakeeper.delta.table import Table
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import (
@@ -38,15 +38,21 @@ def execute(
     progress: Progress | None = None,
     compactor: Compactor | None = None,
     dry_operations: Collection[Operation] = (),
+    stop: Callable[[], bool] | None = None,
 ) -> Report:
     """Run every due step of `plan` in order; the first failure of a step that is not
     `optional`, and was planned, skips the rest. Steps of `dry_operations` are shown, as a dry
-    run would, and the others run (a DeltaTable's `vacuum.dryRun`)."""
+    run would, and the others run (a DeltaTable's `vacuum.dryRun`). Once `stop()` is true
+    (the daemon is stopping) no step starts, and a long one ends at its next safe point
+    (Stopped): the report has the steps done before, and says why in `stopped`."""
     report = Report(plan.uri, plan.version, dry_run)
     started = time.monotonic()
     blocked = False
     done: set[Operation] = set()
     for step in plan.steps:
+        if stop is not None and stop():
+            report.stopped = f"stopped before {step.operation}"
+            break
         if step.after is not None:
             if step.after not in done:
                 continue  # what it follows did not happen: neither does it
@@ -61,7 +67,11 @@ def execute(
             )
             continue
         dry = dry_run or step.operation in dry_operations
-        outcome = _run_step(table, plan, step, dry, progress, compactor)
+        try:
+            outcome = _run_step(table, plan, step, dry, progress, compactor, stop)
+        except Stopped as e:
+            report.stopped = str(e)
+            break
         report.outcomes.append(outcome)
         alone = step.optional or step.failed  # nothing was done that the others would trust
         blocked = blocked or (outcome.result is Result.FAILED and not alone)
@@ -78,6 +88,7 @@ def _run_step(
     dry_run: bool,
     progress: Progress | None,
     compactor: Compactor | None,
+    stop: Callable[[], bool] | None = None,
 ) -> Outcome:
     spec = REGISTRY[step.operation]
     if step.refused:
@@ -94,7 +105,7 @@ def _run_step(
         outcome.seconds = time.monotonic() - started
         return outcome
     try:
-        outcome = spec.run(Running(table, plan, step, dry_run, progress, compactor))
+        outcome = spec.run(Running(table, plan, step, dry_run, progress, compactor, stop))
     except DeltaError as e:
         outcome = Outcome(step.operation, Result.FAILED, str(e), error=e)
     outcome.seconds = time.monotonic() - started

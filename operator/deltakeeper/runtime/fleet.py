@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import logging
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -100,6 +101,8 @@ class Fleet:
         self._polled = 0  # polls through the table loops (the Poller counts its own)
         self._resolving = 0  # started loops still resolving their first Target
         self.last_tick = time.monotonic()
+        # Set when the daemon stops: running maintenance ends at its next safe point.
+        self.stopping = threading.Event()
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -273,7 +276,7 @@ class Fleet:
         refused = self._too_big(needs)
         if refused:
             obs = dataclasses.replace(obs, due=tuple(op for op in obs.due if op not in refused))
-        run = functools.partial(watcher.maintain, refused=refused) if refused else watcher.maintain
+        run = functools.partial(watcher.maintain, refused=refused, stop=self.stopping.is_set)
         if refused and not obs.due:  # nothing left to run: no slot needed to say so
             return await self._off_loop(run, target, obs, self.clock())
         need = memory.largest(n for op, n in needs.items() if op not in refused)
@@ -318,10 +321,17 @@ class Fleet:
     def healthy(self, stall_s: float = 60.0) -> bool:
         return time.monotonic() - self.last_tick < stall_s
 
+    def begin_stop(self) -> None:
+        """Running maintenance ends at its next safe point (a vacuum after its current batch
+        of deletes), so a stop takes seconds, within a pod's grace period, however big the
+        work; what is left runs after the restart. A step that writes one file finishes."""
+        self.stopping.set()
+
     def close(self) -> None:
+        """Wait for what is running to end (begin_stop first, if not called yet)."""
+        self.begin_stop()
         if self._poller is not None:
             self._poller.close()
-        # Maintenance already running finishes (its writes are crash-safe either way).
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._maintenance.shutdown(wait=True, cancel_futures=True)
 

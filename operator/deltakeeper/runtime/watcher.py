@@ -272,9 +272,11 @@ class TableWatcher:
         obs: Observation,
         now_ms: int,
         refused: Mapping[Operation, str] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> Observation:
         """Plan the operations `obs.due` and run what is due; returns a fresh observation.
-        `refused`: steps the fleet will not run (too big for its memory budget), and why."""
+        `refused`: steps the fleet will not run (too big for its memory budget), and why.
+        `stop`: true once the daemon is stopping (what is running ends at a safe point)."""
         table, snap = self._table, self._snap
         if not (obs.due or refused) or table is None or snap is None:
             return obs
@@ -296,7 +298,7 @@ class TableWatcher:
             wanted = {*obs.due, *spark}
         ops = tuple(op for op in Operation if op in wanted)
         if ops:
-            outcomes += self._run(target, table, snap, ops, now_ms, spark)
+            outcomes += self._run(target, table, snap, ops, now_ms, spark, stop)
         self._record(outcomes, snap.version, now_ms, over_budget=frozenset(refused))
         for o in outcomes:
             if o.operation in WRITERS and o.result is not Result.FAILED:
@@ -371,6 +373,7 @@ class TableWatcher:
         ops: tuple[Operation, ...],
         now_ms: int,
         spark: Mapping[Operation, str] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> list[Outcome]:
         try:
             assert self._policy is not None  # set by the observe() that found `ops` due
@@ -395,7 +398,13 @@ class TableWatcher:
             return [Outcome(op, Result.REFUSED, plan.refusal, error=refused) for op in ops]
         dry = self._dry_operations()
         compactor = self._compactor(target)
-        report = executor.execute(table, plan, compactor=compactor, dry_operations=dry)
+        report = executor.execute(table, plan, compactor=compactor, dry_operations=dry, stop=stop)
+        if report.stopped:
+            log.info(
+                "%s/%s: %s: the daemon is stopping; the next run does the rest",
+                *target.key,
+                report.stopped,
+            )
         outcomes = list(report.outcomes)
         self._track(plan, outcomes, now_ms)
         self._vacuum_info = _vacuum_info_after(outcomes, self._vacuum_info)

@@ -396,6 +396,7 @@ class Standalone:
                     await asyncio.wait_for(stop.wait(), RELOAD_S)
             return 0
         finally:
+            self.fleet.begin_stop()
             heartbeat.cancel()
             if stalls is not None:
                 stalls.cancel()
@@ -403,12 +404,12 @@ class Standalone:
                 writing.cancel()
             self.lakes.cancel()
             await self.registry.stop()
-            if self.history is not None:  # what the last polls did, too
-                await asyncio.to_thread(self.history.flush)
             for entry in self.tables.values():
                 entry.watcher.compactions.stop()  # no job outlives `run`
-            self.flush()
             await asyncio.to_thread(self.fleet.close)
+            if self.history is not None:  # what the last polls and maintenance did, too
+                await asyncio.to_thread(self.history.flush)
+            self.flush()
 
     async def _once(self) -> int:
         """Poll every table once (maintenance included), write the status, exit 0 when every

@@ -1,5 +1,6 @@
 """maintenance/executor.py: what running a plan changes: dry runs, refusals, skipped steps."""
 
+from deltakeeper.delta.vacuum import plan as vacuum_plan
 from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance import executor, record
 from deltakeeper.maintenance.operations.outcome import Report, Result
@@ -26,6 +27,39 @@ def test_vacuum_removes_the_expired_tombstones_file_and_strays_only(tmp_path):
     left = {p.name for p in tmp_path.iterdir() if p.is_file()}
     assert "f1.parquet" not in left and "stray-old.parquet" not in left
     assert {"stray-new.parquet", *(f"f{v}.parquet" for v in range(12) if v != 1)} <= left
+
+
+def test_a_stop_starts_no_further_step_and_says_why(tmp_path):
+    daily_table(tmp_path)
+    touch(tmp_path / "stray-old.parquet", START)
+    table, plan = plan_for(tmp_path, START + 60 * DAY, vacuum_mode=Mode.FULL)
+    asked: list[int] = []
+
+    def stop() -> bool:  # false before the first step, true from the second on
+        asked.append(1)
+        return len(asked) > 1
+
+    before = log_names(tmp_path)
+    report = executor.execute(table, plan, stop=stop)
+    assert results(report) == {"checkpoint": "done"}
+    assert report.stopped == "stopped before cleanup"
+    assert set(before) < set(log_names(tmp_path))  # a checkpoint added, no commit cleaned up
+    assert (tmp_path / "stray-old.parquet").exists()
+
+
+def test_a_vacuum_stopped_mid_way_has_no_outcome_and_moves_no_marker(tmp_path, monkeypatch):
+    """The files it deleted were unreferenced; the rest are the next vacuum's, which starts
+    where this one did (`_last_vacuum_info` not moved on)."""
+    daily_table(tmp_path)
+    touch(tmp_path / "stray-old.parquet", START)
+    monkeypatch.setattr(vacuum_plan, "DELETE_BATCH", 1)
+    table, plan = plan_for(tmp_path, START + 60 * DAY, vacuum_mode=Mode.FULL)
+    assert steps(plan)["vacuum"].detail.record is not None  # a finished one would write it
+    report = executor.execute(table, plan, stop=lambda: not (tmp_path / "f1.parquet").exists())
+    assert results(report) == {"checkpoint": "done", "cleanup": "done"}
+    assert report.stopped == "vacuum stopped after deleting 1 of 2 files"
+    assert (tmp_path / "stray-old.parquet").exists()
+    assert not (tmp_path / "_delta_log" / "_last_vacuum_info").exists()
 
 
 def test_dry_run_changes_nothing_and_names_what_a_run_would(tmp_path):

@@ -230,6 +230,48 @@ def test_a_vacuum_records_deleted_files_by_kind(tmp_path: Path) -> None:
     assert m.registry.get_sample_value("deltakeeper_maintenance_runs_total", done) == 1
 
 
+def test_a_stop_ends_a_running_vacuum_after_its_batch_and_records_no_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pod has seconds to stop (its grace period), a vacuum of millions of files minutes:
+    begin_stop ends it after the batch it is deleting. What it did not reach is the next
+    vacuum's; nothing is recorded for it, as after a kill."""
+    from deltakeeper.delta.storage.local import LocalStorage
+    from deltakeeper.delta.vacuum import plan as vacuum_plan
+
+    small_table(tmp_path)
+    old = time.time() - 30 * 86400
+    for i in range(5):
+        stray = tmp_path / f"stray{i}.parquet"
+        stray.write_bytes(b"x")
+        os.utime(stray, (old, old))
+    monkeypatch.setattr(vacuum_plan, "DELETE_BATCH", 2)
+    fleet = Fleet()
+    delete_many = LocalStorage._delete_many
+
+    def then_stop(self: LocalStorage, keys: list[str]) -> int:
+        fleet.begin_stop()  # as the daemon's stop does, from its own thread
+        return delete_many(self, keys)
+
+    monkeypatch.setattr(LocalStorage, "_delete_many", then_stop)
+    m = Metrics()
+
+    async def go() -> Observation:
+        try:
+            target = Target("ns", "t", str(tmp_path))
+            return await fleet.poll_once(target, TableWatcher(0), Published(m))
+        finally:
+            fleet.close()
+
+    with caplog.at_level("INFO", "deltakeeper.watcher"):
+        obs = asyncio.run(go())
+    assert len(list(tmp_path.glob("stray*"))) == 3
+    assert "vacuum" not in {o.operation for o in obs.outcomes}
+    runs = {**T, "operation": "vacuum", "result": "done"}
+    assert m.registry.get_sample_value("deltakeeper_maintenance_runs_total", runs) in (None, 0)
+    assert "vacuum stopped after deleting 2 of 5 files: the daemon is stopping" in caplog.text
+
+
 class Tracker:
     """Counts maintenances in flight (from their threads) and the most seen at once."""
 
@@ -268,9 +310,9 @@ class Tracked(TableWatcher):
         super().__init__(0)
         self.tracker = tracker
 
-    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+    def maintain(self, target: Target, obs: Observation, now_ms: int, **kw: Any) -> Observation:
         with self.tracker.running():
-            return super().maintain(target, obs, now_ms)
+            return super().maintain(target, obs, now_ms, **kw)
 
 
 def _run_tables(
@@ -354,11 +396,11 @@ class Blocking(TableWatcher):
         super().__init__(0)
         self.tracker, self.entered, self.release = tracker, entered, release
 
-    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+    def maintain(self, target: Target, obs: Observation, now_ms: int, **kw: Any) -> Observation:
         with self.tracker.running():
             self.entered.set()
             self.release.wait(5)
-            return super().maintain(target, obs, now_ms)
+            return super().maintain(target, obs, now_ms, **kw)
 
 
 def test_a_cancelled_poll_keeps_its_slot_until_its_maintenance_ends(tmp_path: Path) -> None:
@@ -406,9 +448,9 @@ def test_a_stopped_loop_waiting_for_a_slot_gives_it_up_and_runs_nothing(tmp_path
     published = Published()
 
     class Counted(Blocking):
-        def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+        def maintain(self, target: Target, obs: Observation, now_ms: int, **kw: Any) -> Observation:
             started.append(target.name)
-            return super().maintain(target, obs, now_ms)
+            return super().maintain(target, obs, now_ms, **kw)
 
     def loop(fleet: Fleet, name: str, entered: threading.Event) -> Loop:
         target = Target("ns", name, str(tmp_path / name), poll_interval_s=1)
@@ -474,10 +516,10 @@ class Ordered(TableWatcher):
         super().__init__(0)
         self.started, self.hold_s = started, hold_s
 
-    def maintain(self, target: Target, obs: Observation, now_ms: int) -> Observation:
+    def maintain(self, target: Target, obs: Observation, now_ms: int, **kw: Any) -> Observation:
         self.started.append(target.name)
         time.sleep(self.hold_s)
-        return super().maintain(target, obs, now_ms)
+        return super().maintain(target, obs, now_ms, **kw)
 
 
 def test_the_slot_goes_to_the_sick_tables_before_the_healthy_ones(tmp_path: Path) -> None:

@@ -67,7 +67,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltakeeper.delta import features, paths
-from deltakeeper.delta.errors import CorruptLogError, InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.errors import (
+    CorruptLogError,
+    InvalidInputError,
+    Stopped,
+    UnsupportedProtocolError,
+)
 from deltakeeper.delta.held import HeldSnapshot, update_held
 from deltakeeper.delta.log.segment import Listing, group
 from deltakeeper.delta.properties import (
@@ -699,13 +704,20 @@ def inventory_files(rows: Iterable[Row], root: Root) -> tuple[list[FileInfo], in
 
 
 def execute_vacuum(
-    table: Table, plan: VacuumPlan, progress: Callable[[int, int], None] | None = None
+    table: Table,
+    plan: VacuumPlan,
+    progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> int:
     """Delete what the plan says in batches; `progress(done, total)` after each. Returns how
-    many files were deleted (files already gone are not counted)."""
+    many files were deleted (files already gone are not counted). When `stop()` turns true,
+    raises Stopped before the next batch: every file the plan names is unreferenced, so the
+    ones left are the next vacuum's, and `record_vacuum` must not run."""
     keys = [f.key for f in plan.delete]
     deleted = 0
     for start in range(0, len(keys), DELETE_BATCH):
+        if stop is not None and stop():
+            raise Stopped(f"vacuum stopped after deleting {deleted} of {len(keys)} files")
         batch = keys[start : start + DELETE_BATCH]
         deleted += table.storage.delete_many(batch)
         if progress is not None:

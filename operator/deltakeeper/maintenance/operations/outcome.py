@@ -107,6 +107,9 @@ class Report:
     dry_run: bool
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
+    # Why the run ended before its last step (the daemon is stopping): the steps after it, and
+    # the one it interrupted, have no outcome; they run again at the next poll.
+    stopped: str | None = None
 
     @property
     def failed(self) -> Outcome | None:

@@ -66,6 +66,8 @@ class Running:
     dry_run: bool
     progress: Progress | None = None
     compactor: Compactor | None = None
+    # True once the caller is stopping: a long step ends at its next safe point (Stopped).
+    stop: Callable[[], bool] | None = None
 
 
 # The schema of a count in a lastMaintenance entry (OperationSpec.record_schema).

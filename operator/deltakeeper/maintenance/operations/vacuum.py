@@ -189,7 +189,7 @@ def run(r: Running) -> Outcome:
     assert isinstance(detail, vacuum.VacuumPlan)
     report = None if progress is None else (lambda done, total: progress(VACUUM, done, total))
     before = Counter(table.storage.requests)
-    deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report)
+    deleted = 0 if dry_run else vacuum.execute_vacuum(table, detail, report, r.stop)
     folders = 0 if dry_run else vacuum.remove_empty_folders(table, detail)
     if not dry_run:
         vacuum.record_vacuum(table, detail)

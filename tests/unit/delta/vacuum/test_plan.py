@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltakeeper.cli import main
-from deltakeeper.delta.errors import InvalidInputError, UnsupportedProtocolError
+from deltakeeper.delta.errors import InvalidInputError, Stopped, UnsupportedProtocolError
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.delta.table import open_table
 from deltakeeper.delta.vacuum import plan as vacuum
@@ -316,6 +316,19 @@ def test_progress_is_reported_per_batch(tmp_path, monkeypatch):
     assert execute_vacuum(open_table(str(tmp_path)), p, lambda d, t: seen.append((d, t))) == 5
     assert seen == [(2, 5), (4, 5), (5, 5)]
     assert files_under(tmp_path) == {"_delta_log/00000000000000000000.json"}
+
+
+def test_a_stop_ends_the_deletes_after_the_current_batch(tmp_path, monkeypatch):
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata())
+    for i in range(5):
+        touch(tmp_path, f"s{i}")
+    monkeypatch.setattr(vacuum, "DELETE_BATCH", 2)
+    seen: list[tuple[int, int]] = []
+    table, p = open_table(str(tmp_path)), plan(tmp_path)
+    with pytest.raises(Stopped, match="after deleting 2 of 5 files"):
+        execute_vacuum(table, p, lambda d, t: seen.append((d, t)), lambda: bool(seen))
+    assert len(files_under(tmp_path)) == 1 + 3  # the commit, and the batches not begun
 
 
 # -- refusals ---------------------------------------------------------------------------------
