@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from deltakeeper.delta.storage import is_local
 from deltakeeper.maintenance import memory
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.registry import estimate
@@ -55,10 +56,10 @@ DEFAULT_POLL_S = POLL_INTERVAL_MS / 1000  # until a Target says otherwise
 # A due table waits at most this many of its poll intervals before it goes first, whatever
 # the benefit of the others (the one whose bound ended first among those past it).
 STARVATION_INTERVALS = 4
-# First polls at once. After a start every table is due; fewer first polls at once leave the
-# maintenance threads the CPU to fix the sick tables they found first (benchmarks/scheduling:
-# 8 at once 0.32x first-come-first-served, 4 0.18x, 2 0.16x on the local disk), at the price
-# of a slower first pass on object stores, where a poll waits on requests.
+# First polls at once on the local disk. After a start every table is due; fewer first polls
+# at once leave the maintenance threads the CPU to fix the sick tables they found first
+# (benchmarks/scheduling: 8 at once 0.32x first-come-first-served, 4 0.18x, 2 0.16x). On an
+# object store a poll waits on requests, not the CPU: as many run as there are observers.
 FIRST_POLLS = 4
 
 
@@ -96,6 +97,7 @@ class Fleet:
         self._poller: Poller | None = None
         # First polls (every table's, after a start) go biggest log first, a few at once.
         self._firsts = Slots(FIRST_POLLS)
+        self._remote_firsts = Slots(observers)
         self._maintenance = ThreadPoolExecutor(max_concurrent, thread_name_prefix="maintain")
         self.running = 0  # maintenance operations in flight (tests and the benchmark read it)
         self._polled = 0  # polls through the table loops (the Poller counts its own)
@@ -254,11 +256,12 @@ class Fleet:
         """A table's first poll, in its turn: after a start thousands are queued, and those
         with the longest logs to read (the likeliest to be sick) go first."""
         gain = health.first_poll_benefit(await self._off_loop(watcher.peek, target))
-        await self._firsts.acquire(gain, STARVATION_INTERVALS * target.poll_interval_s)
+        firsts = self._firsts if is_local(target.uri) else self._remote_firsts
+        await firsts.acquire(gain, STARVATION_INTERVALS * target.poll_interval_s)
         try:
             return await self._observe(target, watcher)
         finally:
-            self._firsts.release()
+            firsts.release()
 
     async def _maintain(
         self, target: Target, watcher: TableWatcher, obs: Observation

@@ -62,6 +62,7 @@ __all__ = [
     "RangedFile",
     "S3Storage",
     "Storage",
+    "is_local",
     "normalize_options",
     "open_storage",
     "with_retries",
@@ -75,6 +76,14 @@ def _local(uri: str, path: str) -> LocalStorage:
             "_delta_log/)"
         )
     return LocalStorage(uri, path)
+
+
+def is_local(uri: str) -> bool:
+    """Whether `uri` is on the local disk (a plain path or file:), where reading a table costs
+    CPU, not waits on requests."""
+    return ("://" not in uri and not uri.lower().startswith("file:")) or (
+        urlparse(uri).scheme.lower() == "file"
+    )
 
 
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:
