@@ -126,6 +126,11 @@ class Adopting(Protocol):
         one that ended after `since_ms` (the last result recorded) unseen, to be read back."""
         ...
 
+    def forget(self) -> None:
+        """Drop what adopt() keeps between calls (this process resumes acting: other
+        processes may have started jobs meanwhile)."""
+        ...
+
 
 class AtLimit(JobRunning):
     """The daemon runs as many compaction jobs as it may (--max-compaction-jobs)."""
@@ -218,6 +223,10 @@ class Limited:
             self.cores_used += need
         give = functools.partial(self._give, need)
         return Found(_Slot(found.job, give), found.spec, found.started_ms, found.planned)
+
+    def forget(self) -> None:
+        if isinstance(self.launcher, Adopting):
+            self.launcher.forget()
 
     def waiting(self) -> int:
         """Tables asking for a job now (claims not yet stale)."""

@@ -22,6 +22,7 @@ from deltakeeper.resources.spec import merge
 
 GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "SparkApplication"
+OWNER_KIND = "DeltaTable"  # what a job's owner reference names
 TABLE_LABEL = f"{GROUP}/table"
 JOB_LABEL = f"{GROUP}/job-id"
 # What the plan rewrites, read back by an operator that adopts the job after a restart.
@@ -72,7 +73,7 @@ class Owner:
     namespace: str
     uid: str
     api_version: str = API_VERSION
-    kind: str = "DeltaTable"
+    kind: str = OWNER_KIND
 
 
 DEFAULT_EXECUTOR = {"instances": 1, "cores": 1, "memory": "2g"}

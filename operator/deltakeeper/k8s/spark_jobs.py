@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from deltakeeper.compaction.launcher import Planned
 from deltakeeper.k8s.spark_application import (
     JOB_LABEL,
+    OWNER_KIND,
     PLANNED_BYTES,
     PLANNED_FILES,
     TABLE_LABEL,
@@ -63,6 +64,7 @@ class Job:
     created: str  # creationTimestamp, RFC 3339
     job_spec: Mapping[str, Any] = field(default_factory=dict)  # the job's input (--spec-json)
     planned: Planned | None = None  # from its annotations; None if it has none
+    table: str = ""  # the DeltaTable it belongs to
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
@@ -79,7 +81,17 @@ class Job:
             created=str(meta.get("creationTimestamp") or ""),
             job_spec=_job_spec((obj.get("spec") or {}).get("arguments") or []),
             planned=_planned(meta.get("annotations") or {}),
+            table=_table_of(meta),
         )
+
+
+def _table_of(meta: Mapping[str, Any]) -> str:
+    """The DeltaTable its owner reference names; else its label's (a name cut to 63
+    characters, so two long names may share it)."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("kind") == OWNER_KIND:
+            return str(ref.get("name") or "")
+    return str((meta.get("labels") or {}).get(TABLE_LABEL) or "")
 
 
 def _planned(annotations: Mapping[str, Any]) -> Planned | None:
@@ -137,24 +149,33 @@ def read(api: client.ApiClient, namespace: str, name: str) -> Job | None:
 
 
 def for_table(api: client.ApiClient, namespace: str, table: str) -> list[Job]:
-    """The table's jobs, oldest first; none where the SparkApplication CRD is not installed
-    (a list answers 404 only then), so a cluster without spark-operator is not asked again
-    and warned about on every poll. Starting a job there fails, with the reason, instead."""
+    """The table's jobs, oldest first."""
+    return by_table(api, namespace, table).get(table, [])
+
+
+def by_table(
+    api: client.ApiClient, namespace: str, table: str | None = None
+) -> dict[str, list[Job]]:
+    """The namespace's jobs by DeltaTable, each table's oldest first (`table`: its only);
+    none where the SparkApplication CRD is not installed (a list answers 404 only then), so a
+    cluster without spark-operator is not asked again and warned about on every poll.
+    Starting a job there fails, with the reason, instead."""
+    selector = TABLE_LABEL if table is None else f"{TABLE_LABEL}={table[:63]}"
     try:
         listed: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            label_selector=f"{TABLE_LABEL}={table}",
-            _request_timeout=TIMEOUT,
+            GROUP, VERSION, namespace, PLURAL, label_selector=selector, _request_timeout=TIMEOUT
         )
     except ApiException as e:
         if e.status == 404:
-            return []
+            return {}
         raise
-    jobs = [Job.from_object(o) for o in listed.get("items") or []]
-    return sorted(jobs, key=lambda j: (j.created, j.name))
+    jobs = sorted(
+        (Job.from_object(o) for o in listed.get("items") or []), key=lambda j: (j.created, j.name)
+    )
+    grouped: dict[str, list[Job]] = {}
+    for job in jobs:
+        grouped.setdefault(job.table, []).append(job)
+    return grouped
 
 
 def delete(api: client.ApiClient, namespace: str, name: str) -> bool:

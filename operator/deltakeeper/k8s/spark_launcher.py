@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,11 @@ from deltakeeper.resources.spec import merge
 
 log = logging.getLogger("deltakeeper.operator")
 WAIT_EVERY_S = 2.0
+# How long adopt() uses one listing of a namespace's jobs for all its tables: after a start
+# every table adopts, thousands within minutes (a LIST each showed in the observers' profile
+# of a 50,000-table start). A job made since is still never doubled (start() lists the table
+# afresh) and is followed from the poll that finds it (JobTracker.found_running).
+ADOPT_LISTING_S = 30.0
 
 
 def default_template(path: str | None, required: bool) -> dict[str, Any]:
@@ -74,10 +80,25 @@ Lookup = Callable[[tuple[str, str]], TableRef | None]
 
 
 class SparkApplicationLauncher:
-    def __init__(self, api: client.ApiClient, template: Mapping[str, Any], lookup: Lookup) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        template: Mapping[str, Any],
+        lookup: Lookup,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.api = api
         self.template = dict(template)
         self.lookup = lookup
+        self.clock = clock
+        # namespace -> (when listed, its jobs by table), for adopt()
+        self._listings: dict[str, tuple[float, dict[str, list[spark_jobs.Job]]]] = {}
+        self._listing = threading.Lock()  # one LIST at a time: the others wait and share it
+
+    def forget(self) -> None:
+        """Drop the listings adopt() shares: a replica that resumes acting lists afresh."""
+        with self._listing:
+            self._listings.clear()
 
     def cores(self, request: JobRequest) -> int:
         return executor_cores(merge(self.template, request.template))
@@ -97,6 +118,8 @@ class SparkApplicationLauncher:
         namespace, name = request.owner
         running = [j for j in spark_jobs.for_table(self.api, namespace, name) if _runs(j)]
         if running:
+            with self._listing:  # it was not in the shared listing: newer than it
+                self._listings.pop(namespace, None)
             raise JobRunning(f"SparkApplication {namespace}/{running[-1].name} still runs")
         table = self.lookup(request.owner)
         if table is None:
@@ -123,7 +146,7 @@ class SparkApplicationLauncher:
         self, owner: tuple[str, str], deadline_s: float, since_ms: int | None
     ) -> Found | None:
         namespace, name = owner
-        jobs = spark_jobs.for_table(self.api, namespace, name)  # oldest first
+        jobs = self._jobs(namespace, name)  # oldest first
         running = [j for j in jobs if _runs(j)]
         unseen = [j for j in jobs if not _runs(j) and _after(j, since_ms)]
         if not running and not unseen:
@@ -133,6 +156,16 @@ class SparkApplicationLauncher:
         log.info("%s/%s: following SparkApplication %s (%s)", *owner, job.name, job.state or "NEW")
         found = SparkApplicationJob(self.api, job, job.job_spec, started, deadline_s)
         return Found(found, job.job_spec, int(started * 1000), job.planned)
+
+    def _jobs(self, namespace: str, table: str) -> list[spark_jobs.Job]:
+        """The table's jobs from a listing of its namespace at most ADOPT_LISTING_S old."""
+        with self._listing:
+            listed = self._listings.get(namespace)
+            now = self.clock()
+            if listed is None or now - listed[0] > ADOPT_LISTING_S:
+                listed = (now, spark_jobs.by_table(self.api, namespace))
+                self._listings[namespace] = listed
+        return listed[1].get(table, [])
 
 
 class SparkApplicationJob:

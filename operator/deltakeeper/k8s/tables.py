@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 import orjson
 
+from deltakeeper.compaction.launcher import Adopting
 from deltakeeper.k8s import api, peering, secrets
 from deltakeeper.k8s.options import PEERING, Options
 from deltakeeper.k8s.spark_launcher import Lookup, TableRef
@@ -204,6 +205,9 @@ class Tables:
         self.registry.publishing = acting
         if acting:
             log.info("acting for %d tables (no peer outranks this replica)", len(self.entries))
+            launcher = self.compactor.launcher if self.compactor is not None else None
+            if isinstance(launcher, Adopting):  # jobs started while another replica acted
+                launcher.forget()
             for key in self.entries:
                 self._start(key)
             return

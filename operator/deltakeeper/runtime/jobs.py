@@ -99,6 +99,7 @@ class JobTracker:
     ) -> None:
         """What maintain's compaction step did: nothing due, or a job started."""
         if outcome.result is Result.SKIPPED and outcome.job_id is not None:
+            self.found_running(outcome)
             return  # a job ran elsewhere or the limit was reached: look again next poll
         self.planned_version, self.planned_ms = version, now_ms
         if outcome.result is Result.DONE or outcome.result is Result.FAILED:
@@ -115,6 +116,13 @@ class JobTracker:
                 detail.bytes,
             )
             self.last_started_ms = now_ms
+
+    def found_running(self, outcome: Outcome) -> None:
+        """After a start refused (a job of the table runs, or the daemon's limit is reached),
+        the next poll looks for a job to follow: one another replica started after this one
+        looked. A look within ADOPT_LISTING_S of another table's costs no request."""
+        if outcome.result is Result.SKIPPED and outcome.job_id is not None:
+            self.adopted = False
 
     def free(self, now_ms: int) -> bool:
         """Whether a Spark checkpoint or vacuum may start: no job runs, past any backoff."""

@@ -438,6 +438,9 @@ class TableWatcher:
         for on_spark in plan.steps:
             if on_spark.spark is None:
                 continue
+            for o in outcomes:
+                if o.operation is on_spark.operation:
+                    self.compactions.found_running(o)
             # its job's Outcome: an operation's own step may come before it (expire's commit)
             out = next(
                 (o for o in outcomes if o.operation is on_spark.operation and o.job is not None),

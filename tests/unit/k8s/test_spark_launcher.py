@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from deltakeeper.compaction.launcher import JobRunning, Planned
+from deltakeeper.compaction.launcher import JobRequest, JobRunning, Planned
 from deltakeeper.k8s import spark_jobs, spark_launcher
+from deltakeeper.k8s.spark_application import Owner
 from deltakeeper.k8s.spark_jobs import Job, SparkState
 from deltakeeper.k8s.spark_launcher import SparkApplicationJob
 from deltakeeper.resources.spec import merge
@@ -159,7 +160,7 @@ def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
         return Job(name, "ns", name, state, "", created, {**SPEC, "jobId": name}, planned)
 
     listed: list[Job] = []
-    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: listed)
+    monkeypatch.setattr(spark_jobs, "by_table", lambda *_: {"t": list(listed)})
     by_name = lambda _, ns, name: next(j for j in listed if j.name == name)  # noqa: E731
     monkeypatch.setattr(spark_jobs, "read", by_name)
     launcher = spark_launcher.SparkApplicationLauncher(None, {}, lambda key: None)
@@ -168,11 +169,13 @@ def test_adoption_prefers_a_running_job_else_one_that_ended_unseen(
     listed[:] = [at(SparkState.COMPLETED, "2026-11-01T00:00:00Z", "old")]
     assert launcher.adopt(("ns", "t"), 60.0, recorded_ms) is None  # seen and recorded
     listed.append(at(SparkState.COMPLETED, before, "unseen"))
+    launcher.forget()  # each step a new listing
     found = launcher.adopt(("ns", "t"), 60.0, recorded_ms)
     assert found is not None and found.job.job_id == "unseen"
     result = found.job.poll()
     assert result is not None and result.ok  # read back at once
     listed.append(at(SparkState.RUNNING, "2026-11-01T00:00:01Z", "running"))
+    launcher.forget()
     found = launcher.adopt(("ns", "t"), 10.0**9, recorded_ms)  # its deadline from its creation
     assert found is not None and found.job.job_id == "running" and found.job.poll() is None
     assert found.started_ms == 1_793_491_201_000
@@ -200,7 +203,50 @@ def test_no_sparkapplication_crd_means_no_job_to_adopt(monkeypatch: pytest.Monke
     assert launcher.adopt(("ns", "t"), 60.0, None) is None
     answers.append(403)
     with pytest.raises(ApiException):
-        launcher.adopt(("ns", "t"), 60.0, None)
+        launcher.adopt(("other", "t"), 60.0, None)  # ns is listed (and kept): another one
+
+
+def test_one_listing_of_a_namespace_serves_its_tables_adoptions_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a start every table adopts: one LIST of its namespace serves them all for
+    ADOPT_LISTING_S. A replica that resumes acting, or a start that meets a job the listing
+    did not have, lists again."""
+    lists: list[str] = []
+    running = Job("dk-b-1", "ns", "b-1", SparkState.RUNNING, "", "2026-11-24T02:00:00Z", SPEC)
+
+    def by_table(_: Any, namespace: str, table: str | None = None) -> dict[str, list[Job]]:
+        lists.append(namespace)
+        return {"b": [running]}
+
+    now = [0.0]
+    monkeypatch.setattr(spark_jobs, "by_table", by_table)
+    lookup = {("ns", "c"): spark_launcher.TableRef("uid-c", None)}.get
+    launcher = spark_launcher.SparkApplicationLauncher(None, {}, lookup, clock=lambda: now[0])
+    assert launcher.adopt(("ns", "a"), 60.0, None) is None
+    found = launcher.adopt(("ns", "b"), 60.0, None)
+    assert found is not None and found.job.job_id == "b-1"
+    launcher.adopt(("other", "a"), 60.0, None)
+    assert lists == ["ns", "other"]
+    now[0] = spark_launcher.ADOPT_LISTING_S + 1
+    launcher.adopt(("ns", "a"), 60.0, None)
+    launcher.forget()
+    launcher.adopt(("ns", "a"), 60.0, None)
+    assert lists == ["ns", "other", "ns", "ns"]
+    monkeypatch.setattr(spark_jobs, "for_table", lambda *_: [job(SparkState.RUNNING)])
+    with pytest.raises(JobRunning):  # started since the listing, by another replica
+        launcher.start(JobRequest("/lake/c", SPEC, owner=("ns", "c")))
+    launcher.adopt(("ns", "c"), 60.0, None)
+    assert lists == ["ns", "other", "ns", "ns", "ns"]
+
+
+def test_a_job_belongs_to_the_table_its_owner_reference_names() -> None:
+    """A label value is cut to 63 characters; a DeltaTable's name may be longer."""
+    long = "t" * 70
+    app = build(owner=Owner(long, "lake", "uid-1"))
+    assert Job.from_object(app).table == long
+    del app["metadata"]["ownerReferences"]
+    assert Job.from_object(app).table == long[:63]
 
 
 def test_the_operator_wide_template_is_a_spark_application_file(tmp_path: Path) -> None:

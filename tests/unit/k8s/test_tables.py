@@ -120,6 +120,40 @@ def test_loops_run_only_while_acting_and_metrics_go_when_paused() -> None:
     asyncio.run(go())
 
 
+def test_a_replica_that_resumes_acting_lists_the_jobs_to_adopt_afresh() -> None:
+    """Another replica may have started jobs while this one paused: the listing adopt()
+    shares is dropped, not used for up to ADOPT_LISTING_S."""
+    from deltakeeper.compaction.launcher import Found
+    from deltakeeper.maintenance.operations.outcome import Compactor
+
+    class Listing:
+        def __init__(self) -> None:
+            self.forgotten = 0
+
+        def start(self, request: Any) -> Any:
+            raise AssertionError("no job is started here")
+
+        def adopt(self, owner: Any, deadline_s: float, since_ms: int | None) -> Found | None:
+            return None
+
+        def forget(self) -> None:
+            self.forgotten += 1
+
+    launcher = Listing()
+
+    async def go() -> None:
+        fleet = Watching()
+        tables = Tables(None, Secrets(), Metrics(), Options(), fleet, lambda _: Compactor(launcher))  # type: ignore[arg-type]
+        tables.set_acting(True)
+        tables.set_acting(False)
+        assert launcher.forgotten == 1
+        tables.set_acting(True)
+        assert launcher.forgotten == 2
+        await tables.stop()
+
+    asyncio.run(go())
+
+
 def test_a_change_keeps_the_loop_a_removal_stops_it_and_a_new_uid_restarts_it() -> None:
     async def go() -> None:
         tables, fleet, _ = make()

@@ -239,6 +239,9 @@ class AdoptingLauncher(StandInLauncher):
         spec = {"jobId": job.job_id, "plannedVersion": 0, "compact": [{}], "minFileSize": 1000}
         return Found(job, spec, T0, self.planned)
 
+    def forget(self) -> None:
+        pass
+
 
 def test_a_restarted_tracker_adopts_the_running_job_and_reads_its_commits_from_the_log(
     tmp_path: Path,
@@ -302,6 +305,23 @@ def test_nothing_left_running_means_nothing_adopted(tmp_path: Path) -> None:
     plain = JobTracker(Compactor(StandInLauncher()))  # spark-submit: nothing outlives us
     plain.adopt(("ns", "t"), 60.0)
     assert plain.adopted and plain.status() is None
+
+
+def test_a_start_refused_for_a_job_running_unfollowed_adopts_it_at_the_next_poll() -> None:
+    """Another replica started it after this one looked (adopt's listing is shared for a
+    while): the refused start makes the next poll look again, and follow it."""
+    late = StandIn(request("job-late"))
+    launcher = AdoptingLauncher({})
+    tracker = JobTracker(Compactor(Limited(launcher, 1)))
+    tracker.adopt(("ns", "t"), 60.0)
+    assert tracker.adopted and tracker.status() is None
+    launcher.left[("ns", "t")] = late
+    busy = Outcome("compaction", Result.SKIPPED, "SparkApplication ns/x still runs", job_id="x")
+    tracker.planned(3, busy, None, T0)
+    tracker.adopt(("ns", "t"), 60.0)
+    status = tracker.status()
+    assert status is not None and status["running"]["jobId"] == "job-late"
+    assert len(launcher.asked) == 2
 
 
 def checkpoint_due(tmp_path: Path) -> LogBuilder:
