@@ -136,8 +136,9 @@ def minio_secret(minio: stores.Emulator) -> dict[str, str]:
 
 
 def create_resources(
-    cluster: kube.KubeCluster, lake: Lake, poll_s: int, events: bool = False
+    cluster: kube.KubeCluster, lake: Lake, poll_s: int, resync_s: int | None = None
 ) -> float:
+    """The DeltaTables (with `resync_s`: MinIO's with webhook events); seconds taken."""
     from kubernetes import client
 
     cluster.create_namespace(NS)
@@ -153,8 +154,8 @@ def create_resources(
                 "secretRef": {"name": "minio"},
                 "options": {"endpoint_url": lake.minio.endpoint},
             }
-            if events:
-                spec["events"] = {"source": "webhook", "resyncInterval": "1h"}
+            if resync_s is not None:
+                spec["events"] = {"source": "webhook", "resyncInterval": f"{resync_s}s"}
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "DeltaTable",
@@ -276,6 +277,7 @@ class EventLoad:
 
     rate: int  # a second, one record a request
     seconds: int
+    resync_s: int = 3600  # the tables' resyncInterval
 
 
 CONNECTIONS = 64  # the webhook load's kept-alive connections
@@ -383,6 +385,8 @@ def run(
     minio = stores.start_minio(stores.install()["MINIO"], work / "minio", env=env)
     report: dict[str, Any] = {"tables": n, "on_minio": on_minio, "poll_s": poll_s}
     report["events"] = events
+    if load is not None:
+        report["resync_s"] = load.resync_s
     progress = Progress(time.monotonic())
     op = None
     statuses: StatusWatch | None = None
@@ -394,7 +398,8 @@ def run(
         if events:
             notify(minio, True)  # the tables' commits from now on
         progress.say(f"creating {n} DeltaTables")
-        report["create_resources_s"] = round(create_resources(cluster, lake, poll_s, events), 1)
+        resync_s = load.resync_s if load is not None else None
+        report["create_resources_s"] = round(create_resources(cluster, lake, poll_s, resync_s), 1)
         port = stores.free_port()
         log = open(work / "operator.log", "wb")  # noqa: SIM115 (closed with the process)
         cmd = [str(Path(sys.executable).parent / "deltakeeper"), "operator", "--namespace", NS]
@@ -425,6 +430,11 @@ def run(
             time.sleep(5)
         report["first_pass_s"] = round(time.monotonic() - started, 1)
         progress.say(f"first pass done ({report['first_pass_s']} s); steady window")
+        if resync_s is not None:  # the window holds resync polls, as every later hour does
+            resyncs = started + 1.1 * resync_s
+            while time.monotonic() < resyncs:
+                progress.say("waiting for the first resync polls", force=False)
+                time.sleep(min(30.0, max(0.0, resyncs - time.monotonic())))
         # Steady state: three poll intervals of quiet tables.
         cpu0, lists0, t0 = cpu_seconds(proc), list_requests(url), time.monotonic()
         writes0 = statuses.modified
@@ -612,7 +622,8 @@ def events_section(reports: list[dict[str, Any]], m: dict[str, Any], started: st
         w = r["webhook"]
         ok = w["answers"].get("200", 0)
         rows.append(
-            f"| {r['tables']:,} ({r['on_minio']:,} with events) | {r['poll_s']} s | "
+            f"| {r['tables']:,} ({r['on_minio']:,} with events) | {r['poll_s']} s, resync "
+            f"{r.get('resync_s', 3600)} s | "
             f"{r['steady_cores']:.3f} | {r['peak_rss_mib']:.0f} MiB | "
             f"{r['lists_per_table_hour']} | {r.get('latency_median_s', '-')} s / "
             f"{r.get('latency_max_s', '-')} s ({r['latency_seen']}/{r['latency_samples']}) | "
@@ -634,10 +645,12 @@ def events_section(reports: list[dict[str, Any]], m: dict[str, Any], started: st
             machine_line(m),
             "- One `deltakeeper operator --events-listen` against a real kube-apiserver + etcd "
             "and MinIO on the same machine; one-commit tables, those on MinIO with `events: "
-            "{source: webhook, resyncInterval: 1h}` and MinIO's own webhook target posting "
-            "their `.json` writes to the operator (no queue dir); the rest on local disk, "
-            "polled. Steady: the operator's CPU (user+system) and LIST requests (its own "
-            "count) over three poll intervals after the first pass. Commit-to-status: a commit "
+            "{source: webhook, resyncInterval: ...}` (the poll column) and MinIO's own webhook "
+            "target posting their `.json` writes to the operator (no queue dir); the rest on "
+            "local disk, polled. Steady: the operator's CPU (user+system) and LIST requests "
+            "(its own count) over three poll intervals after the first pass, and no sooner "
+            "than 1.1 resync intervals after the start, so resync polls and their hourly "
+            "status refreshes are in it. Commit-to-status: a commit "
             "on a random sample of tables (written to MinIO, announced by MinIO) until a watch "
             "on the DeltaTables shows `status.version` move. Webhook: forged records (one a "
             "request, version 0's commit of a random MinIO table: each wakes a poll that finds "
@@ -675,10 +688,18 @@ def main() -> None:
     )
     ap.add_argument("--event-rate", type=int, default=1000, help="records a second offered")
     ap.add_argument("--event-seconds", type=int, default=30, help="for this long")
+    ap.add_argument(
+        "--resync",
+        type=int,
+        default=3600,
+        help="resyncInterval of the tables with events, in seconds; the steady window begins "
+        "1.1 of it after the start, so it holds resync polls (10,000 tables at 720 s poll as "
+        "often as 50,000 at an hour)",
+    )
     args = ap.parse_args()
     m = machine()
     started = provenance()
-    load = EventLoad(args.event_rate, args.event_seconds) if args.events else None
+    load = EventLoad(args.event_rate, args.event_seconds, args.resync) if args.events else None
     reports = []
     for n in args.tables:
         r = run(n, min(args.on_minio, n), args.poll, min(args.samples, n), load)
