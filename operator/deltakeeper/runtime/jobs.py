@@ -11,6 +11,7 @@ backoff that doubles per failure; a success waits the table's minimum interval.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +72,9 @@ class JobTracker:
         self.planned_version: int | None = None  # the version last planned at
         self.planned_ms: int | None = None
         self.adopted = False  # looked for a job an earlier process left running
+        # Looking again after a refused start: for a running job only. One that ended may be
+        # this process's own, recorded already.
+        self._running_only = False
         self.had_job = False  # a Spark job ran here: the status block stays (running: null)
 
     def due(self, now_ms: int, settings: CompactionSettings, version: int) -> bool:
@@ -122,7 +126,7 @@ class JobTracker:
         the next poll looks for a job to follow: one another replica started after this one
         looked. A look within ADOPT_LISTING_S of another table's costs no request."""
         if outcome.result is Result.SKIPPED and outcome.job_id is not None:
-            self.adopted = False
+            self.adopted, self._running_only = False, True
 
     def free(self, now_ms: int) -> bool:
         """Whether a Spark checkpoint or vacuum may start: no job runs, past any backoff."""
@@ -148,8 +152,9 @@ class JobTracker:
             self.adopted = True
             return
         # An error: looked for again next poll.
-        found = launcher.adopt(owner, deadline_s, self.last_started_ms)
-        self.adopted = True
+        since = int(time.time() * 1000) if self._running_only else self.last_started_ms
+        found = launcher.adopt(owner, deadline_s, since)
+        self.adopted, self._running_only = True, False
         if found is None:
             return
         spec = found.spec
