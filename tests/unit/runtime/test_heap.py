@@ -106,6 +106,25 @@ def test_frozen_cyclic_garbage_is_freed_an_hour_after_the_start_and_hourly_while
     assert h.tend() == "thawed" and gone() is None
 
 
+def test_a_check_never_counts_the_frozen_objects(monkeypatch: pytest.MonkeyPatch):
+    """gc.get_freeze_count() walks every frozen object: 0.2 s at 10,000 tables, made every
+    CHECK_S for the first hour (until the first thaw), it was the steady state's largest cost
+    (py-spy: 0.02 of the operator's 0.09 cores at 10,000 tables)."""
+    monkeypatch.setattr(heap, "MIN_OBJECTS", 1_000)
+    counted: list[int] = []
+    count = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or count())
+    clock = Clock()
+    h = heap.Heap(clock)
+    padding = [Cycle() for _ in range(2_000)]
+    gc.collect()
+    assert h.tend() == "frozen"
+    for _ in range(int(heap.THAW_S / heap.CHECK_S) - 1):
+        clock.now += heap.CHECK_S
+        h.tend()
+    assert counted == [] and padding
+
+
 def test_the_fleets_heartbeat_tends_the_heap_it_is_given():
     tended = []
 
