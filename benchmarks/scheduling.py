@@ -162,8 +162,8 @@ async def _watch(mode: str, spec: dict[str, Any]) -> dict[str, Any]:
     now = int(time.time() * 1000)
     tasks = []
     for name in spec["tables"]:
-        target = Target("lake", name, f"{spec['root']}/{name}", storage_options=options)
-        target = Target(**{**target.__dict__, "poll_interval_s": POLL_S})
+        uri = f"{spec['root']}/{name}"
+        target = Target("lake", name, uri, storage_options=options, poll_interval_s=POLL_S)
 
         async def current(t: Target = target) -> Target:
             return t

@@ -15,6 +15,7 @@ poll interval, one listing a poll.
 Events: on MinIO with its own webhook delivery, quiet tables with events list (almost) never
 where polling lists every interval; every timed commit, the burst's last versions and a lake's
 new table show up.
+Scheduling: every sick table of a small local lake is maintained in both modes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from benchmarks import (
     events,
     held_memory,
     memory_budget,
+    scheduling,
     vacuum,
 )
 from benchmarks.harness import machine
@@ -241,3 +243,14 @@ def test_events_quick_lists_far_less_than_polling_and_every_commit_shows_up():
     assert r["events_counted"]["woke"] >= 6
     text = events.report("cmd", machine(), args, r)
     assert "LISTs per table-hour" in text and "; commit to status p50 (" in text
+
+
+def test_scheduling_small_maintains_every_sick_table_in_both_modes(tmp_path):
+    """The fleet of the scheduling benchmark, on the local disk at a small size: both modes
+    end with every sick table maintained (a Target change once broke every child at start)."""
+    args = argparse.Namespace(tables=40, sick=4, timeout=300.0, local_only=True)
+    results = scheduling.measure(args, tmp_path)
+    for mode in scheduling.MODES:
+        r = results[f"local disk/{mode}"]
+        assert r["ok"] and r["sick_done_s"] is not None, r
+        assert 0 < r["first_sick_s"] <= r["sick_done_s"] < 300, r
