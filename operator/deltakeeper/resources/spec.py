@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from deltakeeper.delta.storage import is_local
 from deltakeeper.delta.vacuum.modes import InventoryFormat, Mode
 from deltakeeper.maintenance import policy as defaults
 from deltakeeper.maintenance.operations.registry import catalog_allowed
@@ -208,7 +209,7 @@ def events_settings(table: TableResource, policy: PolicyResource | None) -> dict
     source = str(events.get("source") or "")
     event_sources.check(source)
     uri = str(table.spec.get("uri", ""))
-    if "://" not in uri or uri.lower().startswith("file:"):
+    if is_local(uri):
         raise PolicyError(
             "events: storage events come from an object store (s3://, gs://, abfss://, az://); "
             f"{uri or 'this table'} is not in one: remove spec.events to poll it"

@@ -102,8 +102,7 @@ class JobTracker:
         self, version: int, outcome: Outcome, detail: CompactionPlan | None, now_ms: int
     ) -> None:
         """What maintain's compaction step did: nothing due, or a job started."""
-        if outcome.result is Result.SKIPPED and outcome.job_id is not None:
-            self.found_running(outcome)
+        if self.found_running(outcome):
             return  # a job ran elsewhere or the limit was reached: look again next poll
         self.planned_version, self.planned_ms = version, now_ms
         if outcome.result is Result.DONE or outcome.result is Result.FAILED:
@@ -121,12 +120,15 @@ class JobTracker:
             )
             self.last_started_ms = now_ms
 
-    def found_running(self, outcome: Outcome) -> None:
-        """After a start refused (a job of the table runs, or the daemon's limit is reached),
-        the next poll looks for a job to follow: one another replica started after this one
-        looked. A look within ADOPT_LISTING_S of another table's costs no request."""
-        if outcome.result is Result.SKIPPED and outcome.job_id is not None:
+    def found_running(self, outcome: Outcome) -> bool:
+        """Whether `outcome` is a start refused (a job of the table runs, or the daemon's
+        limit is reached); then the next poll looks for a job to follow: one another replica
+        started after this one looked. A look within ADOPT_LISTING_S of another table's costs
+        no request."""
+        refused = outcome.result is Result.SKIPPED and outcome.job_id is not None
+        if refused:
             self.adopted, self._running_only = False, True
+        return refused
 
     def free(self, now_ms: int) -> bool:
         """Whether a Spark checkpoint or vacuum may start: no job runs, past any backoff."""

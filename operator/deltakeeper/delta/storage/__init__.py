@@ -81,9 +81,7 @@ def _local(uri: str, path: str) -> LocalStorage:
 def is_local(uri: str) -> bool:
     """Whether `uri` is on the local disk (a plain path or file:), where reading a table costs
     CPU, not waits on requests."""
-    return ("://" not in uri and not uri.lower().startswith("file:")) or (
-        urlparse(uri).scheme.lower() == "file"
-    )
+    return "://" not in uri or uri.lower().startswith("file:")
 
 
 def open_storage(uri: str, options: dict[str, Any] | None = None) -> Storage:

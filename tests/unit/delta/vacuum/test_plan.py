@@ -305,12 +305,16 @@ def test_a_snapshot_without_the_vacuum_columns_is_refused(tmp_path):
         plan_table_vacuum(table, snap, WEEK, NOW)
 
 
-def test_progress_is_reported_per_batch(tmp_path, monkeypatch):
-    b = LogBuilder(tmp_path)
-    b.commit(protocol(), metadata())
+def five_strays_in_batches_of_2(tmp_path, monkeypatch) -> None:
+    """A table with no file and 5 strays to vacuum, deleted 2 at a time."""
+    LogBuilder(tmp_path).commit(protocol(), metadata())
     for i in range(5):
         touch(tmp_path, f"s{i}")
     monkeypatch.setattr(vacuum, "DELETE_BATCH", 2)
+
+
+def test_progress_is_reported_per_batch(tmp_path, monkeypatch):
+    five_strays_in_batches_of_2(tmp_path, monkeypatch)
     seen: list[tuple[int, int]] = []
     p = plan(tmp_path)
     assert execute_vacuum(open_table(str(tmp_path)), p, lambda d, t: seen.append((d, t))) == 5
@@ -319,11 +323,7 @@ def test_progress_is_reported_per_batch(tmp_path, monkeypatch):
 
 
 def test_a_stop_ends_the_deletes_after_the_current_batch(tmp_path, monkeypatch):
-    b = LogBuilder(tmp_path)
-    b.commit(protocol(), metadata())
-    for i in range(5):
-        touch(tmp_path, f"s{i}")
-    monkeypatch.setattr(vacuum, "DELETE_BATCH", 2)
+    five_strays_in_batches_of_2(tmp_path, monkeypatch)
     seen: list[tuple[int, int]] = []
     table, p = open_table(str(tmp_path)), plan(tmp_path)
     with pytest.raises(Stopped, match="after deleting 2 of 5 files"):
