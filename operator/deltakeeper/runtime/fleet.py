@@ -43,8 +43,9 @@ Publish = Callable[[Target, Observation], Awaitable[None]]
 Current = Callable[[], Awaitable[Target]]
 # Sleeps up to the given seconds; True when the loop must stop.
 Sleep = Callable[[float], Awaitable[bool]]
-# Parks a quiet table (target, poll interval) until a poll of it needs its loop.
-Park = Callable[[Target, float], Awaitable[Handed]]
+# Parks a table (target, poll interval, seconds to its next poll) until a poll of it needs its
+# loop.
+Park = Callable[[Target, float, float], Awaitable[Handed]]
 JITTER = 0.1  # each sleep is the poll interval +-10%
 # A start spreads first polls over 10% of the interval, at most this: FIRST_POLLS already
 # bounds how many run at once, and a table polled hourly (events on) must not stay unseen for
@@ -122,8 +123,8 @@ class Fleet:
         owner: Loop | None = None,
     ) -> None:
         """Poll the table `current()` describes until `sleep` says stop; each observation
-        goes to `publish`. With `park`, a table whose poll was quiet is polled by the Poller
-        until a poll of it needs this loop. `owner`: the Loop, which storage events wake when
+        goes to `publish`. With `park`, a table with nothing due is polled by the Poller until
+        a poll of it needs this loop. `owner`: the Loop, which storage events wake when
         the Target has spec.events (then polled every resyncInterval while they are live)."""
         first = True
         try:
@@ -131,30 +132,33 @@ class Fleet:
             if await sleep(random.uniform(0, min(JITTER * interval, START_SPREAD_S))):
                 return
             while True:
+                wait = _wait(interval)  # unless the poll says otherwise
                 try:
                     target = await current()
                     ev = self._follow(owner, target)
                     trigger = ev.begin() if ev is not None else Trigger.INTERVAL
                     self.events.counts.poll(trigger)
                     obs = await self.poll_once(target, watcher, publish, first, ev)
-                    first = False
                     interval = _interval(target, ev)
-                    while park is not None and obs.quiet and not obs.due:
+                    wait = _wait(interval, first)
+                    first = False
+                    while park is not None and not obs.due:
                         if ev is not None:
                             ev.park()
-                        handed = await park(target, interval)
+                        handed = await park(target, interval, wait)
                         if handed is None:  # woken or stopped: `sleep` says which
                             break
                         obs = await self.act(target, watcher, publish, handed[0], ev)
-                        if not handed[1]:  # its Target may have changed: resolved before parking
+                        if not (handed[1] and handed[0].quiet):  # its Target may have changed
                             target = await current()
                             ev = self._follow(owner, target)
                         interval = _interval(target, ev)
+                        wait = _wait(interval)
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # a bug must not end the table's loop; logged and retried
                     log.exception("%s: poll failed", _task_name())
-                if await sleep(interval * random.uniform(1 - JITTER, 1 + JITTER)):
+                if await sleep(wait):
                     return
         finally:
             if owner is not None and owner.events is not None:
@@ -339,6 +343,16 @@ class Fleet:
         self._maintenance.shutdown(wait=True, cancel_futures=True)
 
 
+def _wait(interval_s: float, first: bool = False) -> float:
+    """Seconds to a table's next poll. After its first, a draw from the whole interval: the
+    tables of a start, first polled within minutes, then come due spread over the interval,
+    not an hour later within the same minutes (polling at 1,000 a second where 14 would do at
+    50,000 tables and a resync of an hour); after that, the interval with jitter."""
+    if first:
+        return interval_s * random.random()
+    return interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+
+
 def _interval(target: Target, ev: TableEvents | None) -> float:
     """Seconds to the table's next poll unless something wakes it."""
     return ev.interval_s(target) if ev is not None else target.poll_interval_s
@@ -407,13 +421,14 @@ class Loop:
     def poke(self) -> None:
         self._wake()
 
-    async def park(self, target: Target, interval_s: float) -> Handed:
-        """Quiet polls off the loop until one needs it (Poller); None at once when woken."""
+    async def park(self, target: Target, interval_s: float, wait_s: float) -> Handed:
+        """Polls off the loop, the first in `wait_s`, until one needs it (Poller); None at
+        once when woken."""
         if self._woken or self.stopped:
             return None
         assert self.fleet is not None and self.quiet is not None  # start() set them
         poller = self.fleet.poller()
-        parked, handed = poller.park(self.quiet, target, interval_s)
+        parked, handed = poller.park(self.quiet, target, interval_s, wait_s)
         self._parked = (poller, parked)
         try:
             # Shielded: cancelling this task must not cancel `handed`, which says when a poll

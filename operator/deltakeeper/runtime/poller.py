@@ -1,6 +1,6 @@
 """Quiet polls, back to back, off the event loop.
 
-A table whose last poll found nothing new is parked here between polls. A timer thread hands
+A table with nothing due after its last poll is parked here between polls. A timer thread hands
 the parked tables to a few poll threads as they come due, a few at a time; the event loop gets
 what they found in batches, and keeps only what it must act on (the log moved, something is
 due, a status must be written). The rest are parked again at once. So a quiet poll costs its
@@ -9,7 +9,7 @@ wake-up and two thread hops; thread wake-ups are paid a batch at a time (issue 2
 daemon's CPU a poll against delta-rs's).
 
     poller = Poller(threads=8)
-    parked, handed = poller.park(table, target, interval_s)
+    parked, handed = poller.park(table, target, interval_s, wait_s)
     await handed          # (observation, fresh), or None when the parking was cancelled
 
 `table` is the table's Quiet: its `check` polls it in a poll thread, its `settle` shows a
@@ -112,11 +112,14 @@ class Poller:
         for thread in self._threads:
             thread.start()
 
-    def park(self, table: Quiet, target: Target, interval_s: float) -> tuple[Parked, Any]:
-        """Park a table, polled with `target`, until a poll of it needs its loop; returns the
-        parking (to cancel it) and the future that resolves with what its loop gets back."""
+    def park(
+        self, table: Quiet, target: Target, interval_s: float, wait_s: float | None = None
+    ) -> tuple[Parked, Any]:
+        """Park a table, polled with `target` in `wait_s` (default: its interval with jitter)
+        and then every interval, until a poll of it needs its loop; returns the parking (to
+        cancel it) and the future that resolves with what its loop gets back."""
         parked = Parked(table, target, interval_s, self._loop.create_future())
-        self._queue(parked)
+        self._queue(parked, wait_s=wait_s)
         return parked, parked.future
 
     def cancel(self, parked: Parked) -> None:
@@ -141,13 +144,14 @@ class Poller:
         for _ in self._threads:
             self._work.put(None)
 
-    def _queue(self, *parked: Parked) -> None:
+    def _queue(self, *parked: Parked, wait_s: float | None = None) -> None:
         now = self.clock()
         with self._lock:
             first = self._heap[0][0] if self._heap else None
             for p in parked:
                 p.state = _State.WAITING
-                due = now + p.interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+                wait = p.interval_s * random.uniform(1 - JITTER, 1 + JITTER)
+                due = now + (wait if wait_s is None else wait_s)
                 heapq.heappush(self._heap, (due, next(self._order), p))
             if first is None or self._heap[0][0] < first:  # the timer must wait less
                 self._lock.notify()

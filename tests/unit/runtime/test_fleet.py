@@ -87,9 +87,11 @@ def test_watch_polls_a_table_until_sleep_says_stop(tmp_path: Path) -> None:
     }
     assert dict(published.seen[2][1].requests) == {"list": 1}
     assert published.seen[2][1].outcomes == [] and not published.seen[2][1].due
-    # One initial jittered sleep, then the poll interval +-10% after each poll.
+    # One initial jittered sleep; after the first poll a draw from the whole interval, then
+    # the poll interval +-10% after each poll.
     assert len(asked) == 5 and 0 <= asked[0] <= JITTER * 0.01
-    assert all(0.9 - 1e-9 <= s / 0.01 <= 1.1 + 1e-9 for s in asked[1:])
+    assert 0 <= asked[1] <= 0.01
+    assert all(0.9 - 1e-9 <= s / 0.01 <= 1.1 + 1e-9 for s in asked[2:])
 
     def value(name: str, **labels: str) -> float | None:
         return m.registry.get_sample_value(name, {**T, **labels})
@@ -202,7 +204,9 @@ def test_an_hourly_table_is_first_polled_within_seconds_of_a_start(tmp_path: Pat
     for _ in range(20):
         asyncio.run(go())
     assert all(0 <= s <= START_SPREAD_S for s in starts), starts
-    assert all(0.9 * 3600 <= w <= 1.1 * 3600 for w in waits), waits
+    # Its next poll: anywhere in the hour, so the tables of a start do not come due together.
+    assert all(0 <= w <= 3600 for w in waits), waits
+    assert any(w < 0.9 * 3600 for w in waits), waits  # not the usual +-10% (1e-20 to fail)
 
 
 def test_a_vacuum_records_deleted_files_by_kind(tmp_path: Path) -> None:

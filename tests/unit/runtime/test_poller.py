@@ -321,6 +321,47 @@ def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: 
     run(scenario)
 
 
+def test_a_table_parks_right_after_a_poll_that_maintained_or_found_commits(tmp_path: Path) -> None:
+    """Not one loop poll later: after a start every table's first poll maintains, and at an
+    hour's resync the loop's polls cost several times the Poller's."""
+    b = small_table(tmp_path)
+    sink = QuietSink()
+    target = Target("ns", "t", str(tmp_path), poll_interval_s=0.02)
+    resolved: list[Target] = []
+
+    async def resolve(key: Key, entry: Entry) -> Target:
+        resolved.append(target)
+        return target
+
+    async def until(ok: Callable[[], bool]) -> None:
+        while not ok():
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        fleet = Fleet(observers=2)
+        r = Registry(Metrics(), sink, resolve, logging.getLogger("test"))
+        r.add(("ns", "t"), Entry(TableResource("ns", "t", {}, 1, {"uri": str(tmp_path)})))
+        try:
+            r.start(("ns", "t"), fleet, TableWatcher(0))
+            await until(lambda: fleet._poller is not None and fleet._poller.polls >= 3)
+            # Resolved to start and for its first poll, which maintained; then parked.
+            assert len(resolved) == 2 and sink.written[0].due and sink.written[1].outcomes
+            assert fleet._polled == 1
+            b.commit(add("g.parquet"), commit_info())
+            await until(lambda: any(o.counts.get("version") == 3 for o in sink.written))
+            assert fleet._poller is not None
+            shown = fleet._poller.polls
+            await until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
+            # The commit came back through the loop once, which resolved its Target (the
+            # Poller had not asked whether it still held) and parked it again.
+            assert fleet._polled == 2 and len(resolved) == 3
+        finally:
+            await r.stop()
+            fleet.close()
+
+    run(scenario)
+
+
 def test_a_loop_cancelled_while_its_table_is_polled_ends_after_that_poll(tmp_path: Path) -> None:
     """Its next loop must not poll the table while this poll still runs."""
 
@@ -341,7 +382,7 @@ def test_a_loop_cancelled_while_its_table_is_polled_ends_after_that_poll(tmp_pat
 
         loop.fleet, loop.quiet = fleet, Table(slow, lambda obs: Settled.SHOWN)
         try:
-            parking = asyncio.ensure_future(loop.park(TARGET, 0))
+            parking = asyncio.ensure_future(loop.park(TARGET, 0, 0))
             await asyncio.to_thread(started.wait, 10)
             parking.cancel()
             await asyncio.sleep(0.05)
