@@ -84,6 +84,9 @@ class Tables:
         # deflated, as zlib lets go of the GIL and the event loop waits to get it back behind
         # the poll threads: a fifth of its time under 1,000 events a second) and when, in ms.
         self.written: dict[Key, tuple[bytes, int]] = {}
+        # Tables whose last status worth writing did not land (the API server away or
+        # refusing): their next quiet poll writes it, not the hourly refresh.
+        self.unwritten: set[Key] = set()
         self.writes_failing = False
         self.writes_resume = 0.0  # time.monotonic() before which no status is written
         self.rewrite_until = 0.0  # time.monotonic() before which no write is taken as final
@@ -195,7 +198,7 @@ class Tables:
         """No write: only `lastPoll` changed, and the hourly refresh is not due (nor a rewrite
         after an outage, nor a condition another part added)."""
         old, at = self.written.get(target.key, (None, 0))
-        if old is None or time.monotonic() < self.rewrite_until:
+        if old is None or target.key in self.unwritten or time.monotonic() < self.rewrite_until:
             return False
         return now_ms() - at < status.REFRESH_S * 1000
 
@@ -216,6 +219,7 @@ class Tables:
             # Two replicas must not both export a table; statuses are written afresh later.
             self.registry.stop_loop(key)
         self.written.clear()
+        self.unwritten.clear()
 
     async def follow_peering(self, every_s: float = PEERING_CHECK_S) -> None:
         failing = False
@@ -252,12 +256,18 @@ class Tables:
         new = status.build(target, obs, old, now, [extra] if extra is not None else [])
         as_json = _json(new)
         new = orjson.loads(as_json)  # compared with `old` as the API server would hold it
-        if not status.worth_writing(old, new, now, at) or time.monotonic() < self.writes_resume:
+        if not status.worth_writing(old, new, now, at):
             return True
-        there = await self._write_status(target, new)
+        there = None
+        if time.monotonic() >= self.writes_resume:
+            there = await self._write_status(target, new)
+        if there is None:
+            self.unwritten.add(key)
+            return True
+        self.unwritten.discard(key)
         if there and time.monotonic() >= self.rewrite_until:
             self.written[key] = (as_json, now)
-        return there is not False
+        return there
 
     async def _write_status(self, target: Target, new: dict[str, Any]) -> bool | None:
         """True: written; False: the DeltaTable is gone; None: not now."""
@@ -301,6 +311,7 @@ class Tables:
 
     def forget(self, key: Key) -> None:
         self.written.pop(key, None)
+        self.unwritten.discard(key)
 
     def last_written(self, key: Key) -> dict[str, Any] | None:
         """The status last written for a table polled here, None when none was."""

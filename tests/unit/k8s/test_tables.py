@@ -324,6 +324,55 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     assert "status writes work again" in caplog.text
 
 
+def test_a_status_that_did_not_land_is_written_by_the_next_quiet_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not an hour later: a table parked right after a poll whose write failed is polled by
+    the Poller, which writes only when `quiet` says so."""
+    answer: list[Any] = [True]
+    calls: list[str] = []
+
+    def write_status(api: Any, namespace: str, name: str, new: Any) -> bool:
+        calls.append(name)
+        if isinstance(answer[0], Exception):
+            raise answer[0]
+        return True
+
+    monkeypatch.setattr(k8s_api, "write_status", write_status)
+    clock = [1000.0]
+    monkeypatch.setattr(k8s_tables.time, "monotonic", lambda: clock[0])
+
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a"))
+        entry = tables.entries[("ns", "a")]
+        assert entry.loop is not None
+        entry.loop.stop()
+        target = Target("ns", "a", "file:///lake/a")
+
+        def seen(version: int) -> Observation:
+            ready = [Condition("Ready", "True", "Watching", "")]
+            return Observation(0, counts={"version": version}, conditions=ready)
+
+        await tables.registry.publish(target, seen(4))
+        assert calls == ["a"] and tables.quiet(entry, target, seen(4))
+        answer[0] = urllib3.exceptions.ReadTimeoutError(None, "/status", "timed out")  # type: ignore[arg-type]
+        await tables.registry.publish(target, seen(5))  # the API server away: not written
+        assert calls == ["a", "a"] and not tables.quiet(entry, target, seen(5))
+        await tables.registry.publish(target, seen(5))  # within the backoff: not even tried
+        assert calls == ["a", "a"] and not tables.quiet(entry, target, seen(5))
+        answer[0] = True
+        clock[0] += k8s_tables.WRITE_BACKOFF_S
+        await tables.registry.publish(target, seen(5))  # back: written (again for a while)
+        assert calls == ["a", "a", "a"] and not tables.quiet(entry, target, seen(5))
+        clock[0] += k8s_tables.REWRITE_AFTER_OUTAGE_S
+        await tables.registry.publish(target, seen(5))  # final: quiet again
+        assert calls == ["a", "a", "a", "a"] and tables.quiet(entry, target, seen(5))
+
+    asyncio.run(go())
+
+
 def test_an_event_that_cannot_be_posted_does_not_fail_the_poll(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
