@@ -259,11 +259,16 @@ def test_the_operators_default_poll_interval_is_for_tables_and_policies_that_set
     asyncio.run(go())
 
 
-def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+TIMED_OUT = urllib3.exceptions.ReadTimeoutError(None, "/status", "timed out")  # type: ignore[arg-type]
+
+
+def _status_api(
+    monkeypatch: pytest.MonkeyPatch, answer: list[Any]
+) -> tuple[list[str], list[float]]:
+    """Status writes that answer `answer[0]` (raised when an exception), noted by table name
+    in the list returned, with the monotonic clock the list returned second sets."""
     calls: list[str] = []
-    answer: list[Any] = [urllib3.exceptions.ReadTimeoutError(None, "/status", "timed out")]  # type: ignore[arg-type]
+    clock = [1000.0]
 
     def write_status(api: Any, namespace: str, name: str, new: Any) -> bool:
         calls.append(name)
@@ -272,9 +277,16 @@ def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
         return bool(answer[0])
 
     monkeypatch.setattr(k8s_api, "write_status", write_status)
-    caplog.set_level(logging.INFO, "deltakeeper.operator")
-    clock = [1000.0]
     monkeypatch.setattr(k8s_tables.time, "monotonic", lambda: clock[0])
+    return calls, clock
+
+
+def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    answer: list[Any] = [TIMED_OUT]
+    calls, clock = _status_api(monkeypatch, answer)
+    caplog.set_level(logging.INFO, "deltakeeper.operator")
 
     async def go() -> None:
         tables, _, _ = make()
@@ -330,17 +342,7 @@ def test_a_status_that_did_not_land_is_written_by_the_next_quiet_poll(
     """Not an hour later: a table parked right after a poll whose write failed is polled by
     the Poller, which writes only when `quiet` says so."""
     answer: list[Any] = [True]
-    calls: list[str] = []
-
-    def write_status(api: Any, namespace: str, name: str, new: Any) -> bool:
-        calls.append(name)
-        if isinstance(answer[0], Exception):
-            raise answer[0]
-        return True
-
-    monkeypatch.setattr(k8s_api, "write_status", write_status)
-    clock = [1000.0]
-    monkeypatch.setattr(k8s_tables.time, "monotonic", lambda: clock[0])
+    calls, clock = _status_api(monkeypatch, answer)
 
     async def go() -> None:
         tables, _, _ = make()
@@ -357,7 +359,7 @@ def test_a_status_that_did_not_land_is_written_by_the_next_quiet_poll(
 
         await tables.registry.publish(target, seen(4))
         assert calls == ["a"] and tables.quiet(entry, target, seen(4))
-        answer[0] = urllib3.exceptions.ReadTimeoutError(None, "/status", "timed out")  # type: ignore[arg-type]
+        answer[0] = TIMED_OUT
         await tables.registry.publish(target, seen(5))  # the API server away: not written
         assert calls == ["a", "a"] and not tables.quiet(entry, target, seen(5))
         await tables.registry.publish(target, seen(5))  # within the backoff: not even tried

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -275,6 +275,21 @@ class QuietSink:
         return not self.stale
 
 
+def _resolving(target: Target, resolved: list[Target]) -> Callable[[Key, Entry], Awaitable[Target]]:
+    """A registry's resolve that always gives `target`, each call noted in `resolved`."""
+
+    async def resolve(key: Key, entry: Entry) -> Target:
+        resolved.append(target)
+        return target
+
+    return resolve
+
+
+async def _until(ok: Callable[[], bool]) -> None:
+    while not ok():
+        await asyncio.sleep(0.01)
+
+
 def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: Path) -> None:
     """The whole path: a registry's loop parks a real quiet table, its polls are counted in
     the metrics and shown without status writes; a commit goes back through its loop."""
@@ -282,14 +297,7 @@ def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: 
     sink, metrics = QuietSink(), Metrics()
     target = Target("ns", "t", str(tmp_path), poll_interval_s=0.02)
     resolved: list[Target] = []
-
-    async def resolve(key: Key, entry: Entry) -> Target:
-        resolved.append(target)
-        return target
-
-    async def until(ok: Callable[[], bool]) -> None:
-        while not ok():
-            await asyncio.sleep(0.01)
+    resolve = _resolving(target, resolved)
 
     async def scenario() -> None:
         fleet = Fleet(observers=2)
@@ -297,23 +305,23 @@ def test_a_quiet_table_is_polled_without_its_loop_until_its_log_moves(tmp_path: 
         r.add(("ns", "t"), Entry(TableResource("ns", "t", {}, 1, {"uri": str(tmp_path)})))
         try:
             r.start(("ns", "t"), fleet, TableWatcher(0))
-            await until(lambda: fleet._poller is not None and fleet._poller.polls >= 5)
+            await _until(lambda: fleet._poller is not None and fleet._poller.polls >= 5)
             writes, resolves = len(sink.written), len(resolved)
-            await until(lambda: fleet._poller is not None and fleet._poller.polls >= 10)
+            await _until(lambda: fleet._poller is not None and fleet._poller.polls >= 10)
             # Quiet polls: no status written, no target resolved, each listing counted.
             assert (len(sink.written), len(resolved)) == (writes, resolves)
             assert sink.quiet_shown >= 10
             listed = metrics._tables[("ns", "t")].requests["list"]
             assert listed >= 10
             b.commit(add("g.parquet"), commit_info())
-            await until(lambda: any(o.counts.get("version") == 3 for o in sink.written))
+            await _until(lambda: any(o.counts.get("version") == 3 for o in sink.written))
             sink.stale = True  # its next quiet poll goes back to be resolved again
             before = len(resolved)
-            await until(lambda: len(resolved) > before)
+            await _until(lambda: len(resolved) > before)
             sink.stale = False  # then it parks again with what was resolved
             assert fleet._poller is not None
             shown = fleet._poller.polls
-            await until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
+            await _until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
         finally:
             await r.stop()
             fleet.close()
@@ -328,14 +336,7 @@ def test_a_table_parks_right_after_a_poll_that_maintained_or_found_commits(tmp_p
     sink = QuietSink()
     target = Target("ns", "t", str(tmp_path), poll_interval_s=0.02)
     resolved: list[Target] = []
-
-    async def resolve(key: Key, entry: Entry) -> Target:
-        resolved.append(target)
-        return target
-
-    async def until(ok: Callable[[], bool]) -> None:
-        while not ok():
-            await asyncio.sleep(0.01)
+    resolve = _resolving(target, resolved)
 
     async def scenario() -> None:
         fleet = Fleet(observers=2)
@@ -343,15 +344,15 @@ def test_a_table_parks_right_after_a_poll_that_maintained_or_found_commits(tmp_p
         r.add(("ns", "t"), Entry(TableResource("ns", "t", {}, 1, {"uri": str(tmp_path)})))
         try:
             r.start(("ns", "t"), fleet, TableWatcher(0))
-            await until(lambda: fleet._poller is not None and fleet._poller.polls >= 3)
+            await _until(lambda: fleet._poller is not None and fleet._poller.polls >= 3)
             # Resolved to start and for its first poll, which maintained; then parked.
             assert len(resolved) == 2 and sink.written[0].due and sink.written[1].outcomes
             assert fleet._polled == 1
             b.commit(add("g.parquet"), commit_info())
-            await until(lambda: any(o.counts.get("version") == 3 for o in sink.written))
+            await _until(lambda: any(o.counts.get("version") == 3 for o in sink.written))
             assert fleet._poller is not None
             shown = fleet._poller.polls
-            await until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
+            await _until(lambda: fleet._poller is not None and fleet._poller.polls >= shown + 3)
             # The commit came back through the loop once, which resolved its Target (the
             # Poller had not asked whether it still held) and parked it again.
             assert fleet._polled == 2 and len(resolved) == 3
