@@ -91,6 +91,23 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         await memo.listener.start()
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's diff base for change handlers (on.create, on.update, ...), of which this operator
+    has none: every handler here is an event handler, an index or a timer. kopf still builds
+    one from every event it gets (a deep copy of the object, then another), and most of those
+    events are the echoes of our own status writes, so it is skipped: the essence is empty and
+    never changes. tests/unit/test_k8s_handlers.py checks that no change handler is registered."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> Any:
+        return {}
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        pass
+
+
 def configure(settings: kopf.OperatorSettings, options: Options) -> None:
     """kopf's settings for this operator."""
     settings.peering.name = PEERING
@@ -101,9 +118,7 @@ def configure(settings: kopf.OperatorSettings, options: Options) -> None:
     # No handler needs a finalizer; kopf removes this one, which earlier versions added.
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     # The first listing stays one response (kopf's default). Paged, kopf handles a page's
     # objects before it asks for the next, and gives up, stopping the operator, when the next

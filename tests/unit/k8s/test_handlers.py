@@ -66,3 +66,19 @@ def test_every_object_shares_the_operators_memo():
     recalled = [asyncio.run(memories.recall(b, memobase=memo)).memo for b in bodies]
     assert recalled[0] is memo and recalled[1] is memo
     assert recalled[1].tables is memo.tables
+
+
+def test_no_change_handler_is_registered_so_kopf_keeps_no_diff_base():
+    """configure() gives kopf an empty diff base (NoDiffBase): an on.create/on.update/on.resume
+    handler added here would never see a change, so there must be none."""
+    from deltakeeper.k8s import lake_handlers  # noqa: F401 (registers the DeltaLake handlers)
+
+    registry = kopf.get_default_registry()
+    assert registry._changing.get_all_handlers() == []
+    names = {h.id for h in registry._watching.get_all_handlers()}
+    assert {"table_event", "lake_event"} <= names
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings, Options())
+    storage = settings.persistence.diffbase_storage
+    body = kopf.Body({"metadata": {"name": "t"}, "spec": {"uri": "s3://b/t"}})
+    assert storage.build(body=body) == storage.fetch(body=body) == {}
