@@ -195,12 +195,12 @@ class Tables:
         return unchanged(cached[0], (entry.resource, secret, self.registry.duplicates(key), *local))
 
     def quiet(self, entry: ClusterTable, target: Target, obs: Observation) -> bool:
-        """No write: only `lastPoll` changed, and the hourly refresh is not due (nor a rewrite
-        after an outage, nor a condition another part added)."""
+        """No write: only `lastPoll` changed, and the refresh is not due (nor a rewrite after an
+        outage, nor a condition another part added)."""
         old, at = self.written.get(target.key, (None, 0))
         if old is None or target.key in self.unwritten or time.monotonic() < self.rewrite_until:
             return False
-        return now_ms() - at < status.REFRESH_S * 1000
+        return now_ms() - at < status.refresh_ms(len(self.entries))
 
     def set_acting(self, acting: bool) -> None:
         if acting == self.acting:
@@ -256,7 +256,7 @@ class Tables:
         new = status.build(target, obs, old, now, [extra] if extra is not None else [])
         as_json = _json(new)
         new = orjson.loads(as_json)  # compared with `old` as the API server would hold it
-        if not status.worth_writing(old, new, now, at):
+        if not status.worth_writing(old, new, now, at, status.refresh_ms(len(self.entries))):
             return True
         there = None
         if time.monotonic() >= self.writes_resume:

@@ -8,11 +8,11 @@ Sink, and the table's stall deadline moved on (`_watch`), each in one place.
 Shared by the operator and standalone mode; only their sources (watch events, a folder) and
 sinks (the status subresource and Kubernetes Events, a status file) differ.
 
-A quiet table's status is written about once an hour (status.REFRESH_S), so `lastPoll` alone
-cannot show a table whose polls stopped. `watch_stalls` does: a table with no poll published
-for STALL_INTERVALS of its poll intervals (STALL_MIN_S at least) gets Degraded=True, reason
-PollsStalled (status, metric and a Warning event), until its next poll. One heap of
-deadlines, not a scan of every table each tick.
+A quiet table's status is written about once an hour (status.REFRESH_S; less often in a big
+operator fleet, status.refresh_ms), so `lastPoll` alone cannot show a table whose polls stopped.
+`watch_stalls` does: a table with no poll published for STALL_INTERVALS of its poll intervals
+(STALL_MIN_S at least) gets Degraded=True, reason PollsStalled (status, metric and a Warning
+event), until its next poll. One heap of deadlines, not a scan of every table each tick.
 """
 
 from __future__ import annotations

@@ -20,10 +20,13 @@ from deltakeeper.resources.status_fields import StatusField as F
 from deltakeeper.runtime.model import Condition, Observation, Target
 from deltakeeper.units import rfc3339
 
-# A status whose only change is `lastPoll` is still written this often: a quiet table costs one
-# API write an hour (at 10,000 tables, three a second). A table whose polls stop shows it
-# sooner, by its Degraded condition (registry.watch_stalls).
+# A status whose only change is `lastPoll` is still written this often. A table whose polls
+# stop shows it sooner, by its Degraded condition (registry.watch_stalls).
 REFRESH_S = 3600
+# The operator's refreshes, each an API write and its watch event back to every watcher, are at
+# most this many a second across the fleet: beyond 7,200 tables a quiet table's comes every
+# tables / REFRESH_PER_S seconds (50,000 tables: about 7 hours), not 14 writes a second.
+REFRESH_PER_S = 2.0
 # The count fields' names as plain str, made once: `str(member)` makes a new string each time,
 # and every table holds its counts.
 _COUNT_KEYS = tuple((str(f), key) for f, key in COUNTS.items())
@@ -99,12 +102,21 @@ def conditions_status(
     return out
 
 
+def refresh_ms(tables: int) -> int:
+    """How often the operator rewrites a quiet status among `tables` (REFRESH_PER_S)."""
+    return int(max(REFRESH_S, tables / REFRESH_PER_S) * 1000)
+
+
 def worth_writing(
-    old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int, written_ms: int
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    now_ms: int,
+    written_ms: int,
+    refresh_after_ms: int = REFRESH_S * 1000,
 ) -> bool:
     """Whether `new` says more than `old` (written at `written_ms`) did: any field but
-    `lastPoll` and the events' `lastEventTime`, or an old lastPoll."""
-    if not old or now_ms - written_ms >= REFRESH_S * 1000:
+    `lastPoll` and the events' `lastEventTime`, or a lastPoll older than `refresh_after_ms`."""
+    if not old or now_ms - written_ms >= refresh_after_ms:
         return True
     if len(old) != len(new):
         return True

@@ -375,6 +375,40 @@ def test_a_status_that_did_not_land_is_written_by_the_next_quiet_poll(
     asyncio.run(go())
 
 
+def test_a_quiet_tables_refresh_comes_less_often_in_a_big_fleet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each refresh is an API write and a watch event back: at most status.REFRESH_PER_S
+    across the fleet, so here, with that at one table per two hours, every two hours."""
+    calls, _ = _status_api(monkeypatch, [True])
+    now = [0]
+    monkeypatch.setattr(k8s_tables, "now_ms", lambda: now[0])
+    monkeypatch.setattr(k8s_tables.status, "REFRESH_PER_S", 1 / 7200)
+
+    async def go() -> None:
+        tables, _, _ = make()
+        tables.set_acting(True)
+        tables.upsert(body("a"))
+        entry = tables.entries[("ns", "a")]
+        assert entry.loop is not None
+        entry.loop.stop()
+        target = Target("ns", "a", "file:///lake/a")
+        ready = [Condition("Ready", "True", "Watching", "")]
+        obs = Observation(0, counts={"version": 1}, conditions=ready)
+        await tables.registry.publish(target, obs)
+        assert calls == ["a"]
+        now[0] = 3_601_000  # an hour on: not due in this fleet
+        assert tables.quiet(entry, target, obs)
+        await tables.registry.publish(target, obs)
+        assert calls == ["a"]
+        now[0] = 7_200_000
+        assert not tables.quiet(entry, target, obs)
+        await tables.registry.publish(target, obs)
+        assert calls == ["a", "a"]
+
+    asyncio.run(go())
+
+
 def test_an_event_that_cannot_be_posted_does_not_fail_the_poll(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -99,6 +99,16 @@ def test_only_a_new_last_poll_is_not_worth_a_write_until_the_refresh() -> None:
     assert status.worth_writing(None, polled, 60 * SECOND, 0)
 
 
+def test_a_big_fleets_quiet_refreshes_are_spread_to_at_most_two_writes_a_second() -> None:
+    assert status.refresh_ms(1) == status.refresh_ms(7_200) == 3_600 * SECOND
+    assert status.refresh_ms(50_000) == 25_000 * SECOND  # 2 a second, each table every ~7 h
+    old = status.build(TARGET, observed(0, counts={"version": 1}), None, 0)
+    hour = status.REFRESH_S * SECOND
+    polled = status.build(TARGET, observed(hour, counts={"version": 1}), old, hour)
+    assert not status.worth_writing(old, polled, hour, 0, status.refresh_ms(50_000))
+    assert status.worth_writing(old, polled, 25_000 * SECOND, 0, status.refresh_ms(50_000))
+
+
 def test_an_event_alone_is_not_worth_a_write_but_going_down_or_a_miss_is() -> None:
     def with_events(events: dict | None) -> dict:
         polled = observed(60 * SECOND, counts={"version": 1})
