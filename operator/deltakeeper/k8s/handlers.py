@@ -96,7 +96,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
     has none: every handler here is an event handler, an index or a timer. kopf still builds
     one from every event it gets (a deep copy of the object, then another), and most of those
     events are the echoes of our own status writes, so it is skipped: the essence is empty and
-    never changes. tests/unit/test_k8s_handlers.py checks that no change handler is registered."""
+    never changes. tests/unit/k8s/test_handlers.py checks that no change handler is registered."""
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
         return {}
