@@ -80,5 +80,5 @@ def test_no_change_handler_is_registered_so_kopf_keeps_no_diff_base():
     settings = kopf.OperatorSettings()
     handlers.configure(settings, Options())
     storage = settings.persistence.diffbase_storage
-    body = kopf.Body({"metadata": {"name": "t"}, "spec": {"uri": "s3://b/t"}})
+    body = kopf.Body({"metadata": {"name": "t"}, "spec": {"uri": "file:///lake/t"}})
     assert storage.build(body=body) == storage.fetch(body=body) == {}

@@ -281,6 +281,17 @@ def _status_api(
     return calls, clock
 
 
+def _one_table() -> tuple[Tables, Any, Target]:
+    """An acting Tables with table "a", its loop stopped: polls are published by the test."""
+    tables, _, _ = make()
+    tables.set_acting(True)
+    tables.upsert(body("a"))
+    entry = tables.entries[("ns", "a")]
+    assert entry.loop is not None
+    entry.loop.stop()
+    return tables, entry, Target("ns", "a", "file:///lake/a")
+
+
 def test_status_writes_failing_do_not_stop_the_poll_and_are_retried(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -345,13 +356,7 @@ def test_a_status_that_did_not_land_is_written_by_the_next_quiet_poll(
     calls, clock = _status_api(monkeypatch, answer)
 
     async def go() -> None:
-        tables, _, _ = make()
-        tables.set_acting(True)
-        tables.upsert(body("a"))
-        entry = tables.entries[("ns", "a")]
-        assert entry.loop is not None
-        entry.loop.stop()
-        target = Target("ns", "a", "file:///lake/a")
+        tables, entry, target = _one_table()
 
         def seen(version: int) -> Observation:
             ready = [Condition("Ready", "True", "Watching", "")]
@@ -386,13 +391,7 @@ def test_a_quiet_tables_refresh_comes_less_often_in_a_big_fleet(
     monkeypatch.setattr(k8s_tables.status, "REFRESH_PER_S", 1 / 7200)
 
     async def go() -> None:
-        tables, _, _ = make()
-        tables.set_acting(True)
-        tables.upsert(body("a"))
-        entry = tables.entries[("ns", "a")]
-        assert entry.loop is not None
-        entry.loop.stop()
-        target = Target("ns", "a", "file:///lake/a")
+        tables, entry, target = _one_table()
         ready = [Condition("Ready", "True", "Watching", "")]
         obs = Observation(0, counts={"version": 1}, conditions=ready)
         await tables.registry.publish(target, obs)
