@@ -444,10 +444,14 @@ def test_kill_mid_maintenance_then_restart_finishes(
     stray = table / "stray"
     stray.mkdir()
     old = time.time() - 30 * 86400
-    # Enough files that deleting them takes a while even on a fast disk (20,000 once went in
-    # less than the time between two looks), watched closely so the kill lands mid-way.
-    files = 100_000
+    # Vacuum deletes in key order, so the first file going is the start, watched by a stat a
+    # millisecond: the signal lands a few files in, with batches of 4,000 left to cut. Listing
+    # the folder to watch took long enough that 20,000 files once went between two looks; but
+    # more files make the restart's deletes outlast its wait on a loaded machine (100,000 took
+    # over 120 s on CI, 7 s idle).
+    files = 30_000
     _old_files(stray, files, old)
+    first, last = stray / "part-000000.parquet", stray / f"part-{files - 1:06d}.parquet"
     k.create(
         "big",
         {
@@ -458,18 +462,19 @@ def test_kill_mid_maintenance_then_restart_finishes(
         },
     )
     op = operator_factory("--namespace", k.ns)
-    _until(lambda: len(os.listdir(stray)) < files, 60, "vacuum to start deleting", every=0.005)
+    _until(lambda: not first.exists(), 60, "vacuum to start deleting", every=0.001)
     code = op.stop(sig, timeout=30)
     assert deltars_digest(str(table)) == rows
     left = len(os.listdir(stray))
-    assert left > 0, "the signal came after vacuum finished; the test needs more files"
+    assert left > 0 and last.exists(), "the signal came after vacuum finished"
     if sig == signal.SIGTERM:
         assert code == 0, op.log_text()[-3000:]
         assert "vacuum stopped after deleting" in op.log_text()
     operator_factory("--namespace", k.ns)
     # Started later, it outranks the killed one's peering entry (alive for another minute) and
     # acts at once: well inside this wait even on a loaded machine.
-    _until(lambda: not os.listdir(stray), 120, "the restarted operator to finish vacuum")
+    _until(lambda: not last.exists(), 120, "the restarted operator to finish vacuum")
+    assert not os.listdir(stray)
     _until(
         lambda: (
             (k.status("big").get("lastMaintenance") or {}).get("vacuum", {}).get("result") == "done"
