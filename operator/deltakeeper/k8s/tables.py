@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -95,7 +96,8 @@ class Tables:
         # the watcher's: a status merge patch replaces the whole list of conditions.
         self.extra: dict[Key, Condition] = {}
         # kopf.event needs context variables kopf sets only while it handles an object: loops
-        # started outside a handler (on a peering change) run in a copy of a handler's context.
+        # started outside a handler (on a peering change) run in a copy of a handler's context,
+        # and the stall watch's Events are posted in one.
         self.context: contextvars.Context | None = None
 
     @property
@@ -295,14 +297,20 @@ class Tables:
 
     def post_event(self, entry: ClusterTable, event: Event) -> None:
         """A Kubernetes Event, queued to kopf's poster; it is also in the log, so one that
-        cannot be queued is not worth failing the poll for."""
+        cannot be queued is not worth failing the poll for. Queued in a copy of a handler's
+        context: the stall watch posts from a task started outside any (see `context`)."""
+        post = functools.partial(
+            kopf.event,
+            _event_ref(entry),
+            type=event.type,
+            reason=event.reason,
+            message=event.message[:1000],
+        )
         try:
-            kopf.event(
-                _event_ref(entry),
-                type=event.type,
-                reason=event.reason,
-                message=event.message[:1000],
-            )
+            if self.context is not None:
+                self.context.copy().run(post)
+            else:
+                post()
             self.events_failing = False
         except Exception as e:
             if not self.events_failing:

@@ -6,12 +6,14 @@ does not stop a poll. The e2e layer runs the same against a real API server."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from typing import Any
 
 import kopf
 import pytest
 import urllib3
+from kopf._core.engines import posting
 
 from deltakeeper.k8s import api as k8s_api
 from deltakeeper.k8s import tables as k8s_tables
@@ -563,6 +565,35 @@ def test_tables_with_equal_spec_objects_share_them() -> None:
         and c["storage"]["options"]["endpoint_url"] == "http://n:9000"
     )
     assert (a["uri"], b["uri"]) == ("s3://lake/a", "s3://lake/b")
+
+
+def test_an_event_posted_outside_any_handler_goes_through_a_handlers_context() -> None:
+    """kopf's Event queue is in context variables it sets only while it handles an object;
+    the stall watch posts from a task started at startup. Its PollsStalled Event once failed
+    with LookupError there: it now goes through the context a table event saved."""
+
+    async def run() -> list[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        def a_handler() -> contextvars.Context:
+            posting.event_queue_loop_var.set(asyncio.get_running_loop())
+            posting.event_queue_var.set(queue)
+            posting.settings_var.set(kopf.OperatorSettings())
+            return contextvars.copy_context()
+
+        tables, _, _ = make()
+        tables.upsert(body("a"))
+        stalled = Event("Warning", "PollsStalled", "no poll has finished for 30 s")
+        outside = contextvars.Context()
+        outside.run(tables.post_event, tables.entries[("ns", "a")], stalled)
+        assert tables.events_failing and queue.empty()  # as it was
+        tables.context = contextvars.Context().run(a_handler)
+        outside.run(tables.post_event, tables.entries[("ns", "a")], stalled)
+        assert not tables.events_failing
+        return [queue.get_nowait() for _ in range(queue.qsize())]
+
+    (posted,) = asyncio.run(run())
+    assert (posted.type, posted.reason, posted.ref["name"]) == ("Warning", "PollsStalled", "a")
 
 
 def test_an_event_names_the_deltatable_by_its_uid(monkeypatch: pytest.MonkeyPatch) -> None:
