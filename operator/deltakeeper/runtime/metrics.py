@@ -10,6 +10,11 @@ the best case, which at 10,000 tables (half a million samples) cost 250 MiB and 
 of CPU per scrape. The registry (`Metrics.registry`) still works for prometheus-client's
 readers (`get_sample_value`, `generate_latest`), which tests use.
 
+A scrape that takes gzip (Prometheus's does) is served from text kept compressed per family
+and per block of BLOCK_TABLES tables, rendered again only where a writer changed a value it
+shows (`_changed`): a scrape costs what changed since the last, not every series. At 50,000
+tables, 4.75 million samples: 12 CPU-s to render, 30 MB kept, a quiet fleet's scrape 0.3 s.
+
 Series whose labels are known up front exist from a table's first sight, at 0 ("avoid missing
 metrics" in Prometheus's instrumentation guide), so increase() counts a table's first cleanup,
 vacuum or failure. They are rendered, not stored: a table's record grows only when something
@@ -19,11 +24,12 @@ happens.
 from __future__ import annotations
 
 import functools
+import itertools
 import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, NamedTuple, TypeVar
@@ -251,6 +257,7 @@ class _Table:
     asks: frozenset[Operation] = frozenset()
     own: dict[str, int] = field(default_factory=dict)
     labels: str = ""  # the two labels as exposed, escaped once
+    block: _Block | None = None  # where its text is kept compressed between scrapes
     label: ClassVar[str] = "table"
 
     def __post_init__(self) -> None:
@@ -365,6 +372,7 @@ class Metrics:
     ) -> None:
         self.clock = clock
         self._tables: dict[tuple[str, str], _Table] = {}
+        self._blocks: list[_Block] = []  # the tables in the same order, BLOCK_TABLES a block
         self._lakes: dict[tuple[str, str], _Lake] = {}
         self._lock = threading.Lock()  # writers only: the scrape copies the dict (atomic)
         self._daemon = _Daemon()
@@ -375,8 +383,19 @@ class Metrics:
         record = self._tables.get((namespace, table))
         if record is None:
             with self._lock:
-                record = self._tables.setdefault((namespace, table), _Table(namespace, table))
+                record = self._tables.get((namespace, table))
+                if record is None:
+                    record = self._tables[(namespace, table)] = _Table(namespace, table)
+                    self._place(record)
         return record
+
+    def _place(self, t: _Table) -> None:
+        """Into the last block, or a new one: blocks keep the tables' order."""
+        if not self._blocks or len(self._blocks[-1].tables) >= BLOCK_TABLES:
+            self._blocks.append(_Block())
+        t.block = self._blocks[-1]
+        t.block.tables.append(t)
+        t.block.stale_all()
 
     def table(self, namespace: str, table: str, counts: Mapping[str, Any]) -> None:
         """Gauges from a status's counts; commits counted from version moves."""
@@ -391,12 +410,15 @@ class Metrics:
             if t.version is not None:
                 t.commits += max(0, version - t.version)
             t.version = version
+        _changed(t, "gauges")
 
     def conditions(self, namespace: str, table: str, statuses: Mapping[str, str]) -> None:
         """The table's conditions (type -> "True", "False" or "Unknown"), all of them at once."""
-        self._of(namespace, table).conditions = {
+        t = self._of(namespace, table)
+        t.conditions = {
             kind: CONDITION_VALUES[s] for kind, s in statuses.items() if s in CONDITION_VALUES
         }
+        _changed(t, "conditions")
 
     def checkpoint_written(self, namespace: str, table: str, written_ms: int | None) -> None:
         """When the table's newest checkpoint was written (None: it has none)."""
@@ -408,21 +430,26 @@ class Metrics:
         t = self._of(namespace, table)
         t.runs[(operation, result)] = t.runs.get((operation, result), 0) + 1
         t.durations.setdefault(operation, _Duration()).observe(seconds)
+        _changed(t, "runs", "durations")
 
     def deleted(self, namespace: str, table: str, kind: str, files: int, nbytes: int) -> None:
-        counts = self._of(namespace, table).deleted.setdefault(kind, [0, 0])
+        t = self._of(namespace, table)
+        counts = t.deleted.setdefault(kind, [0, 0])
         counts[0] += files
         counts[1] += nbytes
+        _changed(t, "deleted")
 
     def written(self, namespace: str, table: str, operation: str, files: int) -> None:
         t = self._of(namespace, table)
         t.written[operation] = t.written.get(operation, 0) + files
+        _changed(t, "written")
 
     def requests(self, namespace: str, table: str, counts: Mapping[str, int]) -> None:
         t = self._of(namespace, table)
         for operation, n in counts.items():
             if n:
                 t.requests[operation] = t.requests.get(operation, 0) + n
+        _changed(t, "requests")
 
     def vacuum(
         self,
@@ -442,6 +469,7 @@ class Metrics:
         v.listed += found[1]
         for operation, n in requests.items():
             v.requests[operation] = v.requests.get(operation, 0) + n
+        _changed(t, "vacuum")
 
     def asks(self, namespace: str, table: str, operations: frozenset[Operation]) -> None:
         """The operations with counters of their own the table's policy asks for: those
@@ -449,17 +477,21 @@ class Metrics:
         t = self._of(namespace, table)
         t.asks = _ASKS.setdefault(operations, operations)  # the same few sets for every table
         t.own = {c.name: t.own.get(c.name, 0) for op, c in _OWN if op in operations}
+        _changed(t, "asks", "own")
 
     def counted(self, namespace: str, table: str, outcome: Outcome) -> None:
         """A done run's own counters (its operation's)."""
         t = self._of(namespace, table)
         for c in REGISTRY[outcome.operation].counters:
             t.own[c.name] = t.own.get(c.name, 0) + c.count(outcome)
+        _changed(t, "own")
 
     def health(self, namespace: str, table: str, health: Health | None) -> None:
         """The table's health as of its last poll; None (not read yet) leaves the last one."""
         if health is not None:
-            self._of(namespace, table).health = health
+            t = self._of(namespace, table)
+            t.health = health
+            _changed(t, "health")
 
     def compaction_jobs(self, namespace: str, table: str, jobs: Mapping[str, int]) -> None:
         """The compaction gauge's states, all at once: none for a table that does not compact
@@ -467,6 +499,7 @@ class Metrics:
         t = self._of(namespace, table)
         if jobs != t.compaction:
             t.compaction = dict(jobs)
+            _changed(t, "compaction")
 
     def lake_scan(
         self,
@@ -520,59 +553,21 @@ class Metrics:
     def forget(self, namespace: str, table: str) -> None:
         """Drop every series of a table (its resource was deleted); counters included."""
         with self._lock:
-            self._tables.pop((namespace, table), None)
+            t = self._tables.pop((namespace, table), None)
+            if t is not None and t.block is not None:
+                t.block.tables.remove(t)
+                t.block.stale_all()
+                if not t.block.tables:
+                    self._blocks.remove(t.block)
 
     # -- exposition ---------------------------------------------------------------------------
     def families(self) -> Iterator[Family]:
         """Every family with its samples, generated as they are read."""
         tables = list(self._tables.values())
         now = self.clock()
-        for key, (name, text) in _TABLE_GAUGES.items():
-            yield (
-                (name, "gauge", text),
-                ((t, "", (), v) for t in tables if (v := t.gauges.get(key)) is not None),
-            )
-        yield _COMMITS, ((t, "", (), t.commits) for t in tables if t.version is not None)
-        yield (
-            _CONDITION,
-            (
-                (t, "", (("condition", kind),), v)
-                for t in tables
-                for kind, v in list(t.conditions.items())
-            ),
-        )
-        yield (
-            _AGE,
-            (
-                (t, "", (), max(0.0, now - t.checkpoint_ms / 1000))
-                for t in tables
-                if t.checkpoint_ms is not None
-            ),
-        )
-        yield from _health_families([t for t in tables if t.health is not None])
-        yield _RUNS, (s for t in tables for s in _runs(t))
-        yield _DURATION, (s for t in tables for s in _histogram(t))
-        for index, family in ((0, _DELETED_FILES), (1, _DELETED_BYTES)):
-            yield family, (s for t in tables for s in _deleted(t, index))
-        yield (
-            _WRITTEN,
-            (s for t in tables for s in _known_first(t, t.written, _WRITER_LABELS, _operation)),
-        )
-        yield (
-            _COMPACTION,
-            (
-                (t, "", (("state", state),), n)
-                for t in tables
-                for state, n in list(t.compaction.items())
-            ),
-        )
-        yield from _vacuum_families(tables)
-        yield from _own_families(tables)
+        for family in _PER_TABLE:
+            yield family.header, (s for t in tables for s in family.samples(t, now))
         yield from _lake_families(list(self._lakes.values()))
-        yield (
-            _REQUESTS,
-            (s for t in tables for s in _known_first(t, t.requests, _REQUEST_LABELS, _operation)),
-        )
         yield from _daemon_families(self._daemon)
 
     def exposition(
@@ -584,45 +579,114 @@ class Metrics:
         for (name, kind, text), samples in self.families():
             if names is not None and name not in names:
                 continue
-            lines = [f"# HELP {name} {text}\n# TYPE {name} {kind}\n"]
-            for t, suffix, extra, value in samples:
-                labels = t.labels + _extra_labels(extra) if extra else t.labels
-                if not t.labels:  # a daemon-wide series: its own labels only, if any
-                    labels = labels.removeprefix(",")
-                    if not labels:
-                        lines.append(f"{name}{suffix} {float(value)!r}\n")
-                        continue
-                lines.append(f"{name}{suffix}{{{labels}}} {float(value)!r}\n")
-                if len(lines) >= chunk_lines:
-                    yield "".join(lines)
-                    lines.clear()
-            yield "".join(lines)
+            lines = [_header(name, kind, text)]
+            for chunk in _lines(name, samples, chunk_lines):
+                lines += chunk
+                yield "".join(lines)
+                lines.clear()
+            if lines:
+                yield "".join(lines)
+
+    def exposition_gzip(self, names: Collection[str] | None = None) -> Iterator[bytes]:
+        """`exposition`'s text as gzip members back to back, which a gzip reader reads as one
+        stream (RFC 1952; Go's reader, Prometheus's, does). Each block of tables keeps each
+        family's member until a value in it changes, so a scrape renders and compresses what
+        changed since the last (a quiet poll: its request counts), not every series."""
+        blocks = list(self._blocks)
+        now = self.clock()
+        for index, family in enumerate(_PER_TABLE):
+            if names is not None and family.header[0] not in names:
+                continue
+            yield _HEADER_MEMBERS[index]
+            if family.reads is None:  # changes with time alone: rendered every scrape
+                tables = [t for b in blocks for t in list(b.tables)]
+                samples = (s for t in tables for s in family.samples(t, now))
+                for chunk in _lines(family.header[0], samples, 5000):
+                    yield _gzip("".join(chunk))
+                continue
+            for block in blocks:
+                if member := block.member(index, family, now):
+                    yield member
+        rest = itertools.chain(
+            _lake_families(list(self._lakes.values())), _daemon_families(self._daemon)
+        )
+        for (name, kind, text), theirs in rest:
+            if names is None or name in names:
+                lines = [_header(name, kind, text)]
+                for chunk in _lines(name, theirs, 5000):
+                    lines += chunk
+                yield _gzip("".join(lines))
+
+
+# Tables a block holds: each scrape re-renders a block's family when a value of one of its
+# tables in that family changed, and each block keeps one member a family. Smaller blocks
+# re-render less per change but compress worse; 16 is about 20x smaller than the text.
+BLOCK_TABLES = 16
+
+
+def _gzip(text: str) -> bytes:
+    return zlib.compress(text.encode(), 1, wbits=31)  # a whole gzip member
+
+
+class _Block:
+    """A run of tables and, for each per-table family, their compressed text (None until
+    rendered) and whether a value in it changed since (set by the writers, cleared by the
+    scrape before it renders: a change during a render is rendered again next time)."""
+
+    __slots__ = ("members", "stale", "tables")
+
+    def __init__(self) -> None:
+        self.tables: list[_Table] = []
+        self.members: list[bytes | None] = [None] * len(_PER_TABLE)
+        self.stale = bytearray(len(_PER_TABLE))
+
+    def stale_all(self) -> None:
+        self.members = [None] * len(_PER_TABLE)
+
+    def member(self, index: int, family: _PerTable, now: float) -> bytes:
+        member = self.members[index]
+        if member is None or self.stale[index]:
+            self.stale[index] = 0
+            tables = list(self.tables)
+            samples = (s for t in tables for s in family.samples(t, now))
+            text = "".join(line for chunk in _lines(family.header[0], samples, 0) for line in chunk)
+            member = self.members[index] = _gzip(text) if text else b""
+        return member
+
+
+def _changed(t: _Table, *fields: str) -> None:
+    """After a writer changed these fields of `t`: the families that show them are stale."""
+    block = t.block
+    if block is not None:
+        for f in fields:
+            for index in _READERS[f]:
+                block.stale[index] = 1
+
+
+def _header(name: str, kind: str, text: str) -> str:
+    return f"# HELP {name} {text}\n# TYPE {name} {kind}\n"
+
+
+def _lines(name: str, samples: Iterable[Sample], chunk_lines: int) -> Iterator[list[str]]:
+    """The samples' lines, in lists of `chunk_lines` (0: one list)."""
+    lines: list[str] = []
+    for t, suffix, extra, value in samples:
+        labels = t.labels + _extra_labels(extra) if extra else t.labels
+        if not t.labels:  # a daemon-wide series: its own labels only, if any
+            labels = labels.removeprefix(",")
+            if not labels:
+                lines.append(f"{name}{suffix} {float(value)!r}\n")
+                continue
+        lines.append(f"{name}{suffix}{{{labels}}} {float(value)!r}\n")
+        if len(lines) == chunk_lines:
+            yield lines
+            lines = []
+    if lines:
+        yield lines
 
 
 K = TypeVar("K")
 _NO_VACUUM = _Vacuums()  # a table's vacuums before its first: only ever read
-
-
-def _vacuum_families(tables: list[_Table]) -> Iterator[Family]:
-    """The counters from a table's first sight; the last mode once a vacuum has run."""
-    vacs = [(t, t.vacuum or _NO_VACUUM) for t in tables]
-    yield (
-        _VACUUM_RUNS,
-        (s for t, v in vacs for s in _known_first(t, v.runs, _VACUUM_RUN_LABELS, _mode_result)),
-    )
-    yield _VACUUM_MODE, ((t, "", (("mode", v.mode),), 1) for t, v in vacs if v.mode)
-    yield _VACUUM_CANDIDATES, ((t, "", (), v.candidates) for t, v in vacs)
-    yield _VACUUM_LISTED, ((t, "", (), v.listed) for t, v in vacs)
-    yield (
-        _VACUUM_REQUESTS,
-        (s for t, v in vacs for s in _known_first(t, v.requests, _REQUEST_LABELS, _operation)),
-    )
-
-
-def _own_families(tables: list[_Table]) -> Iterator[Family]:
-    for _, c in _OWN:
-        found = [(t, n) for t in tables if (n := t.own.get(c.name)) is not None]
-        yield (c.name, "counter", c.help), ((t, "", (), n) for t, n in found)
 
 
 def _mode_result(key: tuple[str, str]) -> Labels:
@@ -645,23 +709,6 @@ def _known_first(
     for key, n in list(counts.items()):
         if key not in known:
             yield t, "", labels(key), n
-
-
-def _health_families(tables: list[_Table]) -> Iterator[Family]:
-    healths = [(t, t.health) for t in tables if t.health is not None]
-    yield _HEALTH, ((t, "", (), h.score) for t, h in healths)
-    yield (
-        _HEALTH_COMPONENT,
-        (
-            (t, "", (("component", str(c.component)),), c.score)
-            for t, h in healths
-            for c in h.components
-        ),
-    )
-    yield (
-        _RECLAIMABLE,
-        ((t, "", (("kind", kind),), n) for t, h in healths for kind, n in h.reclaimable.items()),
-    )
 
 
 _SCAN_RESULTS = {str(r): (("result", str(r)),) for r in ScanResult}  # result -> labels
@@ -732,6 +779,117 @@ def _histogram(t: _Table) -> Iterator[Sample]:
         yield t, "_bucket", (("operation", op), ("le", "+Inf")), d.count
         yield t, "_sum", (("operation", op),), d.total
         yield t, "_count", (("operation", op),), d.count
+
+
+def _vacuum_runs(t: _Table) -> Iterator[Sample]:
+    runs = (t.vacuum or _NO_VACUUM).runs
+    return _known_first(t, runs, _VACUUM_RUN_LABELS, _mode_result)
+
+
+def _vacuum_requests(t: _Table) -> Iterator[Sample]:
+    requests = (t.vacuum or _NO_VACUUM).requests
+    return _known_first(t, requests, _REQUEST_LABELS, _operation)
+
+
+def _one(t: _Table, value: float | None, extra: Labels = ()) -> tuple[Sample, ...]:
+    return () if value is None else ((t, "", extra, value),)
+
+
+def _age(t: _Table, now: float) -> tuple[Sample, ...]:
+    if t.checkpoint_ms is None:
+        return ()
+    return ((t, "", (), max(0.0, now - t.checkpoint_ms / 1000)),)
+
+
+@dataclass(frozen=True, slots=True)
+class _PerTable:
+    """A family with samples per table: its header, one table's samples (`now`: the scrape's
+    time), and the fields of _Table they show (None: they change with time alone)."""
+
+    header: tuple[str, str, str]
+    samples: Callable[[_Table, float], Iterable[Sample]]
+    reads: tuple[str, ...] | None
+
+
+def _gauge(key: str) -> Callable[[_Table, float], Iterable[Sample]]:
+    return lambda t, now: _one(t, t.gauges.get(key))
+
+
+def _own(name: str) -> Callable[[_Table, float], Iterable[Sample]]:
+    return lambda t, now: _one(t, t.own.get(name))
+
+
+_KNOWN = ("runs", "compaction", "asks")  # _known's arguments, besides the counts
+_PER_TABLE: tuple[_PerTable, ...] = (
+    *(_PerTable((n, "gauge", h), _gauge(k), ("gauges",)) for k, (n, h) in _TABLE_GAUGES.items()),
+    _PerTable(
+        _COMMITS, lambda t, now: _one(t, t.commits if t.version is not None else None), ("gauges",)
+    ),
+    _PerTable(
+        _CONDITION,
+        lambda t, now: [(t, "", (("condition", k),), v) for k, v in list(t.conditions.items())],
+        ("conditions",),
+    ),
+    _PerTable(_AGE, _age, None),
+    _PerTable(_HEALTH, lambda t, now: _one(t, t.health.score if t.health else None), ("health",)),
+    _PerTable(
+        _HEALTH_COMPONENT,
+        lambda t, now: [
+            (t, "", (("component", str(c.component)),), c.score)
+            for c in (t.health.components if t.health else ())
+        ],
+        ("health",),
+    ),
+    _PerTable(
+        _RECLAIMABLE,
+        lambda t, now: [
+            (t, "", (("kind", kind),), n)
+            for kind, n in (t.health.reclaimable.items() if t.health else ())
+        ],
+        ("health",),
+    ),
+    _PerTable(_RUNS, lambda t, now: _runs(t), _KNOWN),
+    _PerTable(_DURATION, lambda t, now: _histogram(t), ("durations", *_KNOWN[1:])),
+    _PerTable(_DELETED_FILES, lambda t, now: _deleted(t, 0), ("deleted",)),
+    _PerTable(_DELETED_BYTES, lambda t, now: _deleted(t, 1), ("deleted",)),
+    _PerTable(
+        _WRITTEN,
+        lambda t, now: _known_first(t, t.written, _WRITER_LABELS, _operation),
+        ("written",),
+    ),
+    _PerTable(
+        _COMPACTION,
+        lambda t, now: [(t, "", (("state", st),), n) for st, n in list(t.compaction.items())],
+        ("compaction",),
+    ),
+    _PerTable(_VACUUM_RUNS, lambda t, now: _vacuum_runs(t), ("vacuum",)),
+    _PerTable(
+        _VACUUM_MODE,
+        lambda t, now: _one(t, 1 if t.vacuum and t.vacuum.mode else None, _vacuum_mode(t)),
+        ("vacuum",),
+    ),
+    _PerTable(
+        _VACUUM_CANDIDATES, lambda t, now: _one(t, (t.vacuum or _NO_VACUUM).candidates), ("vacuum",)
+    ),
+    _PerTable(_VACUUM_LISTED, lambda t, now: _one(t, (t.vacuum or _NO_VACUUM).listed), ("vacuum",)),
+    _PerTable(_VACUUM_REQUESTS, lambda t, now: _vacuum_requests(t), ("vacuum",)),
+    *(_PerTable((c.name, "counter", c.help), _own(c.name), ("own",)) for _, c in _OWN),
+    _PerTable(
+        _REQUESTS,
+        lambda t, now: _known_first(t, t.requests, _REQUEST_LABELS, _operation),
+        ("requests",),
+    ),
+)
+# A field of _Table -> the families that show it (their indexes in _PER_TABLE)
+_READERS: dict[str, tuple[int, ...]] = {
+    f: tuple(i for i, fam in enumerate(_PER_TABLE) if fam.reads and f in fam.reads)
+    for f in {f for fam in _PER_TABLE for f in fam.reads or ()}
+}
+_HEADER_MEMBERS = tuple(_gzip(_header(*fam.header)) for fam in _PER_TABLE)
+
+
+def _vacuum_mode(t: _Table) -> Labels:
+    return (("mode", t.vacuum.mode),) if t.vacuum and t.vacuum.mode else ()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -806,12 +964,19 @@ def serve(
                 self.send_header("Content-Encoding", "gzip")
             self.send_header("Connection", "close")
             self.end_headers()
-            packer = zlib.compressobj(1, zlib.DEFLATED, 31) if gzip else None
-            for chunk in metrics.exposition(names=names):
-                data = chunk.encode()
-                self.wfile.write(packer.compress(data) if packer else data)
-            if packer:
-                self.wfile.write(packer.flush())
+            if gzip:  # kept compressed between scrapes, in many small members: sent in batches
+                batch: list[bytes] = []
+                size = 0
+                for member in metrics.exposition_gzip(names=names):
+                    batch.append(member)
+                    size += len(member)
+                    if size >= 1 << 18:
+                        self.wfile.write(b"".join(batch))
+                        batch, size = [], 0
+                self.wfile.write(b"".join(batch))
+            else:
+                for chunk in metrics.exposition(names=names):
+                    self.wfile.write(chunk.encode())
             self.close_connection = True
 
         def _reply(self, code: int, body: bytes, ctype: str) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import io
+import random
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -17,6 +19,7 @@ from deltakeeper.delta.expire.run import ExpiryRun
 from deltakeeper.maintenance.operations import Operation
 from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.runtime import metrics
+from deltakeeper.runtime.health import Component, Health, Score
 from deltakeeper.runtime.metrics import Metrics
 
 T = {"namespace": "ns", "table": "t"}
@@ -431,3 +434,77 @@ def _expired(files: int, rows: int, size: int, result: Result = Result.DONE) -> 
     plan = SimpleNamespace(files=files, rows=rows, bytes=size)
     run = ExpiryRun(plan, dry_run=result is Result.DRY_RUN)  # type: ignore[arg-type]
     return Outcome(Operation.EXPIRE, result, "", detail=run)
+
+
+def _gunzip(members: Iterator[bytes]) -> str:
+    """Members back to back, read as one stream (gzip.decompress would too, but copies the
+    rest of the data at each of thousands of members)."""
+    return gzip.GzipFile(fileobj=io.BytesIO(b"".join(members))).read().decode()
+
+
+def _write_something(m: Metrics, rng: random.Random, table: str) -> None:
+    """One writer call of any kind, on `table`, with values drawn from `rng`."""
+    n = rng.randrange(1, 50)
+    op = rng.choice(["checkpoint", "cleanup", "vacuum", "expire", "compaction"])
+    health = Health(
+        n, tuple(Score(c, rng.choice([n, 100]), {}) for c in Component), {"data": n, "log": 0}
+    )
+    writes = [
+        lambda: m.table("ns", table, {**STATUS, "version": n, "files": n}),
+        lambda: m.conditions("ns", table, {"Ready": rng.choice(["True", "False", "Unknown"])}),
+        lambda: m.checkpoint_written("ns", table, rng.choice([None, n * 1000])),
+        lambda: m.maintenance("ns", table, op, rng.choice(RESULTS), n / 7),
+        lambda: m.deleted("ns", table, rng.choice(["log", "data"]), n, n * 10),
+        lambda: m.written("ns", table, "logCompaction", n),
+        lambda: m.requests("ns", table, {rng.choice(REQUESTS): n}),
+        lambda: m.vacuum("ns", table, rng.choice(["lite", "full"]), "done", (n, n), {"list": 1}),
+        lambda: m.asks("ns", table, rng.choice([frozenset(), frozenset({Operation.EXPIRE})])),
+        lambda: m.counted("ns", table, _expired(n, n, n)),
+        lambda: m.health("ns", table, health),
+        lambda: m.compaction_jobs("ns", table, rng.choice([{}, {"RUNNING": n}])),
+        lambda: m.forget("ns", table),
+    ]
+    rng.choice(writes)()
+
+
+def test_the_gzipped_exposition_is_the_text_whatever_was_written_between_scrapes() -> None:
+    """Each block of tables keeps each family compressed until a value in it changes: after
+    any mix of writes (every writer, tables added and forgotten across blocks), what a scrape
+    serves gzipped is exactly the text, which is rendered afresh."""
+    rng = random.Random(7)
+    m = Metrics(clock=lambda: 9_000.0)
+    names = [f"t{i}" for i in range(3 * metrics.BLOCK_TABLES + 5)]
+    for name in names:
+        m.table("ns", name, STATUS)
+    for scrape in range(60):
+        for _ in range(rng.randrange(1, 40)):
+            _write_something(m, rng, rng.choice(names))
+        assert _gunzip(m.exposition_gzip()) == "".join(m.exposition()), f"scrape {scrape}"
+    assert len(m._blocks) > 1
+
+
+def test_a_scrape_compresses_again_only_the_families_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A quiet poll changes a table's request counts: the next scrape compresses that block's
+    requests family again and reuses every other member (the checkpoint age, which moves with
+    the clock, and the daemon's few series are rendered at every scrape)."""
+    m = Metrics(clock=lambda: 9_000.0)
+    for i in range(2 * metrics.BLOCK_TABLES):
+        _fill(m, f"t{i}")
+    list(m.exposition_gzip())
+    compressed: list[str] = []
+    real = metrics._gzip
+    monkeypatch.setattr(metrics, "_gzip", lambda text: compressed.append(text) or real(text))
+    list(m.exposition_gzip())
+    per_table = {line.split("{")[0] for text in compressed for line in text.splitlines()}
+    assert "deltakeeper_storage_requests_total" not in per_table
+    assert "deltakeeper_table_checkpoint_age_seconds" in per_table
+    compressed.clear()
+    m.requests("ns", "t3", {"list": 1})
+    body = _gunzip(m.exposition_gzip())
+    requests = [t for t in compressed if "deltakeeper_storage_requests_total{" in t]
+    assert len(requests) == 1 and 'table="t3"' in requests[0] and 'table="t20"' not in requests[0]
+    assert not any("deltakeeper_maintenance_runs_total{" in t for t in compressed)
+    line = 'deltakeeper_storage_requests_total{namespace="ns",table="t3",operation="list"} 2.0'
+    assert line in body.splitlines()
