@@ -28,10 +28,10 @@ import itertools
 import socket
 import threading
 import time
-import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from operator import is_
 from typing import Any, ClassVar, NamedTuple, TypeVar
 from urllib.parse import parse_qs
 
@@ -46,6 +46,7 @@ from deltakeeper.maintenance.operations.outcome import Outcome, Result
 from deltakeeper.maintenance.operations.registry import DELETES, REGISTRY, WRITERS
 from deltakeeper.maintenance.policy import METRICS_BIND_ADDRESS, METRICS_PORT, effective
 from deltakeeper.resources.status_fields import StatusField as F
+from deltakeeper.runtime import gzip_stream
 from deltakeeper.runtime.events import SOURCES, EventResult, Trigger
 from deltakeeper.runtime.health import Health
 from deltakeeper.runtime.model import ScanResult
@@ -373,6 +374,10 @@ class Metrics:
         self.clock = clock
         self._tables: dict[tuple[str, str], _Table] = {}
         self._blocks: list[_Block] = []  # the tables in the same order, BLOCK_TABLES a block
+        # Per per-table family: the pieces of its last gzip scrape and their Sum
+        self._sums: list[tuple[list[gzip_stream.Piece], gzip_stream.Sum] | None] = [None] * len(
+            _PER_TABLE
+        )
         self._lakes: dict[tuple[str, str], _Lake] = {}
         self._lock = threading.Lock()  # writers only: the scrape copies the dict (atomic)
         self._daemon = _Daemon()
@@ -588,48 +593,68 @@ class Metrics:
                 yield "".join(lines)
 
     def exposition_gzip(self, names: Collection[str] | None = None) -> Iterator[bytes]:
-        """`exposition`'s text as gzip members back to back, which a gzip reader reads as one
-        stream (RFC 1952; Go's reader, Prometheus's, does). Each block of tables keeps each
-        family's member until a value in it changes, so a scrape renders and compresses what
-        changed since the last (a quiet poll: its request counts), not every series."""
+        """`exposition`'s text as one gzip stream (runtime/gzip_stream.py). Each block of
+        tables keeps each family's piece until a value in it changes, so a scrape renders and
+        compresses what changed since the last (a quiet poll: its request counts), not every
+        series."""
         blocks = list(self._blocks)
         now = self.clock()
+        total = gzip_stream.Sum()
+        yield gzip_stream.HEADER
         for index, family in enumerate(_PER_TABLE):
             if names is not None and family.header[0] not in names:
                 continue
-            yield _HEADER_MEMBERS[index]
             if family.reads is None:  # changes with time alone: rendered every scrape
                 tables = [t for b in blocks for t in list(b.tables)]
                 samples = (s for t in tables for s in family.samples(t, now))
-                for chunk in _lines(family.header[0], samples, 5000):
-                    yield _gzip("".join(chunk))
-                continue
-            for block in blocks:
-                if member := block.member(index, family, now):
-                    yield member
+                pieces = [_HEADER_PIECES[index], *_pieces(family.header[0], samples)]
+            else:
+                members = (block.member(index, family, now) for block in blocks)
+                pieces = [_HEADER_PIECES[index], *(m for m in members if m.size)]
+            total = total.then(self._sum(index, pieces))
+            yield from (p.data for p in pieces)
         rest = itertools.chain(
             _lake_families(list(self._lakes.values())), _daemon_families(self._daemon)
         )
         for (name, kind, text), theirs in rest:
             if names is None or name in names:
-                lines = [_header(name, kind, text)]
-                for chunk in _lines(name, theirs, 5000):
-                    lines += chunk
-                yield _gzip("".join(lines))
+                pieces = [gzip_stream.piece(_header(name, kind, text).encode())]
+                pieces += _pieces(name, theirs)
+                total = total.then(_sum(pieces))
+                yield from (p.data for p in pieces)
+        yield gzip_stream.trailer(total)
+
+    def _sum(self, index: int, pieces: list[gzip_stream.Piece]) -> gzip_stream.Sum:
+        """The pieces' Sum, kept while they are the same objects (most families between two
+        scrapes): a scrape then combines a few families' CRCs, not every block's."""
+        kept = self._sums[index]
+        if kept is not None and len(kept[0]) == len(pieces) and all(map(is_, kept[0], pieces)):
+            return kept[1]
+        total = _sum(pieces)
+        self._sums[index] = (pieces, total)
+        return total
 
 
 # Tables a block holds: each scrape re-renders a block's family when a value of one of its
-# tables in that family changed, and each block keeps one member a family. Smaller blocks
-# re-render less per change but compress worse; 16 is about 20x smaller than the text.
+# tables in that family changed, and each block keeps one piece a family. Smaller blocks
+# re-render less per change but compress worse; at 16 the pieces are about 17x smaller than
+# the text.
 BLOCK_TABLES = 16
 
 
-def _gzip(text: str) -> bytes:
-    return zlib.compress(text.encode(), 1, wbits=31)  # a whole gzip member
+def _pieces(name: str, samples: Iterable[Sample]) -> list[gzip_stream.Piece]:
+    return [gzip_stream.piece("".join(c).encode()) for c in _lines(name, samples, 5000)]
+
+
+def _sum(pieces: Iterable[gzip_stream.Piece]) -> gzip_stream.Sum:
+    total = gzip_stream.Sum()
+    for p in pieces:
+        total = total.plus(p)
+    return total
 
 
 class _Block:
-    """A run of tables and, for each per-table family, their compressed text (None until
+    """A run of tables and, for each per-table family, their text compressed (None until
     rendered) and whether a value in it changed since (set by the writers, cleared by the
     scrape before it renders: a change during a render is rendered again next time)."""
 
@@ -637,20 +662,20 @@ class _Block:
 
     def __init__(self) -> None:
         self.tables: list[_Table] = []
-        self.members: list[bytes | None] = [None] * len(_PER_TABLE)
+        self.members: list[gzip_stream.Piece | None] = [None] * len(_PER_TABLE)
         self.stale = bytearray(len(_PER_TABLE))
 
     def stale_all(self) -> None:
         self.members = [None] * len(_PER_TABLE)
 
-    def member(self, index: int, family: _PerTable, now: float) -> bytes:
+    def member(self, index: int, family: _PerTable, now: float) -> gzip_stream.Piece:
         member = self.members[index]
         if member is None or self.stale[index]:
             self.stale[index] = 0
             tables = list(self.tables)
             samples = (s for t in tables for s in family.samples(t, now))
             text = "".join(line for chunk in _lines(family.header[0], samples, 0) for line in chunk)
-            member = self.members[index] = _gzip(text) if text else b""
+            member = self.members[index] = gzip_stream.piece(text.encode())
         return member
 
 
@@ -885,7 +910,7 @@ _READERS: dict[str, tuple[int, ...]] = {
     f: tuple(i for i, fam in enumerate(_PER_TABLE) if fam.reads and f in fam.reads)
     for f in {f for fam in _PER_TABLE for f in fam.reads or ()}
 }
-_HEADER_MEMBERS = tuple(_gzip(_header(*fam.header)) for fam in _PER_TABLE)
+_HEADER_PIECES = tuple(gzip_stream.piece(_header(*f.header).encode()) for f in _PER_TABLE)
 
 
 def _vacuum_mode(t: _Table) -> Labels:
