@@ -989,20 +989,26 @@ def serve(
                 self.send_header("Content-Encoding", "gzip")
             self.send_header("Connection", "close")
             self.end_headers()
-            if gzip:  # kept compressed between scrapes, in many small members: sent in batches
-                batch: list[bytes] = []
-                size = 0
-                for member in metrics.exposition_gzip(names=names):
-                    batch.append(member)
-                    size += len(member)
-                    if size >= 1 << 18:
-                        self.wfile.write(b"".join(batch))
-                        batch, size = [], 0
-                self.wfile.write(b"".join(batch))
-            else:
-                for chunk in metrics.exposition(names=names):
-                    self.wfile.write(chunk.encode())
             self.close_connection = True
+            try:
+                if gzip:  # kept compressed between scrapes, in small pieces: sent in batches
+                    self._send(metrics.exposition_gzip(names=names))
+                else:
+                    for chunk in metrics.exposition(names=names):
+                        self.wfile.write(chunk.encode())
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the scraper gave up (its timeout); what was rendered is kept
+
+        def _send(self, parts: Iterator[bytes]) -> None:
+            batch: list[bytes] = []
+            size = 0
+            for part in parts:
+                batch.append(part)
+                size += len(part)
+                if size >= 1 << 18:
+                    self.wfile.write(b"".join(batch))
+                    batch, size = [], 0
+            self.wfile.write(b"".join(batch))
 
         def _reply(self, code: int, body: bytes, ctype: str) -> None:
             self.send_response(code)

@@ -513,3 +513,18 @@ def test_a_scrape_compresses_again_only_the_families_that_changed(
     assert not any("deltakeeper_maintenance_runs_total{" in t for t in compressed)
     line = 'deltakeeper_storage_requests_total{namespace="ns",table="t3",operation="list"} 2.0'
     assert line in body.splitlines()
+
+
+def test_a_scrape_cut_short_keeps_what_it_rendered_for_the_next() -> None:
+    """A scraper that times out hangs up mid-way: the blocks rendered so far are not rendered
+    again, so the next scrape of a big fleet right after a start gets further."""
+    m = Metrics(clock=lambda: 9_000.0)
+    for i in range(40 * metrics.BLOCK_TABLES):
+        _fill(m, f"t{i}")
+    parts = m.exposition_gzip()
+    for _ in range(300):
+        next(parts)
+    parts.close()
+    kept = [member is not None for b in m._blocks for member in b.members]
+    assert 0 < sum(kept) < len(kept)
+    assert _gunzip(m.exposition_gzip()) == "".join(m.exposition())
