@@ -655,8 +655,9 @@ def _sum(pieces: Iterable[gzip_stream.Piece]) -> gzip_stream.Sum:
 
 class _Block:
     """A run of tables and, for each per-table family, their text compressed (None until
-    rendered) and whether a value in it changed since (set by the writers, cleared by the
-    scrape before it renders: a change during a render is rendered again next time)."""
+    rendered) and whether a value in it changed since. The writers change first and mark
+    after; the scrape clears the mark before it reads: a change during a render is rendered
+    again next time."""
 
     __slots__ = ("members", "stale", "tables")
 
@@ -666,7 +667,9 @@ class _Block:
         self.stale = bytearray(len(_PER_TABLE))
 
     def stale_all(self) -> None:
-        self.members = [None] * len(_PER_TABLE)
+        """After a table came or went (marked, not emptied: a scrape rendering the block
+        now stores its piece into `members` after this, and must render again)."""
+        self.stale[:] = b"\x01" * len(self.stale)
 
     def member(self, index: int, family: _PerTable, now: float) -> gzip_stream.Piece:
         member = self.members[index]

@@ -10,6 +10,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from prometheus_client.exposition import generate_latest
@@ -528,3 +529,32 @@ def test_a_scrape_cut_short_keeps_what_it_rendered_for_the_next() -> None:
     kept = [member is not None for b in m._blocks for member in b.members]
     assert 0 < sum(kept) < len(kept)
     assert _gunzip(m.exposition_gzip()) == "".join(m.exposition())
+
+
+def test_a_table_placed_while_its_block_renders_is_in_the_next_scrape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A poll thread adds a table to a block while a scrape renders that block: the piece
+    that scrape keeps lacks the table, so the next scrape must render the block again."""
+    m = Metrics(clock=lambda: 9_000.0)
+    for i in range(3):
+        m.table("ns", f"t{i}", STATUS)
+    list(m.exposition_gzip())
+    m.requests("ns", "t0", {"list": 1})  # the block's requests piece is stale
+    real, added = metrics._lines, []
+    requests = "deltakeeper_storage_requests_total"
+
+    def render_then_add(name: str, samples: Any, chunk_lines: int) -> Iterator[list[str]]:
+        rendered = list(real(name, samples, chunk_lines))
+        if name == requests and not added:  # a new table: its requests at 0, not marked
+            added.append(m.table("ns", "late", STATUS))
+        return iter(rendered)
+
+    monkeypatch.setattr(metrics, "_lines", render_then_add)
+    list(m.exposition_gzip())
+    monkeypatch.undo()
+    assert added and len(m._blocks) == 1
+    text = _gunzip(m.exposition_gzip())
+    late = f'{requests}{{namespace="ns",table="late",operation="list"}} 0.0'
+    assert late in text.splitlines()
+    assert text == "".join(m.exposition())
