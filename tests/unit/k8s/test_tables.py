@@ -417,17 +417,12 @@ def test_an_event_that_cannot_be_posted_does_not_fail_the_poll(
     caplog.set_level(logging.INFO, "deltakeeper.operator")
 
     async def go() -> None:
-        tables, _, _ = make()
-        tables.set_acting(True)
-        tables.upsert(body("a"))
-        entry = tables.entries[("ns", "a")]
-        assert entry.loop is not None
-        entry.loop.stop()
+        tables, _, target = _one_table()
         events = [Event("Normal", "Checkpointed", "wrote the checkpoint at version 3")]
         obs = Observation(0, counts={"version": 3}, conditions=[], events=events)
         # Outside kopf's handlers kopf.event finds none of its context (no poster here).
         for _ in range(3):
-            await tables.registry.publish(Target("ns", "a", "file:///lake/a"), obs)
+            await tables.registry.publish(target, obs)
         assert ("ns", "a") in tables.written
 
     asyncio.run(go())
