@@ -594,8 +594,8 @@ def resync_note(args: argparse.Namespace) -> str:
     return (
         f"- The quiet window with events holds the first resync cycle, drawn over the "
         f"resyncInterval ({args.resync}): {expected:,.1f} LISTs expected in {args.window:g} s "
-        f"(1 per table-hour), give or take {math.sqrt(expected):.1f} by chance. A longer "
-        f"window, or the operator benchmark's 50,000 tables, measures the rate more closely."
+        f"(one a table each resyncInterval), give or take {math.sqrt(expected):.1f} by "
+        f"chance. A longer window measures the rate more closely."
     )
 
 
