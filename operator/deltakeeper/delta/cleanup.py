@@ -85,6 +85,8 @@ class CleanupPlan(Deletes):
     cutoff_commit: int | None = None
     cutoff_checkpoint: int | None = None
     kept_for_lite: int | None = None  # `keep_from`, when it moved the cut-off checkpoint back
+    # Until then a plan from the same listing decides the same (`stable_until`); 0: unknown.
+    until_ms: int = 0
     delete: list[FileInfo] = field(default_factory=list)  # sorted by key
     by_kind: dict[Kind, KindTotal] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -147,6 +149,7 @@ def plan_cleanup(
         entries = log_entries(listing, infos)
         checkpoint = plan.cutoff_checkpoint
         _plan_deletions(plan, entries, checkpoint, protect_before_version, sidecar_refs or {})
+    plan.until_ms = stable_until(infos, retention_ms, now_ms)
     leftovers = temp_leftovers(infos, now_ms)
     if leftovers:
         fill(plan, leftovers)
@@ -163,6 +166,26 @@ def expired_log(infos: Iterable[FileInfo], retention_ms: int, now_ms: int) -> Cl
     (no checkpoint is read for its references). For health, not for deleting."""
     files = [f for f in infos if not f.is_dir]
     return plan_cleanup(files, commit_mtimes(files).__getitem__, retention_ms, now_ms)
+
+
+def stable_until(infos: Iterable[FileInfo], retention_ms: int, now_ms: int) -> int:
+    """The first time after `now_ms` at which a plan from this same listing can differ. Only
+    three inputs follow the clock: the cut-off day (it moves at midnight UTC + retention), the
+    sidecar cut-off (at midnight UTC while it is younger than the log's), and a temp file's
+    age. A caller that saw no new log file may skip planning until then."""
+    cutoff_ms = midnight_utc(now_ms - retention_ms)
+    moves = [cutoff_ms + DAY_MS + retention_ms]
+    if midnight_utc(now_ms) - DAY_MS < cutoff_ms:
+        moves.append(midnight_utc(now_ms) + DAY_MS)
+    prefix = paths.LOG_DIR + "/"
+    moves += [
+        f.mtime_ms + TEMP_FILE_AGE_MS + 1
+        for f in infos
+        if f.key.startswith(prefix)
+        and paths.is_temp(f.name)
+        and f.mtime_ms >= now_ms - TEMP_FILE_AGE_MS
+    ]
+    return min(moves)
 
 
 def temp_leftovers(infos: Iterable[FileInfo], now_ms: int) -> list[LogEntry]:

@@ -61,7 +61,10 @@ MAX_COMPACTION_JOBS = 1
 SPARK_MASTER = "local[*]"
 # A DeltaLake: how often its prefix is scanned for tables that appeared or disappeared.
 LAKE_SCAN_INTERVAL_MS = 10 * 60_000
-CLEANUP_EVERY_MS = HOUR_MS
+CLEANUP_EVERY_MS = HOUR_MS  # when its last run did not say when to look again
+# A table's next look at cleanup (its cut-off's move, at the same midnight for most tables) is
+# put off by up to this, drawn per table, so a fleet does not list every log at once.
+LOOK_AGAIN_SPREAD_MS = HOUR_MS
 VACUUM_EVERY_MS = DAY_MS
 # Data retention (dataRetention): an expiry runs this often when dataRetention.schedule is not
 # set, and refuses a run that would remove more than this share of the table's rows (a keep of

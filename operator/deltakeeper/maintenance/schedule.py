@@ -3,9 +3,11 @@
 Planning a checkpoint is cheap (it reads the snapshot's log position); planning cleanup lists
 the log, and planning vacuum reads the commits since the last one (a FULL one lists the whole
 table), so a watch loop plans those only when they can have become due, by each operation's
-cadence: cleanup every CLEANUP_EVERY_MS (and after a new checkpoint: the planner's rule),
+cadence: cleanup every CLEANUP_EVERY_MS while the log moves, when its last plan's cut-off
+moves on while it does not (about once a day), and after a new checkpoint (the planner's rule),
 vacuum and expire on their cron schedules or else every VACUUM_EVERY_MS and EXPIRE_EVERY_MS.
-Pure: the caller passes the clock and the last run times.
+A new policy (an edit) plans the checkpoint and cleanup at once; a schedule still waits for its
+time. Pure: the caller passes the clock and the last run times.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def operations_to_plan(
     schedules: Mapping[str, str | None] | None = None,
     watched_since_ms: int | None = None,
     policy: Policy | None = None,
+    look_again_ms: Mapping[str, int] | None = None,
+    policy_changed: bool = False,
 ) -> tuple[Operation, ...]:
     """The operations worth planning now, in execution order, each by its cadence.
 
@@ -70,15 +74,24 @@ def operations_to_plan(
     who wrote '0 3 * * *' expects 03:00, not now). The writers and compaction have rules of
     their own (`writers_to_plan`, the job tracker). An operation the table's `policy` does not
     ask for (an expiry without dataRetention) is never planned; None: Delta's defaults.
+    `look_again_ms`: per PERIODIC operation, when its last run said planning it again can find
+    more (spec.look_again); `policy_changed`: the table's settings are new since the last poll.
     """
-    crons = schedules or {}
+    crons, again = schedules or {}, look_again_ms or {}
     wants = policy if policy is not None else effective({})
     return tuple(
         op
         for op, spec in REGISTRY.items()
         if spec.asked(wants)
         and _worth_planning(
-            spec, now_ms, last_run_ms.get(op), version_changed, crons.get(op), watched_since_ms
+            spec,
+            now_ms,
+            last_run_ms.get(op),
+            version_changed or policy_changed,
+            crons.get(op),
+            watched_since_ms,
+            again.get(op),
+            policy_changed,
         )
     )
 
@@ -90,12 +103,18 @@ def _worth_planning(
     version_changed: bool,
     cron: str | None,
     watched_since_ms: int | None,
+    again_ms: int | None = None,
+    policy_changed: bool = False,
 ) -> bool:
     cadence = spec.cadence
     if cadence is Cadence.NEW_VERSION:
         return version_changed or last_ms is None
     if cadence is Cadence.PERIODIC:
-        return last_ms is None or now_ms - last_ms >= spec.every_ms
+        if last_ms is None or policy_changed:
+            return True
+        if again_ms is not None and not version_changed:
+            return now_ms >= again_ms  # a quiet log: nothing new until then
+        return now_ms - last_ms >= spec.every_ms
     if cadence is not Cadence.SCHEDULED:
         return False
     if last_ms is None and cron:

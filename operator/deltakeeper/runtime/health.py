@@ -30,9 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deltakeeper.delta.cleanup import expired_log, midnight_utc
+from deltakeeper.delta.cleanup import expired_log
 from deltakeeper.delta.held import HeldSnapshot
-from deltakeeper.delta.properties import DAY_MS
 from deltakeeper.delta.snapshot import Snapshot
 from deltakeeper.delta.storage import FileInfo
 from deltakeeper.maintenance.operations import Operation
@@ -224,13 +223,12 @@ class LogDebt:
 
     files: int
     bytes: int
-    until_ms: int  # the cleanup's cut-off day moves on then: count again
+    until_ms: int  # a cleanup of this listing may find more then (its cut-off moves): count again
 
 
 def log_debt(infos: Iterable[FileInfo], retention_ms: int, now_ms: int) -> LogDebt:
     plan = expired_log(infos, retention_ms, now_ms)
-    next_day = midnight_utc(now_ms - retention_ms) + DAY_MS + retention_ms
-    return LogDebt(plan.files, plan.bytes, next_day)
+    return LogDebt(plan.files, plan.bytes, plan.until_ms)
 
 
 # What `of_table` reads of `delta.summary.summarize`'s numbers.

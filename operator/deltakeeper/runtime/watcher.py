@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import random
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ from deltakeeper.maintenance.operations.registry import REGISTRY, WRITERS, asked
 from deltakeeper.maintenance.operations.steps import Plan
 from deltakeeper.maintenance.policy import (
     COMPACTION_DEADLINE_MS,
+    LOOK_AGAIN_SPREAD_MS,
     Policy,
     PolicyError,
     effective,
@@ -86,8 +88,12 @@ class TableWatcher:
         last_maintenance: Mapping[str, Any] | None = None,
         compactor: Compactor | None = None,  # None: compaction is never planned here
         hold_file_actions: int | None = None,  # None: HOLD_FILE_ACTIONS
+        spread_ms: int | None = None,  # None: drawn below LOOK_AGAIN_SPREAD_MS
     ):
         self.watched_since_ms = watched_since_ms
+        self.spread_ms = random.randrange(LOOK_AGAIN_SPREAD_MS) if spread_ms is None else spread_ms
+        # Per PERIODIC operation: when its last run said planning it again can find more.
+        self.look_again_ms: dict[str, int] = {}
         self.hold_file_actions = (
             HOLD_FILE_ACTIONS if hold_file_actions is None else hold_file_actions
         )
@@ -130,9 +136,11 @@ class TableWatcher:
             self._adopt(target)
             finished = self.compactions.check(table, now_ms)  # before the refresh: its commit
             changed = self._refresh(table)
-            if changed or not same_target or self._policy is None:
+            before = self._policy
+            if changed or not same_target or before is None:
                 configuration = self._snap.metadata.configuration  # type: ignore[union-attr]
                 self._policy = shared(effective(configuration, **target.settings))
+            new_policy = before is not None and self._policy is not before
         except Exception as e:  # store clients raise their own types; each becomes a condition
             if not isinstance(e, (DeltaError, PolicyError, OSError)):
                 log.warning("%s/%s: unexpected %s", *target.key, type(e).__name__, exc_info=True)
@@ -153,6 +161,8 @@ class TableWatcher:
                     self._schedules(),
                     self.watched_since_ms,
                     self._policy,
+                    self.look_again_ms,
+                    new_policy,
                 )
             except ValueError as e:  # a schedule croniter cannot step through
                 self._last = None
@@ -470,10 +480,16 @@ class TableWatcher:
             if o.result is Result.SKIPPED and record.on_spark(o):
                 continue  # a Spark job runs for the table elsewhere: looked at next poll
             op = str(o.operation)
+            again = None
             if o.result is Result.FAILED:
                 self.last_run_ms.pop(op, None)  # retried at the next poll
             else:
                 self.last_run_ms[op] = now_ms
+                again = REGISTRY[o.operation].look_again(o)
+            if again is None:
+                self.look_again_ms.pop(op, None)
+            else:
+                self.look_again_ms[op] = again + self.spread_ms
             before = self.last_maintenance.get(op)
             if o.result is Result.SKIPPED:
                 # Looked, nothing due: the status keeps the last real run, but not a refusal

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltakeeper.delta import paths
-from deltakeeper.delta.cleanup import DAY_MS, CleanupPlan, midnight_utc, plan_cleanup
+from deltakeeper.delta.cleanup import DAY_MS, CleanupPlan, midnight_utc, plan_cleanup, stable_until
 from deltakeeper.delta.errors import DeltaError
 from deltakeeper.delta.log.segment import Listing, group, monotonic, segment_for
 from deltakeeper.delta.paths import Kind
@@ -543,3 +543,52 @@ def test_temp_files_of_the_newest_version_or_later_stay_whatever_the_clock_says(
     files = [*history(hourly(0, 3, NOW - HOUR)), *(fi(n, t) for n, t in names.items())]
     assert max(v for f in files if (n := paths.parse(f.name)) and (v := n.version) >= 0) == 3
     assert deleted(plan(files)) == {f".{paths.commit(2)}.{dashed}.tmp"}
+
+
+# -- when a plan can change --------------------------------------------------------------------
+def _decided(p: CleanupPlan) -> tuple[Any, ...]:
+    return (p.cutoff_commit, p.cutoff_checkpoint, deleted(p), p.sidecar_cutoff_ms)
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, DAY_MS), st.integers(0, 10**6))
+def test_property_a_plan_stays_the_same_until_its_until_ms(
+    case: Case, later: int, split: int
+) -> None:
+    """Whatever the listing, planning again before `until_ms` decides the same: a watch loop
+    that skips planning until then misses nothing."""
+    files, refs, knobs = case
+    retention = knobs["retention"]
+    dashed = "b16f838b-a848-4ab4-a5ff-f004e355b277"
+    files = [*files, fi(f".{paths.commit(0)}.{dashed}.tmp", NOW - DAY_MS + later)]
+    times = file_times(files)
+
+    def at(now: int) -> CleanupPlan:
+        return plan_cleanup(files, times.__getitem__, retention, now, sidecar_refs=refs)
+
+    first = at(NOW)
+    assert first.until_ms == stable_until(files, retention, NOW)
+    assert NOW < first.until_ms <= midnight_utc(NOW) + DAY_MS + DAY_MS
+    between = NOW + split % (first.until_ms - NOW)
+    assert _decided(at(first.until_ms - 1)) == _decided(first) == _decided(at(between))
+
+
+def test_the_cut_off_moves_at_midnight_utc_plus_the_retention() -> None:
+    files = [*history(hourly(0, 10, CUTOFF + 5 * HOUR)), fi(paths.checkpoint(10))]
+    p = plan(files)
+    assert p.cutoff_commit == 5 and p.until_ms == CUTOFF + DAY_MS + RETENTION
+    moved = plan(files, now_ms=p.until_ms)
+    assert moved.cutoff_commit == 10 and len(moved.delete) == 10
+
+
+def test_a_young_temp_file_or_a_short_retention_brings_the_next_look_closer() -> None:
+    dashed = "b16f838b-a848-4ab4-a5ff-f004e355b277"
+    young = fi(f".{paths.commit(3)}.{dashed}.tmp", NOW - 20 * HOUR)
+    files = [*history(hourly(0, 4, NOW - HOUR)), young]
+    assert plan(files).until_ms == NOW - 20 * HOUR + DAY_MS + 1  # before midnight
+    assert plan(files, now_ms=NOW - 20 * HOUR + DAY_MS + 1).delete == [young]
+    # A 12-hour retention: the log's cut-off moves at noon, the sidecars' at midnight.
+    twelve = 12 * HOUR
+    at_noon = midnight_utc(NOW) + twelve  # NOW is noon
+    assert stable_until([], twelve, at_noon - 1) == at_noon
+    assert stable_until([], twelve, at_noon) == midnight_utc(NOW) + DAY_MS

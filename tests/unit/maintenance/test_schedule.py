@@ -47,12 +47,32 @@ def test_checkpoint_when_the_version_changed_or_never_ran() -> None:
     assert plan(NOW + 1, no_checkpoint) == ("checkpoint",)
 
 
-def test_cleanup_is_hourly() -> None:
+def test_cleanup_is_hourly_when_its_last_run_did_not_say_when_to_look_again() -> None:
     ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
     assert CLEANUP_EVERY_MS == 3_600_000
     assert "cleanup" not in plan(NOW + CLEANUP_EVERY_MS - 1, ran)
     assert plan(NOW + CLEANUP_EVERY_MS, ran) == ("cleanup",)
     assert plan(NOW + 5 * CLEANUP_EVERY_MS, ran) == ("cleanup",)
+
+
+def test_cleanup_looks_again_when_its_last_run_said() -> None:
+    ran = {"checkpoint": NOW, "cleanup": NOW, "vacuum": NOW}
+    again = {"cleanup": NOW + 16 * CLEANUP_EVERY_MS}
+
+    def at(now: int, **kw: bool) -> tuple[str, ...]:
+        return schedule.operations_to_plan(now, ran, False, look_again_ms=again, **kw)
+
+    assert at(NOW + 5 * CLEANUP_EVERY_MS) == ()  # not hourly
+    assert at(again["cleanup"] - 1) == ()
+    assert at(again["cleanup"]) == ("cleanup",)
+    # While the log moves (new commits), hourly as before: a growing log is looked at.
+    moved = schedule.operations_to_plan(NOW + CLEANUP_EVERY_MS, ran, True, look_again_ms=again)
+    assert moved == ("checkpoint", "cleanup")
+    early = schedule.operations_to_plan(NOW + CLEANUP_EVERY_MS - 1, ran, True, look_again_ms=again)
+    assert early == ("checkpoint",)
+    # A new policy (an edit: a retention, an interval) plans the checkpoint and cleanup now;
+    # vacuum keeps its own time.
+    assert at(NOW + 1, policy_changed=True) == ("checkpoint", "cleanup")
 
 
 def test_vacuum_without_a_schedule_is_daily() -> None:

@@ -654,3 +654,82 @@ def _run(o: Outcome) -> VacuumRun:
     run = vacuum_op.run_of(o)
     assert run is not None, o
     return run
+
+
+# -- when cleanup is looked at -------------------------------------------------------------------
+HOUR = 3_600_000
+
+
+def _cleanups(obs: Observation) -> list[Outcome]:
+    return [o for o in obs.outcomes if o.operation == "cleanup"]
+
+
+def test_a_quiet_table_plans_cleanup_when_its_cut_off_moves_not_hourly(tmp_path: Path) -> None:
+    """Planning cleanup lists the log: a quiet table pays for it once a day, when the cut-off
+    day moves on (midnight UTC + retention), and that look finds what the move made due."""
+    day = START // DAY * DAY + 60 * DAY  # a midnight UTC
+    b = LogBuilder(tmp_path)
+    for v in range(5):  # before the cut-off at day - 30 days
+        actions = [protocol(), metadata()] if v == 0 else []
+        b.commit(*actions, add(f"f{v}.parquet"), mtime_ms=day - 31 * DAY + 12 * HOUR + v * HOUR)
+    b.commit(add("f5.parquet"), mtime_ms=day - 30 * DAY + 6 * HOUR)  # past it the day after
+    target = Target("ns", "t", str(tmp_path), settings={"checkpoint_interval": 5})
+    now = day + 12 * HOUR
+    w = TableWatcher(now, spread_ms=0)
+    first = w.maintain(target, w.observe(target, now), now)
+    assert status_of(first)["lastCheckpointVersion"] == 5
+    assert [o.result for o in _cleanups(first)] == ["skipped"]  # no checkpoint at or before 4
+
+    looked: list[tuple[int, Outcome]] = []
+    listings = []
+    for now in range(day + 12 * HOUR + 600_000, day + 2 * DAY + HOUR, 600_000):
+        obs = w.observe(target, now)
+        listings.append(obs.requests["list"])
+        looked += [(now, o) for o in _cleanups(w.maintain(target, obs, now))]
+    # One look a day, at the first poll past each midnight (the cut-off day moves then).
+    assert [when for when, _ in looked] == [day + DAY, day + 2 * DAY]
+    done = looked[0][1]
+    assert done.result == "done" and done.deleted_files == 5
+    commits = sorted(p.name for p in (tmp_path / "_delta_log").glob("*.json"))
+    assert commits == ["00000000000000000005.json"]
+    assert looked[1][1].result == "skipped"
+    # Every other poll was one listing from the last version.
+    assert listings.count(1) == len(listings) - 2
+
+
+def test_a_look_again_is_spread_per_table(tmp_path: Path) -> None:
+    dated_table(tmp_path, 3)
+    target = Target("ns", "t", str(tmp_path))
+    now = START + 60 * DAY
+    w = TableWatcher(now, spread_ms=20 * 60_000)
+    w.maintain(target, w.observe(target, now), now)
+    move = (now - 30 * DAY) // DAY * DAY + DAY + 30 * DAY
+    assert w.look_again_ms == {"cleanup": move + 20 * 60_000}
+    assert "cleanup" not in w.observe(target, move + 20 * 60_000 - 1).due
+    assert "cleanup" in w.observe(target, move + 20 * 60_000).due
+    assert 0 <= TableWatcher(now).spread_ms < HOUR
+
+
+def test_an_edit_plans_the_checkpoint_and_cleanup_at_the_next_poll(tmp_path: Path) -> None:
+    """A new interval that makes a checkpoint due at the table's current version: it is
+    written at the next poll, not at the next commit."""
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("f0.parquet"), commit_info())
+    for v in range(1, 6):
+        b.commit(add(f"f{v}.parquet"), commit_info())
+    target = Target("ns", "t", str(tmp_path), generation=1, settings={"checkpoint_interval": 5})
+    now = now_ms()
+    w = TableWatcher(now)
+    first = w.maintain(target, w.observe(target, now), now)
+    assert status_of(first)["lastCheckpointVersion"] == 5
+    append(tmp_path, 6, 2)  # version 7: 2 commits past the checkpoint, fewer than 5
+    moved = w.maintain(target, w.observe(target, now + 1000), now + 1000)
+    assert status_of(moved)["lastCheckpointVersion"] == 5
+    assert w.observe(target, now + 2000).due == ()
+
+    edited = replace(target, generation=2, settings={"checkpoint_interval": 2})
+    obs = w.observe(edited, now + 3000)
+    assert obs.due == ("checkpoint", "cleanup")
+    after = w.maintain(edited, obs, now + 3000)
+    assert status_of(after)["lastCheckpointVersion"] == 7
+    assert w.observe(edited, now + 4000).due == ()

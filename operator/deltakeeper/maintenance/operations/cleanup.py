@@ -11,7 +11,7 @@ from deltakeeper.delta.vacuum import lite
 from deltakeeper.delta.vacuum.modes import Mode
 from deltakeeper.maintenance.memory import per_log_file
 from deltakeeper.maintenance.operations import Cadence, OnCatalogManaged, Operation
-from deltakeeper.maintenance.operations.outcome import Outcome, deleting
+from deltakeeper.maintenance.operations.outcome import Outcome, Result, deleting
 from deltakeeper.maintenance.operations.spec import OperationSpec, Planning, Running
 from deltakeeper.maintenance.operations.steps import Step
 from deltakeeper.maintenance.policy import CLEANUP_EVERY_MS, Policy
@@ -126,7 +126,19 @@ def run(r: Running) -> Outcome:
         detail = r.step.replan()  # the checkpoint step has written its file: plan with it there
     assert isinstance(detail, cleanup.CleanupPlan)
     deleted = 0 if r.dry_run else cleanup.execute_cleanup(r.table, detail)
-    return deleting(CLEANUP, detail.files, detail.bytes, deleted, detail.delete, r.dry_run)
+    outcome = deleting(CLEANUP, detail.files, detail.bytes, deleted, detail.delete, r.dry_run)
+    outcome.detail = detail
+    return outcome
+
+
+def skip(step: Step) -> Outcome:
+    return Outcome(CLEANUP, Result.SKIPPED, step.reason, detail=step.detail)
+
+
+def look_again(o: Outcome) -> int | None:
+    """When a cleanup of the log as it was can find more: its cut-off's next move."""
+    detail = o.detail_as(cleanup.CleanupPlan)
+    return detail.until_ms if detail is not None and detail.until_ms else None
 
 
 SPEC = OperationSpec(
@@ -139,7 +151,9 @@ SPEC = OperationSpec(
     "LogCleaned",
     lambda o: f"deleted {o.deleted_files} expired log files ({format_bytes(o.deleted_bytes)})",
     every_ms=CLEANUP_EVERY_MS,
+    look_again=look_again,
     force=force,
     deletes="log",
     catalog=OnCatalogManaged.IF_PERMITTED,
+    skip=skip,
 )

@@ -116,6 +116,9 @@ class OperationSpec:
     done_reason: str  # the Normal event's reason when it is done (kubectl describe)
     done_message: Callable[[Outcome], str]  # that event's message, before "in Ns"
     every_ms: int = 0  # PERIODIC and SCHEDULED without a schedule: how often it is planned
+    # A PERIODIC one's next look, from its last run: when planning it again can find more
+    # with the log as it was (cleanup: its cut-off's next move). None: every_ms after the run.
+    look_again: Callable[[Outcome], int | None] = lambda o: None
     force: Planner | None = None  # the step its own command runs, due whatever the policy says
     asked: Callable[[Policy], bool] = lambda policy: True  # whether the policy wants it at all
     deletes: str | None = None  # what it deletes (metrics' `kind`): log or data files
