@@ -257,6 +257,29 @@ def list_requests(metrics_url: str) -> float:
     return _metric_sum(metrics_url, "deltakeeper_storage_requests_total{", 'operation="list"')
 
 
+# What the steady window counts, from one scrape: (series prefix, label) per name.
+WINDOW_COUNTS = {
+    "lists": ("deltakeeper_storage_requests_total{", 'operation="list"'),
+    "cleanup_runs": ("deltakeeper_maintenance_runs_total{", 'operation="cleanup"'),
+    "vacuum_runs": ("deltakeeper_maintenance_runs_total{", 'operation="vacuum"'),
+    **{
+        f"polls_{t}": ("deltakeeper_polls_total{", f'trigger="{t}"')
+        for t in ("event", "interval", "resync", "fallback")
+    },
+}
+
+
+def window_counts(metrics_url: str) -> dict[str, float]:
+    """Each of WINDOW_COUNTS summed over one scrape."""
+    text = gzip.GzipFile(fileobj=io.BytesIO(scrape(metrics_url))).read().decode()
+    counts = dict.fromkeys(WINDOW_COUNTS, 0.0)
+    for line in text.splitlines():
+        for name, (prefix, label) in WINDOW_COUNTS.items():
+            if line.startswith(prefix) and label in line:
+                counts[name] += float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def scrape(metrics_url: str) -> bytes:
     """/metrics as Prometheus asks for it: every series, gzipped (raw, not decompressed)."""
     import urllib.request
@@ -465,14 +488,21 @@ def run(
         # scrape of every series, one just before the window and one just after, each outside
         # it: a scrape's CPU grows with the tables, not with the window, so it is measured on
         # its own (Prometheus scrapes every 15-60 s; the chart's ServiceMonitor every 30 s).
-        lists0, lt0 = list_requests(url), time.monotonic()
+        counts0, lt0 = window_counts(url), time.monotonic()
         cpu0, t0 = cpu_seconds(proc), time.monotonic()
         writes0 = statuses.modified
         time.sleep(3 * poll_s)
         cpu1, t1 = cpu_seconds(proc), time.monotonic()
         writes1 = statuses.modified
-        lists1 = list_requests(url)
+        counts1 = window_counts(url)
         lt1 = time.monotonic()
+        lists0, lists1 = counts0["lists"], counts1["lists"]
+        # Per table-hour, what the LISTs came from: polls by trigger, and the maintenance that
+        # lists (a cleanup plan lists the log; a quiet LITE vacuum lists it from N).
+        report["window_per_table_hour"] = {
+            name: round((counts1[name] - counts0[name]) * 3600 / (lt1 - lt0) / n, 3)
+            for name in WINDOW_COUNTS
+        }
         report["scrape_s"] = round(lt1 - t1, 2)
         report["scrape_cpu_s"] = round(cpu_seconds(proc) - cpu1, 2)
         report["writes_per_s"] = round((writes1 - writes0) / (t1 - t0), 2)
@@ -657,6 +687,20 @@ def scraped(r: dict[str, Any]) -> str:
     return f"{r['scrape_s']} s, {r['scrape_cpu_s']} CPU-s; {r['cores_scraped_30s']:.3f}"
 
 
+def lists_split(r: dict[str, Any]) -> str:
+    """Where a window's LISTs came from, per table-hour (runs before the split was kept: none)."""
+    w = r.get("window_per_table_hour")
+    if not w:
+        return ""
+    polls = ", ".join(
+        f"{t} {w[f'polls_{t}']}"
+        for t in ("resync", "event", "interval", "fallback")
+        if w[f"polls_{t}"]
+    )
+    runs = f"cleanup plans {w['cleanup_runs']}, vacuums {w['vacuum_runs']}"
+    return f" (polls: {polls or 'none'}; {runs})"
+
+
 def events_section(reports: list[dict[str, Any]], m: dict[str, Any], started: str) -> str:
     rows = []
     for r in reports:
@@ -666,7 +710,7 @@ def events_section(reports: list[dict[str, Any]], m: dict[str, Any], started: st
             f"| {r['tables']:,} ({r['on_minio']:,} with events) | {r['poll_s']} s, resync "
             f"{r.get('resync_s', 3600)} s | "
             f"{r['steady_cores']:.3f} | {scraped(r)} | {r['peak_rss_mib']:.0f} MiB | "
-            f"{r['lists_per_table_hour']} | {r.get('latency_median_s', '-')} s / "
+            f"{r['lists_per_table_hour']}{lists_split(r)} | {r.get('latency_median_s', '-')} s / "
             f"{r.get('latency_max_s', '-')} s ({r['latency_seen']}/{r['latency_samples']}) | "
             f"{r['all_status_s']} s / {r['first_pass_s']} s | {r.get('writes_per_s', '-')} | "
             f"{w['offered']:,} in {w['offer_s']} s: {ok:,} answered 200, "
