@@ -120,6 +120,9 @@ class TableWatcher:
         self._last: Observation | None = None  # the last full observation, for quiet polls
         self._vacuum_info: LastVacuumInfo | None = None  # as our last vacuum left it
         self._writers_at: dict[str, int] = {}  # the version each writer was last planned at
+        # The version the last plan looked at: a commit that lands while maintenance runs is
+        # read by the snapshot after it (not by a poll), and still counts as the log moving.
+        self._planned_at: int | None = None
         # A version at which every live file had its statistics, as our last statistics run
         # found (the next reads only the commits after it); None: the next looks at all.
         self._stats_complete_at: int | None = None
@@ -153,11 +156,13 @@ class TableWatcher:
         else:
             obs = self._describe(target, now_ms)
         if obs.ready and not target.suspend and not self._snap.unsupported_features:  # type: ignore[union-attr]
+            version = self._snap.version  # type: ignore[union-attr]
+            moved, self._planned_at = changed or version != self._planned_at, version
             try:
                 obs.due = schedule.operations_to_plan(
                     now_ms,
                     self.last_run_ms,
-                    changed,
+                    moved,
                     self._schedules(),
                     self.watched_since_ms,
                     self._policy,
@@ -168,7 +173,6 @@ class TableWatcher:
                 self._last = None
                 return self._describe(target, now_ms, error=PolicyError(f"schedule: {e}"))
             obs.due = self._with_compaction(obs.due, now_ms)
-            version = self._snap.version  # type: ignore[union-attr]
             obs.due += schedule.writers_to_plan(self._writers(), self._writers_at, version)
         return obs
 

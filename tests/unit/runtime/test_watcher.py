@@ -733,3 +733,33 @@ def test_an_edit_plans_the_checkpoint_and_cleanup_at_the_next_poll(tmp_path: Pat
     after = w.maintain(edited, obs, now + 3000)
     assert status_of(after)["lastCheckpointVersion"] == 7
     assert w.observe(edited, now + 4000).due == ()
+
+
+def test_a_commit_that_lands_while_maintenance_runs_is_planned_for_at_the_next_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot read after maintenance holds that commit already, so no poll sees the log
+    move: its checkpoint is planned all the same (CI once waited 60 s for it in vain)."""
+    from deltakeeper.runtime import watcher as watcher_module
+
+    b = LogBuilder(tmp_path)
+    b.commit(protocol(), metadata(), add("f0.parquet"), commit_info())
+    b.commit(add("f1.parquet"), commit_info())
+    target = Target("ns", "t", str(tmp_path), settings={"checkpoint_interval": 1})
+    now = now_ms()
+    w = TableWatcher(now)
+    real = watcher_module.executor.execute
+
+    def execute_then_commit(*args: Any, **kw: Any) -> Any:
+        report = real(*args, **kw)
+        append(tmp_path, 2, 1)  # another writer's commit, while this pass finishes
+        return report
+
+    with monkeypatch.context() as m:
+        m.setattr(watcher_module.executor, "execute", execute_then_commit)
+        first = w.maintain(target, w.observe(target, now), now)
+    assert status_of(first)["lastCheckpointVersion"] == 1 and status_of(first)["version"] == 2
+    obs = w.observe(target, now + 1000)
+    assert obs.due == ("checkpoint",)
+    assert status_of(w.maintain(target, obs, now + 1000))["lastCheckpointVersion"] == 2
+    assert w.observe(target, now + 2000).due == ()
