@@ -253,11 +253,7 @@ def children_cpu_seconds(proc: psutil.Process) -> float:
     return total
 
 
-def list_requests(metrics_url: str) -> float:
-    return _metric_sum(metrics_url, "deltakeeper_storage_requests_total{", 'operation="list"')
-
-
-# What the steady window counts, from one scrape: (series prefix, label) per name.
+# What the steady window counts, from one scrape (_metric_sums): (series prefix, label) a name.
 WINDOW_COUNTS = {
     "lists": ("deltakeeper_storage_requests_total{", 'operation="list"'),
     "cleanup_runs": ("deltakeeper_maintenance_runs_total{", 'operation="cleanup"'),
@@ -267,17 +263,6 @@ WINDOW_COUNTS = {
         for t in ("event", "interval", "resync", "fallback")
     },
 }
-
-
-def window_counts(metrics_url: str) -> dict[str, float]:
-    """Each of WINDOW_COUNTS summed over one scrape."""
-    text = gzip.GzipFile(fileobj=io.BytesIO(scrape(metrics_url))).read().decode()
-    counts = dict.fromkeys(WINDOW_COUNTS, 0.0)
-    for line in text.splitlines():
-        for name, (prefix, label) in WINDOW_COUNTS.items():
-            if line.startswith(prefix) and label in line:
-                counts[name] += float(line.rsplit(" ", 1)[1])
-    return counts
 
 
 def scrape(metrics_url: str) -> bytes:
@@ -291,14 +276,21 @@ def scrape(metrics_url: str) -> bytes:
 
 
 def _metric_sum(metrics_url: str, prefix: str, label: str) -> float:
+    return _metric_sums(metrics_url, {"sum": (prefix, label)})["sum"]
+
+
+def _metric_sums(metrics_url: str, wanted: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Per name, the values of the series that start with its prefix and carry its label, summed
+    over one scrape."""
     # GzipFile reads the members back to back as they come (gzip.decompress copies the rest
     # of the data at each of tens of thousands of members).
     text = gzip.GzipFile(fileobj=io.BytesIO(scrape(metrics_url))).read().decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(prefix) and label in line
-    )
+    sums = dict.fromkeys(wanted, 0.0)
+    for line in text.splitlines():
+        for name, (prefix, label) in wanted.items():
+            if line.startswith(prefix) and label in line:
+                sums[name] += float(line.rsplit(" ", 1)[1])
+    return sums
 
 
 def deltars_poll_cpu(lake: Lake, sample: int) -> float:
@@ -488,13 +480,13 @@ def run(
         # scrape of every series, one just before the window and one just after, each outside
         # it: a scrape's CPU grows with the tables, not with the window, so it is measured on
         # its own (Prometheus scrapes every 15-60 s; the chart's ServiceMonitor every 30 s).
-        counts0, lt0 = window_counts(url), time.monotonic()
+        counts0, lt0 = _metric_sums(url, WINDOW_COUNTS), time.monotonic()
         cpu0, t0 = cpu_seconds(proc), time.monotonic()
         writes0 = statuses.modified
         time.sleep(3 * poll_s)
         cpu1, t1 = cpu_seconds(proc), time.monotonic()
         writes1 = statuses.modified
-        counts1 = window_counts(url)
+        counts1 = _metric_sums(url, WINDOW_COUNTS)
         lt1 = time.monotonic()
         lists0, lists1 = counts0["lists"], counts1["lists"]
         # Per table-hour, what the LISTs came from: polls by trigger, and the maintenance that
