@@ -87,7 +87,7 @@ def operations_to_plan(
             spec,
             now_ms,
             last_run_ms.get(op),
-            version_changed or policy_changed,
+            version_changed,
             crons.get(op),
             watched_since_ms,
             again.get(op),
@@ -108,7 +108,7 @@ def _worth_planning(
 ) -> bool:
     cadence = spec.cadence
     if cadence is Cadence.NEW_VERSION:
-        return version_changed or last_ms is None
+        return version_changed or policy_changed or last_ms is None
     if cadence is Cadence.PERIODIC:
         if last_ms is None or policy_changed:
             return True
